@@ -1,0 +1,1 @@
+//! Relay HTTP API: request and response bodies and stable error codes.

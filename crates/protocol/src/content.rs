@@ -1,0 +1,267 @@
+//! The plaintext inside sealed envelopes. The relay never sees these types; the plugin
+//! seals a [`ToolCall`], the browser answers with a [`Reply`], and the browser's hello
+//! carries a sealed [`Catalog`].
+//!
+//! Every message is JSON inside the envelope (the envelope's own header is binary; see
+//! docs/PROTOCOL.md). Unknown fields are refused so a peer cannot smuggle meaning past an
+//! older reader.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::limits::{MAX_TOOL_NAME_BYTES, RESERVED_TOOL_PREFIX};
+
+/// A tool call as the plugin seals it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ToolCall {
+    pub name: String,
+    /// The call's arguments; a JSON object (an absent argument list is `{}`).
+    #[serde(default = "empty_object")]
+    pub arguments: Value,
+}
+
+fn empty_object() -> Value {
+    Value::Object(Default::default())
+}
+
+/// What the browser seals back for a call: a result or a refusal. The relay cannot tell the two
+/// apart.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
+pub enum Reply {
+    Result(ToolResult),
+    Refusal(Refusal),
+}
+
+/// A tool's answer.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct ToolResult {
+    pub content: Vec<ContentBlock>,
+    /// Structured output, when the tool has some. Also rendered into `content` as text so clients
+    /// that ignore structured output miss nothing.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub structured: Option<Value>,
+    /// The tool ran and reports a failure of its own (bad query, no such note, ...).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub is_error: bool,
+}
+
+impl ToolResult {
+    pub fn text(text: impl Into<String>) -> Self {
+        Self {
+            content: vec![ContentBlock::Text { text: text.into() }],
+            ..Self::default()
+        }
+    }
+}
+
+/// One block of a result's content.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
+pub enum ContentBlock {
+    Text { text: String },
+}
+
+/// The browser declined to run a call. Sealed like a result.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Refusal {
+    pub code: RefusalCode,
+    pub message: String,
+}
+
+/// Why the browser refused a call it could open.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RefusalCode {
+    UnknownTool,
+    BadArguments,
+    NotGranted,
+    Locked,
+    ToolFailed,
+    TooLarge,
+}
+
+impl RefusalCode {
+    pub const ALL: [RefusalCode; 6] = [
+        Self::UnknownTool,
+        Self::BadArguments,
+        Self::NotGranted,
+        Self::Locked,
+        Self::ToolFailed,
+        Self::TooLarge,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::UnknownTool => "unknown_tool",
+            Self::BadArguments => "bad_arguments",
+            Self::NotGranted => "not_granted",
+            Self::Locked => "locked",
+            Self::ToolFailed => "tool_failed",
+            Self::TooLarge => "too_large",
+        }
+    }
+}
+
+/// Why a call ended without a reply. Set in the clear on the relay, so the plugin treats the
+/// accompanying text as relay-supplied.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CancelReason {
+    ClientCancelled,
+    Undecryptable,
+    Replayed,
+    Expired,
+    SessionEnded,
+}
+
+impl CancelReason {
+    pub const ALL: [CancelReason; 5] = [
+        Self::ClientCancelled,
+        Self::Undecryptable,
+        Self::Replayed,
+        Self::Expired,
+        Self::SessionEnded,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::ClientCancelled => "client_cancelled",
+            Self::Undecryptable => "undecryptable",
+            Self::Replayed => "replayed",
+            Self::Expired => "expired",
+            Self::SessionEnded => "session_ended",
+        }
+    }
+}
+
+/// What a tool may do. `Read` tools answer at once; `Proposal` tools only save a proposal that a
+/// person reviews in the app.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ToolKind {
+    Read,
+    Proposal,
+}
+
+/// One tool offered by the browser.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CatalogEntry {
+    pub name: String,
+    pub description: String,
+    /// JSON Schema of the arguments object.
+    pub input_schema: Value,
+    pub kind: ToolKind,
+    /// True only for the executor's built-in read tools. A host-registered tool's own claim to
+    /// be harmless is never carried here (claims that reduce scrutiny are ignored).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub builtin: bool,
+}
+
+/// The tool list a session offers, sealed into its hello.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct Catalog {
+    pub tools: Vec<CatalogEntry>,
+}
+
+/// Why a tool name is not acceptable.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum BadToolName {
+    #[error("a tool name must be 1 to {MAX_TOOL_NAME_BYTES} characters")]
+    Length,
+    #[error("a tool name may use only A-Z, a-z, 0-9, '_', '.' and '-'")]
+    Characters,
+    #[error("tool names starting with '{RESERVED_TOOL_PREFIX}' are reserved for the plugin")]
+    Reserved,
+}
+
+/// Checks a tool name against `[A-Za-z0-9_.-]{1,64}` and the reserved prefix.
+pub fn validate_tool_name(name: &str) -> Result<(), BadToolName> {
+    if name.is_empty() || name.len() > MAX_TOOL_NAME_BYTES {
+        return Err(BadToolName::Length);
+    }
+    if !name
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'-'))
+    {
+        return Err(BadToolName::Characters);
+    }
+    if name.starts_with(RESERVED_TOOL_PREFIX) {
+        return Err(BadToolName::Reserved);
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn a_refusal_and_a_result_share_one_reply_type() {
+        let refusal = Reply::Refusal(Refusal {
+            code: RefusalCode::NotGranted,
+            message: "no".into(),
+        });
+        let text = serde_json::to_string(&refusal).unwrap();
+        assert_eq!(
+            text,
+            r#"{"type":"refusal","code":"not_granted","message":"no"}"#
+        );
+        assert_eq!(serde_json::from_str::<Reply>(&text).unwrap(), refusal);
+
+        let result = Reply::Result(ToolResult::text("hi"));
+        let text = serde_json::to_string(&result).unwrap();
+        assert_eq!(
+            text,
+            r#"{"type":"result","content":[{"type":"text","text":"hi"}]}"#
+        );
+        assert_eq!(serde_json::from_str::<Reply>(&text).unwrap(), result);
+    }
+
+    #[test]
+    fn a_call_without_arguments_reads_as_an_empty_object() {
+        let call: ToolCall = serde_json::from_str(r#"{"name":"list_sources"}"#).unwrap();
+        assert_eq!(call.arguments, json!({}));
+    }
+
+    #[test]
+    fn unknown_fields_are_refused() {
+        assert!(serde_json::from_str::<ToolCall>(r#"{"name":"a","arguments":{},"x":1}"#).is_err());
+    }
+
+    #[test]
+    fn codes_spell_as_their_serde_names() {
+        for code in RefusalCode::ALL {
+            assert_eq!(serde_json::to_value(code).unwrap(), json!(code.as_str()));
+        }
+        for reason in CancelReason::ALL {
+            assert_eq!(
+                serde_json::to_value(reason).unwrap(),
+                json!(reason.as_str())
+            );
+        }
+    }
+
+    #[test]
+    fn tool_names_are_checked() {
+        assert_eq!(validate_tool_name("search_workspace"), Ok(()));
+        assert_eq!(validate_tool_name("a.b-c_1"), Ok(()));
+        assert_eq!(validate_tool_name(""), Err(BadToolName::Length));
+        assert_eq!(
+            validate_tool_name(&"a".repeat(65)),
+            Err(BadToolName::Length)
+        );
+        assert_eq!(validate_tool_name("rm -rf"), Err(BadToolName::Characters));
+        assert_eq!(validate_tool_name("é"), Err(BadToolName::Characters));
+        assert_eq!(
+            validate_tool_name("sealpost_status"),
+            Err(BadToolName::Reserved)
+        );
+    }
+}
