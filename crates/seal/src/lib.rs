@@ -1,35 +1,50 @@
-//! probe
-pub fn probe() {
-    use chacha20poly1305::{
-        KeyInit, XChaCha20Poly1305,
-        aead::{Aead, Payload},
-    };
-    let key = [0u8; 32];
-    let cipher = XChaCha20Poly1305::new(&key.into());
-    let nonce = [0u8; 24];
-    let ct = cipher
-        .encrypt(
-            &nonce.into(),
-            Payload {
-                msg: b"hi",
-                aad: b"x",
-            },
-        )
-        .unwrap();
-    let _ = ct;
-    let hk = hkdf::Hkdf::<sha2::Sha256>::new(None, &key);
-    let mut okm = [0u8; 32];
-    hk.expand(b"info", &mut okm).unwrap();
-    use hmac::{KeyInit as _, Mac};
-    let mut mac = hmac::Hmac::<sha2::Sha256>::new_from_slice(&key).unwrap();
-    mac.update(b"x");
-    let _ = mac.verify_slice(&[0u8; 32]);
-    let s = x25519_dalek::StaticSecret::from([1u8; 32]);
-    let p = x25519_dalek::PublicKey::from(&s);
-    let sh = s.diffie_hellman(&p);
-    let _ = sh.was_contributory();
-}
-pub fn rng<R: rand_core::CryptoRng + ?Sized>(r: &mut R) {
-    let mut b = [0u8; 4];
-    r.fill_bytes(&mut b);
-}
+//! Sealpost's cryptographic core. Pure: no I/O, no clock reads, no OS randomness. Time is a
+//! parameter (Unix milliseconds) and randomness is a `&mut impl CryptoRng`, so the known-answer
+//! vectors in `tests/vectors.json` can pin every nonce and ephemeral key.
+//!
+//! The pieces, in the order a session uses them:
+//! - [`PairingSecret`] and [`PairingCode`]: the 32-byte secret `P` one plugin and one browser
+//!   share, its routing handle [`PairingSecret::pair_id`] and its human [`PairingSecret::fingerprint`].
+//! - [`BrowserSession::start`] makes the session hello the browser publishes;
+//!   [`verify_hello`] checks it on the plugin side and [`PluginSession::start`] derives the
+//!   plugin's keys from it.
+//! - [`seal_call`], [`open_call`], [`seal_reply`], [`open_reply`]: envelopes, one key per
+//!   direction. [`parse_header`] reads an envelope's clear header without decrypting.
+//!
+//! docs/PROTOCOL.md gives every byte layout and label.
+
+mod code;
+mod envelope;
+mod error;
+mod hello;
+mod kdf;
+mod keys;
+mod origin;
+mod secret;
+
+pub use code::{PAIRING_CODE_PREFIX, PairingCode};
+pub use envelope::{
+    ENVELOPE_OVERHEAD, HEADER_LEN, Header, Kind, MAX_CALL_ENVELOPE_BYTES, MAX_REPLY_ENVELOPE_BYTES,
+    NONCE_LEN, TAG_LEN, open_call, open_reply, parse_header, seal_call, seal_reply,
+};
+pub use error::{PairingCodeError, RelayOriginError, SealError};
+pub use hello::{HELLO_HEADER_LEN, MAX_HELLO_BYTES, VerifiedHello, verify_hello};
+pub use keys::{BrowserSession, PluginSession, SessionKeys};
+pub use origin::validate_relay_origin;
+pub use secret::{PairId, PairingSecret};
+
+/// Version byte of every binary record this crate writes.
+pub const VERSION: u8 = 1;
+
+/// Tolerance allowed when judging another party's timestamps (Unix ms).
+pub const CLOCK_SKEW_MS: u64 = 120_000;
+
+/// Length of session and call ids.
+pub const ID_LEN: usize = 16;
+
+/// A session id: 16 random bytes chosen by the browser.
+pub type SessionId = [u8; ID_LEN];
+/// A call id: 16 random bytes chosen by the plugin.
+pub type CallId = [u8; ID_LEN];
+/// An X25519 public key.
+pub type PublicKeyBytes = [u8; 32];

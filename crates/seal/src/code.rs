@@ -1,0 +1,131 @@
+//! The pairing code: one line the web app shows and `sealpost pair` reads.
+//!
+//! `sppair1_` ‖ base64url-nopad(payload), where payload is
+//! `version (1) ‖ P (32) ‖ origin_len (u8) ‖ origin ‖ token_len (u16 BE) ‖ token`.
+//! The prefix lets secret scanners match leaked codes.
+
+use std::fmt;
+
+use base64::Engine as _;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use zeroize::Zeroizing;
+
+use crate::VERSION;
+use crate::error::PairingCodeError;
+use crate::origin::validate_relay_origin;
+use crate::secret::PairingSecret;
+
+/// Every pairing code starts with this.
+pub const PAIRING_CODE_PREFIX: &str = "sppair1_";
+
+/// Longest MCP token a code may carry (a JWT is a few hundred bytes).
+const MAX_TOKEN_BYTES: usize = 4096;
+
+/// What a pairing code carries: where the relay is, the MCP token, and `P`.
+#[derive(Clone)]
+pub struct PairingCode {
+    pub relay_origin: String,
+    pub mcp_token: Zeroizing<String>,
+    pub secret: PairingSecret,
+}
+
+impl PairingCode {
+    /// Builds a code, checking the origin and token as [`PairingCode::parse`] would.
+    pub fn new(
+        relay_origin: impl Into<String>,
+        mcp_token: impl Into<String>,
+        secret: PairingSecret,
+    ) -> Result<Self, PairingCodeError> {
+        let code = Self {
+            relay_origin: relay_origin.into(),
+            mcp_token: Zeroizing::new(mcp_token.into()),
+            secret,
+        };
+        validate_relay_origin(&code.relay_origin)?;
+        validate_token(&code.mcp_token)?;
+        if code.relay_origin.len() > usize::from(u8::MAX) {
+            return Err(PairingCodeError::WrongLength);
+        }
+        Ok(code)
+    }
+
+    /// The code's text. It is a secret: never log it.
+    pub fn encode(&self) -> Zeroizing<String> {
+        let origin = self.relay_origin.as_bytes();
+        let token = self.mcp_token.as_bytes();
+        let mut payload = Zeroizing::new(Vec::with_capacity(
+            1 + 32 + 1 + origin.len() + 2 + token.len(),
+        ));
+        payload.push(VERSION);
+        payload.extend_from_slice(self.secret.expose());
+        payload.push(u8::try_from(origin.len()).expect("checked in new"));
+        payload.extend_from_slice(origin);
+        payload.extend_from_slice(
+            &u16::try_from(token.len())
+                .expect("checked in new")
+                .to_be_bytes(),
+        );
+        payload.extend_from_slice(token);
+        let mut text = String::from(PAIRING_CODE_PREFIX);
+        URL_SAFE_NO_PAD.encode_string(payload.as_slice(), &mut text);
+        Zeroizing::new(text)
+    }
+
+    /// Parses a code as a person pasted it (surrounding whitespace is ignored).
+    pub fn parse(text: &str) -> Result<Self, PairingCodeError> {
+        let body = text
+            .trim()
+            .strip_prefix(PAIRING_CODE_PREFIX)
+            .ok_or(PairingCodeError::WrongPrefix)?;
+        let payload = Zeroizing::new(
+            URL_SAFE_NO_PAD
+                .decode(body)
+                .map_err(|_| PairingCodeError::BadEncoding)?,
+        );
+        let mut rest: &[u8] = &payload;
+        let version = take(&mut rest, 1)?[0];
+        if version != VERSION {
+            return Err(PairingCodeError::UnknownVersion(version));
+        }
+        let secret = PairingSecret::from_bytes(take(&mut rest, 32)?.try_into().expect("32 bytes"));
+        let origin_len = usize::from(take(&mut rest, 1)?[0]);
+        let origin = take(&mut rest, origin_len)?;
+        let token_len = usize::from(u16::from_be_bytes(
+            take(&mut rest, 2)?.try_into().expect("2 bytes"),
+        ));
+        let token = take(&mut rest, token_len)?;
+        if !rest.is_empty() {
+            return Err(PairingCodeError::WrongLength);
+        }
+        let origin = std::str::from_utf8(origin).map_err(|_| crate::RelayOriginError::Malformed)?;
+        let token = std::str::from_utf8(token).map_err(|_| PairingCodeError::BadToken)?;
+        Self::new(origin, token, secret)
+    }
+}
+
+fn take<'a>(rest: &mut &'a [u8], n: usize) -> Result<&'a [u8], PairingCodeError> {
+    if rest.len() < n {
+        return Err(PairingCodeError::WrongLength);
+    }
+    let (head, tail) = rest.split_at(n);
+    *rest = tail;
+    Ok(head)
+}
+
+fn validate_token(token: &str) -> Result<(), PairingCodeError> {
+    let printable = token.bytes().all(|b| b.is_ascii_graphic());
+    if token.is_empty() || token.len() > MAX_TOKEN_BYTES || !printable {
+        return Err(PairingCodeError::BadToken);
+    }
+    Ok(())
+}
+
+impl fmt::Debug for PairingCode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PairingCode")
+            .field("relay_origin", &self.relay_origin)
+            .field("mcp_token", &"<redacted>")
+            .field("secret", &self.secret)
+            .finish()
+    }
+}

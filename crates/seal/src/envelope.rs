@@ -1,0 +1,222 @@
+//! Envelopes: what the relay stores. A clear header, a random nonce, and an XChaCha20-Poly1305
+//! body whose AAD is the header's bytes.
+//!
+//! ```text
+//! offset size
+//!  0      1   version = 1
+//!  1      1   kind: 1 = call (sealed with k_call), 2 = reply (sealed with k_reply)
+//!  2     16   session_id
+//! 18     16   call_id
+//! 34     32   plugin ephemeral public key A
+//! 66      8   created_at_ms (u64 BE)
+//! 74      8   expires_at_ms (u64 BE)
+//! 82     24   nonce
+//! 106   ≥16   ciphertext ‖ Poly1305 tag
+//! ```
+//!
+//! Lengths are checked before any decryption. A reply repeats its call's session_id, call_id, A
+//! and expires_at, so it cannot be moved to another call, session or direction.
+
+use chacha20poly1305::aead::{Aead, Payload};
+use chacha20poly1305::{KeyInit, XChaCha20Poly1305};
+use rand_core::CryptoRng;
+
+use crate::keys::SessionKeys;
+use crate::{CallId, PublicKeyBytes, SealError, SessionId, VERSION};
+
+/// Bytes of the clear header (the AAD).
+pub const HEADER_LEN: usize = 82;
+/// XChaCha20 nonce length.
+pub const NONCE_LEN: usize = 24;
+/// Poly1305 tag length.
+pub const TAG_LEN: usize = 16;
+/// Bytes an envelope adds to its plaintext.
+pub const ENVELOPE_OVERHEAD: usize = HEADER_LEN + NONCE_LEN + TAG_LEN;
+/// Largest call envelope (tool name and arguments).
+pub const MAX_CALL_ENVELOPE_BYTES: usize = 256 * 1024;
+/// Largest reply envelope (results may carry document text).
+pub const MAX_REPLY_ENVELOPE_BYTES: usize = 2 * 1024 * 1024;
+
+/// Which way an envelope travels.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Kind {
+    Call = 1,
+    Reply = 2,
+}
+
+impl Kind {
+    fn max_envelope_bytes(self) -> usize {
+        match self {
+            Kind::Call => MAX_CALL_ENVELOPE_BYTES,
+            Kind::Reply => MAX_REPLY_ENVELOPE_BYTES,
+        }
+    }
+}
+
+/// An envelope's clear header.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Header {
+    pub kind: Kind,
+    pub session_id: SessionId,
+    pub call_id: CallId,
+    pub plugin_public: PublicKeyBytes,
+    pub created_at_ms: u64,
+    pub expires_at_ms: u64,
+}
+
+impl Header {
+    /// The canonical bytes, which are also the AEAD's associated data.
+    pub fn to_bytes(&self) -> [u8; HEADER_LEN] {
+        let mut out = [0u8; HEADER_LEN];
+        out[0] = VERSION;
+        out[1] = self.kind as u8;
+        out[2..18].copy_from_slice(&self.session_id);
+        out[18..34].copy_from_slice(&self.call_id);
+        out[34..66].copy_from_slice(&self.plugin_public);
+        out[66..74].copy_from_slice(&self.created_at_ms.to_be_bytes());
+        out[74..82].copy_from_slice(&self.expires_at_ms.to_be_bytes());
+        out
+    }
+}
+
+/// Reads and checks an envelope's header and lengths without decrypting: version, kind, the
+/// kind's size limit, and room for a nonce and a tag.
+pub fn parse_header(envelope: &[u8]) -> Result<Header, SealError> {
+    if envelope.len() < ENVELOPE_OVERHEAD {
+        return Err(SealError::TooShort);
+    }
+    if envelope[0] != VERSION {
+        return Err(SealError::UnknownVersion(envelope[0]));
+    }
+    let kind = match envelope[1] {
+        1 => Kind::Call,
+        2 => Kind::Reply,
+        _ => return Err(SealError::BadKind),
+    };
+    if envelope.len() > kind.max_envelope_bytes() {
+        return Err(SealError::TooLong);
+    }
+    let header = Header {
+        kind,
+        session_id: envelope[2..18].try_into().expect("16 bytes"),
+        call_id: envelope[18..34].try_into().expect("16 bytes"),
+        plugin_public: envelope[34..66].try_into().expect("32 bytes"),
+        created_at_ms: u64::from_be_bytes(envelope[66..74].try_into().expect("8 bytes")),
+        expires_at_ms: u64::from_be_bytes(envelope[74..82].try_into().expect("8 bytes")),
+    };
+    if header.expires_at_ms < header.created_at_ms {
+        return Err(SealError::BadTimes);
+    }
+    Ok(header)
+}
+
+fn seal(
+    key: &[u8; 32],
+    header: &Header,
+    plaintext: &[u8],
+    rng: &mut (impl CryptoRng + ?Sized),
+) -> Result<Vec<u8>, SealError> {
+    let total = ENVELOPE_OVERHEAD + plaintext.len();
+    if total > header.kind.max_envelope_bytes() {
+        return Err(SealError::TooLong);
+    }
+    if header.expires_at_ms < header.created_at_ms {
+        return Err(SealError::BadTimes);
+    }
+    let aad = header.to_bytes();
+    let mut nonce = [0u8; NONCE_LEN];
+    rng.fill_bytes(&mut nonce);
+    let body = XChaCha20Poly1305::new(key.into())
+        .encrypt(
+            &nonce.into(),
+            Payload {
+                msg: plaintext,
+                aad: &aad,
+            },
+        )
+        .expect("XChaCha20-Poly1305 encrypts any length below its limit");
+    let mut out = Vec::with_capacity(total);
+    out.extend_from_slice(&aad);
+    out.extend_from_slice(&nonce);
+    out.extend_from_slice(&body);
+    Ok(out)
+}
+
+fn open(key: &[u8; 32], envelope: &[u8]) -> Result<(Header, Vec<u8>), SealError> {
+    let header = parse_header(envelope)?;
+    let nonce: [u8; NONCE_LEN] = envelope[HEADER_LEN..HEADER_LEN + NONCE_LEN]
+        .try_into()
+        .expect("24 bytes");
+    let plaintext = XChaCha20Poly1305::new(key.into())
+        .decrypt(
+            &nonce.into(),
+            Payload {
+                msg: &envelope[HEADER_LEN + NONCE_LEN..],
+                aad: &envelope[..HEADER_LEN],
+            },
+        )
+        .map_err(|_| SealError::Undecryptable)?;
+    Ok((header, plaintext))
+}
+
+/// Seals a call under `k_call` (24 nonce bytes drawn). `header.kind` must be [`Kind::Call`].
+pub fn seal_call(
+    keys: &SessionKeys,
+    header: &Header,
+    plaintext: &[u8],
+    rng: &mut (impl CryptoRng + ?Sized),
+) -> Result<Vec<u8>, SealError> {
+    if header.kind != Kind::Call {
+        return Err(SealError::WrongKind);
+    }
+    seal(&keys.call, header, plaintext, rng)
+}
+
+/// Opens a call under `k_call`. The caller has chosen `keys` by the header's session and plugin
+/// key (see [`parse_header`]) and judges replay and expiry itself.
+pub fn open_call(keys: &SessionKeys, envelope: &[u8]) -> Result<(Header, Vec<u8>), SealError> {
+    let header = parse_header(envelope)?;
+    if header.kind != Kind::Call {
+        return Err(SealError::WrongKind);
+    }
+    open(&keys.call, envelope)
+}
+
+/// Seals the reply to `call` under `k_reply`: the reply's header repeats the call's session,
+/// call id, plugin key and expiry, with `created_at_ms` set to now (24 nonce bytes drawn).
+pub fn seal_reply(
+    keys: &SessionKeys,
+    call: &Header,
+    plaintext: &[u8],
+    created_at_ms: u64,
+    rng: &mut (impl CryptoRng + ?Sized),
+) -> Result<Vec<u8>, SealError> {
+    let header = Header {
+        kind: Kind::Reply,
+        created_at_ms: created_at_ms.min(call.expires_at_ms),
+        ..call.clone()
+    };
+    seal(&keys.reply, &header, plaintext, rng)
+}
+
+/// Opens the reply to `call` under `k_reply`, refusing one that names another session or call.
+pub fn open_reply(
+    keys: &SessionKeys,
+    call: &Header,
+    envelope: &[u8],
+) -> Result<Vec<u8>, SealError> {
+    let header = parse_header(envelope)?;
+    if header.kind != Kind::Reply {
+        return Err(SealError::WrongKind);
+    }
+    if header.session_id != call.session_id {
+        return Err(SealError::WrongSession);
+    }
+    if header.call_id != call.call_id
+        || header.plugin_public != call.plugin_public
+        || header.expires_at_ms != call.expires_at_ms
+    {
+        return Err(SealError::WrongCall);
+    }
+    open(&keys.reply, envelope).map(|(_, plaintext)| plaintext)
+}
