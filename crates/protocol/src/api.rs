@@ -1,1 +1,415 @@
 //! Relay HTTP API: request and response bodies and stable error codes.
+//!
+//! The relay, the plugin and the browser all (de)serialise these types, so a field renamed here
+//! is renamed everywhere at once. Envelopes and hellos are opaque [`Base64Bytes`]; ids are
+//! [`Id16`]; times are Unix milliseconds. Error codes are listed once, in [`ErrorCode`].
+
+use serde::{Deserialize, Serialize};
+
+use crate::content::CancelReason;
+use crate::ids::{Base64Bytes, Id16};
+
+/// `POST /v1/auth/signin`: exchange a one-time sign-in code for an owner token.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SigninRequest {
+    pub code: String,
+}
+
+/// Who a token belongs to.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct OwnerInfo {
+    pub id: Id16,
+    pub name: String,
+}
+
+/// Answer to a sign-in, and to `GET /v1/me` (which hands out a refreshed token, so a sign-in
+/// that keeps being used slides forward).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SigninResponse {
+    pub token: String,
+    pub owner: OwnerInfo,
+    pub expires_at: i64,
+}
+
+/// `GET /v1/me`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MeResponse {
+    pub owner: OwnerInfo,
+    /// "owner" or "mcp".
+    pub token_kind: TokenKind,
+    /// For an MCP token: the pairing it acts for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pair_id: Option<Id16>,
+    /// A fresh owner token with a renewed expiry (absent for MCP tokens, which do not slide).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token: Option<String>,
+    pub expires_at: i64,
+    pub now_ms: i64,
+}
+
+/// The two kinds of bearer token the relay issues.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TokenKind {
+    Owner,
+    Mcp,
+}
+
+impl TokenKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Owner => "owner",
+            Self::Mcp => "mcp",
+        }
+    }
+}
+
+/// `POST /v1/auth/signin-links`: a signed-in owner mints a sign-in link for another device.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SigninLinkResponse {
+    pub link: String,
+    pub expires_at: i64,
+}
+
+/// `POST /v1/mcp-tokens`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CreateMcpTokenRequest {
+    pub label: String,
+    pub pair_id: Id16,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ttl_s: Option<u64>,
+}
+
+/// Answer to `POST /v1/mcp-tokens`. The token is shown once.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CreateMcpTokenResponse {
+    pub id: Id16,
+    pub token: String,
+    pub expires_at: i64,
+}
+
+/// One MCP token as listed (never the token itself).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct McpTokenInfo {
+    pub id: Id16,
+    pub label: String,
+    pub pair_id: Id16,
+    pub created_at: i64,
+    pub expires_at: i64,
+}
+
+/// `GET /v1/mcp-tokens`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct McpTokenList {
+    pub tokens: Vec<McpTokenInfo>,
+}
+
+/// `POST /v1/sessions`. The hello is stored and returned byte for byte, never parsed.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CreateSessionRequest {
+    pub session_id: Id16,
+    pub pair_id: Id16,
+    pub hello: Base64Bytes,
+    pub ttl_s: u64,
+}
+
+/// Answer to `POST /v1/sessions`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CreateSessionResponse {
+    pub session_id: Id16,
+    pub expires_at: i64,
+}
+
+/// `GET /v1/pairings/{pair_id}/session`: the live session of a pairing.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LiveSessionResponse {
+    pub session_id: Id16,
+    pub hello: Base64Bytes,
+    pub expires_at: i64,
+    /// When the tab last asked for calls; `None` if it never has.
+    #[serde(default)]
+    pub claimer_seen_at: Option<i64>,
+    pub now_ms: i64,
+}
+
+/// `POST /v1/sessions/{session_id}/calls`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PostCallRequest {
+    pub call_id: Id16,
+    pub envelope: Base64Bytes,
+    pub ttl_s: u64,
+}
+
+/// Answer (201) to `POST /v1/sessions/{session_id}/calls`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PostCallResponse {
+    pub call_id: Id16,
+    pub expires_at: i64,
+    pub now_ms: i64,
+}
+
+/// One call handed to an executor by a claim.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ClaimedCall {
+    pub call_id: Id16,
+    pub envelope: Base64Bytes,
+    pub lease_expires_at: i64,
+}
+
+/// Answer to `POST /v1/sessions/{session_id}/claims?wait_ms=&max=`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ClaimResponse {
+    pub calls: Vec<ClaimedCall>,
+    pub now_ms: i64,
+}
+
+/// `PUT /v1/calls/{call_id}/reply`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ReplyRequest {
+    pub envelope: Base64Bytes,
+}
+
+/// `POST /v1/calls/{call_id}/cancel`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CancelRequest {
+    pub reason: CancelReason,
+}
+
+/// Where a call is in its life. `pending → claimed → answered → delivered`;
+/// `pending|claimed → expired | cancelled`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CallState {
+    Pending,
+    Claimed,
+    Answered,
+    Delivered,
+    Expired,
+    Cancelled,
+}
+
+impl CallState {
+    pub const ALL: [CallState; 6] = [
+        Self::Pending,
+        Self::Claimed,
+        Self::Answered,
+        Self::Delivered,
+        Self::Expired,
+        Self::Cancelled,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Pending => "pending",
+            Self::Claimed => "claimed",
+            Self::Answered => "answered",
+            Self::Delivered => "delivered",
+            Self::Expired => "expired",
+            Self::Cancelled => "cancelled",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|s| s.as_str() == text)
+    }
+
+    /// A final state: nothing more will happen to the call.
+    pub fn is_final(self) -> bool {
+        !matches!(self, Self::Pending | Self::Claimed)
+    }
+}
+
+/// Answer to `GET /v1/calls/{call_id}?wait_ms=`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CallStatusResponse {
+    pub state: CallState,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reply: Option<Base64Bytes>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<CancelReason>,
+    pub expires_at: i64,
+    pub now_ms: i64,
+}
+
+/// Every error body: `{"error":{"code","message"}}`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ErrorBody {
+    pub error: ErrorDetail,
+}
+
+/// The stable code (for programs) and a message (for people) of an error.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ErrorDetail {
+    pub code: ErrorCode,
+    pub message: String,
+}
+
+/// Every error code the relay answers with, in one place. Codes never change meaning; new ones
+/// may be added, so clients treat an unknown code by its HTTP status.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ErrorCode {
+    /// 400: the body or a query parameter is malformed.
+    BadRequest,
+    /// 400: a TTL above the configured ceiling (or zero).
+    TtlOutOfRange,
+    /// 400: `wait_ms` above [`crate::limits::MAX_WAIT_MS`].
+    WaitTooLong,
+    /// 400: `max` is zero or above [`crate::limits::MAX_CLAIM_BATCH`].
+    ClaimBatchOutOfRange,
+    /// 401: missing, malformed, expired, revoked or foreign token.
+    Unauthorized,
+    /// 401: the sign-in code is unknown, used or expired.
+    InvalidSigninCode,
+    /// 403: the token is valid but of a kind this endpoint does not accept.
+    WrongTokenKind,
+    /// 404: no such resource for this token (also: it belongs to someone else).
+    NotFound,
+    /// 404: the pairing has no live session.
+    NoLiveSession,
+    /// 408: the request body arrived too slowly.
+    BodyTimeout,
+    /// 409: a call with this call_id already exists.
+    DuplicateCall,
+    /// 409: a session with this session_id already exists.
+    DuplicateSession,
+    /// 409: the call is not in a state that allows this (e.g. replying to a pending call).
+    WrongCallState,
+    /// 410: the session has ended or expired.
+    SessionEnded,
+    /// 410: the claim's lease ran out; the call has expired.
+    LeaseExpired,
+    /// 413: a request body above the endpoint's ceiling.
+    BodyTooLarge,
+    /// 413: a decoded call envelope above [`crate::limits::MAX_CALL_ENVELOPE_BYTES`].
+    EnvelopeTooLarge,
+    /// 413: a decoded reply envelope above [`crate::limits::MAX_REPLY_ENVELOPE_BYTES`].
+    ReplyTooLarge,
+    /// 413: a decoded hello above [`crate::limits::MAX_HELLO_BYTES`].
+    HelloTooLarge,
+    /// 429: the session already holds the most pending calls allowed.
+    TooManyPendingCalls,
+    /// 429: the owner already has the most live sessions allowed.
+    TooManySessions,
+    /// 429: this token sent requests faster than allowed.
+    RateLimited,
+    /// 500: something failed inside the relay.
+    Internal,
+    /// 503: the relay is shutting down or its database is unreachable.
+    Unavailable,
+}
+
+impl ErrorCode {
+    pub const ALL: [ErrorCode; 24] = [
+        Self::BadRequest,
+        Self::TtlOutOfRange,
+        Self::WaitTooLong,
+        Self::ClaimBatchOutOfRange,
+        Self::Unauthorized,
+        Self::InvalidSigninCode,
+        Self::WrongTokenKind,
+        Self::NotFound,
+        Self::NoLiveSession,
+        Self::BodyTimeout,
+        Self::DuplicateCall,
+        Self::DuplicateSession,
+        Self::WrongCallState,
+        Self::SessionEnded,
+        Self::LeaseExpired,
+        Self::BodyTooLarge,
+        Self::EnvelopeTooLarge,
+        Self::ReplyTooLarge,
+        Self::HelloTooLarge,
+        Self::TooManyPendingCalls,
+        Self::TooManySessions,
+        Self::RateLimited,
+        Self::Internal,
+        Self::Unavailable,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::BadRequest => "bad_request",
+            Self::TtlOutOfRange => "ttl_out_of_range",
+            Self::WaitTooLong => "wait_too_long",
+            Self::ClaimBatchOutOfRange => "claim_batch_out_of_range",
+            Self::Unauthorized => "unauthorized",
+            Self::InvalidSigninCode => "invalid_signin_code",
+            Self::WrongTokenKind => "wrong_token_kind",
+            Self::NotFound => "not_found",
+            Self::NoLiveSession => "no_live_session",
+            Self::BodyTimeout => "body_timeout",
+            Self::DuplicateCall => "duplicate_call",
+            Self::DuplicateSession => "duplicate_session",
+            Self::WrongCallState => "wrong_call_state",
+            Self::SessionEnded => "session_ended",
+            Self::LeaseExpired => "lease_expired",
+            Self::BodyTooLarge => "body_too_large",
+            Self::EnvelopeTooLarge => "envelope_too_large",
+            Self::ReplyTooLarge => "reply_too_large",
+            Self::HelloTooLarge => "hello_too_large",
+            Self::TooManyPendingCalls => "too_many_pending_calls",
+            Self::TooManySessions => "too_many_sessions",
+            Self::RateLimited => "rate_limited",
+            Self::Internal => "internal",
+            Self::Unavailable => "unavailable",
+        }
+    }
+
+    /// The HTTP status this code is always sent with.
+    pub fn http_status(self) -> u16 {
+        match self {
+            Self::BadRequest
+            | Self::TtlOutOfRange
+            | Self::WaitTooLong
+            | Self::ClaimBatchOutOfRange => 400,
+            Self::Unauthorized | Self::InvalidSigninCode => 401,
+            Self::WrongTokenKind => 403,
+            Self::NotFound | Self::NoLiveSession => 404,
+            Self::BodyTimeout => 408,
+            Self::DuplicateCall | Self::DuplicateSession | Self::WrongCallState => 409,
+            Self::SessionEnded | Self::LeaseExpired => 410,
+            Self::BodyTooLarge | Self::EnvelopeTooLarge | Self::ReplyTooLarge | Self::HelloTooLarge => {
+                413
+            }
+            Self::TooManyPendingCalls | Self::TooManySessions | Self::RateLimited => 429,
+            Self::Internal => 500,
+            Self::Unavailable => 503,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn error_codes_spell_as_their_serde_names_and_are_unique() {
+        let mut seen = std::collections::HashSet::new();
+        for code in ErrorCode::ALL {
+            assert_eq!(
+                serde_json::to_value(code).unwrap(),
+                serde_json::Value::String(code.as_str().into())
+            );
+            assert!(seen.insert(code.as_str()));
+            assert!((400..600).contains(&code.http_status()));
+        }
+    }
+
+    #[test]
+    fn call_states_round_trip() {
+        for state in CallState::ALL {
+            assert_eq!(CallState::parse(state.as_str()), Some(state));
+            assert_eq!(
+                serde_json::to_value(state).unwrap(),
+                serde_json::Value::String(state.as_str().into())
+            );
+        }
+    }
+}
