@@ -1,0 +1,123 @@
+//! Audit records: one per call and one per review decision, so the person can see what was
+//! asked of their tab and what it answered. Records carry a digest of the arguments, never the
+//! arguments, so the log does not become a second copy of what was read.
+
+use std::cell::RefCell;
+use std::collections::VecDeque;
+use std::fmt::Write as _;
+use std::rc::Rc;
+
+use sealpost_protocol::content::{CancelReason, RefusalCode};
+use sealpost_protocol::ids::Id16;
+use serde::Serialize;
+use sha2::{Digest, Sha256};
+
+use crate::limits::MAX_MEMORY_AUDIT_RECORDS;
+
+/// What happened.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum AuditOutcome {
+    /// A read tool answered.
+    Answered,
+    /// A tool ran and reported a failure of its own (no such document, ...).
+    AnsweredWithError,
+    /// A proposal tool saved a proposal for review.
+    ProposalSaved { proposal_id: Id16 },
+    /// The call was opened and refused.
+    Refused { code: RefusalCode },
+    /// The call was not answered (could not be opened, replayed, expired, session over).
+    Cancelled { reason: CancelReason },
+    /// The person applied a proposal.
+    ProposalApplied { proposal_id: Id16 },
+    /// The person rejected a proposal.
+    ProposalRejected { proposal_id: Id16 },
+    /// Applying was refused because the document changed since the proposal (or is gone).
+    ProposalApplyRefused { proposal_id: Id16 },
+}
+
+/// One entry of the audit log.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct AuditRecord {
+    /// Unix ms of the decision.
+    pub at_ms: u64,
+    /// The call, when one is concerned and its header could be read.
+    pub call_id: Option<Id16>,
+    /// The tool, when the call could be opened (or the proposal's tool).
+    pub tool: Option<String>,
+    /// SHA-256 of the arguments' JSON, hex; absent when the call could not be opened.
+    pub arguments_digest: Option<String>,
+    pub outcome: AuditOutcome,
+    /// Bytes of the sealed reply sent (0 when none was).
+    pub reply_bytes: usize,
+}
+
+/// Hex SHA-256 of the arguments as JSON. serde_json writes object keys in sorted order, so equal
+/// arguments give equal digests however the plugin ordered them.
+pub fn arguments_digest(arguments: &serde_json::Value) -> String {
+    let bytes = serde_json::to_vec(arguments).expect("a JSON value always serialises");
+    let digest = Sha256::digest(&bytes);
+    let mut hex = String::with_capacity(64);
+    for byte in digest {
+        let _ = write!(hex, "{byte:02x}");
+    }
+    hex
+}
+
+/// Where audit records go. The browser implements it by encrypting each record into IndexedDB.
+pub trait AuditSink {
+    fn record(&self, record: &AuditRecord);
+}
+
+/// An [`AuditSink`] kept in memory, newest last, at most [`MAX_MEMORY_AUDIT_RECORDS`]. Clones
+/// share one log.
+#[derive(Debug, Clone, Default)]
+pub struct MemoryAuditLog(Rc<RefCell<VecDeque<AuditRecord>>>);
+
+impl MemoryAuditLog {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    pub fn records(&self) -> Vec<AuditRecord> {
+        self.0.borrow().iter().cloned().collect()
+    }
+
+    pub fn last(&self) -> Option<AuditRecord> {
+        self.0.borrow().back().cloned()
+    }
+
+    pub fn len(&self) -> usize {
+        self.0.borrow().len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.borrow().is_empty()
+    }
+}
+
+impl AuditSink for MemoryAuditLog {
+    fn record(&self, record: &AuditRecord) {
+        let mut log = self.0.borrow_mut();
+        if log.len() == MAX_MEMORY_AUDIT_RECORDS {
+            log.pop_front();
+        }
+        log.push_back(record.clone());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn the_digest_ignores_key_order() {
+        let a: serde_json::Value = serde_json::from_str(r#"{"b":1,"a":2}"#).unwrap();
+        assert_eq!(
+            arguments_digest(&a),
+            arguments_digest(&json!({"a":2,"b":1}))
+        );
+        assert_eq!(arguments_digest(&a).len(), 64);
+    }
+}

@@ -1,0 +1,85 @@
+//! The proposal tools. They check the request against the workspace as the session sees it and
+//! describe the change; they never write. The executor saves the change for review.
+
+use serde::Deserialize;
+
+use super::{BuiltinAnswer, View, error_answer, no_such_document, no_such_source};
+use crate::proposals::{ProposedChange, document_digest};
+use crate::workspace::DocId;
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct CreateArgs {
+    source: String,
+    title: String,
+    body: String,
+}
+
+pub(super) fn create(view: &View<'_>, args: CreateArgs) -> Result<BuiltinAnswer, String> {
+    if !view.source(&args.source) {
+        return Ok(no_such_source(&args.source));
+    }
+    Ok(BuiltinAnswer::Propose {
+        change: ProposedChange::CreateNote {
+            source: args.source,
+            title: args.title,
+            body: args.body,
+        },
+        base_digest: None,
+    })
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct AppendArgs {
+    doc_id: String,
+    text: String,
+}
+
+pub(super) fn append(view: &View<'_>, args: AppendArgs) -> Result<BuiltinAnswer, String> {
+    let Some(doc) = view.document(&args.doc_id) else {
+        return Ok(no_such_document(&args.doc_id));
+    };
+    Ok(BuiltinAnswer::Propose {
+        change: ProposedChange::AppendNote {
+            doc_id: doc.id.clone(),
+            text: args.text,
+        },
+        base_digest: Some(document_digest(doc)),
+    })
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct EditArgs {
+    doc_id: String,
+    find: String,
+    replace: String,
+}
+
+pub(super) fn edit(view: &View<'_>, args: EditArgs) -> Result<BuiltinAnswer, String> {
+    let Some(doc) = view.document(&args.doc_id) else {
+        return Ok(no_such_document(&args.doc_id));
+    };
+    // One occurrence only: a reviewer must see exactly which passage changes.
+    match doc.body.matches(args.find.as_str()).take(2).count() {
+        0 => Ok(error_answer(format!(
+            "The text to find does not occur in document {:?}. Read it with get_source_excerpt \
+             and copy the passage exactly.",
+            args.doc_id
+        ))),
+        1 => Ok(BuiltinAnswer::Propose {
+            change: ProposedChange::EditNote {
+                doc_id: DocId::clone(&doc.id),
+                find: args.find,
+                replace: args.replace,
+            },
+            base_digest: Some(document_digest(doc)),
+        }),
+        _ => Ok(error_answer(format!(
+            "The text to find occurs more than once in document {:?}. Include more of the \
+             surrounding text so it occurs exactly once.",
+            args.doc_id
+        ))),
+    }
+}

@@ -1,0 +1,193 @@
+//! The read tools: search, excerpt, outline, source list. They answer from the workspace at
+//! once and never change it.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use super::{
+    BuiltinAnswer, View, error_answer, no_such_document, no_such_source, structured_answer,
+};
+use crate::limits::{DEFAULT_EXCERPT_CHARS, DEFAULT_SEARCH_LIMIT, MAX_OUTLINE_ENTRIES};
+use crate::search::{Snippet, snippet};
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct SearchArgs {
+    query: String,
+    source: Option<String>,
+    limit: Option<u64>,
+}
+
+#[derive(Debug, Serialize)]
+struct SearchResult<'a> {
+    doc_id: &'a str,
+    source: &'a str,
+    title: &'a str,
+    score: f64,
+    snippet: Snippet,
+}
+
+pub(super) fn search(view: &View<'_>, args: SearchArgs) -> Result<BuiltinAnswer, String> {
+    if let Some(source) = &args.source
+        && !view.source(source)
+    {
+        return Ok(no_such_source(source));
+    }
+    let limit = args.limit.unwrap_or(DEFAULT_SEARCH_LIMIT) as usize;
+    let only = args.source.as_deref();
+    let (query, hits) = view.workspace.search(
+        &args.query,
+        |source| view.grants.allows_source(source) && only.is_none_or(|only| only == source),
+        limit,
+    );
+    let results: Vec<SearchResult<'_>> = hits
+        .iter()
+        .filter_map(|hit| {
+            let doc = view.workspace.get(&hit.doc_id)?;
+            Some(SearchResult {
+                doc_id: doc.id.as_str(),
+                source: &doc.source,
+                title: &doc.title,
+                // Three decimals: enough to compare, and no float noise in the reply.
+                score: (f64::from(hit.score) * 1000.0).round() / 1000.0,
+                snippet: snippet(&doc.body, &query.highlight),
+            })
+        })
+        .collect();
+    Ok(structured_answer(&serde_json::json!({
+        "query": args.query,
+        "results": results,
+    })))
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct ExcerptArgs {
+    doc_id: String,
+    start: Option<u64>,
+    max_chars: Option<u64>,
+}
+
+#[derive(Debug, Serialize)]
+struct Excerpt<'a> {
+    doc_id: &'a str,
+    source: &'a str,
+    title: &'a str,
+    /// Character offsets of `text` in the body.
+    start: usize,
+    end: usize,
+    total_chars: usize,
+    /// Whether the body goes on after `end`.
+    more: bool,
+    text: String,
+}
+
+pub(super) fn excerpt(view: &View<'_>, args: ExcerptArgs) -> Result<BuiltinAnswer, String> {
+    let Some(doc) = view.document(&args.doc_id) else {
+        return Ok(no_such_document(&args.doc_id));
+    };
+    let total_chars = doc.body.chars().count();
+    let start = usize::try_from(args.start.unwrap_or(0)).unwrap_or(usize::MAX);
+    if start > total_chars {
+        return Ok(error_answer(format!(
+            "start {start} is past the end of document {:?}, which has {total_chars} characters.",
+            args.doc_id
+        )));
+    }
+    let max_chars = args.max_chars.unwrap_or(DEFAULT_EXCERPT_CHARS) as usize;
+    let text: String = doc.body.chars().skip(start).take(max_chars).collect();
+    let end = start + text.chars().count();
+    Ok(structured_answer(&Excerpt {
+        doc_id: doc.id.as_str(),
+        source: &doc.source,
+        title: &doc.title,
+        start,
+        end,
+        total_chars,
+        more: end < total_chars,
+        text,
+    }))
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct OutlineArgs {
+    source: Option<String>,
+}
+
+#[derive(Debug, Serialize)]
+struct OutlineEntry<'a> {
+    doc_id: &'a str,
+    title: &'a str,
+    chars: usize,
+    updated_at_ms: u64,
+}
+
+pub(super) fn outline(view: &View<'_>, args: OutlineArgs) -> Result<BuiltinAnswer, String> {
+    if let Some(source) = &args.source
+        && !view.source(source)
+    {
+        return Ok(no_such_source(source));
+    }
+    let mut sources: BTreeMap<&str, Vec<OutlineEntry<'_>>> = view
+        .workspace
+        .sources()
+        .filter(|name| view.source(name))
+        .filter(|name| args.source.as_deref().is_none_or(|only| only == *name))
+        .map(|name| (name, Vec::new()))
+        .collect();
+    let mut total = 0usize;
+    let mut listed = 0usize;
+    for doc in view.workspace.documents() {
+        let Some(entries) = sources.get_mut(doc.source.as_str()) else {
+            continue;
+        };
+        total += 1;
+        if listed == MAX_OUTLINE_ENTRIES {
+            continue;
+        }
+        listed += 1;
+        entries.push(OutlineEntry {
+            doc_id: doc.id.as_str(),
+            title: &doc.title,
+            chars: doc.body.chars().count(),
+            updated_at_ms: doc.updated_at_ms,
+        });
+    }
+    let sources: Vec<_> = sources
+        .into_iter()
+        .map(|(name, documents)| serde_json::json!({"name": name, "documents": documents}))
+        .collect();
+    Ok(structured_answer(&serde_json::json!({
+        "sources": sources,
+        "listed": listed,
+        "total": total,
+        "truncated": listed < total,
+    })))
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct NoArgs {}
+
+pub(super) fn list_sources(view: &View<'_>, _: NoArgs) -> Result<BuiltinAnswer, String> {
+    let mut counts: BTreeMap<&str, usize> = view
+        .workspace
+        .sources()
+        .filter(|name| view.source(name))
+        .map(|name| (name, 0))
+        .collect();
+    for doc in view.workspace.documents() {
+        if let Some(count) = counts.get_mut(doc.source.as_str()) {
+            *count += 1;
+        }
+    }
+    let sources: Vec<_> = counts
+        .into_iter()
+        .map(|(name, documents)| serde_json::json!({"name": name, "documents": documents}))
+        .collect();
+    Ok(structured_answer(
+        &serde_json::json!({ "sources": sources }),
+    ))
+}

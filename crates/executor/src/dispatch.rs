@@ -1,0 +1,206 @@
+//! The decision for one opened call: access, tool, arguments, grants, then the tool itself.
+//! Every refusal the executor can seal back is decided here.
+
+use rand_core::CryptoRng;
+use sealpost_protocol::content::{Refusal, RefusalCode, Reply, ToolCall, ToolKind, ToolResult};
+use sealpost_protocol::ids::Id16;
+
+use crate::Executor;
+use crate::audit::AuditOutcome;
+use crate::builtin::BuiltinAnswer;
+use crate::clock::Clock;
+use crate::limits::MAX_PENDING_PROPOSALS;
+use crate::proposals::{Proposal, ProposedChange};
+use crate::registry::Action;
+
+/// The executor's answer to one call, before sealing.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Decision {
+    pub reply: Reply,
+    pub outcome: AuditOutcome,
+}
+
+/// Most validation errors quoted back; the first few say enough to fix a call.
+const MAX_REPORTED_SCHEMA_ERRORS: usize = 3;
+
+pub(crate) fn refusal(code: RefusalCode, message: impl Into<String>) -> Decision {
+    Decision {
+        reply: Reply::Refusal(Refusal {
+            code,
+            message: message.into(),
+        }),
+        outcome: AuditOutcome::Refused { code },
+    }
+}
+
+fn answered(result: ToolResult) -> Decision {
+    let outcome = if result.is_error {
+        AuditOutcome::AnsweredWithError
+    } else {
+        AuditOutcome::Answered
+    };
+    Decision {
+        reply: Reply::Result(result),
+        outcome,
+    }
+}
+
+fn locked() -> Decision {
+    refusal(
+        RefusalCode::Locked,
+        "The Sealpost tab is locked or its AI access is switched off. Ask the person to open \
+         the tab and switch AI access on.",
+    )
+}
+
+fn not_granted(tool: &str) -> Decision {
+    refusal(
+        RefusalCode::NotGranted,
+        format!(
+            "The person has not allowed the tool {tool:?} for this session. They can allow it \
+             on the AI access page of the Sealpost tab."
+        ),
+    )
+}
+
+impl Executor {
+    /// Decides and runs one already opened call. [`Executor::handle`] calls this between opening
+    /// and sealing; a host may also call it directly to run a tool locally under the same rules.
+    pub async fn execute(
+        &self,
+        call: &ToolCall,
+        clock: &impl Clock,
+        rng: &mut (impl CryptoRng + ?Sized),
+    ) -> Decision {
+        if !self.grants.read(|g| g.is_on()) {
+            return locked();
+        }
+        let registry = self.registry.borrow();
+        let Some(tool) = registry.get(&call.name) else {
+            return refusal(
+                RefusalCode::UnknownTool,
+                format!(
+                    "No tool named {:?} is offered by this tab. Its tools are listed in the \
+                     session's catalog.",
+                    call.name
+                ),
+            );
+        };
+        let errors: Vec<String> = tool
+            .validator
+            .iter_errors(&call.arguments)
+            .take(MAX_REPORTED_SCHEMA_ERRORS)
+            .map(|error| match error.instance_path().as_str() {
+                "" => error.to_string(),
+                path => format!("{path}: {error}"),
+            })
+            .collect();
+        if !errors.is_empty() {
+            return refusal(
+                RefusalCode::BadArguments,
+                format!(
+                    "The arguments do not match the schema of {:?}: {}",
+                    call.name,
+                    errors.join("; ")
+                ),
+            );
+        }
+        if !self.grants.read(|g| g.allows_tool(&call.name)) {
+            return not_granted(&call.name);
+        }
+
+        let kind = tool.entry.kind;
+        match &tool.action {
+            Action::Builtin(builtin) => {
+                let builtin = *builtin;
+                drop(registry);
+                let answer = {
+                    let workspace = self.workspace.borrow();
+                    self.grants
+                        .read(|grants| builtin.run(&call.arguments, &workspace, grants))
+                };
+                match answer {
+                    Err(message) => refusal(RefusalCode::BadArguments, message),
+                    Ok(BuiltinAnswer::Answer(result)) => answered(result),
+                    Ok(BuiltinAnswer::Propose {
+                        change,
+                        base_digest,
+                    }) => self.save_proposal(&call.name, change, base_digest, clock, rng),
+                }
+            }
+            Action::Host(_) if kind == ToolKind::Proposal => {
+                drop(registry);
+                let change = ProposedChange::HostTool {
+                    tool: call.name.clone(),
+                    arguments: call.arguments.clone(),
+                };
+                self.save_proposal(&call.name, change, None, clock, rng)
+            }
+            Action::Host(handler) => {
+                let handler = handler.clone();
+                // No borrow may be held across the await: the host can change grants, tools or
+                // documents while its own tool runs.
+                drop(registry);
+                let result = handler.call(call.arguments.clone()).await;
+                // Re-read the grants: a lock or a removed grant applies to this answer too.
+                if !self.grants.read(|g| g.is_on()) {
+                    return locked();
+                }
+                if !self.grants.read(|g| g.allows_tool(&call.name)) {
+                    return not_granted(&call.name);
+                }
+                match result {
+                    Ok(result) => answered(result),
+                    Err(failure) => refusal(
+                        RefusalCode::ToolFailed,
+                        format!("The tool {:?} failed: {}", call.name, failure.message),
+                    ),
+                }
+            }
+        }
+    }
+
+    fn save_proposal(
+        &self,
+        tool: &str,
+        change: ProposedChange,
+        base_digest: Option<String>,
+        clock: &impl Clock,
+        rng: &mut (impl CryptoRng + ?Sized),
+    ) -> Decision {
+        let mut proposals = self.proposals.borrow_mut();
+        if proposals.len() >= MAX_PENDING_PROPOSALS {
+            return refusal(
+                RefusalCode::ToolFailed,
+                format!(
+                    "{MAX_PENDING_PROPOSALS} proposals are already waiting for review. Ask the \
+                     person to review them in the Sealpost tab before proposing more."
+                ),
+            );
+        }
+        let mut id = [0u8; 16];
+        rng.fill_bytes(&mut id);
+        let id = Id16::from_bytes(id);
+        proposals.insert(Proposal {
+            id,
+            created_at_ms: clock.now_ms(),
+            tool: tool.to_owned(),
+            change,
+            base_digest,
+        });
+        let text = format!(
+            "Saved for review as proposal {id}. Nothing has changed yet: a person will approve \
+             or reject it in the Sealpost tab."
+        );
+        Decision {
+            reply: Reply::Result(ToolResult {
+                structured: Some(serde_json::json!({
+                    "proposal_id": id,
+                    "status": "pending_review",
+                })),
+                ..ToolResult::text(text)
+            }),
+            outcome: AuditOutcome::ProposalSaved { proposal_id: id },
+        }
+    }
+}

@@ -1,0 +1,286 @@
+//! The executor: one value the browser holds for the life of the tab. It owns the session, the
+//! tool registry, the workspace and the pending proposals, reads the shared grants, and writes
+//! every decision to the audit sink.
+//!
+//! Every method takes `&self` (state sits in `RefCell`s, never borrowed across an await), so
+//! the browser can run several calls at once on one thread while the person changes grants.
+
+use std::cell::{Ref, RefCell, RefMut};
+use std::fmt;
+use std::rc::Rc;
+
+use rand_core::CryptoRng;
+use sealpost_protocol::content::{CancelReason, Catalog, RefusalCode, ToolCall};
+use sealpost_protocol::ids::Id16;
+use sealpost_seal::{
+    CallId, ENVELOPE_OVERHEAD, MAX_REPLY_ENVELOPE_BYTES, PairingSecret, SealError, SessionId,
+    seal_reply,
+};
+
+use crate::audit::{AuditOutcome, AuditRecord, AuditSink, arguments_digest};
+use crate::clock::Clock;
+use crate::dispatch::{Decision, refusal};
+use crate::grants::GrantsHandle;
+use crate::proposals::Proposals;
+use crate::registry::{HostTool, Registry, RegistryError, ToolSpec};
+use crate::session::Session;
+use crate::workspace::Workspace;
+
+/// Largest reply plaintext that still fits a reply envelope.
+pub const MAX_REPLY_PLAINTEXT_BYTES: usize = MAX_REPLY_ENVELOPE_BYTES - ENVELOPE_OVERHEAD;
+
+/// What the browser does with a claimed call.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Outcome {
+    /// Post this sealed reply (a result or a refusal: the relay cannot tell which).
+    Reply {
+        call_id: CallId,
+        envelope: Vec<u8>,
+        audit: AuditRecord,
+    },
+    /// Cancel the call with this reason; there is nothing to seal an answer with.
+    Cancel {
+        call_id: Option<CallId>,
+        reason: CancelReason,
+        audit: AuditRecord,
+    },
+}
+
+/// Why a session could not start.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SessionError {
+    #[error("a session must expire after it is created")]
+    BadTimes,
+    #[error("the catalog could not be sealed into the hello: {0}")]
+    Seal(#[from] SealError),
+}
+
+/// The browser's trusted core.
+pub struct Executor {
+    pub(crate) session: RefCell<Option<Session>>,
+    pub(crate) registry: RefCell<Registry>,
+    pub(crate) workspace: RefCell<Workspace>,
+    pub(crate) proposals: RefCell<Proposals>,
+    pub(crate) grants: GrantsHandle,
+    pub(crate) audit: Rc<dyn AuditSink>,
+}
+
+impl fmt::Debug for Executor {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Executor")
+            .field("session_live", &self.session.borrow().is_some())
+            .field("workspace", &self.workspace.borrow())
+            .field("pending_proposals", &self.proposals.borrow().len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Executor {
+    /// An executor over `workspace` with the built-in tools registered and no session.
+    pub fn new(workspace: Workspace, grants: GrantsHandle, audit: Rc<dyn AuditSink>) -> Self {
+        Self {
+            session: RefCell::new(None),
+            registry: RefCell::new(Registry::new()),
+            workspace: RefCell::new(workspace),
+            proposals: RefCell::new(Proposals::default()),
+            grants,
+            audit,
+        }
+    }
+
+    /// Registers a host tool. Register before starting a session so the catalog lists it.
+    pub fn register_tool(
+        &self,
+        spec: ToolSpec,
+        handler: Rc<dyn HostTool>,
+    ) -> Result<(), RegistryError> {
+        self.registry.borrow_mut().register(spec, handler)
+    }
+
+    pub fn unregister_tool(&self, name: &str) -> bool {
+        self.registry.borrow_mut().unregister(name)
+    }
+
+    /// The catalog a session offers now: the registered tools the grants allow, in a stable
+    /// order.
+    pub fn catalog(&self) -> Catalog {
+        let registry = self.registry.borrow();
+        self.grants
+            .read(|grants| registry.catalog(|name| grants.tools.contains(name)))
+    }
+
+    /// The workspace, for the host's own reading (browsing, review diffs).
+    pub fn workspace(&self) -> Ref<'_, Workspace> {
+        self.workspace.borrow()
+    }
+
+    /// The workspace, for the host's own edits and imports (the person's, not a session's).
+    pub fn workspace_mut(&self) -> RefMut<'_, Workspace> {
+        self.workspace.borrow_mut()
+    }
+
+    pub fn grants(&self) -> &GrantsHandle {
+        &self.grants
+    }
+
+    /// Starts a session for `pairing`, ending any previous one, and returns the hello to
+    /// publish. The hello carries the current catalog.
+    pub fn start_session(
+        &self,
+        pairing: &PairingSecret,
+        session_id: SessionId,
+        created_at_ms: u64,
+        expires_at_ms: u64,
+        rng: &mut (impl CryptoRng + ?Sized),
+    ) -> Result<Vec<u8>, SessionError> {
+        if expires_at_ms <= created_at_ms {
+            return Err(SessionError::BadTimes);
+        }
+        let catalog = serde_json::to_vec(&self.catalog()).expect("a catalog serialises");
+        let session = Session::start(
+            pairing,
+            session_id,
+            created_at_ms,
+            expires_at_ms,
+            &catalog,
+            rng,
+        )?;
+        let hello = session.hello().to_vec();
+        *self.session.borrow_mut() = Some(session);
+        Ok(hello)
+    }
+
+    /// Ends the session: its ephemeral secret and derived keys are dropped (and zeroized), and
+    /// every later envelope is cancelled as `session_ended`.
+    pub fn end_session(&self) {
+        self.session.borrow_mut().take();
+    }
+
+    /// The live session's id, if any.
+    pub fn session_id(&self) -> Option<SessionId> {
+        self.session.borrow().as_ref().map(|s| *s.session_id())
+    }
+
+    /// The live session's hello, if any (to publish again after a relay restart).
+    pub fn hello(&self) -> Option<Vec<u8>> {
+        self.session.borrow().as_ref().map(|s| s.hello().to_vec())
+    }
+
+    /// Answers one claimed envelope: open, refuse or run, seal, audit. Never panics on what the
+    /// relay sends, never spawns, and holds no borrow across the tool's await.
+    pub async fn handle(
+        &self,
+        envelope: &[u8],
+        clock: &impl Clock,
+        rng: &mut (impl CryptoRng + ?Sized),
+    ) -> Outcome {
+        let opened = match self.session.borrow_mut().as_mut() {
+            None => Err((None, CancelReason::SessionEnded)),
+            Some(session) => session
+                .open(envelope, clock.now_ms())
+                .map_err(|rejected| (rejected.call_id, rejected.reason)),
+        };
+        let opened = match opened {
+            Ok(opened) => opened,
+            Err((call_id, reason)) => return self.cancel(call_id, None, reason, clock),
+        };
+        let call_id = opened.header.call_id;
+        let (decision, call) = match serde_json::from_slice::<ToolCall>(&opened.plaintext) {
+            Ok(call) => (self.execute(&call, clock, rng).await, Some(call)),
+            Err(_) => (
+                refusal(
+                    RefusalCode::BadArguments,
+                    "The call is not a tool call this tab understands (expected {\"name\", \
+                     \"arguments\"}).",
+                ),
+                None,
+            ),
+        };
+
+        // Time passed and the person may have acted while the tool ran.
+        let session_still_live = {
+            let mut session = self.session.borrow_mut();
+            match session.as_mut() {
+                Some(session) if session.session_id() == &opened.header.session_id => {
+                    if session.is_over(clock.now_ms()) {
+                        Err(CancelReason::SessionEnded)
+                    } else if session.call_expired(opened.header.expires_at_ms, clock.now_ms()) {
+                        Err(CancelReason::Expired)
+                    } else {
+                        Ok(())
+                    }
+                }
+                _ => Err(CancelReason::SessionEnded),
+            }
+        };
+        if let Err(reason) = session_still_live {
+            return self.cancel(Some(call_id), call.as_ref(), reason, clock);
+        }
+
+        let (outcome, plaintext) = bounded(decision);
+        let envelope = seal_reply(
+            &opened.keys,
+            &opened.header,
+            &plaintext,
+            clock.now_ms(),
+            rng,
+        )
+        .expect("a bounded reply to an opened call seals");
+        let audit = AuditRecord {
+            at_ms: clock.now_ms(),
+            call_id: Some(Id16::from_bytes(call_id)),
+            tool: call.as_ref().map(|c| c.name.clone()),
+            arguments_digest: call.as_ref().map(|c| arguments_digest(&c.arguments)),
+            outcome,
+            reply_bytes: envelope.len(),
+        };
+        self.audit.record(&audit);
+        Outcome::Reply {
+            call_id,
+            envelope,
+            audit,
+        }
+    }
+
+    fn cancel(
+        &self,
+        call_id: Option<CallId>,
+        call: Option<&ToolCall>,
+        reason: CancelReason,
+        clock: &impl Clock,
+    ) -> Outcome {
+        let audit = AuditRecord {
+            at_ms: clock.now_ms(),
+            call_id: call_id.map(Id16::from_bytes),
+            tool: call.map(|c| c.name.clone()),
+            arguments_digest: call.map(|c| arguments_digest(&c.arguments)),
+            outcome: AuditOutcome::Cancelled { reason },
+            reply_bytes: 0,
+        };
+        self.audit.record(&audit);
+        Outcome::Cancel {
+            call_id,
+            reason,
+            audit,
+        }
+    }
+}
+
+/// The reply's plaintext, or a `too_large` refusal's when the reply would not fit a reply
+/// envelope.
+fn bounded(decision: Decision) -> (AuditOutcome, Vec<u8>) {
+    let plaintext = serde_json::to_vec(&decision.reply).expect("a reply serialises");
+    if plaintext.len() <= MAX_REPLY_PLAINTEXT_BYTES {
+        return (decision.outcome, plaintext);
+    }
+    let refused = refusal(
+        RefusalCode::TooLarge,
+        format!(
+            "The result is {} bytes, more than the {MAX_REPLY_PLAINTEXT_BYTES} a reply can \
+             carry. Ask for less (a smaller limit or max_chars).",
+            plaintext.len()
+        ),
+    );
+    let plaintext = serde_json::to_vec(&refused.reply).expect("a reply serialises");
+    (refused.outcome, plaintext)
+}

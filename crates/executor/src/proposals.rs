@@ -1,0 +1,131 @@
+//! Pending proposals: changes a proposal tool asked for, waiting for a person. Saving one writes
+//! nothing to the workspace; only [`crate::Executor::apply_proposal`], called from the app's
+//! review page, writes, and only if the document is still exactly as the proposal saw it.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+use sealpost_protocol::ids::Id16;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+
+use crate::workspace::{DocId, Document, WorkspaceError};
+
+/// The change a proposal would make.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum ProposedChange {
+    CreateNote {
+        source: String,
+        title: String,
+        body: String,
+    },
+    AppendNote {
+        doc_id: DocId,
+        text: String,
+    },
+    EditNote {
+        doc_id: DocId,
+        find: String,
+        replace: String,
+    },
+    /// A host proposal tool's call, to be carried out by the host once a person approves it.
+    HostTool {
+        tool: String,
+        arguments: Value,
+    },
+}
+
+/// One proposal awaiting review.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Proposal {
+    pub id: Id16,
+    pub created_at_ms: u64,
+    /// The tool that proposed it.
+    pub tool: String,
+    pub change: ProposedChange,
+    /// [`document_digest`] of the document when the proposal was made (append and edit only).
+    pub base_digest: Option<String>,
+}
+
+/// What applying a proposal did.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Applied {
+    /// The workspace now holds the changed (or new) document.
+    DocumentWritten { doc_id: DocId },
+    /// A host tool's proposal: the person approved it, the host now carries it out.
+    HostTool { tool: String, arguments: Value },
+}
+
+/// Why a proposal was not applied.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ApplyError {
+    #[error("no pending proposal with that id; it may have been applied or rejected already")]
+    NoSuchProposal,
+    #[error("the document changed since this proposal was made; reject it and ask for a new one")]
+    DocumentChanged,
+    #[error("the document no longer exists; reject this proposal")]
+    DocumentGone,
+    #[error("the source {0:?} no longer exists; reject this proposal")]
+    SourceGone(String),
+    #[error("the workspace refused the change: {0}")]
+    Workspace(#[from] WorkspaceError),
+}
+
+/// Proposals keyed by id, oldest id first.
+#[derive(Debug, Default, Clone)]
+pub struct Proposals {
+    pending: BTreeMap<Id16, Proposal>,
+}
+
+impl Proposals {
+    pub fn len(&self) -> usize {
+        self.pending.len()
+    }
+
+    pub fn insert(&mut self, proposal: Proposal) {
+        self.pending.insert(proposal.id, proposal);
+    }
+
+    pub fn get(&self, id: &Id16) -> Option<&Proposal> {
+        self.pending.get(id)
+    }
+
+    pub fn remove(&mut self, id: &Id16) -> Option<Proposal> {
+        self.pending.remove(id)
+    }
+
+    /// Pending proposals, oldest first.
+    pub fn list(&self) -> Vec<Proposal> {
+        let mut list: Vec<Proposal> = self.pending.values().cloned().collect();
+        list.sort_by_key(|p| (p.created_at_ms, p.id));
+        list
+    }
+}
+
+/// Hex SHA-256 over a document's source, title and body: what "unchanged" means for a proposal.
+pub fn document_digest(document: &Document) -> String {
+    let mut hasher = Sha256::new();
+    for part in [&document.source, &document.title, &document.body] {
+        hasher.update((part.len() as u64).to_be_bytes());
+        hasher.update(part.as_bytes());
+    }
+    let mut hex = String::with_capacity(64);
+    for byte in hasher.finalize() {
+        let _ = write!(hex, "{byte:02x}");
+    }
+    hex
+}
+
+/// The body after appending `text`: on a new line unless the body is empty or already ends
+/// with one.
+pub fn appended(body: &str, text: &str) -> String {
+    let mut out = String::with_capacity(body.len() + text.len() + 1);
+    out.push_str(body);
+    if !body.is_empty() && !body.ends_with('\n') {
+        out.push('\n');
+    }
+    out.push_str(text);
+    out
+}

@@ -1,0 +1,249 @@
+//! The tools a session offers: the built-ins plus the host app's own, each with a compiled JSON
+//! Schema validator. The session's catalog is generated from here, so what the plugin lists and
+//! what the executor dispatches cannot disagree.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::rc::Rc;
+
+use sealpost_protocol::content::{
+    BadToolName, Catalog, CatalogEntry, ToolKind, ToolResult, validate_tool_name,
+};
+use sealpost_protocol::limits::{MAX_TOOL_DESCRIPTION_CHARS, MAX_TOOLS};
+use serde_json::Value;
+
+use crate::builtin::BuiltinTool;
+
+/// What a host tool's handler resolves to. Not `Send`: in the browser it wraps a JS promise.
+pub type ToolFuture = Pin<Box<dyn Future<Output = Result<ToolResult, ToolFailure>>>>;
+
+/// A tool the host app registers; the browser implements it with a JavaScript callback.
+///
+/// The executor calls it only after the arguments passed the tool's schema and the grants
+/// allow the tool, and re-checks the grants when the future resolves.
+pub trait HostTool {
+    /// Runs a read tool, or applies an approved proposal of a proposal tool.
+    fn call(&self, arguments: Value) -> ToolFuture;
+}
+
+/// A host tool that could not do its work. Its message is sealed back to the plugin.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+pub struct ToolFailure {
+    pub message: String,
+}
+
+impl ToolFailure {
+    pub fn new(message: impl Into<String>) -> Self {
+        Self {
+            message: message.into(),
+        }
+    }
+}
+
+/// How a host describes a tool it registers.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolSpec {
+    pub name: String,
+    pub description: String,
+    /// JSON Schema of the arguments object.
+    pub input_schema: Value,
+    pub kind: ToolKind,
+}
+
+/// Why a tool could not be registered.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RegistryError {
+    #[error("tool name {name:?} is not acceptable: {reason}")]
+    BadName { name: String, reason: BadToolName },
+    #[error("a tool named {0:?} is already registered")]
+    Duplicate(String),
+    #[error("a session may offer at most {MAX_TOOLS} tools")]
+    TooMany,
+    #[error("the input schema of {name:?} must describe an object (\"type\": \"object\")")]
+    SchemaNotObject { name: String },
+    #[error("the input schema of {name:?} is not valid JSON Schema: {reason}")]
+    BadSchema { name: String, reason: String },
+}
+
+pub(crate) enum Action {
+    Builtin(BuiltinTool),
+    Host(Rc<dyn HostTool>),
+}
+
+pub(crate) struct RegisteredTool {
+    pub entry: CatalogEntry,
+    pub validator: jsonschema::Validator,
+    pub action: Action,
+}
+
+impl fmt::Debug for RegisteredTool {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RegisteredTool")
+            .field("name", &self.entry.name)
+            .field("kind", &self.entry.kind)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Built-ins first in their fixed order, then host tools in name order.
+#[derive(Debug)]
+pub struct Registry {
+    tools: Vec<RegisteredTool>,
+    by_name: HashMap<String, usize>,
+}
+
+impl Default for Registry {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Registry {
+    /// A registry holding the built-in workspace tools.
+    pub fn new() -> Self {
+        let mut registry = Self {
+            tools: Vec::new(),
+            by_name: HashMap::new(),
+        };
+        for tool in BuiltinTool::ALL {
+            let spec = tool.spec();
+            registry
+                .insert(spec, true, Action::Builtin(tool))
+                .expect("built-in tools are valid");
+        }
+        registry
+    }
+
+    /// Registers a host tool.
+    pub fn register(
+        &mut self,
+        spec: ToolSpec,
+        handler: Rc<dyn HostTool>,
+    ) -> Result<(), RegistryError> {
+        self.insert(spec, false, Action::Host(handler))?;
+        // Keep host tools in name order after the built-ins, so the catalog is stable whatever
+        // order the host registered them in.
+        let builtins = BuiltinTool::ALL.len();
+        self.tools[builtins..].sort_by(|a, b| a.entry.name.cmp(&b.entry.name));
+        self.by_name = self
+            .tools
+            .iter()
+            .enumerate()
+            .map(|(index, tool)| (tool.entry.name.clone(), index))
+            .collect();
+        Ok(())
+    }
+
+    /// Removes a host tool. Built-ins cannot be removed (the grants switch them off instead).
+    pub fn unregister(&mut self, name: &str) -> bool {
+        let Some(&index) = self.by_name.get(name) else {
+            return false;
+        };
+        if matches!(self.tools[index].action, Action::Builtin(_)) {
+            return false;
+        }
+        self.tools.remove(index);
+        self.by_name = self
+            .tools
+            .iter()
+            .enumerate()
+            .map(|(index, tool)| (tool.entry.name.clone(), index))
+            .collect();
+        true
+    }
+
+    pub(crate) fn get(&self, name: &str) -> Option<&RegisteredTool> {
+        self.by_name.get(name).map(|&index| &self.tools[index])
+    }
+
+    /// The catalog of the tools `offer` accepts (normally: the tools the grants allow), in the
+    /// registry's stable order.
+    pub fn catalog(&self, offer: impl Fn(&str) -> bool) -> Catalog {
+        Catalog {
+            tools: self
+                .tools
+                .iter()
+                .filter(|tool| offer(&tool.entry.name))
+                .map(|tool| tool.entry.clone())
+                .collect(),
+        }
+    }
+
+    fn insert(
+        &mut self,
+        spec: ToolSpec,
+        builtin: bool,
+        action: Action,
+    ) -> Result<(), RegistryError> {
+        validate_tool_name(&spec.name).map_err(|reason| RegistryError::BadName {
+            name: spec.name.clone(),
+            reason,
+        })?;
+        if self.by_name.contains_key(&spec.name) {
+            return Err(RegistryError::Duplicate(spec.name));
+        }
+        if self.tools.len() == MAX_TOOLS {
+            return Err(RegistryError::TooMany);
+        }
+        if spec.input_schema.get("type") != Some(&Value::from("object")) {
+            return Err(RegistryError::SchemaNotObject { name: spec.name });
+        }
+        let validator = jsonschema::validator_for(&spec.input_schema).map_err(|error| {
+            RegistryError::BadSchema {
+                name: spec.name.clone(),
+                reason: error.to_string(),
+            }
+        })?;
+        self.by_name.insert(spec.name.clone(), self.tools.len());
+        self.tools.push(RegisteredTool {
+            entry: CatalogEntry {
+                name: spec.name,
+                description: flatten_description(&spec.description),
+                input_schema: spec.input_schema,
+                kind: spec.kind,
+                // Only the executor's own read tools are marked: a host tool's claim to be
+                // harmless is not passed on.
+                builtin: builtin && spec.kind == ToolKind::Read,
+            },
+            validator,
+            action,
+        });
+        Ok(())
+    }
+}
+
+/// One line, control characters and runs of whitespace collapsed to one space, bounded.
+fn flatten_description(text: &str) -> String {
+    let mut flat = String::with_capacity(text.len().min(MAX_TOOL_DESCRIPTION_CHARS));
+    for word in text.split(|c: char| c.is_whitespace() || c.is_control()) {
+        if word.is_empty() {
+            continue;
+        }
+        if !flat.is_empty() {
+            flat.push(' ');
+        }
+        flat.push_str(word);
+    }
+    match flat.char_indices().nth(MAX_TOOL_DESCRIPTION_CHARS) {
+        Some((cut, _)) => flat[..cut].to_owned(),
+        None => flat,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn descriptions_are_flattened_and_bounded() {
+        assert_eq!(flatten_description(" a\n\tb\u{7}c  d "), "a b c d");
+        let long = "é".repeat(MAX_TOOL_DESCRIPTION_CHARS + 10);
+        assert_eq!(
+            flatten_description(&long).chars().count(),
+            MAX_TOOL_DESCRIPTION_CHARS
+        );
+    }
+}

@@ -1,0 +1,361 @@
+//! The ranked full-text index over the workspace: an inverted index scored with BM25F (title and
+//! body fields, the title weighted up), kept up to date one document at a time.
+//!
+//! Each document also keeps its term sequence (title, a separator, body), which is what exact
+//! phrases are checked against and what lets a document be removed without rescanning its text.
+
+use std::collections::{BTreeMap, HashMap};
+
+use super::query::Query;
+use super::tokenize::for_each_term;
+use crate::workspace::DocId;
+
+/// BM25 term-frequency saturation.
+const K1: f32 = 1.2;
+/// Length normalisation of the body field.
+const B_BODY: f32 = 0.75;
+/// Length normalisation of the title field (titles are short and vary less).
+const B_TITLE: f32 = 0.5;
+/// How much one title occurrence counts against one body occurrence.
+const TITLE_WEIGHT: f32 = 3.0;
+/// Score multiplier for a multi-word query whose words appear next to each other, in order.
+const ADJACENT_PHRASE_BONUS: f32 = 1.5;
+/// How many of the best candidates are re-checked for the adjacency bonus.
+const ADJACENCY_RERANK_DEPTH: usize = 200;
+/// Separates title terms from body terms in a document's sequence so no phrase spans both.
+const FIELD_SEPARATOR: u32 = u32::MAX;
+/// Source id of a removed document's slot: never allowed.
+const DEAD: u32 = u32::MAX;
+
+#[derive(Debug, Clone, Copy)]
+struct Posting {
+    slot: u32,
+    title_tf: u16,
+    body_tf: u16,
+}
+
+#[derive(Debug)]
+struct IndexedDoc {
+    id: DocId,
+    sequence: Box<[u32]>,
+}
+
+/// One ranked hit.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Hit {
+    pub doc_id: DocId,
+    pub score: f32,
+}
+
+/// The inverted index. Slots number documents in insertion order; a removed or replaced document
+/// leaves a dead slot until [`SearchIndex::compact`] renumbers (postings stay sorted by slot, so
+/// removal is a binary search per term).
+#[derive(Debug, Default)]
+pub struct SearchIndex {
+    term_ids: HashMap<String, u32>,
+    /// The same terms in order, for prefix expansion.
+    sorted_terms: BTreeMap<String, u32>,
+    postings: Vec<Vec<Posting>>,
+    docs: Vec<Option<IndexedDoc>>,
+    slot_source: Vec<u32>,
+    slot_title_len: Vec<u32>,
+    slot_body_len: Vec<u32>,
+    slot_of: HashMap<DocId, u32>,
+    source_ids: HashMap<String, u32>,
+    live_docs: u32,
+    total_title_len: u64,
+    total_body_len: u64,
+}
+
+impl SearchIndex {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Number of documents indexed.
+    pub fn len(&self) -> usize {
+        self.live_docs as usize
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.live_docs == 0
+    }
+
+    pub(crate) fn term_id(&self, term: &str) -> Option<u32> {
+        self.term_ids.get(term).copied()
+    }
+
+    /// Terms starting with `prefix`, at most `max`, in dictionary order, that occur in a document.
+    pub(crate) fn terms_with_prefix(&self, prefix: &str, max: usize) -> Vec<(u32, &str)> {
+        self.sorted_terms
+            .range::<str, _>((
+                std::ops::Bound::Included(prefix),
+                std::ops::Bound::Unbounded,
+            ))
+            .take_while(|(term, _)| term.starts_with(prefix))
+            .filter(|(_, id)| !self.postings[**id as usize].is_empty())
+            .take(max)
+            .map(|(term, id)| (*id, term.as_str()))
+            .collect()
+    }
+
+    /// Adds a document, or replaces the indexed text of one with the same id.
+    pub fn upsert(&mut self, id: &DocId, source: &str, title: &str, body: &str) {
+        self.remove(id);
+        let slot = u32::try_from(self.docs.len()).expect("fewer than 4 billion index slots");
+        let source_id = self.source_id(source);
+
+        let mut sequence = Vec::with_capacity(body.len() / 5 + 8);
+        let mut counts: HashMap<u32, (u16, u16)> = HashMap::new();
+        for_each_term(title, |_, _, term| {
+            let term_id = self.intern(term);
+            sequence.push(term_id);
+            let entry = counts.entry(term_id).or_default();
+            entry.0 = entry.0.saturating_add(1);
+        });
+        let title_len = sequence.len() as u32;
+        sequence.push(FIELD_SEPARATOR);
+        for_each_term(body, |_, _, term| {
+            let term_id = self.intern(term);
+            sequence.push(term_id);
+            let entry = counts.entry(term_id).or_default();
+            entry.1 = entry.1.saturating_add(1);
+        });
+        let body_len = (sequence.len() - title_len as usize - 1) as u32;
+
+        for (term_id, (title_tf, body_tf)) in counts {
+            self.postings[term_id as usize].push(Posting {
+                slot,
+                title_tf,
+                body_tf,
+            });
+        }
+        self.docs.push(Some(IndexedDoc {
+            id: id.clone(),
+            sequence: sequence.into_boxed_slice(),
+        }));
+        self.slot_source.push(source_id);
+        self.slot_title_len.push(title_len);
+        self.slot_body_len.push(body_len);
+        self.slot_of.insert(id.clone(), slot);
+        self.live_docs += 1;
+        self.total_title_len += u64::from(title_len);
+        self.total_body_len += u64::from(body_len);
+    }
+
+    /// Removes a document from the index. Returns whether it was there.
+    pub fn remove(&mut self, id: &DocId) -> bool {
+        let Some(slot) = self.slot_of.remove(id) else {
+            return false;
+        };
+        let doc = self.docs[slot as usize]
+            .take()
+            .expect("a mapped slot holds a document");
+        let mut terms: Vec<u32> = doc
+            .sequence
+            .iter()
+            .copied()
+            .filter(|&t| t != FIELD_SEPARATOR)
+            .collect();
+        terms.sort_unstable();
+        terms.dedup();
+        for term_id in terms {
+            let list = &mut self.postings[term_id as usize];
+            if let Ok(at) = list.binary_search_by_key(&slot, |p| p.slot) {
+                list.remove(at);
+            }
+        }
+        self.live_docs -= 1;
+        self.total_title_len -= u64::from(self.slot_title_len[slot as usize]);
+        self.total_body_len -= u64::from(self.slot_body_len[slot as usize]);
+        self.slot_source[slot as usize] = DEAD;
+        if self.docs.len() > 1024 && self.docs.len() > 2 * self.live_docs as usize {
+            self.compact();
+        }
+        true
+    }
+
+    /// Renumbers slots so dead ones stop costing memory and scoring time. Order is kept, so
+    /// postings stay sorted.
+    pub fn compact(&mut self) {
+        let mut new_slot = vec![DEAD; self.docs.len()];
+        let mut next = 0u32;
+        for (old, doc) in self.docs.iter().enumerate() {
+            if doc.is_some() {
+                new_slot[old] = next;
+                next += 1;
+            }
+        }
+        for list in &mut self.postings {
+            for posting in list.iter_mut() {
+                posting.slot = new_slot[posting.slot as usize];
+            }
+        }
+        let keep = |old: usize| new_slot[old] != DEAD;
+        self.slot_source = retain_by_slot(&self.slot_source, keep);
+        self.slot_title_len = retain_by_slot(&self.slot_title_len, keep);
+        self.slot_body_len = retain_by_slot(&self.slot_body_len, keep);
+        self.docs = std::mem::take(&mut self.docs)
+            .into_iter()
+            .flatten()
+            .map(Some)
+            .collect();
+        for slot in self.slot_of.values_mut() {
+            *slot = new_slot[*slot as usize];
+        }
+    }
+
+    /// Ranks the documents whose source `allow_source` accepts against `query`, best first,
+    /// at most `limit`. Ties are broken by document id so the order is reproducible.
+    pub fn search(
+        &self,
+        query: &Query,
+        allow_source: impl Fn(&str) -> bool,
+        limit: usize,
+    ) -> Vec<Hit> {
+        if query.clauses.is_empty() || limit == 0 || self.live_docs == 0 {
+            return Vec::new();
+        }
+        let mut allowed = vec![false; self.source_ids.len()];
+        for (name, &id) in &self.source_ids {
+            allowed[id as usize] = allow_source(name);
+        }
+        let is_allowed = |slot: u32| {
+            let source = self.slot_source[slot as usize];
+            source != DEAD && allowed[source as usize]
+        };
+
+        let n = self.live_docs as f32;
+        let avg_title = (self.total_title_len as f32 / n).max(1.0);
+        let avg_body = (self.total_body_len as f32 / n).max(1.0);
+        let weight = |p: &Posting| {
+            let title_norm =
+                1.0 - B_TITLE + B_TITLE * self.slot_title_len[p.slot as usize] as f32 / avg_title;
+            let body_norm =
+                1.0 - B_BODY + B_BODY * self.slot_body_len[p.slot as usize] as f32 / avg_body;
+            let tf = TITLE_WEIGHT * f32::from(p.title_tf) / title_norm
+                + f32::from(p.body_tf) / body_norm;
+            tf / (K1 + tf)
+        };
+
+        let mut scores = vec![0f32; self.docs.len()];
+        let mut matched = vec![0u64; self.docs.len()];
+        let mut best_alternative: HashMap<u32, f32> = HashMap::new();
+        for (index, clause) in query.clauses.iter().enumerate() {
+            let bit = 1u64 << index;
+            if let [term_id] = clause.terms[..] {
+                // One term: no alternatives to take the best of, so skip the map.
+                let list = &self.postings[term_id as usize];
+                let idf = idf(n, list.len());
+                for posting in list.iter().filter(|p| is_allowed(p.slot)) {
+                    scores[posting.slot as usize] += idf * weight(posting);
+                    matched[posting.slot as usize] |= bit;
+                }
+                continue;
+            }
+            best_alternative.clear();
+            for &term_id in &clause.terms {
+                let list = &self.postings[term_id as usize];
+                if list.is_empty() {
+                    continue;
+                }
+                let idf = idf(n, list.len());
+                for posting in list.iter().filter(|p| is_allowed(p.slot)) {
+                    let score = idf * weight(posting);
+                    let best = best_alternative.entry(posting.slot).or_insert(0.0);
+                    *best = best.max(score);
+                }
+            }
+            for (&slot, &score) in &best_alternative {
+                scores[slot as usize] += score;
+                matched[slot as usize] |= bit;
+            }
+        }
+
+        let required = query.required_mask();
+        let mut candidates: Vec<(u32, f32)> = scores
+            .iter()
+            .enumerate()
+            .filter(|&(slot, &score)| score > 0.0 && matched[slot] & required == required)
+            .map(|(slot, &score)| (slot as u32, score))
+            .filter(|&(slot, _)| {
+                query
+                    .phrases
+                    .iter()
+                    .all(|phrase| self.contains_sequence(slot, phrase))
+            })
+            .collect();
+
+        if let Some(words) = query.adjacent_words() {
+            self.sort_candidates(&mut candidates);
+            for (slot, score) in candidates.iter_mut().take(ADJACENCY_RERANK_DEPTH) {
+                if self.contains_sequence(*slot, &words) {
+                    *score *= ADJACENT_PHRASE_BONUS;
+                }
+            }
+        }
+        self.sort_candidates(&mut candidates);
+        candidates.truncate(limit);
+        candidates
+            .into_iter()
+            .map(|(slot, score)| Hit {
+                doc_id: self.doc(slot).id.clone(),
+                score,
+            })
+            .collect()
+    }
+
+    fn sort_candidates(&self, candidates: &mut [(u32, f32)]) {
+        candidates.sort_unstable_by(|a, b| {
+            b.1.total_cmp(&a.1)
+                .then_with(|| self.doc(a.0).id.cmp(&self.doc(b.0).id))
+        });
+    }
+
+    fn doc(&self, slot: u32) -> &IndexedDoc {
+        self.docs[slot as usize]
+            .as_ref()
+            .expect("a scored slot holds a document")
+    }
+
+    fn contains_sequence(&self, slot: u32, phrase: &[u32]) -> bool {
+        if phrase.is_empty() {
+            return true;
+        }
+        self.doc(slot)
+            .sequence
+            .windows(phrase.len())
+            .any(|window| window == phrase)
+    }
+
+    fn intern(&mut self, term: &str) -> u32 {
+        if let Some(&id) = self.term_ids.get(term) {
+            return id;
+        }
+        let id = u32::try_from(self.postings.len()).expect("fewer than 4 billion terms");
+        self.term_ids.insert(term.to_owned(), id);
+        self.sorted_terms.insert(term.to_owned(), id);
+        self.postings.push(Vec::new());
+        id
+    }
+
+    fn source_id(&mut self, source: &str) -> u32 {
+        let next = self.source_ids.len() as u32;
+        *self.source_ids.entry(source.to_owned()).or_insert(next)
+    }
+}
+
+/// BM25's inverse document frequency: rare terms weigh more, and never below zero.
+fn idf(live_docs: f32, document_frequency: usize) -> f32 {
+    let df = document_frequency as f32;
+    (1.0 + (live_docs - df + 0.5) / (df + 0.5)).ln()
+}
+
+fn retain_by_slot(values: &[u32], keep: impl Fn(usize) -> bool) -> Vec<u32> {
+    values
+        .iter()
+        .enumerate()
+        .filter(|&(slot, _)| keep(slot))
+        .map(|(_, &v)| v)
+        .collect()
+}

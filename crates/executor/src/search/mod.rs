@@ -1,0 +1,12 @@
+//! Full-text search over the workspace: tokenising, the ranked index, query parsing and
+//! snippets. Nothing here knows about grants; callers pass a source filter.
+
+mod index;
+mod query;
+mod snippet;
+mod tokenize;
+
+pub use index::{Hit, SearchIndex};
+pub use query::Query;
+pub use snippet::{Snippet, snippet};
+pub use tokenize::{fold_word, for_each_term, terms};

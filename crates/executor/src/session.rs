@@ -1,0 +1,165 @@
+//! One live session: the browser's ephemeral key, the hello it published, the keys derived for
+//! each plugin key seen, and the call ids already answered.
+//!
+//! Nothing here changes before an envelope authenticates: keys are cached and a call id is
+//! recorded only after a successful open, so a relay can neither fill memory with bogus plugin
+//! keys nor burn a real call id with a corrupted copy.
+
+use std::collections::HashMap;
+
+use rand_core::CryptoRng;
+use sealpost_protocol::content::CancelReason;
+use sealpost_seal::{
+    BrowserSession, CLOCK_SKEW_MS, CallId, Header, Kind, PairingSecret, PublicKeyBytes, SealError,
+    SessionId, SessionKeys, open_call, parse_header,
+};
+
+use crate::limits::{MAX_CACHED_PLUGIN_KEYS, SEEN_CALLS_PRUNE_THRESHOLD};
+
+/// A call that opened: its header, plaintext, and the keys to seal its reply with.
+pub(crate) struct OpenedCall {
+    pub header: Header,
+    pub plaintext: Vec<u8>,
+    pub keys: SessionKeys,
+}
+
+/// A call that could not be accepted, with the header's call id when it could be read.
+pub(crate) struct Rejected {
+    pub call_id: Option<CallId>,
+    pub reason: CancelReason,
+}
+
+pub(crate) struct Session {
+    browser: BrowserSession,
+    hello: Vec<u8>,
+    /// Derived keys by plugin key, least recently used first.
+    keys: Vec<(PublicKeyBytes, SessionKeys)>,
+    /// Call ids opened in this session, with each call's expiry.
+    seen: HashMap<CallId, u64>,
+    /// The latest time the host reported. Expiry is judged against it so a clock that steps
+    /// back cannot revive an expired (and possibly pruned) call id.
+    latest_now_ms: u64,
+}
+
+impl Session {
+    pub fn start(
+        pairing: &PairingSecret,
+        session_id: SessionId,
+        created_at_ms: u64,
+        expires_at_ms: u64,
+        catalog: &[u8],
+        rng: &mut (impl CryptoRng + ?Sized),
+    ) -> Result<Self, SealError> {
+        let (browser, hello) = BrowserSession::start(
+            pairing,
+            session_id,
+            created_at_ms,
+            expires_at_ms,
+            catalog,
+            rng,
+        )?;
+        Ok(Self {
+            browser,
+            hello,
+            keys: Vec::new(),
+            seen: HashMap::new(),
+            latest_now_ms: created_at_ms,
+        })
+    }
+
+    pub fn hello(&self) -> &[u8] {
+        &self.hello
+    }
+
+    pub fn session_id(&self) -> &SessionId {
+        self.browser.session_id()
+    }
+
+    pub fn expires_at_ms(&self) -> u64 {
+        self.browser.expires_at_ms()
+    }
+
+    /// Whether the session is over at `now_ms` (with the clock tolerance).
+    pub fn is_over(&mut self, now_ms: u64) -> bool {
+        self.latest_now_ms = self.latest_now_ms.max(now_ms);
+        self.latest_now_ms > self.expires_at_ms().saturating_add(CLOCK_SKEW_MS)
+    }
+
+    /// Whether a call expiring at `expires_at_ms` is past its time at `now_ms`.
+    pub fn call_expired(&mut self, expires_at_ms: u64, now_ms: u64) -> bool {
+        self.latest_now_ms = self.latest_now_ms.max(now_ms);
+        self.latest_now_ms > expires_at_ms.saturating_add(CLOCK_SKEW_MS)
+    }
+
+    /// Opens a call envelope, or says why it is not answered.
+    pub fn open(&mut self, envelope: &[u8], now_ms: u64) -> Result<OpenedCall, Rejected> {
+        let reject = |call_id, reason| Rejected { call_id, reason };
+        let Ok(header) = parse_header(envelope) else {
+            return Err(reject(None, CancelReason::Undecryptable));
+        };
+        let call_id = Some(header.call_id);
+        if header.kind != Kind::Call || header.session_id != *self.session_id() {
+            return Err(reject(call_id, CancelReason::Undecryptable));
+        }
+        if self.is_over(now_ms) {
+            return Err(reject(call_id, CancelReason::SessionEnded));
+        }
+        if self.seen.contains_key(&header.call_id) {
+            return Err(reject(call_id, CancelReason::Replayed));
+        }
+        // A call may not outlive its session, and one stamped in the future is not believed.
+        if header.expires_at_ms > self.expires_at_ms()
+            || self.call_expired(header.expires_at_ms, now_ms)
+            || header.created_at_ms > self.latest_now_ms.saturating_add(CLOCK_SKEW_MS)
+        {
+            return Err(reject(call_id, CancelReason::Expired));
+        }
+
+        let cached = self
+            .keys
+            .iter()
+            .position(|(public, _)| *public == header.plugin_public);
+        let keys = match cached {
+            Some(at) => self.keys[at].1.clone(),
+            None => self
+                .browser
+                .keys_for(&header.plugin_public)
+                .map_err(|_| reject(call_id, CancelReason::Undecryptable))?,
+        };
+        let Ok((header, plaintext)) = open_call(&keys, envelope) else {
+            return Err(reject(call_id, CancelReason::Undecryptable));
+        };
+
+        // Authenticated: only now may the envelope change state.
+        match cached {
+            Some(at) => {
+                let entry = self.keys.remove(at);
+                self.keys.push(entry);
+            }
+            None => {
+                if self.keys.len() == MAX_CACHED_PLUGIN_KEYS {
+                    self.keys.remove(0);
+                }
+                self.keys.push((header.plugin_public, keys.clone()));
+            }
+        }
+        self.seen.insert(header.call_id, header.expires_at_ms);
+        if self.seen.len() > SEEN_CALLS_PRUNE_THRESHOLD {
+            // An expired call is refused as expired before the seen set is consulted, so its
+            // id no longer needs remembering.
+            let latest = self.latest_now_ms;
+            self.seen
+                .retain(|_, expires| latest <= expires.saturating_add(CLOCK_SKEW_MS));
+        }
+        Ok(OpenedCall {
+            header,
+            plaintext,
+            keys,
+        })
+    }
+
+    #[cfg(test)]
+    pub fn cached_plugin_keys(&self) -> usize {
+        self.keys.len()
+    }
+}

@@ -1,0 +1,242 @@
+//! The person's workspace: documents in named sources, kept behind [`DocumentStore`] and mirrored
+//! into the search index. Every change goes through [`Workspace`], so the index never drifts
+//! from the documents.
+//!
+//! The store trait is synchronous on purpose: the index needs every body in memory anyway, so
+//! the browser keeps the documents in memory and writes each change through to IndexedDB.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+use crate::limits::{MAX_BODY_BYTES, MAX_DOC_ID_BYTES, MAX_SOURCE_NAME_BYTES, MAX_TITLE_BYTES};
+use crate::search::{Hit, Query, SearchIndex};
+
+/// A document id chosen by the host app (1 to [`MAX_DOC_ID_BYTES`] bytes, no control
+/// characters).
+#[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub struct DocId(String);
+
+impl DocId {
+    pub fn new(id: impl Into<String>) -> Result<Self, WorkspaceError> {
+        let id = id.into();
+        if id.is_empty() || id.len() > MAX_DOC_ID_BYTES || id.chars().any(char::is_control) {
+            return Err(WorkspaceError::BadDocId);
+        }
+        Ok(Self(id))
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl TryFrom<String> for DocId {
+    type Error = WorkspaceError;
+    fn try_from(id: String) -> Result<Self, WorkspaceError> {
+        Self::new(id)
+    }
+}
+
+impl From<DocId> for String {
+    fn from(id: DocId) -> String {
+        id.0
+    }
+}
+
+impl fmt::Display for DocId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl fmt::Debug for DocId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "DocId({:?})", self.0)
+    }
+}
+
+/// One document.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Document {
+    pub id: DocId,
+    pub source: String,
+    pub title: String,
+    pub body: String,
+    /// Unix ms of the last change, set by whoever changed it.
+    pub updated_at_ms: u64,
+}
+
+/// Why the workspace refused a change.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum WorkspaceError {
+    #[error("a document id must be 1 to {MAX_DOC_ID_BYTES} bytes without control characters")]
+    BadDocId,
+    #[error("a source name must be 1 to {MAX_SOURCE_NAME_BYTES} bytes without control characters")]
+    BadSourceName,
+    #[error("no source named {0:?}; create it first")]
+    NoSuchSource(String),
+    #[error("a document title may be at most {MAX_TITLE_BYTES} bytes")]
+    TitleTooLong,
+    #[error("a document body may be at most {MAX_BODY_BYTES} bytes")]
+    BodyTooLarge,
+}
+
+/// Where documents and source names are kept. The in-memory [`MemoryStore`] serves tests and
+/// benchmarks; the browser implements it over IndexedDB (in memory, written through).
+pub trait DocumentStore {
+    fn sources(&self) -> Vec<String>;
+    fn put_source(&mut self, name: &str);
+    fn get(&self, id: &DocId) -> Option<&Document>;
+    fn put(&mut self, document: Document);
+    fn remove(&mut self, id: &DocId) -> Option<Document>;
+    /// Every document, in id order.
+    fn documents(&self) -> Box<dyn Iterator<Item = &Document> + '_>;
+}
+
+/// A [`DocumentStore`] held in memory.
+#[derive(Debug, Default, Clone)]
+pub struct MemoryStore {
+    sources: BTreeSet<String>,
+    documents: BTreeMap<DocId, Document>,
+}
+
+impl DocumentStore for MemoryStore {
+    fn sources(&self) -> Vec<String> {
+        self.sources.iter().cloned().collect()
+    }
+    fn put_source(&mut self, name: &str) {
+        self.sources.insert(name.to_owned());
+    }
+    fn get(&self, id: &DocId) -> Option<&Document> {
+        self.documents.get(id)
+    }
+    fn put(&mut self, document: Document) {
+        self.documents.insert(document.id.clone(), document);
+    }
+    fn remove(&mut self, id: &DocId) -> Option<Document> {
+        self.documents.remove(id)
+    }
+    fn documents(&self) -> Box<dyn Iterator<Item = &Document> + '_> {
+        Box::new(self.documents.values())
+    }
+}
+
+/// Documents plus their search index.
+pub struct Workspace {
+    store: Box<dyn DocumentStore>,
+    sources: BTreeSet<String>,
+    index: SearchIndex,
+}
+
+impl fmt::Debug for Workspace {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Workspace")
+            .field("sources", &self.sources)
+            .field("documents", &self.index.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Default for Workspace {
+    fn default() -> Self {
+        Self::load(Box::new(MemoryStore::default()))
+    }
+}
+
+impl Workspace {
+    /// Opens a store and indexes every document in it. A stored document that no longer passes
+    /// the workspace's checks is still indexed: it is the person's data, and checks guard writes.
+    pub fn load(store: Box<dyn DocumentStore>) -> Self {
+        let mut index = SearchIndex::new();
+        let mut sources: BTreeSet<String> = store.sources().into_iter().collect();
+        for doc in store.documents() {
+            sources.insert(doc.source.clone());
+            index.upsert(&doc.id, &doc.source, &doc.title, &doc.body);
+        }
+        Self {
+            store,
+            sources,
+            index,
+        }
+    }
+
+    pub fn add_source(&mut self, name: &str) -> Result<(), WorkspaceError> {
+        if name.is_empty()
+            || name.len() > MAX_SOURCE_NAME_BYTES
+            || name.chars().any(char::is_control)
+        {
+            return Err(WorkspaceError::BadSourceName);
+        }
+        if self.sources.insert(name.to_owned()) {
+            self.store.put_source(name);
+        }
+        Ok(())
+    }
+
+    pub fn has_source(&self, name: &str) -> bool {
+        self.sources.contains(name)
+    }
+
+    /// Source names in order.
+    pub fn sources(&self) -> impl Iterator<Item = &str> {
+        self.sources.iter().map(String::as_str)
+    }
+
+    /// Adds or replaces a document (its source must exist) and re-indexes it.
+    pub fn put(&mut self, document: Document) -> Result<(), WorkspaceError> {
+        if !self.sources.contains(&document.source) {
+            return Err(WorkspaceError::NoSuchSource(document.source));
+        }
+        if document.title.len() > MAX_TITLE_BYTES {
+            return Err(WorkspaceError::TitleTooLong);
+        }
+        if document.body.len() > MAX_BODY_BYTES {
+            return Err(WorkspaceError::BodyTooLarge);
+        }
+        self.index.upsert(
+            &document.id,
+            &document.source,
+            &document.title,
+            &document.body,
+        );
+        self.store.put(document);
+        Ok(())
+    }
+
+    pub fn remove(&mut self, id: &DocId) -> Option<Document> {
+        self.index.remove(id);
+        self.store.remove(id)
+    }
+
+    pub fn get(&self, id: &DocId) -> Option<&Document> {
+        self.store.get(id)
+    }
+
+    /// Every document, in id order.
+    pub fn documents(&self) -> impl Iterator<Item = &Document> {
+        self.store.documents()
+    }
+
+    pub fn len(&self) -> usize {
+        self.index.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.index.is_empty()
+    }
+
+    /// Ranks documents in sources `allow_source` accepts; see [`SearchIndex::search`].
+    pub fn search(
+        &self,
+        query: &str,
+        allow_source: impl Fn(&str) -> bool,
+        limit: usize,
+    ) -> (Query, Vec<Hit>) {
+        let query = Query::parse(query, &self.index);
+        let hits = self.index.search(&query, allow_source, limit);
+        (query, hits)
+    }
+}
