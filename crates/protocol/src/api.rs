@@ -375,9 +375,10 @@ impl ErrorCode {
             Self::BodyTimeout => 408,
             Self::DuplicateCall | Self::DuplicateSession | Self::WrongCallState => 409,
             Self::SessionEnded | Self::LeaseExpired => 410,
-            Self::BodyTooLarge | Self::EnvelopeTooLarge | Self::ReplyTooLarge | Self::HelloTooLarge => {
-                413
-            }
+            Self::BodyTooLarge
+            | Self::EnvelopeTooLarge
+            | Self::ReplyTooLarge
+            | Self::HelloTooLarge => 413,
             Self::TooManyPendingCalls | Self::TooManySessions | Self::RateLimited => 429,
             Self::Internal => 500,
             Self::Unavailable => 503,

@@ -1,0 +1,371 @@
+//! The relay's persistence boundary: one [`Store`] trait, two backends, chosen by URL scheme.
+//!
+//! Only this module and its children know SQL. Every call-level method is scoped by owner, and
+//! the state machine (`pending → claimed → answered → delivered`, `pending|claimed → expired |
+//! cancelled`) is enforced inside single statements, so concurrent requests and several relay
+//! replicas cannot hand one call to two executors. Times are Unix milliseconds passed in by the
+//! caller: the store never reads a clock, which lets the contract suite drive expiry exactly.
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use sealpost_protocol::api::{CallState, TokenKind};
+use sealpost_protocol::content::CancelReason;
+use sealpost_protocol::ids::Id16;
+
+use crate::wake::Hub;
+
+mod migrate;
+pub mod postgres;
+mod postgres_calls;
+pub mod sqlite;
+mod sqlite_writer;
+
+/// Unix milliseconds.
+pub type Ms = i64;
+
+/// Why a store operation did not happen. The HTTP layer maps each to a stable error code.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("not found")]
+    NotFound,
+    #[error("already exists")]
+    Duplicate,
+    #[error("the session has ended")]
+    SessionEnded,
+    #[error("the lease has run out")]
+    LeaseExpired,
+    #[error("the call is {}", .0.as_str())]
+    WrongState(CallState),
+    #[error("too many pending calls in this session")]
+    TooManyPending,
+    #[error("too many live sessions for this owner")]
+    TooManySessions,
+    /// The database failed; the text is the driver's message (never contains row data we bind).
+    #[error("database error: {0}")]
+    Db(String),
+}
+
+impl From<sqlx::Error> for StoreError {
+    fn from(error: sqlx::Error) -> Self {
+        StoreError::Db(error.to_string())
+    }
+}
+
+pub type StoreResult<T> = Result<T, StoreError>;
+
+/// An owner account (a person or a team member).
+#[derive(Debug, Clone, PartialEq)]
+pub struct OwnerRow {
+    pub id: Id16,
+    pub name: String,
+    pub created_at: Ms,
+    pub disabled: bool,
+}
+
+/// A bearer token's row. A JWT names it by `sid`; the row decides whether the JWT still works.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TokenRow {
+    pub id: Id16,
+    pub owner_id: Id16,
+    pub kind: TokenKind,
+    /// Set for MCP tokens: the one pairing the token may act for.
+    pub pair_id: Option<Id16>,
+    pub label: String,
+    pub created_at: Ms,
+    pub expires_at: Ms,
+}
+
+/// A session to create. The hello is opaque bytes stored as given.
+#[derive(Debug, Clone)]
+pub struct NewSession {
+    pub owner_id: Id16,
+    pub session_id: Id16,
+    pub pair_id: Id16,
+    pub hello: Vec<u8>,
+    pub created_at: Ms,
+    pub expires_at: Ms,
+}
+
+/// What a plugin sees of a pairing's live session.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LiveSession {
+    pub session_id: Id16,
+    pub hello: Vec<u8>,
+    pub expires_at: Ms,
+    pub claimer_seen_at: Option<Ms>,
+}
+
+/// A session's routing facts, whatever its state.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SessionInfo {
+    pub session_id: Id16,
+    pub pair_id: Id16,
+    pub expires_at: Ms,
+    pub ended: bool,
+}
+
+/// A call to post.
+#[derive(Debug, Clone)]
+pub struct NewCall {
+    pub owner_id: Id16,
+    pub session_id: Id16,
+    pub call_id: Id16,
+    pub envelope: Vec<u8>,
+    pub created_at: Ms,
+    /// Requested expiry; the store clamps it to the session's expiry.
+    pub expires_at: Ms,
+}
+
+/// A call handed to an executor.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ClaimedRow {
+    pub call_id: Id16,
+    pub envelope: Vec<u8>,
+    pub lease_expires_at: Ms,
+    pub created_at: Ms,
+}
+
+/// A call as its poster reads it. `state` is the effective state at `now`: a pending call past
+/// its expiry or a claimed call past its lease reads as expired even before the sweeper runs.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CallView {
+    pub state: CallState,
+    pub reply: Option<Vec<u8>>,
+    pub reason: Option<CancelReason>,
+    pub expires_at: Ms,
+    /// When the call's state can next change on its own (expiry or lease end); readers wait no
+    /// longer than this.
+    pub next_change_at: Option<Ms>,
+}
+
+/// Who is asking about a call: always an owner, and for an MCP token also its pairing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Scope {
+    pub owner_id: Id16,
+    pub pair_id: Option<Id16>,
+}
+
+/// Whether a call row still holds bytes (for the sweeper's contract and the canary tests).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HeldBytes {
+    pub envelope: bool,
+    pub reply: bool,
+}
+
+/// What one sweep did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SweepStats {
+    pub expired_calls: u64,
+    pub cleared_replies: u64,
+    pub deleted_calls: u64,
+    pub ended_sessions: u64,
+    pub deleted_sessions: u64,
+}
+
+/// The relay's storage. Both backends pass the same contract suite (`tests/it/contract.rs`).
+#[async_trait]
+pub trait Store: Send + Sync + std::fmt::Debug {
+    /// Which backend this is ("sqlite" or "postgres"), for logs and metrics.
+    fn backend(&self) -> &'static str;
+    /// Checks the database answers.
+    async fn ping(&self) -> StoreResult<()>;
+    /// Starts forwarding other replicas' wake-ups into `hub` (PostgreSQL); no-op otherwise.
+    fn start_wakeup_listener(&self, hub: Arc<Hub>, shutdown: tokio_util::sync::CancellationToken);
+
+    /// Returns the secret stored under `name`, storing `fresh` first if there is none.
+    async fn secret(&self, name: &str, fresh: Vec<u8>) -> StoreResult<Vec<u8>>;
+
+    async fn create_owner(&self, id: Id16, name: &str, now: Ms) -> StoreResult<()>;
+    async fn list_owners(&self) -> StoreResult<Vec<OwnerRow>>;
+    async fn owner_by_name(&self, name: &str) -> StoreResult<Option<OwnerRow>>;
+    async fn owner_by_id(&self, id: Id16) -> StoreResult<Option<OwnerRow>>;
+    /// Disables an owner and revokes all of their tokens. False if no such owner.
+    async fn disable_owner(&self, name: &str, now: Ms) -> StoreResult<bool>;
+
+    /// Stores the SHA-256 of a one-time sign-in code.
+    async fn create_signin_code(
+        &self,
+        code_hash: [u8; 32],
+        owner_id: Id16,
+        expires_at: Ms,
+    ) -> StoreResult<()>;
+    /// Uses a sign-in code up: returns its owner if the code existed, was unexpired and the
+    /// owner is enabled. A code works once, even under concurrent attempts.
+    async fn consume_signin_code(&self, code_hash: [u8; 32], now: Ms) -> StoreResult<Option<Id16>>;
+
+    async fn create_token(&self, token: &TokenRow) -> StoreResult<()>;
+    /// The token row if it is unrevoked, unexpired and its owner is enabled.
+    async fn active_token(&self, id: Id16, now: Ms) -> StoreResult<Option<TokenRow>>;
+    /// Slides an owner token's expiry forward. False if it is no longer active.
+    async fn extend_token(&self, id: Id16, expires_at: Ms, now: Ms) -> StoreResult<bool>;
+    /// Revokes one of the owner's tokens (of `kind`, if given). False if there is no such token.
+    async fn revoke_token(
+        &self,
+        owner_id: Id16,
+        id: Id16,
+        kind: Option<TokenKind>,
+        now: Ms,
+    ) -> StoreResult<bool>;
+    async fn list_mcp_tokens(&self, owner_id: Id16, now: Ms) -> StoreResult<Vec<TokenRow>>;
+
+    /// Creates a session, ending the pairing's previous one. Returns the ids of the calls that
+    /// were cancelled (`session_ended`) by replacing it.
+    async fn create_session(&self, session: &NewSession, max_live: u32) -> StoreResult<Vec<Id16>>;
+    async fn live_session(
+        &self,
+        owner_id: Id16,
+        pair_id: Id16,
+        now: Ms,
+    ) -> StoreResult<Option<LiveSession>>;
+    async fn session_info(
+        &self,
+        owner_id: Id16,
+        session_id: Id16,
+    ) -> StoreResult<Option<SessionInfo>>;
+    /// Ends a session; its pending and claimed calls become cancelled (`session_ended`).
+    /// Returns those calls' ids. Ending an ended session is not an error.
+    async fn end_session(
+        &self,
+        owner_id: Id16,
+        session_id: Id16,
+        now: Ms,
+    ) -> StoreResult<Vec<Id16>>;
+
+    /// Posts a call to a live session (of `pair_id`, when given). Returns the effective expiry.
+    /// `max_pending`: refuse when the session already holds this many pending calls.
+    async fn post_call(
+        &self,
+        call: &NewCall,
+        pair_id: Option<Id16>,
+        max_pending: Option<u32>,
+    ) -> StoreResult<Ms>;
+    /// Atomically moves up to `max` pending calls of a live session to claimed, oldest first,
+    /// with a lease that never runs past a call's expiry. Records that the tab polled.
+    async fn claim_calls(
+        &self,
+        owner_id: Id16,
+        session_id: Id16,
+        now: Ms,
+        max: u32,
+        lease_ms: Ms,
+    ) -> StoreResult<Vec<ClaimedRow>>;
+    /// Answers a claimed call whose lease has not run out.
+    async fn reply_call(
+        &self,
+        owner_id: Id16,
+        call_id: Id16,
+        reply: Vec<u8>,
+        now: Ms,
+    ) -> StoreResult<()>;
+    /// Cancels a pending or claimed call.
+    async fn cancel_call(
+        &self,
+        scope: Scope,
+        call_id: Id16,
+        reason: CancelReason,
+        now: Ms,
+    ) -> StoreResult<()>;
+    /// Reads a call; reading an answered call marks it delivered (the reply stays readable
+    /// until the call expires).
+    async fn read_call(
+        &self,
+        scope: Scope,
+        call_id: Id16,
+        now: Ms,
+    ) -> StoreResult<Option<CallView>>;
+
+    /// Expires overdue calls and sessions, drops bytes of finished calls at their expiry, and
+    /// deletes rows `grace_ms` after their expiry.
+    async fn sweep(&self, now: Ms, grace_ms: Ms) -> StoreResult<SweepStats>;
+    /// Which bytes a call row still holds; `None` if the row is gone.
+    async fn held_bytes(&self, owner_id: Id16, call_id: Id16) -> StoreResult<Option<HeldBytes>>;
+    /// Number of call rows per stored state (for metrics).
+    async fn count_calls_by_state(&self) -> StoreResult<Vec<(CallState, i64)>>;
+}
+
+/// Opens the store a database URL names (`sqlite://…` or `postgres://…`), running migrations.
+pub async fn open(url: &str) -> anyhow::Result<Arc<dyn Store>> {
+    if url.starts_with("sqlite:") {
+        Ok(Arc::new(sqlite::SqliteStore::open(url).await?))
+    } else if url.starts_with("postgres:") || url.starts_with("postgresql:") {
+        Ok(Arc::new(postgres::PgStore::open(url).await?))
+    } else {
+        anyhow::bail!("unsupported database URL scheme: use sqlite://PATH or postgres://…")
+    }
+}
+
+/// Text names of states and reasons as stored in the `state` / `cancel_reason` columns.
+pub(crate) fn parse_state(text: &str) -> StoreResult<CallState> {
+    CallState::parse(text).ok_or_else(|| StoreError::Db(format!("unknown call state {text:?}")))
+}
+
+pub(crate) fn parse_reason(text: Option<String>) -> Option<CancelReason> {
+    let text = text?;
+    CancelReason::ALL.into_iter().find(|r| r.as_str() == text)
+}
+
+pub(crate) fn parse_kind(text: &str) -> StoreResult<TokenKind> {
+    match text {
+        "owner" => Ok(TokenKind::Owner),
+        "mcp" => Ok(TokenKind::Mcp),
+        other => Err(StoreError::Db(format!("unknown token kind {other:?}"))),
+    }
+}
+
+pub(crate) fn id_from(bytes: Vec<u8>) -> StoreResult<Id16> {
+    let bytes: [u8; 16] = bytes
+        .try_into()
+        .map_err(|_| StoreError::Db("stored id is not 16 bytes".into()))?;
+    Ok(Id16(bytes))
+}
+
+/// The effective state of a call row at `now` (lazy expiry; the sweeper makes it durable).
+pub(crate) fn effective_state(
+    state: CallState,
+    expires_at: Ms,
+    lease_expires_at: Option<Ms>,
+    now: Ms,
+) -> CallState {
+    match state {
+        CallState::Pending if expires_at <= now => CallState::Expired,
+        CallState::Claimed if lease_expires_at.is_none_or(|lease| lease <= now) => {
+            CallState::Expired
+        }
+        CallState::Answered | CallState::Delivered if expires_at <= now => CallState::Expired,
+        other => other,
+    }
+}
+
+/// Builds the [`CallView`] of a row.
+pub(crate) fn call_view(
+    state: CallState,
+    reply: Option<Vec<u8>>,
+    reason: Option<CancelReason>,
+    expires_at: Ms,
+    lease_expires_at: Option<Ms>,
+    now: Ms,
+) -> CallView {
+    let state = effective_state(state, expires_at, lease_expires_at, now);
+    let next_change_at = match state {
+        CallState::Pending => Some(expires_at),
+        CallState::Claimed => lease_expires_at,
+        _ => None,
+    };
+    let reply = match state {
+        CallState::Answered | CallState::Delivered => reply,
+        _ => None,
+    };
+    let reason = if state == CallState::Cancelled {
+        reason
+    } else {
+        None
+    };
+    CallView {
+        state,
+        reply,
+        reason,
+        expires_at,
+        next_change_at,
+    }
+}

@@ -1,0 +1,611 @@
+//! PostgreSQL backend, for teams running any number of relay replicas on one database.
+//!
+//! The claim is one statement (`FOR UPDATE SKIP LOCKED` in a CTE, then `UPDATE … RETURNING`), so
+//! replicas never hand one call out twice. Writes that should wake a waiter on another replica
+//! send `pg_notify` inside their own transaction (delivered only if it commits); each replica
+//! runs one `PgListener` that feeds those into its in-process hub.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use sealpost_protocol::api::{CallState, TokenKind};
+use sealpost_protocol::content::CancelReason;
+use sealpost_protocol::ids::Id16;
+use sqlx::Row;
+use sqlx::postgres::{PgConnection, PgListener, PgPool, PgPoolOptions, PgRow};
+use tokio_util::sync::CancellationToken;
+
+use super::{
+    CallView, ClaimedRow, HeldBytes, LiveSession, Ms, NewCall, NewSession, OwnerRow, Scope,
+    SessionInfo, Store, StoreError, StoreResult, SweepStats, TokenRow, call_view, id_from, migrate,
+    parse_kind, parse_reason, parse_state,
+};
+use crate::wake::{Hub, Topic};
+
+/// The notification channel every replica listens on.
+const WAKE_CHANNEL: &str = "sealpost_wake";
+/// Connections per replica: enough to keep two cores busy; throughput comes from short
+/// statements, not from more connections.
+const POOL_SIZE: u32 = 16;
+/// Pause before reconnecting a lost listener.
+const LISTENER_RETRY: Duration = Duration::from_secs(1);
+/// Arbitrary key serialising migrations of replicas that start together.
+const MIGRATION_LOCK_KEY: i64 = 0x5ea1_9057;
+
+/// The PostgreSQL store.
+#[derive(Debug, Clone)]
+pub struct PgStore {
+    pool: PgPool,
+}
+
+fn b(id: Id16) -> Vec<u8> {
+    id.0.to_vec()
+}
+
+fn is_unique_violation(error: &sqlx::Error) -> bool {
+    matches!(error, sqlx::Error::Database(db) if db.is_unique_violation())
+}
+
+async fn notify(conn: &mut PgConnection, topic: Topic) -> StoreResult<()> {
+    sqlx::query("SELECT pg_notify($1, $2)")
+        .bind(WAKE_CHANNEL)
+        .bind(topic.encode())
+        .execute(conn)
+        .await?;
+    Ok(())
+}
+
+impl PgStore {
+    /// Connects and migrates (serialised across replicas by an advisory lock).
+    pub async fn open(url: &str) -> StoreResult<Self> {
+        let pool = PgPoolOptions::new()
+            .max_connections(POOL_SIZE)
+            .connect(url)
+            .await?;
+        let mut tx = pool.begin().await?;
+        sqlx::query("SELECT pg_advisory_xact_lock($1)")
+            .bind(MIGRATION_LOCK_KEY)
+            .execute(&mut *tx)
+            .await?;
+        sqlx::query(migrate::CREATE_TABLE).execute(&mut *tx).await?;
+        for migration in migrate::POSTGRES {
+            let done: Option<i64> =
+                sqlx::query_scalar("SELECT version FROM relay_migrations WHERE version = $1")
+                    .bind(migration.version)
+                    .fetch_optional(&mut *tx)
+                    .await?;
+            if done.is_none() {
+                sqlx::raw_sql(migration.sql).execute(&mut *tx).await?;
+                sqlx::query("INSERT INTO relay_migrations (version, applied_at) VALUES ($1, $2)")
+                    .bind(migration.version)
+                    .bind(crate::clock::now_ms())
+                    .execute(&mut *tx)
+                    .await?;
+            }
+        }
+        tx.commit().await?;
+        Ok(Self { pool })
+    }
+}
+
+fn owner_row(row: &PgRow) -> StoreResult<OwnerRow> {
+    Ok(OwnerRow {
+        id: id_from(row.try_get("id")?)?,
+        name: row.try_get("name")?,
+        created_at: row.try_get("created_at")?,
+        disabled: row.try_get::<Option<i64>, _>("disabled_at")?.is_some(),
+    })
+}
+
+fn token_row(row: &PgRow) -> StoreResult<TokenRow> {
+    let pair_id: Option<Vec<u8>> = row.try_get("pair_id")?;
+    Ok(TokenRow {
+        id: id_from(row.try_get("id")?)?,
+        owner_id: id_from(row.try_get("owner_id")?)?,
+        kind: parse_kind(row.try_get("kind")?)?,
+        pair_id: pair_id.map(id_from).transpose()?,
+        label: row.try_get("label")?,
+        created_at: row.try_get("created_at")?,
+        expires_at: row.try_get("expires_at")?,
+    })
+}
+
+/// Cancels a session's open calls (`session_ended`) and wakes their readers.
+async fn cancel_open_calls(
+    conn: &mut PgConnection,
+    owner_id: Id16,
+    session_id: Id16,
+) -> StoreResult<Vec<Id16>> {
+    let rows = sqlx::query(
+        "UPDATE calls SET state = 'cancelled', cancel_reason = 'session_ended', envelope = NULL \
+         WHERE owner_id = $1 AND session_id = $2 AND state IN ('pending', 'claimed') \
+         RETURNING call_id",
+    )
+    .bind(b(owner_id))
+    .bind(b(session_id))
+    .fetch_all(&mut *conn)
+    .await?;
+    let ids = rows
+        .into_iter()
+        .map(|r| id_from(r.try_get("call_id")?))
+        .collect::<StoreResult<Vec<_>>>()?;
+    for id in &ids {
+        notify(conn, Topic::Call(owner_id, *id)).await?;
+    }
+    notify(conn, Topic::Session(owner_id, session_id)).await?;
+    Ok(ids)
+}
+
+/// Forwards notifications into the hub until shutdown, reconnecting after a loss.
+async fn listen_loop(pool: PgPool, hub: Arc<Hub>, shutdown: CancellationToken) {
+    loop {
+        let listening = async {
+            let mut listener = PgListener::connect_with(&pool).await?;
+            listener.listen(WAKE_CHANNEL).await?;
+            Ok::<_, sqlx::Error>(listener)
+        };
+        let mut listener = tokio::select! {
+            _ = shutdown.cancelled() => return,
+            listener = listening => match listener {
+                Ok(listener) => listener,
+                Err(error) => {
+                    tracing::warn!(%error, "wake-up listener could not connect; retrying");
+                    tokio::select! {
+                        _ = shutdown.cancelled() => return,
+                        _ = tokio::time::sleep(LISTENER_RETRY) => continue,
+                    }
+                }
+            },
+        };
+        // Anything posted while nobody listened would otherwise wait for the fallback poll.
+        hub.wake_all();
+        loop {
+            let received = tokio::select! {
+                _ = shutdown.cancelled() => return,
+                received = listener.try_recv() => received,
+            };
+            match received {
+                Ok(Some(notification)) => {
+                    if let Some(topic) = Topic::decode(notification.payload()) {
+                        hub.wake(topic);
+                    }
+                }
+                Ok(None) | Err(_) => {
+                    tracing::warn!("wake-up listener lost its connection; reconnecting");
+                    break;
+                }
+            }
+        }
+    }
+}
+
+#[async_trait]
+impl Store for PgStore {
+    fn backend(&self) -> &'static str {
+        "postgres"
+    }
+
+    async fn ping(&self) -> StoreResult<()> {
+        sqlx::query("SELECT 1").execute(&self.pool).await?;
+        Ok(())
+    }
+
+    fn start_wakeup_listener(&self, hub: Arc<Hub>, shutdown: CancellationToken) {
+        tokio::spawn(listen_loop(self.pool.clone(), hub, shutdown));
+    }
+
+    async fn secret(&self, name: &str, fresh: Vec<u8>) -> StoreResult<Vec<u8>> {
+        sqlx::query(
+            "INSERT INTO relay_secrets (name, value) VALUES ($1, $2) ON CONFLICT (name) DO NOTHING",
+        )
+        .bind(name)
+        .bind(fresh)
+        .execute(&self.pool)
+        .await?;
+        Ok(
+            sqlx::query_scalar("SELECT value FROM relay_secrets WHERE name = $1")
+                .bind(name)
+                .fetch_one(&self.pool)
+                .await?,
+        )
+    }
+
+    async fn create_owner(&self, id: Id16, name: &str, now: Ms) -> StoreResult<()> {
+        match sqlx::query("INSERT INTO owners (id, name, created_at) VALUES ($1, $2, $3)")
+            .bind(b(id))
+            .bind(name)
+            .bind(now)
+            .execute(&self.pool)
+            .await
+        {
+            Err(e) if is_unique_violation(&e) => Err(StoreError::Duplicate),
+            other => other.map(|_| ()).map_err(Into::into),
+        }
+    }
+
+    async fn list_owners(&self) -> StoreResult<Vec<OwnerRow>> {
+        let rows = sqlx::query("SELECT * FROM owners ORDER BY name")
+            .fetch_all(&self.pool)
+            .await?;
+        rows.iter().map(owner_row).collect()
+    }
+
+    async fn owner_by_name(&self, name: &str) -> StoreResult<Option<OwnerRow>> {
+        let row = sqlx::query("SELECT * FROM owners WHERE name = $1")
+            .bind(name)
+            .fetch_optional(&self.pool)
+            .await?;
+        row.as_ref().map(owner_row).transpose()
+    }
+
+    async fn owner_by_id(&self, id: Id16) -> StoreResult<Option<OwnerRow>> {
+        let row = sqlx::query("SELECT * FROM owners WHERE id = $1")
+            .bind(b(id))
+            .fetch_optional(&self.pool)
+            .await?;
+        row.as_ref().map(owner_row).transpose()
+    }
+
+    async fn disable_owner(&self, name: &str, now: Ms) -> StoreResult<bool> {
+        let mut tx = self.pool.begin().await?;
+        let id: Option<Vec<u8>> = sqlx::query_scalar(
+            "UPDATE owners SET disabled_at = COALESCE(disabled_at, $2) WHERE name = $1 RETURNING id",
+        )
+        .bind(name)
+        .bind(now)
+        .fetch_optional(&mut *tx)
+        .await?;
+        let Some(id) = id else { return Ok(false) };
+        sqlx::query("UPDATE tokens SET revoked_at = $2 WHERE owner_id = $1 AND revoked_at IS NULL")
+            .bind(&id)
+            .bind(now)
+            .execute(&mut *tx)
+            .await?;
+        sqlx::query("DELETE FROM signin_codes WHERE owner_id = $1")
+            .bind(&id)
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        Ok(true)
+    }
+
+    async fn create_signin_code(
+        &self,
+        code_hash: [u8; 32],
+        owner_id: Id16,
+        expires_at: Ms,
+    ) -> StoreResult<()> {
+        sqlx::query(
+            "INSERT INTO signin_codes (code_hash, owner_id, expires_at) VALUES ($1, $2, $3)",
+        )
+        .bind(code_hash.to_vec())
+        .bind(b(owner_id))
+        .bind(expires_at)
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    async fn consume_signin_code(&self, code_hash: [u8; 32], now: Ms) -> StoreResult<Option<Id16>> {
+        let owner: Option<Vec<u8>> = sqlx::query_scalar(
+            "DELETE FROM signin_codes WHERE code_hash = $1 AND expires_at > $2 \
+             AND owner_id IN (SELECT id FROM owners WHERE disabled_at IS NULL) RETURNING owner_id",
+        )
+        .bind(code_hash.to_vec())
+        .bind(now)
+        .fetch_optional(&self.pool)
+        .await?;
+        owner.map(id_from).transpose()
+    }
+
+    async fn create_token(&self, t: &TokenRow) -> StoreResult<()> {
+        sqlx::query(
+            "INSERT INTO tokens (id, owner_id, kind, pair_id, label, created_at, expires_at) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7)",
+        )
+        .bind(b(t.id))
+        .bind(b(t.owner_id))
+        .bind(t.kind.as_str())
+        .bind(t.pair_id.map(b))
+        .bind(&t.label)
+        .bind(t.created_at)
+        .bind(t.expires_at)
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    async fn active_token(&self, id: Id16, now: Ms) -> StoreResult<Option<TokenRow>> {
+        let row = sqlx::query(
+            "SELECT t.* FROM tokens t JOIN owners o ON o.id = t.owner_id \
+             WHERE t.id = $1 AND t.revoked_at IS NULL AND t.expires_at > $2 AND o.disabled_at IS NULL",
+        )
+        .bind(b(id))
+        .bind(now)
+        .fetch_optional(&self.pool)
+        .await?;
+        row.as_ref().map(token_row).transpose()
+    }
+
+    async fn extend_token(&self, id: Id16, expires_at: Ms, now: Ms) -> StoreResult<bool> {
+        let done = sqlx::query(
+            "UPDATE tokens SET expires_at = GREATEST(expires_at, $2) \
+             WHERE id = $1 AND revoked_at IS NULL AND expires_at > $3",
+        )
+        .bind(b(id))
+        .bind(expires_at)
+        .bind(now)
+        .execute(&self.pool)
+        .await?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    async fn revoke_token(
+        &self,
+        owner_id: Id16,
+        id: Id16,
+        kind: Option<TokenKind>,
+        now: Ms,
+    ) -> StoreResult<bool> {
+        let done = sqlx::query(
+            "UPDATE tokens SET revoked_at = COALESCE(revoked_at, $3) \
+             WHERE id = $1 AND owner_id = $2 AND ($4::text IS NULL OR kind = $4)",
+        )
+        .bind(b(id))
+        .bind(b(owner_id))
+        .bind(now)
+        .bind(kind.map(TokenKind::as_str))
+        .execute(&self.pool)
+        .await?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    async fn list_mcp_tokens(&self, owner_id: Id16, now: Ms) -> StoreResult<Vec<TokenRow>> {
+        let rows = sqlx::query(
+            "SELECT * FROM tokens WHERE owner_id = $1 AND kind = 'mcp' \
+             AND revoked_at IS NULL AND expires_at > $2 ORDER BY created_at",
+        )
+        .bind(b(owner_id))
+        .bind(now)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter().map(token_row).collect()
+    }
+
+    async fn create_session(&self, s: &NewSession, max_live: u32) -> StoreResult<Vec<Id16>> {
+        let mut tx = self.pool.begin().await?;
+        // Serialise session changes of one owner so the live-session count is exact.
+        sqlx::query("SELECT 1 FROM owners WHERE id = $1 FOR UPDATE")
+            .bind(b(s.owner_id))
+            .execute(&mut *tx)
+            .await?;
+        let others: i64 = sqlx::query_scalar(
+            "SELECT COUNT(*) FROM sessions WHERE owner_id = $1 AND pair_id != $2 \
+             AND ended_at IS NULL AND expires_at > $3",
+        )
+        .bind(b(s.owner_id))
+        .bind(b(s.pair_id))
+        .bind(s.created_at)
+        .fetch_one(&mut *tx)
+        .await?;
+        if others >= i64::from(max_live) {
+            return Err(StoreError::TooManySessions);
+        }
+        let replaced = sqlx::query(
+            "UPDATE sessions SET ended_at = $3, hello = NULL \
+             WHERE owner_id = $1 AND pair_id = $2 AND ended_at IS NULL RETURNING session_id",
+        )
+        .bind(b(s.owner_id))
+        .bind(b(s.pair_id))
+        .bind(s.created_at)
+        .fetch_all(&mut *tx)
+        .await?;
+        let inserted = sqlx::query(
+            "INSERT INTO sessions (owner_id, session_id, pair_id, hello, created_at, expires_at) \
+             VALUES ($1, $2, $3, $4, $5, $6)",
+        )
+        .bind(b(s.owner_id))
+        .bind(b(s.session_id))
+        .bind(b(s.pair_id))
+        .bind(&s.hello)
+        .bind(s.created_at)
+        .bind(s.expires_at)
+        .execute(&mut *tx)
+        .await;
+        match inserted {
+            Err(e) if is_unique_violation(&e) => return Err(StoreError::Duplicate),
+            other => other?,
+        };
+        let mut cancelled = Vec::new();
+        for row in replaced {
+            let old = id_from(row.try_get("session_id")?)?;
+            cancelled.extend(cancel_open_calls(&mut tx, s.owner_id, old).await?);
+        }
+        tx.commit().await?;
+        Ok(cancelled)
+    }
+
+    async fn live_session(
+        &self,
+        owner_id: Id16,
+        pair_id: Id16,
+        now: Ms,
+    ) -> StoreResult<Option<LiveSession>> {
+        let row = sqlx::query(
+            "SELECT session_id, hello, expires_at, claimer_seen_at FROM sessions \
+             WHERE owner_id = $1 AND pair_id = $2 AND ended_at IS NULL AND expires_at > $3 \
+             ORDER BY created_at DESC LIMIT 1",
+        )
+        .bind(b(owner_id))
+        .bind(b(pair_id))
+        .bind(now)
+        .fetch_optional(&self.pool)
+        .await?;
+        row.map(|row| {
+            Ok(LiveSession {
+                session_id: id_from(row.try_get("session_id")?)?,
+                hello: row
+                    .try_get::<Option<Vec<u8>>, _>("hello")?
+                    .unwrap_or_default(),
+                expires_at: row.try_get("expires_at")?,
+                claimer_seen_at: row.try_get("claimer_seen_at")?,
+            })
+        })
+        .transpose()
+    }
+
+    async fn session_info(
+        &self,
+        owner_id: Id16,
+        session_id: Id16,
+    ) -> StoreResult<Option<SessionInfo>> {
+        let row = sqlx::query(
+            "SELECT pair_id, expires_at, ended_at FROM sessions WHERE owner_id = $1 AND session_id = $2",
+        )
+        .bind(b(owner_id))
+        .bind(b(session_id))
+        .fetch_optional(&self.pool)
+        .await?;
+        row.map(|row| {
+            Ok(SessionInfo {
+                session_id,
+                pair_id: id_from(row.try_get("pair_id")?)?,
+                expires_at: row.try_get("expires_at")?,
+                ended: row.try_get::<Option<i64>, _>("ended_at")?.is_some(),
+            })
+        })
+        .transpose()
+    }
+
+    async fn end_session(
+        &self,
+        owner_id: Id16,
+        session_id: Id16,
+        now: Ms,
+    ) -> StoreResult<Vec<Id16>> {
+        let mut tx = self.pool.begin().await?;
+        let found: Option<i64> = sqlx::query_scalar(
+            "UPDATE sessions SET ended_at = COALESCE(ended_at, $3), hello = NULL \
+             WHERE owner_id = $1 AND session_id = $2 RETURNING 1::bigint",
+        )
+        .bind(b(owner_id))
+        .bind(b(session_id))
+        .bind(now)
+        .fetch_optional(&mut *tx)
+        .await?;
+        if found.is_none() {
+            return Err(StoreError::NotFound);
+        }
+        let cancelled = cancel_open_calls(&mut tx, owner_id, session_id).await?;
+        tx.commit().await?;
+        Ok(cancelled)
+    }
+
+    async fn post_call(
+        &self,
+        c: &NewCall,
+        pair_id: Option<Id16>,
+        max_pending: Option<u32>,
+    ) -> StoreResult<Ms> {
+        super::postgres_calls::post_call(&self.pool, c, pair_id, max_pending).await
+    }
+
+    async fn claim_calls(
+        &self,
+        owner_id: Id16,
+        session_id: Id16,
+        now: Ms,
+        max: u32,
+        lease_ms: Ms,
+    ) -> StoreResult<Vec<ClaimedRow>> {
+        super::postgres_calls::claim_calls(&self.pool, owner_id, session_id, now, max, lease_ms)
+            .await
+    }
+
+    async fn reply_call(
+        &self,
+        owner_id: Id16,
+        call_id: Id16,
+        reply: Vec<u8>,
+        now: Ms,
+    ) -> StoreResult<()> {
+        super::postgres_calls::reply_call(&self.pool, owner_id, call_id, reply, now).await
+    }
+
+    async fn cancel_call(
+        &self,
+        scope: Scope,
+        call_id: Id16,
+        reason: CancelReason,
+        now: Ms,
+    ) -> StoreResult<()> {
+        super::postgres_calls::cancel_call(&self.pool, scope, call_id, reason, now).await
+    }
+
+    async fn read_call(
+        &self,
+        scope: Scope,
+        call_id: Id16,
+        now: Ms,
+    ) -> StoreResult<Option<CallView>> {
+        let row = sqlx::query(
+            "SELECT state, reply, cancel_reason, expires_at, lease_expires_at FROM calls \
+             WHERE owner_id = $1 AND call_id = $2 AND ($3::bytea IS NULL OR pair_id = $3)",
+        )
+        .bind(b(scope.owner_id))
+        .bind(b(call_id))
+        .bind(scope.pair_id.map(b))
+        .fetch_optional(&self.pool)
+        .await?;
+        let Some(row) = row else { return Ok(None) };
+        let view = call_view(
+            parse_state(row.try_get("state")?)?,
+            row.try_get("reply")?,
+            parse_reason(row.try_get("cancel_reason")?),
+            row.try_get("expires_at")?,
+            row.try_get("lease_expires_at")?,
+            now,
+        );
+        if view.state == CallState::Answered {
+            sqlx::query(
+                "UPDATE calls SET state = 'delivered' WHERE owner_id = $1 AND call_id = $2 AND state = 'answered'",
+            )
+            .bind(b(scope.owner_id))
+            .bind(b(call_id))
+            .execute(&self.pool)
+            .await?;
+        }
+        Ok(Some(view))
+    }
+
+    async fn sweep(&self, now: Ms, grace_ms: Ms) -> StoreResult<SweepStats> {
+        super::postgres_calls::sweep(&self.pool, now, grace_ms).await
+    }
+
+    async fn held_bytes(&self, owner_id: Id16, call_id: Id16) -> StoreResult<Option<HeldBytes>> {
+        let row = sqlx::query(
+            "SELECT envelope IS NOT NULL AS e, reply IS NOT NULL AS r FROM calls WHERE owner_id = $1 AND call_id = $2",
+        )
+        .bind(b(owner_id))
+        .bind(b(call_id))
+        .fetch_optional(&self.pool)
+        .await?;
+        row.map(|row| {
+            Ok(HeldBytes {
+                envelope: row.try_get("e")?,
+                reply: row.try_get("r")?,
+            })
+        })
+        .transpose()
+    }
+
+    async fn count_calls_by_state(&self) -> StoreResult<Vec<(CallState, i64)>> {
+        let rows = sqlx::query("SELECT state, COUNT(*) AS n FROM calls GROUP BY state")
+            .fetch_all(&self.pool)
+            .await?;
+        rows.iter()
+            .map(|row| Ok((parse_state(row.try_get("state")?)?, row.try_get("n")?)))
+            .collect()
+    }
+}

@@ -1,0 +1,329 @@
+//! PostgreSQL call operations: post, claim, reply, cancel, and the sweeper.
+//!
+//! Kept apart from `postgres.rs` (accounts and sessions) because this is the hot path whose
+//! statements decide at-most-once delivery; each one changes state in a single statement.
+
+use sealpost_protocol::api::CallState;
+use sealpost_protocol::content::CancelReason;
+use sealpost_protocol::ids::Id16;
+use sqlx::Row;
+use sqlx::postgres::PgPool;
+
+use super::{
+    ClaimedRow, Ms, NewCall, Scope, StoreError, StoreResult, SweepStats, call_view, id_from,
+    parse_state,
+};
+use crate::wake::Topic;
+
+fn b(id: Id16) -> Vec<u8> {
+    id.0.to_vec()
+}
+
+async fn notify(conn: &mut sqlx::PgConnection, topic: Topic) -> StoreResult<()> {
+    sqlx::query("SELECT pg_notify('sealpost_wake', $1)")
+        .bind(topic.encode())
+        .execute(conn)
+        .await?;
+    Ok(())
+}
+
+pub(super) async fn post_call(
+    pool: &PgPool,
+    c: &NewCall,
+    pair_id: Option<Id16>,
+    max_pending: Option<u32>,
+) -> StoreResult<Ms> {
+    let mut tx = pool.begin().await?;
+    let inserted: Result<Option<i64>, sqlx::Error> = sqlx::query_scalar(
+        "INSERT INTO calls (owner_id, call_id, session_id, pair_id, state, envelope, created_at, expires_at) \
+         SELECT s.owner_id, $2, s.session_id, s.pair_id, 'pending', $3, $4, LEAST($5, s.expires_at) \
+         FROM sessions s \
+         WHERE s.owner_id = $1 AND s.session_id = $6 AND s.ended_at IS NULL AND s.expires_at > $4 \
+         AND ($7::bytea IS NULL OR s.pair_id = $7) \
+         AND ($8::bigint IS NULL OR (SELECT COUNT(*) FROM calls p WHERE p.owner_id = $1 \
+              AND p.session_id = $6 AND p.state = 'pending') < $8) \
+         RETURNING expires_at",
+    )
+    .bind(b(c.owner_id))
+    .bind(b(c.call_id))
+    .bind(&c.envelope)
+    .bind(c.created_at)
+    .bind(c.expires_at)
+    .bind(b(c.session_id))
+    .bind(pair_id.map(b))
+    .bind(max_pending.map(i64::from))
+    .fetch_optional(&mut *tx)
+    .await;
+    match inserted {
+        Ok(Some(expires_at)) => {
+            notify(&mut tx, Topic::Session(c.owner_id, c.session_id)).await?;
+            tx.commit().await?;
+            return Ok(expires_at);
+        }
+        Err(e) if matches!(&e, sqlx::Error::Database(db) if db.is_unique_violation()) => {
+            return Err(StoreError::Duplicate);
+        }
+        Err(e) => return Err(e.into()),
+        Ok(None) => {}
+    }
+    let session = sqlx::query(
+        "SELECT pair_id, expires_at, ended_at FROM sessions WHERE owner_id = $1 AND session_id = $2",
+    )
+    .bind(b(c.owner_id))
+    .bind(b(c.session_id))
+    .fetch_optional(&mut *tx)
+    .await?;
+    let Some(session) = session else {
+        return Err(StoreError::NotFound);
+    };
+    if let Some(pair_id) = pair_id
+        && session.try_get::<Vec<u8>, _>("pair_id")? != b(pair_id)
+    {
+        return Err(StoreError::NotFound);
+    }
+    if session.try_get::<Option<i64>, _>("ended_at")?.is_some()
+        || session.try_get::<i64, _>("expires_at")? <= c.created_at
+    {
+        return Err(StoreError::SessionEnded);
+    }
+    Err(StoreError::TooManyPending)
+}
+
+pub(super) async fn claim_calls(
+    pool: &PgPool,
+    owner_id: Id16,
+    session_id: Id16,
+    now: Ms,
+    max: u32,
+    lease_ms: Ms,
+) -> StoreResult<Vec<ClaimedRow>> {
+    let live = sqlx::query(
+        "UPDATE sessions SET claimer_seen_at = $3 WHERE owner_id = $1 AND session_id = $2 \
+         AND ended_at IS NULL AND expires_at > $3",
+    )
+    .bind(b(owner_id))
+    .bind(b(session_id))
+    .bind(now)
+    .execute(pool)
+    .await?;
+    if live.rows_affected() == 0 {
+        let exists: Option<i32> =
+            sqlx::query_scalar("SELECT 1 FROM sessions WHERE owner_id = $1 AND session_id = $2")
+                .bind(b(owner_id))
+                .bind(b(session_id))
+                .fetch_optional(pool)
+                .await?;
+        return Err(if exists.is_some() {
+            StoreError::SessionEnded
+        } else {
+            StoreError::NotFound
+        });
+    }
+    // SKIP LOCKED: concurrent claimers (on any replica) take disjoint rows instead of queueing;
+    // the outer UPDATE re-checks the state, so a row is claimed once.
+    let rows = sqlx::query(
+        "WITH picked AS ( \
+            SELECT owner_id, call_id FROM calls \
+            WHERE owner_id = $1 AND session_id = $2 AND state = 'pending' AND expires_at > $3 \
+            ORDER BY created_at LIMIT $4 FOR UPDATE SKIP LOCKED) \
+         UPDATE calls c SET state = 'claimed', lease_expires_at = LEAST($3 + $5, c.expires_at) \
+         FROM picked WHERE c.owner_id = picked.owner_id AND c.call_id = picked.call_id \
+         AND c.state = 'pending' \
+         RETURNING c.call_id, c.envelope, c.lease_expires_at, c.created_at",
+    )
+    .bind(b(owner_id))
+    .bind(b(session_id))
+    .bind(now)
+    .bind(i64::from(max))
+    .bind(lease_ms)
+    .fetch_all(pool)
+    .await?;
+    let mut claimed = rows
+        .into_iter()
+        .map(|row| {
+            Ok(ClaimedRow {
+                call_id: id_from(row.try_get("call_id")?)?,
+                envelope: row
+                    .try_get::<Option<Vec<u8>>, _>("envelope")?
+                    .unwrap_or_default(),
+                lease_expires_at: row.try_get("lease_expires_at")?,
+                created_at: row.try_get("created_at")?,
+            })
+        })
+        .collect::<StoreResult<Vec<_>>>()?;
+    claimed.sort_by_key(|c| c.created_at);
+    Ok(claimed)
+}
+
+pub(super) async fn reply_call(
+    pool: &PgPool,
+    owner_id: Id16,
+    call_id: Id16,
+    reply: Vec<u8>,
+    now: Ms,
+) -> StoreResult<()> {
+    let mut tx = pool.begin().await?;
+    let done = sqlx::query(
+        "UPDATE calls SET state = 'answered', reply = $3, envelope = NULL, answered_at = $4 \
+         WHERE owner_id = $1 AND call_id = $2 AND state = 'claimed' AND lease_expires_at > $4",
+    )
+    .bind(b(owner_id))
+    .bind(b(call_id))
+    .bind(&reply)
+    .bind(now)
+    .execute(&mut *tx)
+    .await?;
+    if done.rows_affected() == 1 {
+        notify(&mut tx, Topic::Call(owner_id, call_id)).await?;
+        tx.commit().await?;
+        return Ok(());
+    }
+    let row = sqlx::query(
+        "SELECT state, expires_at, lease_expires_at FROM calls WHERE owner_id = $1 AND call_id = $2 FOR UPDATE",
+    )
+    .bind(b(owner_id))
+    .bind(b(call_id))
+    .fetch_optional(&mut *tx)
+    .await?;
+    let Some(row) = row else {
+        return Err(StoreError::NotFound);
+    };
+    let state = parse_state(row.try_get("state")?)?;
+    if state == CallState::Claimed {
+        // The lease lapsed: the call expires for good (at-most-once execution).
+        sqlx::query(
+            "UPDATE calls SET state = 'expired', envelope = NULL \
+             WHERE owner_id = $1 AND call_id = $2 AND state = 'claimed'",
+        )
+        .bind(b(owner_id))
+        .bind(b(call_id))
+        .execute(&mut *tx)
+        .await?;
+        notify(&mut tx, Topic::Call(owner_id, call_id)).await?;
+        tx.commit().await?;
+        return Err(StoreError::LeaseExpired);
+    }
+    let view = call_view(
+        state,
+        None,
+        None,
+        row.try_get("expires_at")?,
+        row.try_get("lease_expires_at")?,
+        now,
+    );
+    Err(StoreError::WrongState(view.state))
+}
+
+pub(super) async fn cancel_call(
+    pool: &PgPool,
+    scope: Scope,
+    call_id: Id16,
+    reason: CancelReason,
+    now: Ms,
+) -> StoreResult<()> {
+    let mut tx = pool.begin().await?;
+    let done = sqlx::query(
+        "UPDATE calls SET state = 'cancelled', cancel_reason = $4, envelope = NULL \
+         WHERE owner_id = $1 AND call_id = $2 AND ($3::bytea IS NULL OR pair_id = $3) AND expires_at > $5 \
+         AND (state = 'pending' OR (state = 'claimed' AND lease_expires_at > $5))",
+    )
+    .bind(b(scope.owner_id))
+    .bind(b(call_id))
+    .bind(scope.pair_id.map(b))
+    .bind(reason.as_str())
+    .bind(now)
+    .execute(&mut *tx)
+    .await?;
+    if done.rows_affected() == 1 {
+        notify(&mut tx, Topic::Call(scope.owner_id, call_id)).await?;
+        tx.commit().await?;
+        return Ok(());
+    }
+    let row = sqlx::query(
+        "SELECT state, expires_at, lease_expires_at FROM calls \
+         WHERE owner_id = $1 AND call_id = $2 AND ($3::bytea IS NULL OR pair_id = $3)",
+    )
+    .bind(b(scope.owner_id))
+    .bind(b(call_id))
+    .bind(scope.pair_id.map(b))
+    .fetch_optional(&mut *tx)
+    .await?;
+    let Some(row) = row else {
+        return Err(StoreError::NotFound);
+    };
+    let view = call_view(
+        parse_state(row.try_get("state")?)?,
+        None,
+        None,
+        row.try_get("expires_at")?,
+        row.try_get("lease_expires_at")?,
+        now,
+    );
+    Err(StoreError::WrongState(view.state))
+}
+
+pub(super) async fn sweep(pool: &PgPool, now: Ms, grace_ms: Ms) -> StoreResult<SweepStats> {
+    let mut tx = pool.begin().await?;
+    let mut stats = SweepStats::default();
+    for sql in [
+        "UPDATE calls SET state = 'expired', envelope = NULL WHERE state = 'pending' AND expires_at <= $1",
+        "UPDATE calls SET state = 'expired', envelope = NULL WHERE state = 'claimed' AND lease_expires_at <= $1",
+    ] {
+        stats.expired_calls += sqlx::query(sql)
+            .bind(now)
+            .execute(&mut *tx)
+            .await?
+            .rows_affected();
+    }
+    stats.cleared_replies = sqlx::query(
+        "UPDATE calls SET reply = NULL, envelope = NULL WHERE expires_at <= $1 \
+         AND (reply IS NOT NULL OR envelope IS NOT NULL)",
+    )
+    .bind(now)
+    .execute(&mut *tx)
+    .await?
+    .rows_affected();
+    stats.deleted_calls = sqlx::query("DELETE FROM calls WHERE expires_at <= $1")
+        .bind(now - grace_ms)
+        .execute(&mut *tx)
+        .await?
+        .rows_affected();
+    let ended = sqlx::query(
+        "UPDATE sessions SET ended_at = $1, hello = NULL WHERE ended_at IS NULL AND expires_at <= $1 \
+         RETURNING owner_id, session_id",
+    )
+    .bind(now)
+    .fetch_all(&mut *tx)
+    .await?;
+    stats.ended_sessions = ended.len() as u64;
+    for row in ended {
+        let owner = b(id_from(row.try_get("owner_id")?)?);
+        let session: Vec<u8> = row.try_get("session_id")?;
+        sqlx::query(
+            "UPDATE calls SET state = 'cancelled', cancel_reason = 'session_ended', envelope = NULL \
+             WHERE owner_id = $1 AND session_id = $2 AND state IN ('pending', 'claimed')",
+        )
+        .bind(owner)
+        .bind(session)
+        .execute(&mut *tx)
+        .await?;
+    }
+    stats.deleted_sessions = sqlx::query(
+        "DELETE FROM sessions s WHERE s.ended_at <= $1 AND NOT EXISTS \
+         (SELECT 1 FROM calls c WHERE c.owner_id = s.owner_id AND c.session_id = s.session_id)",
+    )
+    .bind(now - grace_ms)
+    .execute(&mut *tx)
+    .await?
+    .rows_affected();
+    sqlx::query("DELETE FROM signin_codes WHERE expires_at <= $1")
+        .bind(now)
+        .execute(&mut *tx)
+        .await?;
+    sqlx::query("DELETE FROM tokens WHERE expires_at <= $1 OR revoked_at <= $1")
+        .bind(now - grace_ms)
+        .execute(&mut *tx)
+        .await?;
+    tx.commit().await?;
+    Ok(stats)
+}

@@ -1,0 +1,5 @@
+//! The relay's integration tests, one binary: the store contract on both backends, and the
+//! HTTP API on loopback against fresh databases.
+
+mod contract;
+mod support;

@@ -1,0 +1,96 @@
+//! Shared test fixtures: fresh databases (a temporary SQLite file, a new PostgreSQL database on
+//! the test cluster), ids, and a helper that turns a missing PostgreSQL into a loud failure.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use sealpost_protocol::ids::Id16;
+use sealpost_relay::store::{self, Store};
+
+/// A fresh random id.
+pub fn id() -> Id16 {
+    let mut bytes = [0u8; 16];
+    getrandom::fill(&mut bytes).expect("random bytes");
+    Id16(bytes)
+}
+
+/// A temporary directory removed when dropped.
+#[derive(Debug)]
+pub struct TempDir(pub PathBuf);
+
+impl TempDir {
+    pub fn new() -> Self {
+        let path = std::env::temp_dir().join(format!("sealpost-relay-test-{}", id()));
+        std::fs::create_dir_all(&path).expect("create temp dir");
+        TempDir(path)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// A database for one test: its URL, and the folder that holds it (SQLite) so it lives as long.
+#[derive(Debug)]
+pub struct TestDb {
+    pub url: String,
+    /// Held so the folder outlives the store.
+    pub _dir: Option<TempDir>,
+}
+
+impl TestDb {
+    pub fn sqlite() -> Self {
+        let dir = TempDir::new();
+        let url = format!("sqlite://{}/relay.db", dir.0.display());
+        TestDb {
+            url,
+            _dir: Some(dir),
+        }
+    }
+
+    /// A new, empty database on the test cluster. Fails loudly when the cluster is not
+    /// configured, unless `SEALPOST_SKIP_POSTGRES=1` (then returns `None`).
+    pub async fn postgres() -> Option<Self> {
+        let admin_url = postgres_admin_url()?;
+        use sqlx::Connection;
+        let mut conn = sqlx::PgConnection::connect(&admin_url)
+            .await
+            .expect("connect to SEALPOST_TEST_POSTGRES_URL");
+        let name = format!("relay_test_{}", hex_id());
+        sqlx::raw_sql(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}")))
+            .execute(&mut conn)
+            .await
+            .expect("create test database");
+        let base = admin_url
+            .rsplit_once('/')
+            .map(|(base, _)| base)
+            .unwrap_or(&admin_url);
+        Some(TestDb {
+            url: format!("{base}/{name}"),
+            _dir: None,
+        })
+    }
+
+    pub async fn open(&self) -> Arc<dyn Store> {
+        store::open(&self.url).await.expect("open store")
+    }
+}
+
+fn hex_id() -> String {
+    id().0.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The test cluster's URL. PostgreSQL tests are part of the suite: without a cluster they fail
+/// with the command that provides one, unless the person opted out explicitly.
+pub fn postgres_admin_url() -> Option<String> {
+    match std::env::var("SEALPOST_TEST_POSTGRES_URL") {
+        Ok(url) if !url.is_empty() => Some(url),
+        _ if std::env::var("SEALPOST_SKIP_POSTGRES").as_deref() == Ok("1") => None,
+        _ => panic!(
+            "SEALPOST_TEST_POSTGRES_URL is not set. Run `cargo xtask test` (it starts a throwaway \
+             PostgreSQL cluster), or set SEALPOST_SKIP_POSTGRES=1 to skip the PostgreSQL tests."
+        ),
+    }
+}

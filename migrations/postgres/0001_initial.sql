@@ -1,0 +1,86 @@
+-- Sealpost relay schema, PostgreSQL. Ids are 16-byte BYTEA values; times are Unix milliseconds.
+-- The relay stores only ciphertext (envelopes, replies) and opaque hellos.
+
+-- People who may use the relay. `name` is how the admin CLI refers to them.
+CREATE TABLE owners (
+    id          BYTEA   PRIMARY KEY,
+    name        TEXT    NOT NULL UNIQUE,
+    created_at  BIGINT  NOT NULL,
+    disabled_at BIGINT
+);
+
+-- One-time sign-in codes, stored as SHA-256 so a database reader cannot sign in.
+CREATE TABLE signin_codes (
+    code_hash  BYTEA   PRIMARY KEY,
+    owner_id   BYTEA   NOT NULL REFERENCES owners(id),
+    expires_at BIGINT NOT NULL
+);
+
+-- One row per issued bearer token (owner sign-ins and MCP tokens). A JWT names its row by
+-- `sid`; the row is checked on every request so revocation takes effect at once.
+CREATE TABLE tokens (
+    id         BYTEA   PRIMARY KEY,
+    owner_id   BYTEA   NOT NULL REFERENCES owners(id),
+    kind       TEXT    NOT NULL CHECK (kind IN ('owner', 'mcp')),
+    pair_id    BYTEA,
+    label      TEXT    NOT NULL,
+    created_at BIGINT  NOT NULL,
+    expires_at BIGINT  NOT NULL,
+    revoked_at BIGINT
+);
+-- Listing an owner's MCP tokens.
+CREATE INDEX tokens_by_owner ON tokens (owner_id, kind);
+
+-- Browser sessions. The hello is kept byte for byte while the session is live, then dropped.
+CREATE TABLE sessions (
+    owner_id        BYTEA   NOT NULL,
+    session_id      BYTEA   NOT NULL,
+    pair_id         BYTEA   NOT NULL,
+    hello           BYTEA,
+    created_at      BIGINT  NOT NULL,
+    expires_at      BIGINT  NOT NULL,
+    ended_at        BIGINT,
+    claimer_seen_at BIGINT,
+    PRIMARY KEY (owner_id, session_id)
+);
+-- Finding a pairing's live session (and ending the previous one) without scanning ended rows.
+CREATE INDEX sessions_live_by_pair ON sessions (owner_id, pair_id) WHERE ended_at IS NULL;
+-- The sweeper's scan for overdue sessions.
+CREATE INDEX sessions_by_expiry ON sessions (expires_at);
+
+-- Calls. `envelope` is the sealed call, `reply` the sealed answer; both are cleared when the
+-- call reaches a state that no longer needs them. `pair_id` is copied from the session so an
+-- MCP token's scope is checked on the call row alone.
+CREATE TABLE calls (
+    owner_id         BYTEA   NOT NULL,
+    call_id          BYTEA   NOT NULL,
+    session_id       BYTEA   NOT NULL,
+    pair_id          BYTEA   NOT NULL,
+    state            TEXT    NOT NULL CHECK (state IN
+                       ('pending', 'claimed', 'answered', 'delivered', 'expired', 'cancelled')),
+    envelope         BYTEA,
+    reply            BYTEA,
+    cancel_reason    TEXT,
+    created_at       BIGINT  NOT NULL,
+    expires_at       BIGINT  NOT NULL,
+    lease_expires_at BIGINT,
+    answered_at      BIGINT,
+    PRIMARY KEY (owner_id, call_id)
+);
+-- The claim: oldest pending calls of one session. Partial, so it holds only the queue.
+CREATE INDEX calls_pending_by_session ON calls (owner_id, session_id, created_at)
+    WHERE state = 'pending';
+-- Cancelling a session's open calls when it ends.
+CREATE INDEX calls_by_session ON calls (owner_id, session_id);
+-- The sweeper: overdue calls by expiry, lapsed leases.
+CREATE INDEX calls_by_expiry ON calls (expires_at);
+CREATE INDEX calls_claimed_by_lease ON calls (lease_expires_at) WHERE state = 'claimed';
+
+-- Secrets the relay generates once and keeps with its data (the token signing key).
+CREATE TABLE relay_secrets (
+    name  TEXT PRIMARY KEY,
+    value BYTEA NOT NULL
+);
+
+-- Calls are small, hot and short-lived: let autovacuum keep up with the churn.
+ALTER TABLE calls SET (autovacuum_vacuum_scale_factor = 0.05, fillfactor = 80);
