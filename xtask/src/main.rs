@@ -1,1 +1,92 @@
-fn main() {}
+//! `cargo xtask`: the project's one entry point for building, running, testing and measuring.
+//!
+//! - `cargo xtask test`   every suite: format, lints, native tests (SQLite and a throwaway
+//!   PostgreSQL), wasm tests in headless Chromium, wasm32 builds of the pure crates, fuzz smoke.
+//! - `cargo xtask run`    the relay on SQLite at 127.0.0.1:8080 serving the web app.
+//! - `cargo xtask bench [seal|relay|executor|all]`
+//! - `cargo xtask fuzz [SECONDS]`  each fuzz target for SECONDS (default 20).
+//! - `cargo xtask tools`  installs and checks the prerequisites only.
+
+mod cmd;
+mod executor;
+mod fuzz;
+mod postgres;
+mod relay;
+mod tools;
+mod wasm;
+
+use anyhow::{Result, bail};
+
+use crate::cmd::{cargo, step};
+
+const USAGE: &str =
+    "usage: cargo xtask <test | run | bench [seal|relay|executor|all] | fuzz [SECONDS] | tools>";
+
+/// Crates that must build for `wasm32-unknown-unknown` (pure: no I/O, no clock).
+const PURE_CRATES: [&str; 3] = ["sealpost-seal", "sealpost-protocol", "sealpost-executor"];
+
+fn main() -> Result<()> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    match args.as_slice() {
+        ["test"] => test(),
+        ["run"] => relay::run(),
+        ["bench"] | ["bench", "all"] => bench_all(),
+        ["bench", "seal"] => bench_seal(),
+        ["bench", "relay"] => relay::bench(),
+        ["bench", "executor"] => executor::bench(),
+        ["fuzz"] => fuzz::smoke(20),
+        ["fuzz", seconds] => fuzz::smoke(seconds.parse()?),
+        ["tools"] => tools::ensure_all().map(|_| ()),
+        _ => bail!("{USAGE}"),
+    }
+}
+
+fn test() -> Result<()> {
+    let tools = tools::ensure_all()?;
+    step("format", || cargo(&["fmt", "--all", "--check"]).run())?;
+    step("lints", || {
+        cargo(&[
+            "clippy",
+            "--workspace",
+            "--all-targets",
+            "--",
+            "-D",
+            "warnings",
+        ])
+        .run()
+    })?;
+    step("wasm32 builds of the pure crates", || {
+        let mut args = vec!["check", "--target", "wasm32-unknown-unknown"];
+        for krate in PURE_CRATES {
+            args.extend(["-p", krate]);
+        }
+        cargo(&args).run()
+    })?;
+    let cluster = step("start a throwaway PostgreSQL", postgres::TestCluster::start)?;
+    step(
+        "native tests (unit, contract on SQLite and PostgreSQL, integration)",
+        || {
+            cargo(&["test", "--workspace"])
+                .env("SEALPOST_TEST_POSTGRES_URL", cluster.url())
+                .run()
+        },
+    )?;
+    drop(cluster);
+    step("wasm tests in headless Chromium", || wasm::test(&tools))?;
+    step("fuzz smoke", || fuzz::smoke(5))?;
+    eprintln!("\nall suites passed");
+    Ok(())
+}
+
+fn bench_seal() -> Result<()> {
+    step("bench seal", || {
+        cargo(&["bench", "-p", "sealpost-seal", "--bench", "seal"]).run()
+    })
+}
+
+fn bench_all() -> Result<()> {
+    bench_seal()?;
+    executor::bench()?;
+    relay::bench()
+}

@@ -1,0 +1,153 @@
+//! Prerequisites: installs what can be installed without root-level package changes (the wasm
+//! target, wasm-bindgen-cli pinned to Cargo.lock, cargo-fuzz) and names the command for what
+//! cannot (Chromium, ChromeDriver, PostgreSQL, the nightly toolchain).
+//!
+//! Cargo-installed tools go to a cache outside the checkout (`$SEALPOST_TOOLS_DIR`, default
+//! `~/.cache/sealpost`) so fresh clones of the repository reuse them.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result, bail};
+
+use crate::cmd::{cargo, cmd, root, step};
+
+/// What the suites need, located.
+#[derive(Debug)]
+pub struct Tools {
+    pub wasm_bindgen_test_runner: PathBuf,
+    pub chromedriver: PathBuf,
+    pub cargo_fuzz: PathBuf,
+}
+
+pub fn ensure_all() -> Result<Tools> {
+    step("prerequisites", || {
+        ensure_wasm_target()?;
+        ensure_nightly()?;
+        let chromedriver = require_system_binary(
+            "chromedriver",
+            "apt-get install -y chromium chromium-driver",
+        )?;
+        require_system_binary("chromium", "apt-get install -y chromium chromium-driver")?;
+        require_postgres()?;
+        let wasm_bindgen_test_runner = ensure_wasm_bindgen_cli()?;
+        let cargo_fuzz = ensure_cargo_fuzz()?;
+        Ok(Tools {
+            wasm_bindgen_test_runner,
+            chromedriver,
+            cargo_fuzz,
+        })
+    })
+}
+
+pub fn cache_dir() -> PathBuf {
+    if let Some(dir) = std::env::var_os("SEALPOST_TOOLS_DIR") {
+        return dir.into();
+    }
+    let home = std::env::var_os("HOME")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| root().join(".tools"));
+    home.join(".cache").join("sealpost")
+}
+
+fn ensure_wasm_target() -> Result<()> {
+    let installed = cmd("rustup", &["target", "list", "--installed"]).read()?;
+    if !installed
+        .lines()
+        .any(|t| t.trim() == "wasm32-unknown-unknown")
+    {
+        cmd("rustup", &["target", "add", "wasm32-unknown-unknown"]).run()?;
+    }
+    Ok(())
+}
+
+fn ensure_nightly() -> Result<()> {
+    let toolchains = cmd("rustup", &["toolchain", "list"]).read()?;
+    if !toolchains.lines().any(|t| t.starts_with("nightly")) {
+        bail!(
+            "the nightly toolchain (for cargo fuzz) is missing: run `rustup toolchain install nightly`"
+        );
+    }
+    Ok(())
+}
+
+fn require_system_binary(name: &str, install: &str) -> Result<PathBuf> {
+    find_in_path(name)
+        .with_context(|| format!("`{name}` is not installed: run `{install}` (as root)"))
+}
+
+fn require_postgres() -> Result<()> {
+    let bindir = cmd("pg_config", &["--bindir"])
+        .read()
+        .context("PostgreSQL is not installed: run `apt-get install -y postgresql` (as root)")?;
+    for tool in ["initdb", "pg_ctl", "postgres"] {
+        if !Path::new(bindir.trim()).join(tool).exists() {
+            bail!(
+                "PostgreSQL's `{tool}` is missing from {}: run `apt-get install -y postgresql`",
+                bindir.trim()
+            );
+        }
+    }
+    Ok(())
+}
+
+pub fn find_in_path(name: &str) -> Option<PathBuf> {
+    std::env::split_paths(&std::env::var_os("PATH")?)
+        .map(|dir| dir.join(name))
+        .find(|path| path.is_file())
+}
+
+/// The `wasm-bindgen` version in Cargo.lock: the CLI must match it exactly.
+fn locked_wasm_bindgen_version() -> Result<String> {
+    let lock = std::fs::read_to_string(root().join("Cargo.lock")).context("reading Cargo.lock")?;
+    let mut lines = lock.lines();
+    while let Some(line) = lines.next() {
+        if line == "name = \"wasm-bindgen\"" {
+            let version = lines
+                .next()
+                .and_then(|l| l.strip_prefix("version = \"")?.strip_suffix('"'));
+            return version
+                .map(str::to_owned)
+                .context("Cargo.lock has no version for wasm-bindgen");
+        }
+    }
+    bail!("Cargo.lock does not name wasm-bindgen: build a wasm crate first")
+}
+
+fn ensure_wasm_bindgen_cli() -> Result<PathBuf> {
+    let version = locked_wasm_bindgen_version()?;
+    let install_root = cache_dir().join(format!("wasm-bindgen-{version}"));
+    let runner = install_root.join("bin").join("wasm-bindgen-test-runner");
+    if !runner.exists() {
+        eprintln!(
+            "installing wasm-bindgen-cli {version} into {} (takes a few minutes once)",
+            install_root.display()
+        );
+        // Not `--locked`: the CLI's own lock file can name a patch release the registry mirror
+        // lacks; the version of the CLI itself is still pinned exactly.
+        cargo(&[
+            "install",
+            "wasm-bindgen-cli",
+            "--version",
+            &format!("={version}"),
+            "--root",
+        ])
+        .arg_path(&install_root)
+        .run()?;
+    }
+    Ok(runner)
+}
+
+fn ensure_cargo_fuzz() -> Result<PathBuf> {
+    if let Some(path) = find_in_path("cargo-fuzz") {
+        return Ok(path);
+    }
+    let install_root = cache_dir().join("cargo-fuzz");
+    let binary = install_root.join("bin").join("cargo-fuzz");
+    if !binary.exists() {
+        eprintln!("installing cargo-fuzz into {}", install_root.display());
+        cargo(&["install", "cargo-fuzz", "--root"])
+            .arg_path(&install_root)
+            .run()?;
+    }
+    Ok(binary)
+}

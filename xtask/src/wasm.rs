@@ -1,0 +1,33 @@
+//! The wasm test suites: the same integration tests, compiled for `wasm32-unknown-unknown` and
+//! run by `wasm-bindgen-test-runner` in headless Chromium through ChromeDriver. Each crate
+//! listed keeps a `webdriver.json` with the Chromium flags this machine needs.
+
+use anyhow::Result;
+
+use crate::cmd::cargo;
+use crate::tools::Tools;
+
+/// Crates whose `tests/it` suite also runs in the browser.
+const WASM_TEST_CRATES: [&str; 1] = ["sealpost-seal"];
+
+pub fn test(tools: &Tools) -> Result<()> {
+    for krate in WASM_TEST_CRATES {
+        cargo(&[
+            "test",
+            "-p",
+            krate,
+            "--target",
+            "wasm32-unknown-unknown",
+            "--test",
+            "it",
+        ])
+        .env(
+            "CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_RUNNER",
+            &tools.wasm_bindgen_test_runner,
+        )
+        .env("CHROMEDRIVER", &tools.chromedriver)
+        .env("WASM_BINDGEN_TEST_TIMEOUT", "120")
+        .run()?;
+    }
+    Ok(())
+}
