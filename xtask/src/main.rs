@@ -72,7 +72,7 @@ fn test() -> Result<()> {
                 .run()
         },
     )?;
-    drop(cluster);
+    cluster.stop();
     step("wasm tests in headless Chromium", || wasm::test(&tools))?;
     step("fuzz smoke", || fuzz::smoke(5))?;
     eprintln!("\nall suites passed");

@@ -12,4 +12,6 @@ impl TestCluster {
     pub fn url(&self) -> String {
         String::new()
     }
+
+    pub fn stop(self) {}
 }
