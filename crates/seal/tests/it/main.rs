@@ -10,4 +10,6 @@ mod vectors;
 #[cfg(not(target_arch = "wasm32"))]
 mod attacks;
 #[cfg(not(target_arch = "wasm32"))]
+mod limits;
+#[cfg(not(target_arch = "wasm32"))]
 mod pairing;
