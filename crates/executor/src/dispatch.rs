@@ -1,6 +1,8 @@
 //! The decision for one opened call: access, tool, arguments, grants, then the tool itself.
 //! Every refusal the executor can seal back is decided here.
 
+use std::rc::Rc;
+
 use rand_core::CryptoRng;
 use sealpost_protocol::content::{Refusal, RefusalCode, Reply, ToolCall, ToolKind, ToolResult};
 use sealpost_protocol::ids::Id16;
@@ -8,16 +10,25 @@ use sealpost_protocol::ids::Id16;
 use crate::Executor;
 use crate::audit::AuditOutcome;
 use crate::builtin::BuiltinAnswer;
+use crate::builtin::BuiltinTool;
 use crate::clock::Clock;
 use crate::limits::MAX_PENDING_PROPOSALS;
 use crate::proposals::{Proposal, ProposedChange};
-use crate::registry::Action;
+use crate::registry::{Action, HostTool};
 
 /// The executor's answer to one call, before sealing.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Decision {
     pub reply: Reply,
     pub outcome: AuditOutcome,
+}
+
+/// How a call that passed the checks will run.
+enum Plan {
+    Builtin(BuiltinTool),
+    /// A host proposal tool: saved for review, its handler not called.
+    HostProposal,
+    HostRead(Rc<dyn HostTool>),
 }
 
 /// Most validation errors quoted back; the first few say enough to fix a call.
@@ -75,45 +86,12 @@ impl Executor {
         if !self.grants.read(|g| g.is_on()) {
             return locked();
         }
-        let registry = self.registry.borrow();
-        let Some(tool) = registry.get(&call.name) else {
-            return refusal(
-                RefusalCode::UnknownTool,
-                format!(
-                    "No tool named {:?} is offered by this tab. Its tools are listed in the \
-                     session's catalog.",
-                    call.name
-                ),
-            );
+        let plan = match self.plan(call) {
+            Ok(plan) => plan,
+            Err(refused) => return refused,
         };
-        let errors: Vec<String> = tool
-            .validator
-            .iter_errors(&call.arguments)
-            .take(MAX_REPORTED_SCHEMA_ERRORS)
-            .map(|error| match error.instance_path().as_str() {
-                "" => error.to_string(),
-                path => format!("{path}: {error}"),
-            })
-            .collect();
-        if !errors.is_empty() {
-            return refusal(
-                RefusalCode::BadArguments,
-                format!(
-                    "The arguments do not match the schema of {:?}: {}",
-                    call.name,
-                    errors.join("; ")
-                ),
-            );
-        }
-        if !self.grants.read(|g| g.allows_tool(&call.name)) {
-            return not_granted(&call.name);
-        }
-
-        let kind = tool.entry.kind;
-        match &tool.action {
-            Action::Builtin(builtin) => {
-                let builtin = *builtin;
-                drop(registry);
+        match plan {
+            Plan::Builtin(builtin) => {
                 let answer = {
                     let workspace = self.workspace.borrow();
                     self.grants
@@ -128,19 +106,14 @@ impl Executor {
                     }) => self.save_proposal(&call.name, change, base_digest, clock, rng),
                 }
             }
-            Action::Host(_) if kind == ToolKind::Proposal => {
-                drop(registry);
+            Plan::HostProposal => {
                 let change = ProposedChange::HostTool {
                     tool: call.name.clone(),
                     arguments: call.arguments.clone(),
                 };
                 self.save_proposal(&call.name, change, None, clock, rng)
             }
-            Action::Host(handler) => {
-                let handler = handler.clone();
-                // No borrow may be held across the await: the host can change grants, tools or
-                // documents while its own tool runs.
-                drop(registry);
+            Plan::HostRead(handler) => {
                 let result = handler.call(call.arguments.clone()).await;
                 // Re-read the grants: a lock or a removed grant applies to this answer too.
                 if !self.grants.read(|g| g.is_on()) {
@@ -158,6 +131,50 @@ impl Executor {
                 }
             }
         }
+    }
+
+    /// The checks before anything runs: known tool, arguments match its schema, tool granted.
+    /// Returns owned values only, so no registry borrow outlives it (the host may register
+    /// tools while a host tool runs).
+    fn plan(&self, call: &ToolCall) -> Result<Plan, Decision> {
+        let registry = self.registry.borrow();
+        let Some(tool) = registry.get(&call.name) else {
+            return Err(refusal(
+                RefusalCode::UnknownTool,
+                format!(
+                    "No tool named {:?} is offered by this tab. Its tools are listed in the \
+                     session's catalog.",
+                    call.name
+                ),
+            ));
+        };
+        let errors: Vec<String> = tool
+            .validator
+            .iter_errors(&call.arguments)
+            .take(MAX_REPORTED_SCHEMA_ERRORS)
+            .map(|error| match error.instance_path().as_str() {
+                "" => error.to_string(),
+                path => format!("{path}: {error}"),
+            })
+            .collect();
+        if !errors.is_empty() {
+            return Err(refusal(
+                RefusalCode::BadArguments,
+                format!(
+                    "The arguments do not match the schema of {:?}: {}",
+                    call.name,
+                    errors.join("; ")
+                ),
+            ));
+        }
+        if !self.grants.read(|g| g.allows_tool(&call.name)) {
+            return Err(not_granted(&call.name));
+        }
+        Ok(match &tool.action {
+            Action::Builtin(builtin) => Plan::Builtin(*builtin),
+            Action::Host(_) if tool.entry.kind == ToolKind::Proposal => Plan::HostProposal,
+            Action::Host(handler) => Plan::HostRead(handler.clone()),
+        })
     }
 
     fn save_proposal(

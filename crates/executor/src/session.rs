@@ -145,8 +145,8 @@ impl Session {
         }
         self.seen.insert(header.call_id, header.expires_at_ms);
         if self.seen.len() > SEEN_CALLS_PRUNE_THRESHOLD {
-            // An expired call is refused as expired before the seen set is consulted, so its
-            // id no longer needs remembering.
+            // A call past its expiry is refused as expired whether or not its id is remembered
+            // (and judged time never steps back), so expired ids can be forgotten.
             let latest = self.latest_now_ms;
             self.seen
                 .retain(|_, expires| latest <= expires.saturating_add(CLOCK_SKEW_MS));
@@ -157,9 +157,84 @@ impl Session {
             keys,
         })
     }
+}
 
-    #[cfg(test)]
-    pub fn cached_plugin_keys(&self) -> usize {
-        self.keys.len()
+#[cfg(test)]
+mod tests {
+    use rand::SeedableRng;
+    use rand::rngs::StdRng;
+    use sealpost_seal::{PluginSession, verify_hello};
+
+    use super::*;
+
+    const NOW: u64 = 1_800_000_000_000;
+
+    fn session(rng: &mut StdRng) -> (Session, PairingSecret) {
+        let pairing = PairingSecret::from_bytes([5; 32]);
+        let session = Session::start(&pairing, [1; 16], NOW, NOW + 600_000, b"{}", rng).unwrap();
+        (session, pairing)
+    }
+
+    fn plugin_envelope(
+        session: &Session,
+        pairing: &PairingSecret,
+        call_id: u8,
+        rng: &mut StdRng,
+    ) -> Vec<u8> {
+        let hello = verify_hello(pairing, session.hello(), NOW).unwrap();
+        let plugin = PluginSession::start(pairing, &hello, rng).unwrap();
+        let header = plugin.call_header([call_id; 16], NOW, NOW + 1000);
+        plugin.seal_call(&header, b"{}", rng).unwrap()
+    }
+
+    #[test]
+    fn forged_envelopes_under_fresh_plugin_keys_leave_no_state() {
+        let mut rng = StdRng::seed_from_u64(1);
+        let (mut session, _) = session(&mut rng);
+        // An impostor runs its own session under the same id with another pairing secret.
+        let (impostor_session, _) = {
+            let impostor = PairingSecret::from_bytes([6; 32]);
+            let s = Session::start(&impostor, [1; 16], NOW, NOW + 600_000, b"{}", &mut rng);
+            (s.unwrap(), impostor)
+        };
+        let impostor = PairingSecret::from_bytes([6; 32]);
+        for call_id in 0..40 {
+            let envelope = plugin_envelope(&impostor_session, &impostor, call_id, &mut rng);
+            assert!(session.open(&envelope, NOW).is_err());
+        }
+        assert!(session.keys.is_empty());
+        assert!(session.seen.is_empty());
+    }
+
+    #[test]
+    fn the_key_cache_keeps_the_most_recent_plugin_keys() {
+        let mut rng = StdRng::seed_from_u64(2);
+        let (mut session, pairing) = session(&mut rng);
+        for call_id in 0..=MAX_CACHED_PLUGIN_KEYS as u8 {
+            let envelope = plugin_envelope(&session, &pairing, call_id, &mut rng);
+            assert!(session.open(&envelope, NOW).is_ok());
+        }
+        assert_eq!(session.keys.len(), MAX_CACHED_PLUGIN_KEYS);
+        assert_eq!(session.seen.len(), MAX_CACHED_PLUGIN_KEYS + 1);
+    }
+
+    #[test]
+    fn expired_call_ids_are_forgotten_once_the_set_is_large() {
+        let mut rng = StdRng::seed_from_u64(3);
+        let (mut session, _) = session(&mut rng);
+        for n in 0..=SEEN_CALLS_PRUNE_THRESHOLD as u32 {
+            let mut id = [0u8; 16];
+            id[..4].copy_from_slice(&n.to_be_bytes());
+            session.seen.insert(id, NOW);
+        }
+        session.latest_now_ms = NOW + CLOCK_SKEW_MS + 1;
+        let pairing = PairingSecret::from_bytes([5; 32]);
+        let hello = verify_hello(&pairing, session.hello(), NOW).unwrap();
+        let plugin = PluginSession::start(&pairing, &hello, &mut rng).unwrap();
+        let later = NOW + CLOCK_SKEW_MS + 1;
+        let header = plugin.call_header([0xff; 16], later, later + 1000);
+        let envelope = plugin.seal_call(&header, b"{}", &mut rng).unwrap();
+        assert!(session.open(&envelope, later).is_ok());
+        assert_eq!(session.seen.len(), 1);
     }
 }

@@ -1,0 +1,150 @@
+//! The catalog a session offers, and what the registry refuses to register.
+
+use std::rc::Rc;
+
+use sealpost_executor::{HostTool, RegistryError, ToolFuture, ToolSpec};
+use sealpost_protocol::content::{ToolKind, ToolResult};
+use sealpost_protocol::limits::MAX_TOOLS;
+use sealpost_seal::{PairingSecret, verify_hello};
+use serde_json::{Value, json};
+
+use crate::support::*;
+
+struct Noop;
+
+impl HostTool for Noop {
+    fn call(&self, _: Value) -> ToolFuture {
+        Box::pin(async { Ok(ToolResult::text("ok")) })
+    }
+}
+
+fn spec(name: &str, kind: ToolKind) -> ToolSpec {
+    ToolSpec {
+        name: name.to_owned(),
+        description: "Does\nnothing.".to_owned(),
+        input_schema: json!({"type": "object"}),
+        kind,
+    }
+}
+
+#[test]
+fn the_catalog_lists_granted_tools_in_a_stable_order() {
+    let h = Harness::new();
+    for name in ["zeta", "alpha"] {
+        h.executor
+            .register_tool(spec(name, ToolKind::Read), Rc::new(Noop))
+            .unwrap();
+        h.grants.update(|g| {
+            g.tools.insert(name.to_owned());
+        });
+    }
+    h.grants.update(|g| {
+        g.tools.remove("list_sources");
+    });
+    let names: Vec<String> = h
+        .executor
+        .catalog()
+        .tools
+        .into_iter()
+        .map(|t| t.name)
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "search_workspace",
+            "get_source_excerpt",
+            "get_workspace_outline",
+            "propose_create_note",
+            "propose_append_note",
+            "propose_edit_note",
+            "alpha",
+            "zeta"
+        ]
+    );
+}
+
+#[test]
+fn only_built_in_read_tools_are_marked_builtin() {
+    let h = Harness::new();
+    h.executor
+        .register_tool(spec("host.read", ToolKind::Read), Rc::new(Noop))
+        .unwrap();
+    h.grants.update(|g| {
+        g.tools.insert("host.read".to_owned());
+    });
+    for entry in h.executor.catalog().tools {
+        let expected = entry.kind == ToolKind::Read && !entry.name.starts_with("host.");
+        assert_eq!(entry.builtin, expected, "{}", entry.name);
+        assert!(!entry.description.contains('\n'));
+    }
+}
+
+#[test]
+fn the_hello_carries_the_catalog() {
+    let h = Harness::new();
+    let hello = h.executor.hello().unwrap();
+    let verified = verify_hello(&PairingSecret::from_bytes([9; 32]), &hello, START_MS).unwrap();
+    let catalog: sealpost_protocol::content::Catalog =
+        serde_json::from_slice(&verified.catalog).unwrap();
+    assert_eq!(catalog, h.executor.catalog());
+    // The catalog holds tool descriptions only, never workspace data.
+    let text = String::from_utf8(verified.catalog).unwrap();
+    assert!(!text.contains("Key rotation") && !text.contains("journal"));
+}
+
+#[test]
+fn bad_registrations_are_refused() {
+    let h = Harness::new();
+    let register = |spec| h.executor.register_tool(spec, Rc::new(Noop));
+    assert!(matches!(
+        register(spec("rm -rf", ToolKind::Read)),
+        Err(RegistryError::BadName { .. })
+    ));
+    assert!(matches!(
+        register(spec("sealpost_status", ToolKind::Read)),
+        Err(RegistryError::BadName { .. })
+    ));
+    assert_eq!(
+        register(spec("list_sources", ToolKind::Read)),
+        Err(RegistryError::Duplicate("list_sources".into()))
+    );
+    let mut not_object = spec("arr", ToolKind::Read);
+    not_object.input_schema = json!({"type": "array"});
+    assert!(matches!(
+        register(not_object),
+        Err(RegistryError::SchemaNotObject { .. })
+    ));
+    let mut broken = spec("broken", ToolKind::Read);
+    broken.input_schema = json!({"type": "object", "properties": {"n": {"type": 12}}});
+    assert!(matches!(
+        register(broken),
+        Err(RegistryError::BadSchema { .. })
+    ));
+    let mut remote = spec("remote", ToolKind::Read);
+    remote.input_schema = json!({"type": "object", "$ref": "https://example.com/schema.json"});
+    assert!(matches!(
+        register(remote),
+        Err(RegistryError::BadSchema { .. })
+    ));
+}
+
+#[test]
+fn at_most_a_hundred_tools_are_offered() {
+    let h = Harness::new();
+    let builtins = sealpost_executor::BuiltinTool::ALL.len();
+    for n in 0..MAX_TOOLS - builtins {
+        h.executor
+            .register_tool(spec(&format!("t{n}"), ToolKind::Read), Rc::new(Noop))
+            .unwrap();
+    }
+    assert_eq!(
+        h.executor
+            .register_tool(spec("one_too_many", ToolKind::Read), Rc::new(Noop)),
+        Err(RegistryError::TooMany)
+    );
+    assert!(h.executor.unregister_tool("t0"));
+    assert!(!h.executor.unregister_tool("list_sources"));
+    h.executor
+        .register_tool(spec("one_too_many", ToolKind::Read), Rc::new(Noop))
+        .unwrap();
+}
