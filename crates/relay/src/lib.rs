@@ -1,6 +1,19 @@
 //! Sealpost relay: stores sealed envelopes and hands them between a person's MCP plugin and
 //! their browser tab, holding only ciphertext and never a key.
+//!
+//! - [`app`]: start, serve, sweep, shut down.
+//! - [`http`]: the `/v1` API, health, readiness, metrics, OpenAPI, the web app.
+//! - [`store`]: the only module that knows SQL (SQLite and PostgreSQL behind one trait).
+//! - [`wake`]: in-process wake-ups for long-polls.
+//! - [`config`]: configuration and every limit.
 
+pub mod app;
+pub mod cli;
 pub mod clock;
+pub mod config;
+pub mod http;
+pub mod ids;
+pub mod metrics;
+pub mod ratelimit;
 pub mod store;
 pub mod wake;

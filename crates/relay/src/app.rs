@@ -1,0 +1,188 @@
+//! Starting and stopping the relay: open the store, load the signing key, bind, serve, sweep,
+//! and shut down gracefully (long-polls answer at once, in-flight requests finish).
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use tokio::net::TcpListener;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+use crate::clock::now_ms;
+use crate::config::Config;
+use crate::http::auth::Keys;
+use crate::http::state::AppState;
+use crate::ids::random_id;
+use crate::ratelimit::RateLimiter;
+use crate::store::{self, Store, StoreError};
+use crate::wake::Hub;
+
+/// Name of the stored signing key in `relay_secrets`.
+const SIGNING_KEY_NAME: &str = "jwt_signing_key";
+/// Name of the owner created on a first start with no owners.
+pub const FIRST_OWNER_NAME: &str = "owner";
+
+/// A running relay.
+#[derive(Debug)]
+pub struct Running {
+    pub addr: SocketAddr,
+    pub store: Arc<dyn Store>,
+    pub shutdown: CancellationToken,
+    server: JoinHandle<std::io::Result<()>>,
+}
+
+impl Running {
+    /// Stops accepting, ends long-polls, and waits for in-flight requests.
+    pub async fn stop(self) -> anyhow::Result<()> {
+        self.shutdown.cancel();
+        self.server.await??;
+        Ok(())
+    }
+
+    /// Waits until the server ends (after `shutdown` is cancelled).
+    pub async fn wait(self) -> anyhow::Result<()> {
+        self.server.await??;
+        Ok(())
+    }
+}
+
+/// Loads the configured signing key, or the one stored with the database (made on first use).
+async fn signing_key(store: &dyn Store, config: &Config) -> anyhow::Result<Vec<u8>> {
+    if let Some(key) = &config.signing_key {
+        anyhow::ensure!(key.len() >= 32, "the signing key must be at least 32 bytes");
+        return Ok(key.clone());
+    }
+    let mut fresh = vec![0u8; 32];
+    getrandom::fill(&mut fresh).map_err(|e| anyhow::anyhow!("random source: {e}"))?;
+    Ok(store.secret(SIGNING_KEY_NAME, fresh).await?)
+}
+
+/// Creates the first owner when there is none and returns a sign-in link for them.
+pub async fn bootstrap_owner(store: &dyn Store, config: &Config) -> anyhow::Result<Option<String>> {
+    if !store.list_owners().await?.is_empty() {
+        return Ok(None);
+    }
+    let id = random_id();
+    match store.create_owner(id, FIRST_OWNER_NAME, now_ms()).await {
+        Ok(()) => {}
+        // Another replica won the race; it prints the link.
+        Err(StoreError::Duplicate) => return Ok(None),
+        Err(e) => return Err(e.into()),
+    }
+    let (link, _) = crate::http::accounts::create_signin_link(
+        store,
+        &config.public_url,
+        id,
+        config.limits.signin_code_ttl_s,
+    )
+    .await?;
+    Ok(Some(link))
+}
+
+/// Opens the store and starts serving on `config.listen` (port 0 picks a free port).
+pub async fn start(config: Config) -> anyhow::Result<Running> {
+    let store = store::open(&config.database_url)
+        .await
+        .context("open the database")?;
+    start_with_store(config, store).await
+}
+
+/// Starts serving with an already opened store.
+pub async fn start_with_store(config: Config, store: Arc<dyn Store>) -> anyhow::Result<Running> {
+    let keys = Keys::new(&signing_key(store.as_ref(), &config).await?);
+    let listener = TcpListener::bind(config.listen)
+        .await
+        .with_context(|| format!("listen on {}", config.listen))?;
+    let addr = listener.local_addr()?;
+    let shutdown = CancellationToken::new();
+    let hub = Hub::new();
+    store.start_wakeup_listener(hub.clone(), shutdown.clone());
+    let limits = config.limits.clone();
+    let state = AppState {
+        store: store.clone(),
+        hub: hub.clone(),
+        keys,
+        rate: Arc::new(RateLimiter::new(
+            limits.rate_per_token_per_s,
+            limits.rate_burst_per_token,
+        )),
+        config: Arc::new(config),
+        shutdown: shutdown.clone(),
+    };
+    tokio::spawn(sweeper(state.clone()));
+    let app = crate::http::router(state).into_make_service_with_connect_info::<SocketAddr>();
+    let stop = shutdown.clone();
+    let server = tokio::spawn(async move {
+        axum::serve(listener, app)
+            .with_graceful_shutdown(async move {
+                stop.cancelled().await;
+                hub.wake_all();
+            })
+            .await
+    });
+    tracing::info!(%addr, backend = store.backend(), "relay listening");
+    Ok(Running {
+        addr,
+        store,
+        shutdown,
+        server,
+    })
+}
+
+/// Expires and deletes on a fixed interval until shutdown.
+async fn sweeper(state: AppState) {
+    let interval = Duration::from_millis(state.config.limits.sweep_interval_ms);
+    loop {
+        tokio::select! {
+            _ = state.shutdown.cancelled() => return,
+            _ = tokio::time::sleep(interval) => {}
+        }
+        match state
+            .store
+            .sweep(now_ms(), state.config.limits.sweep_grace_ms)
+            .await
+        {
+            Ok(stats) => tracing::debug!(?stats, "sweep"),
+            Err(error) => tracing::warn!(%error, "sweep failed"),
+        }
+        state.rate.forget_idle();
+    }
+}
+
+/// Runs until SIGINT or SIGTERM, then shuts down gracefully.
+pub async fn serve(config: Config) -> anyhow::Result<()> {
+    let running = start(config.clone()).await?;
+    if let Some(link) = bootstrap_owner(running.store.as_ref(), &config).await? {
+        // Printed, not logged: the link carries a one-time code and logs keep no codes.
+        println!(
+            "No owner existed, so owner '{FIRST_OWNER_NAME}' was created. Sign in (once, within 15 minutes):\n  {link}"
+        );
+    }
+    println!("sealpost-relay listening on http://{}", running.addr);
+    let shutdown = running.shutdown.clone();
+    tokio::spawn(async move {
+        wait_for_signal().await;
+        tracing::info!("shutting down");
+        shutdown.cancel();
+    });
+    running.wait().await
+}
+
+async fn wait_for_signal() {
+    let ctrl_c = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+            .expect("install SIGTERM handler");
+        tokio::select! {
+            _ = ctrl_c => {}
+            _ = term.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = ctrl_c.await;
+    }
+}

@@ -1,0 +1,215 @@
+//! The command line: `serve`, `owner add|list|disable|link`, `migrate`. Every flag also reads
+//! an environment variable so containers need no arguments.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::Context as _;
+use clap::{Parser, Subcommand};
+
+use crate::clock::now_ms;
+use crate::config::{Config, Limits};
+use crate::ids::random_id;
+use crate::store;
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "sealpost-relay",
+    version,
+    about = "Sealpost relay: holds sealed envelopes between an MCP plugin and a browser tab."
+)]
+struct Cli {
+    /// Database: sqlite://PATH (created if missing) or postgres://USER@HOST/DB.
+    #[arg(
+        long,
+        env = "SEALPOST_DATABASE_URL",
+        default_value = "sqlite://./sealpost-relay.db",
+        global = true
+    )]
+    database_url: String,
+    /// Origin used in sign-in links (default: http://LISTEN).
+    #[arg(long, env = "SEALPOST_PUBLIC_URL", global = true)]
+    public_url: Option<String>,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Run the relay.
+    Serve(ServeArgs),
+    /// Manage owners (the people who may use this relay).
+    Owner {
+        #[command(subcommand)]
+        command: OwnerCommand,
+    },
+    /// Create or update the database schema, then exit.
+    Migrate,
+}
+
+#[derive(Debug, clap::Args)]
+struct ServeArgs {
+    #[arg(long, env = "SEALPOST_LISTEN", default_value = "127.0.0.1:8080")]
+    listen: SocketAddr,
+    /// Folder of the web app to serve at `/`.
+    #[arg(long, env = "SEALPOST_WEB")]
+    web: Option<PathBuf>,
+    /// Take client addresses from X-Forwarded-For (only behind a proxy that sets it).
+    #[arg(long, env = "SEALPOST_TRUST_PROXY")]
+    trust_proxy: bool,
+    /// Serve /metrics to every address, not only loopback.
+    #[arg(long, env = "SEALPOST_METRICS_PUBLIC")]
+    metrics_public: bool,
+    /// File holding the token signing key (at least 32 bytes). Default: generated once and
+    /// stored in the database.
+    #[arg(long, env = "SEALPOST_SIGNING_KEY_FILE")]
+    signing_key_file: Option<PathBuf>,
+    /// Sustained requests per second per token, per replica (0: unlimited).
+    #[arg(long, env = "SEALPOST_RATE_PER_TOKEN", default_value_t = Limits::default().rate_per_token_per_s)]
+    rate_per_token: u32,
+    /// Burst of requests per token above the sustained rate.
+    #[arg(long, env = "SEALPOST_RATE_BURST", default_value_t = Limits::default().rate_burst_per_token)]
+    rate_burst: u32,
+    /// Pending calls one session may hold.
+    #[arg(long, env = "SEALPOST_MAX_PENDING_CALLS", default_value_t = Limits::default().max_pending_calls_per_session)]
+    max_pending_calls: u32,
+    /// Live sessions one owner may hold.
+    #[arg(long, env = "SEALPOST_MAX_LIVE_SESSIONS", default_value_t = Limits::default().max_live_sessions_per_owner)]
+    max_live_sessions: u32,
+    /// How often the sweeper runs, in milliseconds.
+    #[arg(long, env = "SEALPOST_SWEEP_INTERVAL_MS", default_value_t = Limits::default().sweep_interval_ms)]
+    sweep_interval_ms: u64,
+}
+
+#[derive(Debug, Subcommand)]
+enum OwnerCommand {
+    /// Add an owner and print their one-time sign-in link.
+    Add { name: String },
+    /// List owners.
+    List,
+    /// Disable an owner: their tokens stop working at once.
+    Disable { name: String },
+    /// Print a fresh one-time sign-in link for an owner.
+    Link { name: String },
+}
+
+/// Entry point of the binary.
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("SEALPOST_LOG")
+                .unwrap_or_else(|_| "info".into()),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let runtime = match tokio::runtime::Runtime::new() {
+        Ok(runtime) => runtime,
+        Err(error) => {
+            eprintln!("error: cannot start the async runtime: {error}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(run(cli)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("error: {error:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run(cli: Cli) -> anyhow::Result<()> {
+    match cli.command {
+        Command::Serve(args) => {
+            let mut config = Config::new(cli.database_url);
+            config.public_url = cli
+                .public_url
+                .unwrap_or_else(|| format!("http://{}", args.listen));
+            config.listen = args.listen;
+            config.web_dir = args.web;
+            config.trust_proxy = args.trust_proxy;
+            config.metrics_public = args.metrics_public;
+            if let Some(path) = args.signing_key_file {
+                config.signing_key =
+                    Some(std::fs::read(&path).with_context(|| format!("read {}", path.display()))?);
+            }
+            config.limits.rate_per_token_per_s = args.rate_per_token;
+            config.limits.rate_burst_per_token = args.rate_burst;
+            config.limits.max_pending_calls_per_session = args.max_pending_calls;
+            config.limits.max_live_sessions_per_owner = args.max_live_sessions;
+            config.limits.sweep_interval_ms = args.sweep_interval_ms;
+            crate::app::serve(config).await
+        }
+        Command::Migrate => {
+            store::open(&cli.database_url).await?;
+            println!("database is up to date");
+            Ok(())
+        }
+        Command::Owner { command } => {
+            let store = store::open(&cli.database_url).await?;
+            let public_url = cli
+                .public_url
+                .unwrap_or_else(|| "http://127.0.0.1:8080".into());
+            let ttl = Limits::default().signin_code_ttl_s;
+            match command {
+                OwnerCommand::Add { name } => {
+                    let id = random_id();
+                    store
+                        .create_owner(id, &name, now_ms())
+                        .await
+                        .map_err(|e| match e {
+                            store::StoreError::Duplicate => {
+                                anyhow::anyhow!("an owner named {name:?} already exists")
+                            }
+                            other => other.into(),
+                        })?;
+                    let (link, _) = crate::http::accounts::create_signin_link(
+                        store.as_ref(),
+                        &public_url,
+                        id,
+                        ttl,
+                    )
+                    .await?;
+                    println!(
+                        "Owner {name:?} added. One-time sign-in link (valid 15 minutes):\n  {link}"
+                    );
+                }
+                OwnerCommand::List => {
+                    for owner in store.list_owners().await? {
+                        println!(
+                            "{}\t{}\t{}",
+                            owner.name,
+                            owner.id,
+                            if owner.disabled { "disabled" } else { "active" }
+                        );
+                    }
+                }
+                OwnerCommand::Disable { name } => {
+                    anyhow::ensure!(
+                        store.disable_owner(&name, now_ms()).await?,
+                        "no owner named {name:?}"
+                    );
+                    println!("Owner {name:?} disabled; their tokens no longer work.");
+                }
+                OwnerCommand::Link { name } => {
+                    let owner = store
+                        .owner_by_name(&name)
+                        .await?
+                        .with_context(|| format!("no owner named {name:?}"))?;
+                    anyhow::ensure!(!owner.disabled, "owner {name:?} is disabled");
+                    let (link, _) = crate::http::accounts::create_signin_link(
+                        store.as_ref(),
+                        &public_url,
+                        owner.id,
+                        ttl,
+                    )
+                    .await?;
+                    println!("One-time sign-in link for {name:?} (valid 15 minutes):\n  {link}");
+                }
+            }
+            Ok(())
+        }
+    }
+}

@@ -1,0 +1,128 @@
+//! The relay's configuration and every limit it enforces, each a named field with its default.
+//! docs/RELAY.md lists the same table; change both together.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use sealpost_protocol::limits;
+
+/// Everything `serve` needs.
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub listen: SocketAddr,
+    pub database_url: String,
+    /// Folder of the web app served at `/` (none: a short notice).
+    pub web_dir: Option<PathBuf>,
+    /// Origin used in sign-in links, e.g. `https://relay.example.com`.
+    pub public_url: String,
+    /// Take the client address from `X-Forwarded-For` (only behind a proxy that sets it).
+    pub trust_proxy: bool,
+    /// Serve `/metrics` to any address, not only loopback.
+    pub metrics_public: bool,
+    /// Token signing key (≥ 32 bytes). None: generated once and stored in the database.
+    pub signing_key: Option<Vec<u8>>,
+    pub limits: Limits,
+}
+
+/// Every size, count, time and rate limit of the relay.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Limits {
+    /// Largest decoded call envelope (shared with the plugin).
+    pub max_call_envelope_bytes: usize,
+    /// Largest decoded reply envelope (shared with the browser).
+    pub max_reply_envelope_bytes: usize,
+    /// Largest decoded session hello.
+    pub max_hello_bytes: usize,
+    /// Largest body of a request that carries no envelope (sign-in, tokens, cancel).
+    pub max_small_body_bytes: usize,
+    /// A request body must arrive within this time.
+    pub body_read_timeout_ms: u64,
+    /// Longest long-poll (`wait_ms`) for claims and reads.
+    pub max_wait_ms: u64,
+    /// Most calls one claim returns.
+    pub max_claim_batch: u32,
+    /// Lease a claim grants (never past the call's expiry).
+    pub lease_ms: i64,
+    /// Highest call `ttl_s`.
+    pub max_call_ttl_s: u64,
+    /// Highest session `ttl_s`.
+    pub max_session_ttl_s: u64,
+    /// Default and highest MCP token lifetime.
+    pub default_mcp_token_ttl_s: u64,
+    pub max_mcp_token_ttl_s: u64,
+    /// Owner sign-ins last this long, renewed on each `GET /v1/me`.
+    pub owner_token_ttl_s: u64,
+    /// A sign-in code works once within this time.
+    pub signin_code_ttl_s: u64,
+    /// Longest MCP token label, in bytes.
+    pub max_label_bytes: usize,
+    /// Pending calls one session may hold.
+    pub max_pending_calls_per_session: u32,
+    /// Live sessions one owner may hold (one per pairing).
+    pub max_live_sessions_per_owner: u32,
+    /// Sustained requests per second per token (0 = unlimited), per replica.
+    pub rate_per_token_per_s: u32,
+    /// Burst of requests a token may send above the sustained rate.
+    pub rate_burst_per_token: u32,
+    /// How often the sweeper runs.
+    pub sweep_interval_ms: u64,
+    /// How long finished rows (already without bytes) stay before deletion.
+    pub sweep_grace_ms: i64,
+    /// Long-polls re-check the store at least this often (a missed cross-replica wake-up
+    /// costs at most this much).
+    pub fallback_poll_ms: u64,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self {
+            max_call_envelope_bytes: limits::MAX_CALL_ENVELOPE_BYTES,
+            max_reply_envelope_bytes: limits::MAX_REPLY_ENVELOPE_BYTES,
+            max_hello_bytes: limits::MAX_HELLO_BYTES,
+            max_small_body_bytes: 16 * 1024,
+            body_read_timeout_ms: 30_000,
+            max_wait_ms: limits::MAX_WAIT_MS,
+            max_claim_batch: limits::MAX_CLAIM_BATCH as u32,
+            lease_ms: limits::DEFAULT_LEASE_MS as i64,
+            max_call_ttl_s: 600,
+            max_session_ttl_s: 24 * 3600,
+            default_mcp_token_ttl_s: 90 * 24 * 3600,
+            max_mcp_token_ttl_s: 365 * 24 * 3600,
+            owner_token_ttl_s: 30 * 24 * 3600,
+            signin_code_ttl_s: 15 * 60,
+            max_label_bytes: 100,
+            max_pending_calls_per_session: 1_000,
+            max_live_sessions_per_owner: 20,
+            rate_per_token_per_s: 50,
+            rate_burst_per_token: 200,
+            sweep_interval_ms: 30_000,
+            sweep_grace_ms: 10 * 60_000,
+            fallback_poll_ms: 5_000,
+        }
+    }
+}
+
+impl Limits {
+    /// Largest JSON body that can carry an envelope of `decoded` bytes: base64 grows 4/3, plus
+    /// room for the other fields. Bodies above this are refused before they are read.
+    pub fn body_cap_for(&self, decoded: usize) -> usize {
+        decoded.div_ceil(3) * 4 + 1024
+    }
+}
+
+impl Config {
+    /// A configuration with defaults for everything but the database.
+    pub fn new(database_url: impl Into<String>) -> Self {
+        let listen: SocketAddr = "127.0.0.1:8080".parse().expect("static address");
+        Self {
+            listen,
+            database_url: database_url.into(),
+            web_dir: None,
+            public_url: format!("http://{listen}"),
+            trust_proxy: false,
+            metrics_public: false,
+            signing_key: None,
+            limits: Limits::default(),
+        }
+    }
+}

@@ -1,0 +1,251 @@
+//! Sign-in, sign-out, `me`, sign-in links, and MCP tokens.
+
+use std::time::Duration;
+
+use axum::Json;
+use axum::body::Body;
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, StatusCode};
+use sealpost_protocol::api::{
+    CreateMcpTokenRequest, CreateMcpTokenResponse, ErrorCode, McpTokenInfo, McpTokenList,
+    MeResponse, OwnerInfo, SigninLinkResponse, SigninRequest, SigninResponse, TokenKind,
+};
+use sha2::{Digest, Sha256};
+
+use super::auth::Authed;
+use super::body::read_json;
+use super::error::{ApiError, ApiResult};
+use super::path_id;
+use super::state::AppState;
+use crate::clock::now_ms;
+use crate::ids::random_id;
+use crate::store::{Store, StoreResult, TokenRow};
+
+/// SHA-256 of a sign-in code: only the hash is stored.
+pub fn code_hash(code: &str) -> [u8; 32] {
+    Sha256::digest(code.as_bytes()).into()
+}
+
+/// Creates a one-time sign-in code for `owner_id` and returns the link that carries it.
+pub async fn create_signin_link(
+    store: &dyn Store,
+    public_url: &str,
+    owner_id: sealpost_protocol::ids::Id16,
+    ttl_s: u64,
+) -> StoreResult<(String, i64)> {
+    let mut bytes = [0u8; 32];
+    getrandom::fill(&mut bytes).expect("the OS random source works");
+    let code = base64::Engine::encode(&base64::engine::general_purpose::URL_SAFE_NO_PAD, bytes);
+    let expires_at = now_ms() + ttl_s as i64 * 1000;
+    store
+        .create_signin_code(code_hash(&code), owner_id, expires_at)
+        .await?;
+    Ok((
+        format!("{}/#signin={code}", public_url.trim_end_matches('/')),
+        expires_at,
+    ))
+}
+
+fn small_body_timeout(state: &AppState) -> (usize, Duration) {
+    (
+        state.config.limits.max_small_body_bytes,
+        Duration::from_millis(state.config.limits.body_read_timeout_ms),
+    )
+}
+
+async fn owner_info(
+    state: &AppState,
+    owner_id: sealpost_protocol::ids::Id16,
+) -> ApiResult<OwnerInfo> {
+    let owner = state
+        .store
+        .owner_by_id(owner_id)
+        .await?
+        .ok_or_else(ApiError::unauthorized)?;
+    Ok(OwnerInfo {
+        id: owner.id,
+        name: owner.name,
+    })
+}
+
+/// `POST /v1/auth/signin`
+pub async fn signin(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    body: Body,
+) -> ApiResult<Json<SigninResponse>> {
+    let (cap, timeout) = small_body_timeout(&state);
+    let request: SigninRequest = read_json(&headers, body, cap, timeout).await?;
+    let now = now_ms();
+    let owner_id = state
+        .store
+        .consume_signin_code(code_hash(&request.code), now)
+        .await?
+        .ok_or_else(|| {
+            ApiError::new(
+                ErrorCode::InvalidSigninCode,
+                "This sign-in link is unknown, used or expired. Ask for a new one.",
+            )
+        })?;
+    let row = TokenRow {
+        id: random_id(),
+        owner_id,
+        kind: TokenKind::Owner,
+        pair_id: None,
+        label: "sign-in".into(),
+        created_at: now,
+        expires_at: now + state.config.limits.owner_token_ttl_s as i64 * 1000,
+    };
+    state.store.create_token(&row).await?;
+    tracing::info!(owner = %owner_id, sid = %row.id, "owner signed in");
+    Ok(Json(SigninResponse {
+        token: state.keys.sign(&row),
+        owner: owner_info(&state, owner_id).await?,
+        expires_at: row.expires_at,
+    }))
+}
+
+/// `POST /v1/auth/signout`: revokes the token used (an MCP token may revoke itself this way).
+pub async fn signout(State(state): State<AppState>, auth: Authed) -> ApiResult<StatusCode> {
+    state
+        .store
+        .revoke_token(auth.owner_id(), auth.token.id, None, now_ms())
+        .await?;
+    tracing::info!(sid = %auth.token.id, kind = auth.token.kind.as_str(), "token revoked by its holder");
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// `GET /v1/me`: who the token belongs to; an owner token comes back renewed (sliding expiry).
+pub async fn me(State(state): State<AppState>, auth: Authed) -> ApiResult<Json<MeResponse>> {
+    let now = now_ms();
+    let mut token = None;
+    let mut expires_at = auth.token.expires_at;
+    if auth.token.kind == TokenKind::Owner {
+        let renewed = now + state.config.limits.owner_token_ttl_s as i64 * 1000;
+        if state
+            .store
+            .extend_token(auth.token.id, renewed, now)
+            .await?
+        {
+            expires_at = renewed.max(expires_at);
+            token = Some(state.keys.sign(&TokenRow {
+                expires_at,
+                ..auth.token.clone()
+            }));
+        }
+    }
+    Ok(Json(MeResponse {
+        owner: owner_info(&state, auth.owner_id()).await?,
+        token_kind: auth.token.kind,
+        pair_id: auth.token.pair_id,
+        token,
+        expires_at,
+        now_ms: now,
+    }))
+}
+
+/// `POST /v1/auth/signin-links`: a signed-in owner links another device of their own.
+pub async fn signin_link(
+    State(state): State<AppState>,
+    auth: Authed,
+) -> ApiResult<Json<SigninLinkResponse>> {
+    auth.require_owner()?;
+    let (link, expires_at) = create_signin_link(
+        state.store.as_ref(),
+        &state.config.public_url,
+        auth.owner_id(),
+        state.config.limits.signin_code_ttl_s,
+    )
+    .await?;
+    Ok(Json(SigninLinkResponse { link, expires_at }))
+}
+
+/// `POST /v1/mcp-tokens`
+pub async fn create_mcp_token(
+    State(state): State<AppState>,
+    auth: Authed,
+    headers: HeaderMap,
+    body: Body,
+) -> ApiResult<(StatusCode, Json<CreateMcpTokenResponse>)> {
+    auth.require_owner()?;
+    let (cap, timeout) = small_body_timeout(&state);
+    let request: CreateMcpTokenRequest = read_json(&headers, body, cap, timeout).await?;
+    let limits = &state.config.limits;
+    if request.label.len() > limits.max_label_bytes {
+        return Err(ApiError::new(
+            ErrorCode::BadRequest,
+            format!("A label is at most {} bytes.", limits.max_label_bytes),
+        ));
+    }
+    let ttl_s = request.ttl_s.unwrap_or(limits.default_mcp_token_ttl_s);
+    if ttl_s == 0 || ttl_s > limits.max_mcp_token_ttl_s {
+        return Err(ApiError::new(
+            ErrorCode::TtlOutOfRange,
+            format!("ttl_s must be 1 to {}.", limits.max_mcp_token_ttl_s),
+        ));
+    }
+    let now = now_ms();
+    let row = TokenRow {
+        id: random_id(),
+        owner_id: auth.owner_id(),
+        kind: TokenKind::Mcp,
+        pair_id: Some(request.pair_id),
+        label: request.label,
+        created_at: now,
+        expires_at: now + ttl_s as i64 * 1000,
+    };
+    state.store.create_token(&row).await?;
+    tracing::info!(sid = %row.id, pair = %request.pair_id, "MCP token created");
+    Ok((
+        StatusCode::CREATED,
+        Json(CreateMcpTokenResponse {
+            id: row.id,
+            token: state.keys.sign(&row),
+            expires_at: row.expires_at,
+        }),
+    ))
+}
+
+/// `GET /v1/mcp-tokens`
+pub async fn list_mcp_tokens(
+    State(state): State<AppState>,
+    auth: Authed,
+) -> ApiResult<Json<McpTokenList>> {
+    auth.require_owner()?;
+    let rows = state
+        .store
+        .list_mcp_tokens(auth.owner_id(), now_ms())
+        .await?;
+    let tokens = rows
+        .into_iter()
+        .filter_map(|row| {
+            Some(McpTokenInfo {
+                id: row.id,
+                label: row.label,
+                pair_id: row.pair_id?,
+                created_at: row.created_at,
+                expires_at: row.expires_at,
+            })
+        })
+        .collect();
+    Ok(Json(McpTokenList { tokens }))
+}
+
+/// `DELETE /v1/mcp-tokens/{id}`
+pub async fn revoke_mcp_token(
+    State(state): State<AppState>,
+    auth: Authed,
+    Path(id): Path<String>,
+) -> ApiResult<StatusCode> {
+    auth.require_owner()?;
+    let id = path_id(&id, "token")?;
+    if !state
+        .store
+        .revoke_token(auth.owner_id(), id, Some(TokenKind::Mcp), now_ms())
+        .await?
+    {
+        return Err(ApiError::not_found("token"));
+    }
+    tracing::info!(sid = %id, "MCP token revoked");
+    Ok(StatusCode::NO_CONTENT)
+}

@@ -1,0 +1,168 @@
+//! Bearer tokens: HS256 JWTs whose `sid` names a token row that is checked on every request,
+//! so sign-out, revocation and disabling an owner take effect on the next request.
+//!
+//! Owner tokens and MCP tokens differ in audience, and the row's kind and pairing must agree
+//! with the claims: a token cannot be turned into the other kind by editing its claims.
+
+use axum::extract::FromRequestParts;
+use axum::http::request::Parts;
+use jsonwebtoken::{Algorithm, DecodingKey, EncodingKey, Header, Validation};
+use sealpost_protocol::api::{ErrorCode, TokenKind};
+use sealpost_protocol::ids::Id16;
+use serde::{Deserialize, Serialize};
+
+use super::error::{ApiError, ApiResult};
+use super::state::AppState;
+use crate::clock::now_ms;
+use crate::store::TokenRow;
+
+/// Issuer of every token.
+pub const ISSUER: &str = "sealpost-relay";
+const OWNER_AUDIENCE: &str = "sealpost-owner";
+const MCP_AUDIENCE: &str = "sealpost-mcp";
+
+/// The claims the relay signs.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Claims {
+    pub iss: String,
+    pub aud: String,
+    /// Owner id.
+    pub sub: String,
+    /// Token row id.
+    pub sid: String,
+    /// Expiry, Unix seconds.
+    pub exp: u64,
+    pub iat: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pair_id: Option<String>,
+}
+
+/// Signing and verification keys (HS256 only).
+#[derive(Clone)]
+pub struct Keys {
+    encoding: EncodingKey,
+    decoding: DecodingKey,
+    validation: Validation,
+}
+
+impl std::fmt::Debug for Keys {
+    // Never print key material.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Keys(..)")
+    }
+}
+
+fn audience(kind: TokenKind) -> &'static str {
+    match kind {
+        TokenKind::Owner => OWNER_AUDIENCE,
+        TokenKind::Mcp => MCP_AUDIENCE,
+    }
+}
+
+impl Keys {
+    /// `secret` must not be empty (the relay uses 32 random bytes or a configured key).
+    pub fn new(secret: &[u8]) -> Self {
+        let mut validation = Validation::new(Algorithm::HS256);
+        validation.set_issuer(&[ISSUER]);
+        validation.set_audience(&[OWNER_AUDIENCE, MCP_AUDIENCE]);
+        validation.set_required_spec_claims(&["exp", "iss", "aud", "sub"]);
+        // Expiry is exact: the token row carries the same expiry and is checked too.
+        validation.leeway = 0;
+        Self {
+            encoding: EncodingKey::from_secret(secret).expect("a non-empty secret"),
+            decoding: DecodingKey::from_secret(secret).expect("a non-empty secret"),
+            validation,
+        }
+    }
+
+    /// Signs a token for `row`.
+    pub fn sign(&self, row: &TokenRow) -> String {
+        let claims = Claims {
+            iss: ISSUER.into(),
+            aud: audience(row.kind).into(),
+            sub: row.owner_id.to_string(),
+            sid: row.id.to_string(),
+            exp: (row.expires_at / 1000) as u64,
+            iat: (row.created_at / 1000) as u64,
+            pair_id: row.pair_id.map(|p| p.to_string()),
+        };
+        jsonwebtoken::encode(&Header::new(Algorithm::HS256), &claims, &self.encoding)
+            .expect("HS256 signing cannot fail")
+    }
+
+    fn verify(&self, token: &str) -> Option<Claims> {
+        jsonwebtoken::decode::<Claims>(token, &self.decoding, &self.validation)
+            .ok()
+            .map(|data| data.claims)
+    }
+}
+
+/// A request's verified bearer token.
+#[derive(Debug, Clone)]
+pub struct Authed {
+    pub token: TokenRow,
+}
+
+impl Authed {
+    pub fn owner_id(&self) -> Id16 {
+        self.token.owner_id
+    }
+
+    /// Refuses MCP tokens.
+    pub fn require_owner(&self) -> ApiResult<()> {
+        match self.token.kind {
+            TokenKind::Owner => Ok(()),
+            TokenKind::Mcp => Err(ApiError::wrong_kind("a signed-in owner's token")),
+        }
+    }
+
+    /// Refuses owner tokens; returns the MCP token's pairing.
+    pub fn require_mcp(&self) -> ApiResult<Id16> {
+        match (self.token.kind, self.token.pair_id) {
+            (TokenKind::Mcp, Some(pair_id)) => Ok(pair_id),
+            _ => Err(ApiError::wrong_kind("an MCP token")),
+        }
+    }
+}
+
+impl FromRequestParts<AppState> for Authed {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> ApiResult<Self> {
+        let header = parts
+            .headers
+            .get(axum::http::header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .ok_or_else(ApiError::unauthorized)?;
+        let token = header
+            .strip_prefix("Bearer ")
+            .ok_or_else(ApiError::unauthorized)?;
+        let claims = state
+            .keys
+            .verify(token.trim())
+            .ok_or_else(ApiError::unauthorized)?;
+        let owner_id: Id16 = claims.sub.parse().map_err(|_| ApiError::unauthorized())?;
+        let sid: Id16 = claims.sid.parse().map_err(|_| ApiError::unauthorized())?;
+        let row = state
+            .store
+            .active_token(sid, now_ms())
+            .await?
+            .ok_or_else(ApiError::unauthorized)?;
+        let pair_id = claims
+            .pair_id
+            .as_deref()
+            .map(str::parse::<Id16>)
+            .transpose()
+            .map_err(|_| ApiError::unauthorized())?;
+        if row.owner_id != owner_id || audience(row.kind) != claims.aud || row.pair_id != pair_id {
+            return Err(ApiError::unauthorized());
+        }
+        if !state.rate.allow(sid) {
+            return Err(ApiError::new(
+                ErrorCode::RateLimited,
+                "Too many requests with this token; slow down.",
+            ));
+        }
+        Ok(Authed { token: row })
+    }
+}

@@ -1,0 +1,309 @@
+//! Calls: post (plugin), claim (browser, long-poll), reply (browser), cancel (either), read
+//! (plugin, long-poll).
+//!
+//! Long-polls subscribe to the hub *before* each store check and wait only after it, so a
+//! wake-up between the check and the wait is not lost. No transaction spans a wait.
+
+use std::time::Duration;
+
+use axum::Json;
+use axum::body::Body;
+use axum::extract::{Path, RawQuery, State};
+use axum::http::{HeaderMap, StatusCode};
+use sealpost_protocol::api::{
+    CallStatusResponse, CancelRequest, ClaimResponse, ClaimedCall, ErrorCode, PostCallRequest,
+    PostCallResponse, ReplyRequest,
+};
+use sealpost_protocol::ids::Base64Bytes;
+use tokio::time::Instant;
+
+use super::auth::Authed;
+use super::body::read_json;
+use super::error::{ApiError, ApiResult};
+use super::path_id;
+use super::state::AppState;
+use crate::clock::now_ms;
+use crate::metrics;
+use crate::store::{NewCall, Scope, StoreError};
+use crate::wake::Topic;
+
+/// Reads `name=value` (an unsigned number) from a query string.
+fn query_number(query: &Option<String>, name: &str) -> ApiResult<Option<u64>> {
+    let Some(query) = query else { return Ok(None) };
+    for pair in query.split('&') {
+        if let Some((key, value)) = pair.split_once('=')
+            && key == name
+        {
+            return value.parse().map(Some).map_err(|_| {
+                ApiError::new(
+                    ErrorCode::BadRequest,
+                    format!("{name} must be a whole number."),
+                )
+            });
+        }
+    }
+    Ok(None)
+}
+
+fn wait_ms(state: &AppState, query: &Option<String>) -> ApiResult<u64> {
+    let wait = query_number(query, "wait_ms")?.unwrap_or(0);
+    if wait > state.config.limits.max_wait_ms {
+        return Err(ApiError::new(
+            ErrorCode::WaitTooLong,
+            format!("wait_ms is at most {}.", state.config.limits.max_wait_ms),
+        ));
+    }
+    Ok(wait)
+}
+
+fn timeout(state: &AppState) -> Duration {
+    Duration::from_millis(state.config.limits.body_read_timeout_ms)
+}
+
+/// `POST /v1/sessions/{session_id}/calls` (MCP token)
+pub async fn post(
+    State(state): State<AppState>,
+    auth: Authed,
+    Path(session_id): Path<String>,
+    headers: HeaderMap,
+    body: Body,
+) -> ApiResult<(StatusCode, Json<PostCallResponse>)> {
+    let pair_id = auth.require_mcp()?;
+    let session_id = path_id(&session_id, "session")?;
+    let limits = &state.config.limits;
+    let cap = limits.body_cap_for(limits.max_call_envelope_bytes);
+    let request: PostCallRequest = read_json(&headers, body, cap, timeout(&state)).await?;
+    if request.envelope.0.len() > limits.max_call_envelope_bytes {
+        return Err(ApiError::new(
+            ErrorCode::EnvelopeTooLarge,
+            format!(
+                "A call envelope is at most {} bytes.",
+                limits.max_call_envelope_bytes
+            ),
+        ));
+    }
+    if request.ttl_s == 0 || request.ttl_s > limits.max_call_ttl_s {
+        return Err(ApiError::new(
+            ErrorCode::TtlOutOfRange,
+            format!("ttl_s must be 1 to {}.", limits.max_call_ttl_s),
+        ));
+    }
+    let now = now_ms();
+    let call = NewCall {
+        owner_id: auth.owner_id(),
+        session_id,
+        call_id: request.call_id,
+        envelope: request.envelope.0,
+        created_at: now,
+        expires_at: now + request.ttl_s as i64 * 1000,
+    };
+    let expires_at = match state
+        .store
+        .post_call(
+            &call,
+            Some(pair_id),
+            Some(limits.max_pending_calls_per_session),
+        )
+        .await
+    {
+        Err(StoreError::NotFound) => return Err(ApiError::not_found("session")),
+        Err(StoreError::Duplicate) => {
+            return Err(ApiError::new(
+                ErrorCode::DuplicateCall,
+                "A call with this call_id exists; read it instead of posting again.",
+            ));
+        }
+        other => other?,
+    };
+    state.hub.wake(Topic::Session(call.owner_id, session_id));
+    metrics::call_posted();
+    tracing::debug!(call = %call.call_id, session = %session_id, bytes = call.envelope.len(), "call posted");
+    Ok((
+        StatusCode::CREATED,
+        Json(PostCallResponse {
+            call_id: call.call_id,
+            expires_at,
+            now_ms: now,
+        }),
+    ))
+}
+
+/// `POST /v1/sessions/{session_id}/claims?wait_ms=&max=` (owner)
+pub async fn claim(
+    State(state): State<AppState>,
+    auth: Authed,
+    Path(session_id): Path<String>,
+    RawQuery(query): RawQuery,
+) -> ApiResult<Json<ClaimResponse>> {
+    auth.require_owner()?;
+    let session_id = path_id(&session_id, "session")?;
+    let limits = &state.config.limits;
+    let wait = wait_ms(&state, &query)?;
+    let max = query_number(&query, "max")?.unwrap_or(limits.max_claim_batch as u64);
+    if max == 0 || max > limits.max_claim_batch as u64 {
+        return Err(ApiError::new(
+            ErrorCode::ClaimBatchOutOfRange,
+            format!("max must be 1 to {}.", limits.max_claim_batch),
+        ));
+    }
+    let owner = auth.owner_id();
+    let deadline = Instant::now() + Duration::from_millis(wait);
+    let subscription = state.hub.subscribe(Topic::Session(owner, session_id));
+    loop {
+        let notified = subscription.notify().notified();
+        tokio::pin!(notified);
+        notified.as_mut().enable();
+        let now = now_ms();
+        let claimed = match state
+            .store
+            .claim_calls(owner, session_id, now, max as u32, limits.lease_ms)
+            .await
+        {
+            Err(StoreError::NotFound) => return Err(ApiError::not_found("session")),
+            other => other?,
+        };
+        if !claimed.is_empty() || Instant::now() >= deadline || state.shutdown.is_cancelled() {
+            for call in &claimed {
+                metrics::call_claimed(now - call.created_at);
+            }
+            let calls = claimed
+                .into_iter()
+                .map(|c| ClaimedCall {
+                    call_id: c.call_id,
+                    envelope: Base64Bytes(c.envelope),
+                    lease_expires_at: c.lease_expires_at,
+                })
+                .collect();
+            return Ok(Json(ClaimResponse { calls, now_ms: now }));
+        }
+        let fallback = Instant::now() + Duration::from_millis(limits.fallback_poll_ms);
+        tokio::select! {
+            _ = notified => {}
+            _ = tokio::time::sleep_until(deadline.min(fallback)) => {}
+            _ = state.shutdown.cancelled() => {}
+        }
+    }
+}
+
+/// `PUT /v1/calls/{call_id}/reply` (owner)
+pub async fn reply(
+    State(state): State<AppState>,
+    auth: Authed,
+    Path(call_id): Path<String>,
+    headers: HeaderMap,
+    body: Body,
+) -> ApiResult<StatusCode> {
+    auth.require_owner()?;
+    let call_id = path_id(&call_id, "call")?;
+    let limits = &state.config.limits;
+    let cap = limits.body_cap_for(limits.max_reply_envelope_bytes);
+    let request: ReplyRequest = read_json(&headers, body, cap, timeout(&state)).await?;
+    if request.envelope.0.len() > limits.max_reply_envelope_bytes {
+        return Err(ApiError::new(
+            ErrorCode::ReplyTooLarge,
+            format!(
+                "A reply envelope is at most {} bytes.",
+                limits.max_reply_envelope_bytes
+            ),
+        ));
+    }
+    let bytes = request.envelope.0.len();
+    match state
+        .store
+        .reply_call(auth.owner_id(), call_id, request.envelope.0, now_ms())
+        .await
+    {
+        Err(StoreError::NotFound) => return Err(ApiError::not_found("call")),
+        Err(StoreError::LeaseExpired) => {
+            state.hub.wake(Topic::Call(auth.owner_id(), call_id));
+            return Err(StoreError::LeaseExpired.into());
+        }
+        other => other?,
+    }
+    state.hub.wake(Topic::Call(auth.owner_id(), call_id));
+    metrics::reply_stored();
+    tracing::debug!(call = %call_id, bytes, "reply stored");
+    Ok(StatusCode::NO_CONTENT)
+}
+
+fn scope(auth: &Authed) -> Scope {
+    Scope {
+        owner_id: auth.owner_id(),
+        pair_id: auth.token.pair_id,
+    }
+}
+
+/// `POST /v1/calls/{call_id}/cancel` (the call's MCP token, or the owner)
+pub async fn cancel(
+    State(state): State<AppState>,
+    auth: Authed,
+    Path(call_id): Path<String>,
+    headers: HeaderMap,
+    body: Body,
+) -> ApiResult<StatusCode> {
+    let call_id = path_id(&call_id, "call")?;
+    let request: CancelRequest = read_json(
+        &headers,
+        body,
+        state.config.limits.max_small_body_bytes,
+        timeout(&state),
+    )
+    .await?;
+    match state
+        .store
+        .cancel_call(scope(&auth), call_id, request.reason, now_ms())
+        .await
+    {
+        Err(StoreError::NotFound) => return Err(ApiError::not_found("call")),
+        other => other?,
+    }
+    state.hub.wake(Topic::Call(auth.owner_id(), call_id));
+    tracing::debug!(call = %call_id, reason = request.reason.as_str(), "call cancelled");
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// `GET /v1/calls/{call_id}?wait_ms=` (the call's MCP token, or the owner). Waits while the
+/// call is pending or claimed; the first read of an answer marks the call delivered.
+pub async fn read(
+    State(state): State<AppState>,
+    auth: Authed,
+    Path(call_id): Path<String>,
+    RawQuery(query): RawQuery,
+) -> ApiResult<Json<CallStatusResponse>> {
+    let call_id = path_id(&call_id, "call")?;
+    let wait = wait_ms(&state, &query)?;
+    let deadline = Instant::now() + Duration::from_millis(wait);
+    let subscription = state.hub.subscribe(Topic::Call(auth.owner_id(), call_id));
+    loop {
+        let notified = subscription.notify().notified();
+        tokio::pin!(notified);
+        notified.as_mut().enable();
+        let now = now_ms();
+        let view = state
+            .store
+            .read_call(scope(&auth), call_id, now)
+            .await?
+            .ok_or_else(|| ApiError::not_found("call"))?;
+        if view.state.is_final() || Instant::now() >= deadline || state.shutdown.is_cancelled() {
+            return Ok(Json(CallStatusResponse {
+                state: view.state,
+                reply: view.reply.map(Base64Bytes),
+                reason: view.reason,
+                expires_at: view.expires_at,
+                now_ms: now,
+            }));
+        }
+        // Wake at the call's own next change (expiry or lease end) too.
+        let mut until = deadline
+            .min(Instant::now() + Duration::from_millis(state.config.limits.fallback_poll_ms));
+        if let Some(change_at) = view.next_change_at {
+            until =
+                until.min(Instant::now() + Duration::from_millis((change_at - now).max(0) as u64));
+        }
+        tokio::select! {
+            _ = notified => {}
+            _ = tokio::time::sleep_until(until) => {}
+            _ = state.shutdown.cancelled() => {}
+        }
+    }
+}

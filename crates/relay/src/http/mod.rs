@@ -1,0 +1,146 @@
+//! The HTTP API: routes, the request log, and the operational endpoints. Handlers live in
+//! `accounts`, `sessions` and `calls`; every one is scoped by the token's owner.
+
+use std::net::SocketAddr;
+use std::time::Instant;
+
+use axum::Router;
+use axum::extract::{ConnectInfo, MatchedPath, Request, State};
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{delete, get, post, put};
+use sealpost_protocol::ids::Id16;
+use tower_http::services::ServeDir;
+use tower_http::set_header::SetResponseHeaderLayer;
+
+pub mod accounts;
+pub mod auth;
+pub mod body;
+pub mod calls;
+pub mod error;
+mod openapi;
+pub mod sessions;
+pub mod state;
+
+use error::{ApiError, ApiResult};
+use state::AppState;
+
+/// The web app's content security policy (DESIGN §0): only its own origin, wasm allowed.
+const CSP: &str = "default-src 'self'; script-src 'self' 'wasm-unsafe-eval'; connect-src 'self'; frame-ancestors 'none'";
+
+/// Parses an id from a path. A malformed id names nothing, so it answers 404 like a missing one.
+pub fn path_id(text: &str, what: &str) -> ApiResult<Id16> {
+    text.parse().map_err(|_| ApiError::not_found(what))
+}
+
+/// Builds the router.
+pub fn router(state: AppState) -> Router {
+    let api = Router::new()
+        .route("/v1/auth/signin", post(accounts::signin))
+        .route("/v1/auth/signout", post(accounts::signout))
+        .route("/v1/auth/signin-links", post(accounts::signin_link))
+        .route("/v1/me", get(accounts::me))
+        .route(
+            "/v1/mcp-tokens",
+            post(accounts::create_mcp_token).get(accounts::list_mcp_tokens),
+        )
+        .route("/v1/mcp-tokens/{id}", delete(accounts::revoke_mcp_token))
+        .route("/v1/sessions", post(sessions::create))
+        .route("/v1/sessions/{session_id}", delete(sessions::end))
+        .route("/v1/pairings/{pair_id}/session", get(sessions::live))
+        .route("/v1/sessions/{session_id}/calls", post(calls::post))
+        .route("/v1/sessions/{session_id}/claims", post(calls::claim))
+        .route("/v1/calls/{call_id}/reply", put(calls::reply))
+        .route("/v1/calls/{call_id}/cancel", post(calls::cancel))
+        .route("/v1/calls/{call_id}", get(calls::read))
+        .route("/healthz", get(|| async { "ok" }))
+        .route("/readyz", get(readyz))
+        .route("/metrics", get(metrics))
+        .route(
+            "/openapi.json",
+            get(|| async { ([(header::CONTENT_TYPE, "application/json")], openapi::SPEC) }),
+        )
+        .fallback_service(web_service(&state))
+        // Bodies are read by `body::read_capped`, which enforces each endpoint's own cap.
+        .layer(axum::extract::DefaultBodyLimit::disable())
+        .layer(middleware::from_fn(log_request))
+        .layer(SetResponseHeaderLayer::overriding(
+            header::CONTENT_SECURITY_POLICY,
+            HeaderValue::from_static(CSP),
+        ))
+        .layer(SetResponseHeaderLayer::overriding(
+            header::X_CONTENT_TYPE_OPTIONS,
+            HeaderValue::from_static("nosniff"),
+        ))
+        .layer(SetResponseHeaderLayer::overriding(
+            header::REFERRER_POLICY,
+            HeaderValue::from_static("no-referrer"),
+        ));
+    api.with_state(state)
+}
+
+fn web_service(state: &AppState) -> Router {
+    match &state.config.web_dir {
+        Some(dir) => Router::new()
+            .fallback_service(ServeDir::new(dir).append_index_html_on_directories(true)),
+        None => Router::new().fallback(|| async {
+            (
+                StatusCode::NOT_FOUND,
+                "This relay serves no web app. Start it with --web DIR.\n",
+            )
+        }),
+    }
+}
+
+/// One log line per request: method, route template (ids stay out of the path field), status
+/// and duration. Never a body, header value or query string.
+async fn log_request(request: Request, next: Next) -> Response {
+    let started = Instant::now();
+    let method = request.method().clone();
+    let route = request
+        .extensions()
+        .get::<MatchedPath>()
+        .map(|p| p.as_str().to_owned())
+        .unwrap_or_else(|| "static".into());
+    let response = next.run(request).await;
+    let (status, ms) = (
+        response.status().as_u16(),
+        started.elapsed().as_secs_f64() * 1000.0,
+    );
+    // Per-request lines are debug-level: at thousands of calls a second they would cost more
+    // than the calls. Server errors are always logged.
+    if status >= 500 {
+        tracing::warn!(%method, route, status, ms, "request failed");
+    } else {
+        tracing::debug!(%method, route, status, ms, "request");
+    }
+    response
+}
+
+async fn readyz(State(state): State<AppState>) -> Response {
+    if state.shutdown.is_cancelled() {
+        return (StatusCode::SERVICE_UNAVAILABLE, "shutting down").into_response();
+    }
+    match state.store.ping().await {
+        Ok(()) => (StatusCode::OK, "ready").into_response(),
+        Err(_) => (StatusCode::SERVICE_UNAVAILABLE, "database unavailable").into_response(),
+    }
+}
+
+/// Metrics are for the operator: loopback only unless configured public.
+async fn metrics(
+    State(state): State<AppState>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    headers: axum::http::HeaderMap,
+) -> Response {
+    let forwarded = headers.contains_key("x-forwarded-for");
+    if !state.config.metrics_public
+        && (!peer.ip().is_loopback() || (state.config.trust_proxy && forwarded))
+    {
+        return ApiError::not_found("page").into_response();
+    }
+    let by_state = state.store.count_calls_by_state().await.unwrap_or_default();
+    let text = crate::metrics::render(&by_state, state.hub.waiters());
+    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text).into_response()
+}

@@ -1,0 +1,129 @@
+//! Browser sessions: create (with the opaque hello), end, and the plugin's live-session lookup.
+
+use std::time::Duration;
+
+use axum::Json;
+use axum::body::Body;
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, StatusCode};
+use sealpost_protocol::api::{
+    CreateSessionRequest, CreateSessionResponse, ErrorCode, LiveSessionResponse, TokenKind,
+};
+use sealpost_protocol::ids::Base64Bytes;
+
+use super::auth::Authed;
+use super::body::read_json;
+use super::error::{ApiError, ApiResult};
+use super::path_id;
+use super::state::AppState;
+use crate::clock::now_ms;
+use crate::store::{NewSession, StoreError};
+use crate::wake::Topic;
+
+/// `POST /v1/sessions` (owner)
+pub async fn create(
+    State(state): State<AppState>,
+    auth: Authed,
+    headers: HeaderMap,
+    body: Body,
+) -> ApiResult<(StatusCode, Json<CreateSessionResponse>)> {
+    auth.require_owner()?;
+    let limits = &state.config.limits;
+    let cap = limits.body_cap_for(limits.max_hello_bytes);
+    let request: CreateSessionRequest = read_json(
+        &headers,
+        body,
+        cap,
+        Duration::from_millis(limits.body_read_timeout_ms),
+    )
+    .await?;
+    if request.hello.0.len() > limits.max_hello_bytes {
+        return Err(ApiError::new(
+            ErrorCode::HelloTooLarge,
+            format!("A hello is at most {} bytes.", limits.max_hello_bytes),
+        ));
+    }
+    if request.ttl_s == 0 || request.ttl_s > limits.max_session_ttl_s {
+        return Err(ApiError::new(
+            ErrorCode::TtlOutOfRange,
+            format!("ttl_s must be 1 to {}.", limits.max_session_ttl_s),
+        ));
+    }
+    let now = now_ms();
+    let session = NewSession {
+        owner_id: auth.owner_id(),
+        session_id: request.session_id,
+        pair_id: request.pair_id,
+        hello: request.hello.0,
+        created_at: now,
+        expires_at: now + request.ttl_s as i64 * 1000,
+    };
+    let cancelled = match state
+        .store
+        .create_session(&session, limits.max_live_sessions_per_owner)
+        .await
+    {
+        Err(StoreError::Duplicate) => {
+            return Err(ApiError::new(
+                ErrorCode::DuplicateSession,
+                "A session with this session_id already exists.",
+            ));
+        }
+        other => other?,
+    };
+    for call in &cancelled {
+        state.hub.wake(Topic::Call(session.owner_id, *call));
+    }
+    tracing::info!(session = %session.session_id, pair = %session.pair_id, hello_bytes = session.hello.len(), ttl_s = request.ttl_s, replaced_calls = cancelled.len(), "session created");
+    Ok((
+        StatusCode::CREATED,
+        Json(CreateSessionResponse {
+            session_id: session.session_id,
+            expires_at: session.expires_at,
+        }),
+    ))
+}
+
+/// `DELETE /v1/sessions/{session_id}` (owner): pending and claimed calls become cancelled.
+pub async fn end(
+    State(state): State<AppState>,
+    auth: Authed,
+    Path(session_id): Path<String>,
+) -> ApiResult<StatusCode> {
+    auth.require_owner()?;
+    let session_id = path_id(&session_id, "session")?;
+    let owner = auth.owner_id();
+    let cancelled = match state.store.end_session(owner, session_id, now_ms()).await {
+        Err(StoreError::NotFound) => return Err(ApiError::not_found("session")),
+        other => other?,
+    };
+    state.hub.wake(Topic::Session(owner, session_id));
+    for call in &cancelled {
+        state.hub.wake(Topic::Call(owner, *call));
+    }
+    tracing::info!(session = %session_id, cancelled = cancelled.len(), "session ended");
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// `GET /v1/pairings/{pair_id}/session` (the pairing's MCP token, or the owner)
+pub async fn live(
+    State(state): State<AppState>,
+    auth: Authed,
+    Path(pair_id): Path<String>,
+) -> ApiResult<Json<LiveSessionResponse>> {
+    let pair_id = path_id(&pair_id, "pairing")?;
+    if auth.token.kind == TokenKind::Mcp && auth.token.pair_id != Some(pair_id) {
+        return Err(ApiError::not_found("pairing"));
+    }
+    let now = now_ms();
+    let session = state.store.live_session(auth.owner_id(), pair_id, now).await?.ok_or_else(|| {
+        ApiError::new(ErrorCode::NoLiveSession, "No browser session is live for this pairing. Open the web app and start a session.")
+    })?;
+    Ok(Json(LiveSessionResponse {
+        session_id: session.session_id,
+        hello: Base64Bytes(session.hello),
+        expires_at: session.expires_at,
+        claimer_seen_at: session.claimer_seen_at,
+        now_ms: now,
+    }))
+}
