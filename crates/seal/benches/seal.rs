@@ -1,6 +1,8 @@
 //! Seal+open round trips at 1 KiB and 64 KiB, and the session key derivation.
 //! Run with `cargo xtask bench seal`.
 
+use chacha20poly1305::aead::Aead;
+use chacha20poly1305::{KeyInit, XChaCha20Poly1305};
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use sealpost_seal::{BrowserSession, PairingSecret, PluginSession, open_call, verify_hello};
 use std::hint::black_box;
@@ -28,6 +30,21 @@ fn seal_open(c: &mut Criterion) {
     let mut rng = rand::rng();
     let mut group = c.benchmark_group("seal+open call");
     for size in [1024usize, 64 * 1024] {
+        // Baseline in the same run: the bare AEAD on the same bytes, no header, no checks.
+        let cipher = XChaCha20Poly1305::new(&[7u8; 32].into());
+        let bare = vec![0x5a; size];
+        group.throughput(Throughput::Bytes(size as u64));
+        group.bench_with_input(
+            BenchmarkId::new("baseline: bare XChaCha20-Poly1305", size),
+            &bare,
+            |b, bare| {
+                b.iter(|| {
+                    let nonce = [1u8; 24].into();
+                    let sealed = cipher.encrypt(&nonce, black_box(bare.as_slice())).unwrap();
+                    black_box(cipher.decrypt(&nonce, sealed.as_slice()).unwrap());
+                })
+            },
+        );
         let plaintext = vec![0x5a; size];
         let header = plugin.call_header([2; 16], 2_000, 60_000);
         group.throughput(Throughput::Bytes(size as u64));

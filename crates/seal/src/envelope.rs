@@ -17,7 +17,7 @@
 //! Lengths are checked before any decryption. A reply repeats its call's session_id, call_id, A
 //! and expires_at, so it cannot be moved to another call, session or direction.
 
-use chacha20poly1305::aead::{Aead, Payload};
+use chacha20poly1305::aead::AeadInOut;
 use chacha20poly1305::{KeyInit, XChaCha20Poly1305};
 use rand_core::CryptoRng;
 
@@ -126,34 +126,36 @@ fn seal(
     let aad = header.to_bytes();
     let mut nonce = [0u8; NONCE_LEN];
     rng.fill_bytes(&mut nonce);
-    let body = XChaCha20Poly1305::new(key.into())
-        .encrypt(
-            &nonce.into(),
-            Payload {
-                msg: plaintext,
-                aad: &aad,
-            },
-        )
-        .expect("XChaCha20-Poly1305 encrypts any length below its limit");
+    // Encrypt in place inside the output buffer: one allocation, no copy of the ciphertext.
     let mut out = Vec::with_capacity(total);
     out.extend_from_slice(&aad);
     out.extend_from_slice(&nonce);
-    out.extend_from_slice(&body);
+    out.extend_from_slice(plaintext);
+    let tag = XChaCha20Poly1305::new(key.into())
+        .encrypt_inout_detached(
+            &nonce.into(),
+            &aad,
+            (&mut out[HEADER_LEN + NONCE_LEN..]).into(),
+        )
+        .expect("XChaCha20-Poly1305 encrypts any length below its limit");
+    out.extend_from_slice(&tag);
     Ok(out)
 }
 
 fn open(key: &[u8; 32], envelope: &[u8]) -> Result<(Header, Vec<u8>), SealError> {
     let header = parse_header(envelope)?;
-    let nonce: [u8; NONCE_LEN] = envelope[HEADER_LEN..HEADER_LEN + NONCE_LEN]
-        .try_into()
-        .expect("24 bytes");
-    let plaintext = XChaCha20Poly1305::new(key.into())
-        .decrypt(
+    let (aad, rest) = envelope.split_at(HEADER_LEN);
+    let (nonce, sealed) = rest.split_at(NONCE_LEN);
+    let (ciphertext, tag) = sealed.split_at(sealed.len() - TAG_LEN);
+    let nonce: [u8; NONCE_LEN] = nonce.try_into().expect("24 bytes");
+    let tag: [u8; TAG_LEN] = tag.try_into().expect("16 bytes");
+    let mut plaintext = ciphertext.to_vec();
+    XChaCha20Poly1305::new(key.into())
+        .decrypt_inout_detached(
             &nonce.into(),
-            Payload {
-                msg: &envelope[HEADER_LEN + NONCE_LEN..],
-                aad: &envelope[..HEADER_LEN],
-            },
+            aad,
+            plaintext.as_mut_slice().into(),
+            &tag.into(),
         )
         .map_err(|_| SealError::Undecryptable)?;
     Ok((header, plaintext))
