@@ -1,7 +1,8 @@
 //! `cargo xtask`: the project's one entry point for building, running, testing and measuring.
 //!
 //! - `cargo xtask test`   every suite: format, lints, native tests (SQLite and a throwaway
-//!   PostgreSQL), wasm tests in headless Chromium, wasm32 builds of the pure crates, fuzz smoke.
+//!   PostgreSQL), wasm tests in headless Chromium, wasm32 builds of the pure crates, an
+//!   independent Python implementation against the vectors, fuzz smoke.
 //! - `cargo xtask run`    the relay on SQLite at 127.0.0.1:8080 serving the web app.
 //! - `cargo xtask bench [seal|relay|executor|all]`
 //! - `cargo xtask fuzz [SECONDS]`  each fuzz target for SECONDS (default 20).
@@ -17,7 +18,7 @@ mod wasm;
 
 use anyhow::{Result, bail};
 
-use crate::cmd::{cargo, step};
+use crate::cmd::{cargo, cmd, step};
 
 const USAGE: &str =
     "usage: cargo xtask <test | run | bench [seal|relay|executor|all] | fuzz [SECONDS] | tools>";
@@ -74,6 +75,16 @@ fn test() -> Result<()> {
     )?;
     cluster.stop();
     step("wasm tests in headless Chromium", || wasm::test(&tools))?;
+    step(
+        "an independent implementation (Python, libsodium) agrees with the vectors",
+        || {
+            cmd(
+                &tools.python,
+                &["crates/seal/tests/second_implementation.py"],
+            )
+            .run()
+        },
+    )?;
     step("fuzz smoke", || fuzz::smoke(5))?;
     eprintln!("\nall suites passed");
     Ok(())

@@ -17,6 +17,8 @@ pub struct Tools {
     pub wasm_bindgen_test_runner: PathBuf,
     pub chromedriver: PathBuf,
     pub cargo_fuzz: PathBuf,
+    /// A Python with PyNaCl, for the independent implementation of the protocol.
+    pub python: PathBuf,
 }
 
 pub fn ensure_all() -> Result<Tools> {
@@ -31,10 +33,12 @@ pub fn ensure_all() -> Result<Tools> {
         require_postgres()?;
         let wasm_bindgen_test_runner = ensure_wasm_bindgen_cli()?;
         let cargo_fuzz = ensure_cargo_fuzz()?;
+        let python = ensure_python_with_pynacl()?;
         Ok(Tools {
             wasm_bindgen_test_runner,
             chromedriver,
             cargo_fuzz,
+            python,
         })
     })
 }
@@ -150,4 +154,30 @@ fn ensure_cargo_fuzz() -> Result<PathBuf> {
             .run()?;
     }
     Ok(binary)
+}
+
+/// PyNaCl version the second implementation is checked with.
+const PYNACL_VERSION: &str = "1.6.2";
+
+fn ensure_python_with_pynacl() -> Result<PathBuf> {
+    let venv = cache_dir().join(format!("python-pynacl-{PYNACL_VERSION}"));
+    let python = venv.join("bin").join("python3");
+    if !python.exists() {
+        let system_python =
+            require_system_binary("python3", "apt-get install -y python3 python3-venv")?;
+        cmd(&system_python, &["-m", "venv"]).arg_path(&venv).run()?;
+    }
+    // Checked by import, not by a file, so an install interrupted half-way is repaired.
+    if cmd(&python, &["-c", "import nacl.bindings"])
+        .read()
+        .is_err()
+    {
+        let pip = venv.join("bin").join("pip");
+        cmd(
+            pip,
+            &["install", "--quiet", &format!("pynacl=={PYNACL_VERSION}")],
+        )
+        .run()?;
+    }
+    Ok(python)
 }
