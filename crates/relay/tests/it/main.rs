@@ -1,5 +1,7 @@
 //! The relay's integration tests, one binary: the store contract on both backends, and the
 //! HTTP API on loopback against fresh databases.
 
+mod api;
 mod contract;
+mod harness;
 mod support;

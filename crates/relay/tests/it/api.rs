@@ -1,0 +1,411 @@
+//! The HTTP API end to end on loopback: the call loop, long-polls, sessions and tokens.
+
+use std::time::{Duration, Instant};
+
+use reqwest::{Method, StatusCode};
+use serde_json::json;
+
+use crate::harness::{Relay, b64, pairing, unb64};
+use crate::support::id;
+
+#[tokio::test]
+async fn a_call_goes_pending_claimed_answered_delivered_and_reads_repeat() {
+    let relay = Relay::sqlite().await;
+    let p = pairing(&relay, "alice").await;
+    let (status, live) = relay
+        .send(
+            Method::GET,
+            format!("/v1/pairings/{}/session", p.pair),
+            Some(&p.mcp),
+            None,
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(
+        unb64(&live["hello"]),
+        b"opaque hello bytes",
+        "the hello comes back byte for byte"
+    );
+    assert_eq!(live["session_id"], json!(p.session));
+
+    let call = relay.post_call(&p.mcp, p.session, b"sealed call").await;
+    let (status, body) = relay
+        .send(Method::GET, format!("/v1/calls/{call}"), Some(&p.mcp), None)
+        .await;
+    assert_eq!(
+        (status, body["state"].as_str()),
+        (StatusCode::OK, Some("pending"))
+    );
+
+    let (status, claim) = relay
+        .send(
+            Method::POST,
+            format!("/v1/sessions/{}/claims?wait_ms=0&max=10", p.session),
+            Some(&p.owner),
+            None,
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{claim}");
+    assert_eq!(claim["calls"][0]["call_id"], json!(call));
+    assert_eq!(unb64(&claim["calls"][0]["envelope"]), b"sealed call");
+
+    let (status, _) = relay
+        .send(
+            Method::PUT,
+            format!("/v1/calls/{call}/reply"),
+            Some(&p.owner),
+            Some(json!({"envelope": b64(b"sealed reply")})),
+        )
+        .await;
+    assert_eq!(status, StatusCode::NO_CONTENT);
+    let (status, first) = relay
+        .send(
+            Method::GET,
+            format!("/v1/calls/{call}?wait_ms=1000"),
+            Some(&p.mcp),
+            None,
+        )
+        .await;
+    assert_eq!(
+        (status, first["state"].as_str()),
+        (StatusCode::OK, Some("answered"))
+    );
+    assert_eq!(unb64(&first["reply"]), b"sealed reply");
+    let (_, again) = relay
+        .send(Method::GET, format!("/v1/calls/{call}"), Some(&p.mcp), None)
+        .await;
+    assert_eq!(again["state"], "delivered");
+    assert_eq!(
+        again["reply"], first["reply"],
+        "a lost response loses nothing: the reply reads again"
+    );
+
+    let (_, live) = relay
+        .send(
+            Method::GET,
+            format!("/v1/pairings/{}/session", p.pair),
+            Some(&p.mcp),
+            None,
+        )
+        .await;
+    assert!(
+        live["claimer_seen_at"].as_i64().is_some(),
+        "the lookup says when the tab last polled"
+    );
+}
+
+/// A relay whose long-polls never re-check on their own before the deadline, so only a
+/// wake-up can end them early.
+async fn relay_without_fallback_poll() -> Relay {
+    Relay::start(crate::support::TestDb::sqlite(), |c| {
+        c.limits.fallback_poll_ms = 600_000
+    })
+    .await
+}
+
+/// A long-poll that was woken returns long before its 30 s deadline (a liveness bound, not a
+/// speed measurement).
+const WOKEN_WELL_BEFORE: Duration = Duration::from_secs(20);
+
+#[tokio::test]
+async fn a_waiting_claim_is_woken_by_a_post() {
+    let relay = relay_without_fallback_poll().await;
+    let p = pairing(&relay, "alice").await;
+    let started = Instant::now();
+    let claim = relay.send(
+        Method::POST,
+        format!("/v1/sessions/{}/claims?wait_ms=30000", p.session),
+        Some(&p.owner),
+        None,
+    );
+    let post = async {
+        relay.wait_for_waiters(1).await;
+        relay.post_call(&p.mcp, p.session, b"wake up").await
+    };
+    let ((status, body), call) = tokio::join!(claim, post);
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(body["calls"][0]["call_id"], json!(call));
+    assert!(
+        started.elapsed() < WOKEN_WELL_BEFORE,
+        "the claim was woken, not timed out"
+    );
+}
+
+#[tokio::test]
+async fn a_waiting_read_is_woken_by_the_reply_and_by_a_cancel() {
+    let relay = relay_without_fallback_poll().await;
+    let started = Instant::now();
+    let p = pairing(&relay, "alice").await;
+    let call = relay.post_call(&p.mcp, p.session, b"c").await;
+    relay
+        .send(
+            Method::POST,
+            format!("/v1/sessions/{}/claims", p.session),
+            Some(&p.owner),
+            None,
+        )
+        .await;
+    let read = relay.send(
+        Method::GET,
+        format!("/v1/calls/{call}?wait_ms=30000"),
+        Some(&p.mcp),
+        None,
+    );
+    let reply = async {
+        relay.wait_for_waiters(1).await;
+        relay
+            .send(
+                Method::PUT,
+                format!("/v1/calls/{call}/reply"),
+                Some(&p.owner),
+                Some(json!({"envelope": b64(b"r")})),
+            )
+            .await
+    };
+    let ((_, body), (status, _)) = tokio::join!(read, reply);
+    assert_eq!(status, StatusCode::NO_CONTENT);
+    assert_eq!(body["state"], "answered");
+
+    let call = relay.post_call(&p.mcp, p.session, b"c2").await;
+    let read = relay.send(
+        Method::GET,
+        format!("/v1/calls/{call}?wait_ms=30000"),
+        Some(&p.mcp),
+        None,
+    );
+    let cancel = async {
+        relay.wait_for_waiters(1).await;
+        relay
+            .send(
+                Method::POST,
+                format!("/v1/calls/{call}/cancel"),
+                Some(&p.mcp),
+                Some(json!({"reason": "client_cancelled"})),
+            )
+            .await
+    };
+    let ((_, body), (status, _)) = tokio::join!(read, cancel);
+    assert_eq!(status, StatusCode::NO_CONTENT);
+    assert_eq!(
+        (body["state"].as_str(), body["reason"].as_str()),
+        (Some("cancelled"), Some("client_cancelled"))
+    );
+    assert!(
+        started.elapsed() < 2 * WOKEN_WELL_BEFORE,
+        "both reads were woken, not timed out"
+    );
+}
+
+#[tokio::test]
+async fn a_duplicate_call_id_answers_409_and_the_call_can_be_read() {
+    let relay = Relay::sqlite().await;
+    let p = pairing(&relay, "alice").await;
+    let call = relay.post_call(&p.mcp, p.session, b"once").await;
+    let body = json!({"call_id": call, "envelope": b64(b"twice"), "ttl_s": 60});
+    let (status, error) = relay
+        .send(
+            Method::POST,
+            format!("/v1/sessions/{}/calls", p.session),
+            Some(&p.mcp),
+            Some(body),
+        )
+        .await;
+    assert_eq!(
+        (status, error["error"]["code"].as_str()),
+        (StatusCode::CONFLICT, Some("duplicate_call"))
+    );
+    let (status, _) = relay
+        .send(Method::GET, format!("/v1/calls/{call}"), Some(&p.mcp), None)
+        .await;
+    assert_eq!(status, StatusCode::OK);
+}
+
+#[tokio::test]
+async fn ending_a_session_cancels_its_calls_and_the_lookup_says_no_live_session() {
+    let relay = Relay::sqlite().await;
+    let p = pairing(&relay, "alice").await;
+    let call = relay.post_call(&p.mcp, p.session, b"c").await;
+    let (status, _) = relay
+        .send(
+            Method::DELETE,
+            format!("/v1/sessions/{}", p.session),
+            Some(&p.owner),
+            None,
+        )
+        .await;
+    assert_eq!(status, StatusCode::NO_CONTENT);
+    let (_, body) = relay
+        .send(Method::GET, format!("/v1/calls/{call}"), Some(&p.mcp), None)
+        .await;
+    assert_eq!(
+        (body["state"].as_str(), body["reason"].as_str()),
+        (Some("cancelled"), Some("session_ended"))
+    );
+    let (status, body) = relay
+        .send(
+            Method::GET,
+            format!("/v1/pairings/{}/session", p.pair),
+            Some(&p.mcp),
+            None,
+        )
+        .await;
+    assert_eq!(
+        (status, body["error"]["code"].as_str()),
+        (StatusCode::NOT_FOUND, Some("no_live_session"))
+    );
+    let (status, body) = relay
+        .send(
+            Method::POST,
+            format!("/v1/sessions/{}/calls", p.session),
+            Some(&p.mcp),
+            Some(json!({"call_id": id(), "envelope": "", "ttl_s": 5})),
+        )
+        .await;
+    assert_eq!(
+        (status, body["error"]["code"].as_str()),
+        (StatusCode::GONE, Some("session_ended"))
+    );
+}
+
+#[tokio::test]
+async fn signing_out_and_revoking_take_effect_on_the_next_request() {
+    let relay = Relay::sqlite().await;
+    let p = pairing(&relay, "alice").await;
+    let (status, list) = relay
+        .send(Method::GET, "/v1/mcp-tokens", Some(&p.owner), None)
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(list["tokens"][0]["id"], json!(p.mcp_id));
+    let (status, _) = relay
+        .send(
+            Method::DELETE,
+            format!("/v1/mcp-tokens/{}", p.mcp_id),
+            Some(&p.owner),
+            None,
+        )
+        .await;
+    assert_eq!(status, StatusCode::NO_CONTENT);
+    let (status, _) = relay.send(Method::GET, "/v1/me", Some(&p.mcp), None).await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+    let (status, _) = relay
+        .send(Method::POST, "/v1/auth/signout", Some(&p.owner), None)
+        .await;
+    assert_eq!(status, StatusCode::NO_CONTENT);
+    let (status, _) = relay
+        .send(Method::GET, "/v1/me", Some(&p.owner), None)
+        .await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+}
+
+#[tokio::test]
+async fn me_renews_an_owner_token_and_a_signin_link_works_once() {
+    let relay = Relay::sqlite().await;
+    let (_, owner) = relay.owner("alice").await;
+    let (status, me) = relay.send(Method::GET, "/v1/me", Some(&owner), None).await;
+    assert_eq!(
+        (
+            status,
+            me["owner"]["name"].as_str(),
+            me["token_kind"].as_str()
+        ),
+        (StatusCode::OK, Some("alice"), Some("owner"))
+    );
+    let renewed = me["token"].as_str().unwrap();
+    assert_eq!(
+        relay
+            .send(Method::GET, "/v1/me", Some(renewed), None)
+            .await
+            .0,
+        StatusCode::OK
+    );
+    let (_, link) = relay
+        .send(Method::POST, "/v1/auth/signin-links", Some(&owner), None)
+        .await;
+    let code = link["link"]
+        .as_str()
+        .unwrap()
+        .split("#signin=")
+        .nth(1)
+        .unwrap()
+        .to_owned();
+    let (status, _) = relay
+        .send(
+            Method::POST,
+            "/v1/auth/signin",
+            None,
+            Some(json!({"code": code})),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    let (status, body) = relay
+        .send(
+            Method::POST,
+            "/v1/auth/signin",
+            None,
+            Some(json!({"code": code})),
+        )
+        .await;
+    assert_eq!(
+        (status, body["error"]["code"].as_str()),
+        (StatusCode::UNAUTHORIZED, Some("invalid_signin_code"))
+    );
+}
+
+#[tokio::test]
+async fn health_readiness_openapi_and_metrics_answer() {
+    let relay = Relay::sqlite().await;
+    assert_eq!(
+        relay.send(Method::GET, "/healthz", None, None).await.0,
+        StatusCode::OK
+    );
+    assert_eq!(
+        relay.send(Method::GET, "/readyz", None, None).await.0,
+        StatusCode::OK
+    );
+    let (status, spec) = relay.send(Method::GET, "/openapi.json", None, None).await;
+    assert_eq!(status, StatusCode::OK);
+    for path in [
+        "/v1/auth/signin",
+        "/v1/sessions/{session_id}/claims",
+        "/v1/calls/{call_id}/reply",
+        "/v1/pairings/{pair_id}/session",
+    ] {
+        assert!(spec["paths"].get(path).is_some(), "{path} is documented");
+    }
+    let (status, metrics) = relay.send(Method::GET, "/metrics", None, None).await;
+    assert_eq!(status, StatusCode::OK);
+    let text = metrics.as_str().unwrap();
+    for name in [
+        "sealpost_calls{state=\"pending\"}",
+        "sealpost_claim_latency_seconds_bucket",
+        "sealpost_longpoll_waiters",
+        "sealpost_store_errors_total",
+    ] {
+        assert!(text.contains(name), "{name} in metrics");
+    }
+}
+
+#[tokio::test]
+async fn shutdown_ends_a_waiting_long_poll_at_once() {
+    let mut relay = Relay::sqlite().await;
+    let p = pairing(&relay, "alice").await;
+    let running = relay.running.take().unwrap();
+    let claim = relay.send(
+        Method::POST,
+        format!("/v1/sessions/{}/claims?wait_ms=30000", p.session),
+        Some(&p.owner),
+        None,
+    );
+    let stop = async {
+        relay.wait_for_waiters(1).await;
+        running.stop().await.unwrap();
+    };
+    let started = Instant::now();
+    let ((status, body), ()) = tokio::join!(claim, stop);
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert!(body["calls"].as_array().unwrap().is_empty());
+    assert!(
+        started.elapsed() < WOKEN_WELL_BEFORE,
+        "shutdown ended the long-poll"
+    );
+}
