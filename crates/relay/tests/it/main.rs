@@ -4,4 +4,6 @@
 mod api;
 mod contract;
 mod harness;
+mod isolation;
+mod limits;
 mod support;

@@ -1,0 +1,258 @@
+//! Limits: each is refused with its stable code, and oversized bodies are refused before they
+//! are read into memory (with a declared length, and chunked without one).
+
+use futures_util::stream;
+use reqwest::{Method, StatusCode};
+use sealpost_protocol::limits::{
+    MAX_CALL_ENVELOPE_BYTES, MAX_HELLO_BYTES, MAX_REPLY_ENVELOPE_BYTES,
+};
+use serde_json::json;
+
+use crate::harness::{Relay, b64, pairing};
+use crate::support::{TestDb, id};
+
+async fn code(
+    relay: &Relay,
+    method: Method,
+    path: String,
+    token: &str,
+    body: Option<serde_json::Value>,
+) -> (StatusCode, String) {
+    let (status, answer) = relay.send(method, path, Some(token), body).await;
+    (
+        status,
+        answer["error"]["code"].as_str().unwrap_or("").to_owned(),
+    )
+}
+
+#[tokio::test]
+async fn envelope_reply_and_hello_sizes_are_refused_with_their_codes() {
+    let relay = Relay::sqlite().await;
+    let p = pairing(&relay, "alice").await;
+    let calls = format!("/v1/sessions/{}/calls", p.session);
+    let just_over = vec![7u8; MAX_CALL_ENVELOPE_BYTES + 1];
+    let body = json!({"call_id": id(), "envelope": b64(&just_over), "ttl_s": 60});
+    assert_eq!(
+        code(&relay, Method::POST, calls.clone(), &p.mcp, Some(body)).await,
+        (StatusCode::PAYLOAD_TOO_LARGE, "envelope_too_large".into())
+    );
+    let way_over = vec![7u8; 4 * MAX_CALL_ENVELOPE_BYTES];
+    let body = json!({"call_id": id(), "envelope": b64(&way_over), "ttl_s": 60});
+    assert_eq!(
+        code(&relay, Method::POST, calls.clone(), &p.mcp, Some(body)).await,
+        (StatusCode::PAYLOAD_TOO_LARGE, "body_too_large".into())
+    );
+    let at_limit = vec![7u8; MAX_CALL_ENVELOPE_BYTES];
+    let call = id();
+    let body = json!({"call_id": call, "envelope": b64(&at_limit), "ttl_s": 60});
+    assert_eq!(
+        code(&relay, Method::POST, calls, &p.mcp, Some(body))
+            .await
+            .0,
+        StatusCode::CREATED
+    );
+
+    relay
+        .send(
+            Method::POST,
+            format!("/v1/sessions/{}/claims", p.session),
+            Some(&p.owner),
+            None,
+        )
+        .await;
+    let reply = json!({"envelope": b64(&vec![1u8; MAX_REPLY_ENVELOPE_BYTES + 1])});
+    assert_eq!(
+        code(
+            &relay,
+            Method::PUT,
+            format!("/v1/calls/{call}/reply"),
+            &p.owner,
+            Some(reply)
+        )
+        .await,
+        (StatusCode::PAYLOAD_TOO_LARGE, "reply_too_large".into())
+    );
+    let reply = json!({"envelope": b64(&vec![1u8; MAX_REPLY_ENVELOPE_BYTES])});
+    assert_eq!(
+        code(
+            &relay,
+            Method::PUT,
+            format!("/v1/calls/{call}/reply"),
+            &p.owner,
+            Some(reply)
+        )
+        .await
+        .0,
+        StatusCode::NO_CONTENT
+    );
+
+    let session = json!({"session_id": id(), "pair_id": id(), "hello": b64(&vec![0u8; MAX_HELLO_BYTES + 1]), "ttl_s": 60});
+    assert_eq!(
+        code(
+            &relay,
+            Method::POST,
+            "/v1/sessions".into(),
+            &p.owner,
+            Some(session)
+        )
+        .await,
+        (StatusCode::PAYLOAD_TOO_LARGE, "hello_too_large".into())
+    );
+}
+
+#[tokio::test]
+async fn a_chunked_body_without_length_is_cut_off_at_the_cap() {
+    let relay = Relay::sqlite().await;
+    let p = pairing(&relay, "alice").await;
+    // 64 MiB offered in 64 KiB chunks with no Content-Length; the relay stops at its cap.
+    let chunk = vec![b'A'; 64 * 1024];
+    let chunks = stream::iter((0..1024).map(move |_| Ok::<_, std::io::Error>(chunk.clone())));
+    let response = relay
+        .client
+        .post(format!("{}/v1/sessions/{}/calls", relay.base, p.session))
+        .bearer_auth(&p.mcp)
+        .header("content-type", "application/json")
+        .body(reqwest::Body::wrap_stream(chunks))
+        .send()
+        .await;
+    match response {
+        Ok(response) => {
+            assert_eq!(response.status(), StatusCode::PAYLOAD_TOO_LARGE);
+            let body: serde_json::Value = response.json().await.unwrap();
+            assert_eq!(body["error"]["code"], "body_too_large");
+        }
+        // The relay may close the connection while the client is still sending; that too is
+        // a refusal, and the relay kept serving (checked below).
+        Err(error) => assert!(error.is_request() || error.is_body(), "{error}"),
+    }
+    assert_eq!(
+        relay.send(Method::GET, "/healthz", None, None).await.0,
+        StatusCode::OK
+    );
+}
+
+#[tokio::test]
+async fn ttl_wait_and_batch_ceilings_are_refused_with_their_codes() {
+    let relay = Relay::sqlite().await;
+    let p = pairing(&relay, "alice").await;
+    let claims = |q: &str| format!("/v1/sessions/{}/claims?{q}", p.session);
+    assert_eq!(
+        code(
+            &relay,
+            Method::POST,
+            claims("wait_ms=30001"),
+            &p.owner,
+            None
+        )
+        .await,
+        (StatusCode::BAD_REQUEST, "wait_too_long".into())
+    );
+    assert_eq!(
+        code(&relay, Method::POST, claims("max=51"), &p.owner, None).await,
+        (StatusCode::BAD_REQUEST, "claim_batch_out_of_range".into())
+    );
+    assert_eq!(
+        code(&relay, Method::POST, claims("max=0"), &p.owner, None).await,
+        (StatusCode::BAD_REQUEST, "claim_batch_out_of_range".into())
+    );
+    let call = relay.post_call(&p.mcp, p.session, b"x").await;
+    assert_eq!(
+        code(
+            &relay,
+            Method::GET,
+            format!("/v1/calls/{call}?wait_ms=99999"),
+            &p.mcp,
+            None
+        )
+        .await,
+        (StatusCode::BAD_REQUEST, "wait_too_long".into())
+    );
+    for ttl in [0, 601] {
+        let body = json!({"call_id": id(), "envelope": "", "ttl_s": ttl});
+        assert_eq!(
+            code(
+                &relay,
+                Method::POST,
+                format!("/v1/sessions/{}/calls", p.session),
+                &p.mcp,
+                Some(body)
+            )
+            .await,
+            (StatusCode::BAD_REQUEST, "ttl_out_of_range".into())
+        );
+    }
+    let session = json!({"session_id": id(), "pair_id": id(), "hello": "", "ttl_s": 86_401});
+    assert_eq!(
+        code(
+            &relay,
+            Method::POST,
+            "/v1/sessions".into(),
+            &p.owner,
+            Some(session)
+        )
+        .await,
+        (StatusCode::BAD_REQUEST, "ttl_out_of_range".into())
+    );
+    let bad = json!({"reason": "because"});
+    assert_eq!(
+        code(
+            &relay,
+            Method::POST,
+            format!("/v1/calls/{call}/cancel"),
+            &p.mcp,
+            Some(bad)
+        )
+        .await,
+        (StatusCode::BAD_REQUEST, "bad_request".into())
+    );
+}
+
+#[tokio::test]
+async fn pending_calls_sessions_and_request_rate_are_limited() {
+    let relay = Relay::start(TestDb::sqlite(), |c| {
+        c.limits.max_pending_calls_per_session = 2;
+        c.limits.max_live_sessions_per_owner = 1;
+        c.limits.rate_per_token_per_s = 1;
+        c.limits.rate_burst_per_token = 6;
+    })
+    .await;
+    // pairing(): 3 requests on the owner token (mcp token, session) — within the burst.
+    let p = pairing(&relay, "alice").await;
+    relay.post_call(&p.mcp, p.session, b"1").await;
+    relay.post_call(&p.mcp, p.session, b"2").await;
+    let body = json!({"call_id": id(), "envelope": "", "ttl_s": 60});
+    assert_eq!(
+        code(
+            &relay,
+            Method::POST,
+            format!("/v1/sessions/{}/calls", p.session),
+            &p.mcp,
+            Some(body)
+        )
+        .await,
+        (
+            StatusCode::TOO_MANY_REQUESTS,
+            "too_many_pending_calls".into()
+        )
+    );
+    let session = json!({"session_id": id(), "pair_id": id(), "hello": "", "ttl_s": 60});
+    assert_eq!(
+        code(
+            &relay,
+            Method::POST,
+            "/v1/sessions".into(),
+            &p.owner,
+            Some(session)
+        )
+        .await,
+        (StatusCode::TOO_MANY_REQUESTS, "too_many_sessions".into())
+    );
+    let mut statuses = Vec::new();
+    for _ in 0..10 {
+        statuses.push(code(&relay, Method::GET, "/v1/me".into(), &p.mcp, None).await);
+    }
+    assert!(
+        statuses.contains(&(StatusCode::TOO_MANY_REQUESTS, "rate_limited".into())),
+        "{statuses:?}"
+    );
+}
