@@ -148,15 +148,19 @@ impl Executor {
                 ),
             ));
         };
-        let errors: Vec<String> = tool
-            .validator
-            .iter_errors(&call.arguments)
-            .take(MAX_REPORTED_SCHEMA_ERRORS)
-            .map(|error| match error.instance_path().as_str() {
-                "" => error.to_string(),
-                path => format!("{path}: {error}"),
-            })
-            .collect();
+        // `is_valid` is the fast path; errors are collected only to explain a refusal.
+        let errors: Vec<String> = if tool.validator.is_valid(&call.arguments) {
+            Vec::new()
+        } else {
+            tool.validator
+                .iter_errors(&call.arguments)
+                .take(MAX_REPORTED_SCHEMA_ERRORS)
+                .map(|error| match error.instance_path().as_str() {
+                    "" => error.to_string(),
+                    path => format!("{path}: {error}"),
+                })
+                .collect()
+        };
         if !errors.is_empty() {
             return Err(refusal(
                 RefusalCode::BadArguments,

@@ -39,6 +39,8 @@ pub(crate) struct Session {
     /// The latest time the host reported. Expiry is judged against it so a clock that steps
     /// back cannot revive an expired (and possibly pruned) call id.
     latest_now_ms: u64,
+    /// Size of `seen` above which expired ids are dropped.
+    prune_seen_above: usize,
 }
 
 impl Session {
@@ -64,6 +66,7 @@ impl Session {
             keys: Vec::new(),
             seen: HashMap::new(),
             latest_now_ms: created_at_ms,
+            prune_seen_above: SEEN_CALLS_PRUNE_THRESHOLD,
         })
     }
 
@@ -144,12 +147,15 @@ impl Session {
             }
         }
         self.seen.insert(header.call_id, header.expires_at_ms);
-        if self.seen.len() > SEEN_CALLS_PRUNE_THRESHOLD {
+        if self.seen.len() > self.prune_seen_above {
             // A call past its expiry is refused as expired whether or not its id is remembered
             // (and judged time never steps back), so expired ids can be forgotten.
             let latest = self.latest_now_ms;
             self.seen
                 .retain(|_, expires| latest <= expires.saturating_add(CLOCK_SKEW_MS));
+            // Prune again only once the set has doubled, so a session full of live calls costs
+            // amortised constant time per call rather than a scan per call.
+            self.prune_seen_above = SEEN_CALLS_PRUNE_THRESHOLD.max(2 * self.seen.len());
         }
         Ok(OpenedCall {
             header,

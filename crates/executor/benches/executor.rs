@@ -1,0 +1,268 @@
+//! `cargo xtask bench executor`: index build time, query latency and `handle()` throughput on a
+//! seeded, generated workspace of 10,000 documents (about 20 MB of text).
+//!
+//! A plain binary rather than criterion: the figures wanted are one build time, a latency
+//! distribution over a fixed query mix, and a sustained rate, each measured once per run.
+
+use std::future::Future;
+use std::pin::pin;
+use std::rc::Rc;
+use std::task::{Context, Poll, Waker};
+use std::time::{Duration, Instant};
+
+use rand::rngs::StdRng;
+use rand::{Rng, RngExt, SeedableRng};
+use sealpost_executor::{
+    Access, DocId, Document, Executor, Grants, GrantsHandle, HostTool, MemoryAuditLog, Outcome,
+    ToolFuture, ToolSpec, Workspace,
+};
+use sealpost_protocol::content::{ToolCall, ToolKind, ToolResult};
+use sealpost_seal::{PairingSecret, PluginSession, verify_hello};
+use serde_json::{Value, json};
+
+const DOCUMENTS: usize = 10_000;
+const WORDS_PER_BODY: usize = 250;
+const VOCABULARY: usize = 40_000;
+const QUERIES: usize = 200;
+const HANDLE_CALLS: usize = 100_000;
+const SOURCES: [&str; 4] = ["notes", "docs", "journal", "archive"];
+const START_MS: u64 = 1_800_000_000_000;
+
+/// Made-up words from syllables, so every run and machine sees the same text.
+fn vocabulary(rng: &mut StdRng) -> Vec<String> {
+    const SYLLABLES: [&str; 24] = [
+        "ka", "lo", "mi", "ren", "sto", "vel", "dra", "nor", "tis", "pan", "quo", "ber", "shi",
+        "ght", "al", "ex", "ion", "ment", "ing", "ed", "ro", "ta", "un", "ve",
+    ];
+    let mut words: Vec<String> = Vec::with_capacity(VOCABULARY);
+    let mut seen = std::collections::HashSet::new();
+    while words.len() < VOCABULARY {
+        let syllables = rng.random_range(1..=4);
+        let word: String = (0..syllables)
+            .map(|_| SYLLABLES[rng.random_range(0..SYLLABLES.len())])
+            .collect();
+        if seen.insert(word.clone()) {
+            words.push(word);
+        }
+    }
+    words
+}
+
+/// Zipf-distributed word ranks (s = 1.07), as in natural text: a few very common words and a
+/// long tail of rare ones.
+struct Zipf(Vec<f64>);
+
+impl Zipf {
+    fn new(n: usize) -> Self {
+        let mut total = 0.0;
+        let cumulative = (1..=n)
+            .map(|rank| {
+                total += 1.0 / (rank as f64).powf(1.07);
+                total
+            })
+            .collect::<Vec<_>>();
+        Self(cumulative.into_iter().map(|c| c / total).collect())
+    }
+
+    fn sample(&self, rng: &mut StdRng) -> usize {
+        let x: f64 = rng.random();
+        self.0.partition_point(|&c| c < x).min(self.0.len() - 1)
+    }
+}
+
+fn generate(rng: &mut StdRng) -> (Vec<String>, Vec<Document>) {
+    let words = vocabulary(rng);
+    let zipf = Zipf::new(words.len());
+    let docs = (0..DOCUMENTS)
+        .map(|n| {
+            let title: Vec<&str> = (0..rng.random_range(2..7))
+                .map(|_| words[zipf.sample(rng)].as_str())
+                .collect();
+            let mut body = String::with_capacity(WORDS_PER_BODY * 7);
+            for i in 0..WORDS_PER_BODY {
+                body.push_str(&words[zipf.sample(rng)]);
+                body.push(if i % 14 == 13 { '.' } else { ' ' });
+                if i % 14 == 13 {
+                    body.push(' ');
+                }
+            }
+            Document {
+                id: DocId::new(format!("doc-{n:05}")).unwrap(),
+                source: SOURCES[n % SOURCES.len()].to_owned(),
+                title: title.join(" "),
+                body,
+                updated_at_ms: START_MS,
+            }
+        })
+        .collect();
+    (words, docs)
+}
+
+/// 200 queries: common words, rare words, two- and three-word queries, quoted phrases lifted
+/// from documents, and prefixes.
+fn queries(rng: &mut StdRng, words: &[String], docs: &[Document]) -> Vec<String> {
+    (0..QUERIES)
+        .map(|n| match n % 5 {
+            0 => words[rng.random_range(0..50)].clone(),
+            1 => words[rng.random_range(5_000..VOCABULARY)].clone(),
+            2 => (0..rng.random_range(2..=3))
+                .map(|_| words[rng.random_range(0..2_000)].as_str())
+                .collect::<Vec<_>>()
+                .join(" "),
+            3 => {
+                let body: Vec<&str> = docs[rng.random_range(0..docs.len())]
+                    .body
+                    .split_whitespace()
+                    .collect();
+                let at = rng.random_range(0..body.len() - 3);
+                format!("\"{}\"", body[at..at + 3].join(" ").replace('.', ""))
+            }
+            _ => {
+                let word = &words[rng.random_range(0..5_000)];
+                format!("{}*", &word[..word.len().min(3)])
+            }
+        })
+        .collect()
+}
+
+fn block_on<F: Future>(future: F) -> F::Output {
+    let mut future = pin!(future);
+    let mut context = Context::from_waker(Waker::noop());
+    loop {
+        if let Poll::Ready(output) = future.as_mut().poll(&mut context) {
+            return output;
+        }
+    }
+}
+
+fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    sorted[((sorted.len() - 1) as f64 * p).round() as usize]
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e3
+}
+
+struct Noop;
+
+impl HostTool for Noop {
+    fn call(&self, _: Value) -> ToolFuture {
+        Box::pin(std::future::ready(Ok(ToolResult::default())))
+    }
+}
+
+fn main() {
+    let mut rng = StdRng::seed_from_u64(2026);
+    let (words, docs) = generate(&mut rng);
+    let text_bytes: usize = docs.iter().map(|d| d.title.len() + d.body.len()).sum();
+    let queries = queries(&mut rng, &words, &docs);
+    println!(
+        "workspace: {} documents, {:.1} MB of text, {} queries",
+        docs.len(),
+        text_bytes as f64 / 1e6,
+        queries.len()
+    );
+
+    let started = Instant::now();
+    let mut workspace = Workspace::default();
+    for source in SOURCES {
+        workspace.add_source(source).unwrap();
+    }
+    for doc in docs {
+        workspace.put(doc).unwrap();
+    }
+    let build = started.elapsed();
+    println!("index build: {:.0} ms (target <= 3000 ms)", ms(build));
+
+    let mut index_times = Vec::with_capacity(QUERIES);
+    let mut matched = 0usize;
+    for query in &queries {
+        let started = Instant::now();
+        let (_, hits) = workspace.search(query, |_| true, 10);
+        index_times.push(started.elapsed());
+        matched += usize::from(!hits.is_empty());
+    }
+    index_times.sort();
+    println!(
+        "index query: p50 {:.3} ms, p99 {:.3} ms, max {:.3} ms ({matched}/{QUERIES} queries matched; target p50 <= 5 ms)",
+        ms(percentile(&index_times, 0.5)),
+        ms(percentile(&index_times, 0.99)),
+        ms(*index_times.last().unwrap()),
+    );
+
+    let grants = GrantsHandle::new(Grants {
+        access: Access::On,
+        sources: SOURCES.map(str::to_owned).into(),
+        tools: ["search_workspace", "noop"].map(str::to_owned).into(),
+    });
+    let audit = MemoryAuditLog::new();
+    let executor = Executor::new(workspace, grants, Rc::new(audit));
+
+    let mut tool_times = Vec::with_capacity(QUERIES);
+    for query in &queries {
+        let call = ToolCall {
+            name: "search_workspace".into(),
+            arguments: json!({"query": query}),
+        };
+        let started = Instant::now();
+        let decision = block_on(executor.execute(&call, &START_MS, &mut rng));
+        tool_times.push(started.elapsed());
+        std::hint::black_box(decision);
+    }
+    tool_times.sort();
+    println!(
+        "search_workspace tool (schema, search, 10 snippets, JSON): p50 {:.3} ms, p99 {:.3} ms",
+        ms(percentile(&tool_times, 0.5)),
+        ms(percentile(&tool_times, 0.99)),
+    );
+
+    executor
+        .register_tool(
+            ToolSpec {
+                name: "noop".into(),
+                description: "Does nothing.".into(),
+                input_schema: json!({"type": "object", "additionalProperties": false}),
+                kind: ToolKind::Read,
+            },
+            Rc::new(Noop),
+        )
+        .unwrap();
+    let pairing = PairingSecret::from_bytes([7; 32]);
+    let session_end = START_MS + 3_600_000;
+    let hello = executor
+        .start_session(&pairing, [1; 16], START_MS, session_end, &mut rng)
+        .unwrap();
+    let plugin = PluginSession::start(
+        &pairing,
+        &verify_hello(&pairing, &hello, START_MS).unwrap(),
+        &mut rng,
+    )
+    .unwrap();
+    let plaintext = serde_json::to_vec(&ToolCall {
+        name: "noop".into(),
+        arguments: json!({}),
+    })
+    .unwrap();
+    let envelopes: Vec<Vec<u8>> = (0..HANDLE_CALLS)
+        .map(|n| {
+            let mut call_id = [0u8; 16];
+            call_id[..8].copy_from_slice(&(n as u64).to_be_bytes());
+            let header = plugin.call_header(call_id, START_MS, session_end);
+            plugin.seal_call(&header, &plaintext, &mut rng).unwrap()
+        })
+        .collect();
+    let started = Instant::now();
+    let mut replies = 0usize;
+    for envelope in &envelopes {
+        if let Outcome::Reply { .. } = block_on(executor.handle(envelope, &START_MS, &mut rng)) {
+            replies += 1;
+        }
+    }
+    let elapsed = started.elapsed();
+    assert_eq!(replies, HANDLE_CALLS, "every call is answered");
+    println!(
+        "handle() no-op read tool, open + checks + seal + audit: {:.0} calls/s over {HANDLE_CALLS} calls on one core (target >= 50000)",
+        HANDLE_CALLS as f64 / elapsed.as_secs_f64()
+    );
+    let _ = rng.next_u32();
+}
