@@ -77,6 +77,10 @@ struct ServeArgs {
     /// Live sessions one owner may hold.
     #[arg(long, env = "SEALPOST_MAX_LIVE_SESSIONS", default_value_t = Limits::default().max_live_sessions_per_owner)]
     max_live_sessions: u32,
+    /// Long-polls re-check the database at least this often, in milliseconds (covers a lost
+    /// cross-replica notification).
+    #[arg(long, env = "SEALPOST_FALLBACK_POLL_MS", default_value_t = Limits::default().fallback_poll_ms)]
+    fallback_poll_ms: u64,
     /// How often the sweeper runs, in milliseconds.
     #[arg(long, env = "SEALPOST_SWEEP_INTERVAL_MS", default_value_t = Limits::default().sweep_interval_ms)]
     sweep_interval_ms: u64,
@@ -140,6 +144,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             config.limits.max_pending_calls_per_session = args.max_pending_calls;
             config.limits.max_live_sessions_per_owner = args.max_live_sessions;
             config.limits.sweep_interval_ms = args.sweep_interval_ms;
+            config.limits.fallback_poll_ms = args.fallback_poll_ms;
             crate::app::serve(config).await
         }
         Command::Migrate => {

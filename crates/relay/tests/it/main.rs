@@ -2,8 +2,10 @@
 //! HTTP API on loopback against fresh databases.
 
 mod api;
+mod boundaries;
 mod contract;
 mod harness;
 mod isolation;
 mod limits;
+mod processes;
 mod support;

@@ -1,0 +1,403 @@
+//! The relay as real processes: two replicas on one PostgreSQL, `kill -9` under load and a
+//! restart, a canary that must never reach disk or logs in the clear, and flat memory under an
+//! oversized chunked body.
+
+use std::io::{BufRead, BufReader, Read};
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use reqwest::{Method, StatusCode};
+use serde_json::json;
+
+use crate::harness::{Relay, TEST_KEY, b64, pairing};
+use crate::support::{TempDir, TestDb, id};
+
+/// A relay child process; killed when dropped.
+struct RelayProcess {
+    child: Child,
+    base: String,
+    log: std::path::PathBuf,
+}
+
+impl Drop for RelayProcess {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn spawn_relay(database_url: &str, dir: &TempDir, name: &str) -> RelayProcess {
+    let key_file = dir.0.join("signing.key");
+    std::fs::write(&key_file, TEST_KEY).unwrap();
+    let log = dir.0.join(format!("{name}.log"));
+    let mut child = Command::new(env!("CARGO_BIN_EXE_sealpost-relay"))
+        // No fallback poll within a test's lifetime: only real wake-ups end a long-poll early.
+        .args([
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--rate-per-token",
+            "0",
+            "--fallback-poll-ms",
+            "600000",
+        ])
+        .env("SEALPOST_DATABASE_URL", database_url)
+        .env("SEALPOST_SIGNING_KEY_FILE", &key_file)
+        .env("SEALPOST_LOG", "debug")
+        .stdout(Stdio::piped())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .expect("spawn sealpost-relay");
+    // The relay prints its address once it listens: wait for that line (a state, not a delay).
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    let base = loop {
+        line.clear();
+        assert!(
+            stdout.read_line(&mut line).unwrap() > 0,
+            "relay exited early; see {}",
+            log.display()
+        );
+        if let Some(addr) = line.trim().strip_prefix("sealpost-relay listening on ") {
+            break addr.to_owned();
+        }
+    };
+    // Keep draining stdout so the child never blocks on a full pipe.
+    std::thread::spawn(move || {
+        let mut sink = Vec::new();
+        let _ = stdout.read_to_end(&mut sink);
+    });
+    RelayProcess { child, base, log }
+}
+
+/// A client-side view of a relay process, reusing the in-process harness's helpers.
+fn client_for(process: &RelayProcess, db: TestDb) -> Relay {
+    Relay {
+        base: process.base.clone(),
+        running: None,
+        client: reqwest::Client::new(),
+        _db: db,
+    }
+}
+
+/// Signs in an owner through the store directly (the processes share the database).
+async fn pairing_via(relay: &Relay, database_url: &str) -> crate::harness::Pairing {
+    let store = sealpost_relay::store::open(database_url).await.unwrap();
+    let owner_id = id();
+    store
+        .create_owner(
+            owner_id,
+            &format!("o-{owner_id}"),
+            sealpost_relay::clock::now_ms(),
+        )
+        .await
+        .unwrap();
+    let (link, _) = sealpost_relay::http::accounts::create_signin_link(
+        store.as_ref(),
+        &relay.base,
+        owner_id,
+        900,
+    )
+    .await
+    .unwrap();
+    let code = link.split("#signin=").nth(1).unwrap();
+    let (_, body) = relay
+        .send(
+            Method::POST,
+            "/v1/auth/signin",
+            None,
+            Some(json!({"code": code})),
+        )
+        .await;
+    let owner = body["token"].as_str().expect("signed in").to_owned();
+    let pair = id();
+    let (mcp_id, mcp) = relay.mcp_token(&owner, pair).await;
+    let session = relay.session(&owner, pair, b"opaque hello bytes").await;
+    crate::harness::Pairing {
+        owner_id,
+        owner,
+        pair,
+        mcp,
+        mcp_id,
+        session,
+    }
+}
+
+#[tokio::test]
+async fn a_post_on_one_replica_wakes_a_claim_waiting_on_another() {
+    let Some(db) = TestDb::postgres().await else {
+        return;
+    };
+    let dir = TempDir::new();
+    let first = spawn_relay(&db.url, &dir, "first");
+    let second = spawn_relay(&db.url, &dir, "second");
+    let url = db.url.clone();
+    let a = client_for(&first, db);
+    let b = client_for(
+        &second,
+        TestDb {
+            url: url.clone(),
+            _dir: None,
+        },
+    );
+    let p = pairing_via(&a, &url).await;
+    let started = std::time::Instant::now();
+    let claim = b.send(
+        Method::POST,
+        format!("/v1/sessions/{}/claims?wait_ms=30000", p.session),
+        Some(&p.owner),
+        None,
+    );
+    let post = async {
+        b.wait_for_waiters(1).await;
+        a.post_call(&p.mcp, p.session, b"across replicas").await
+    };
+    let ((status, body), call) = tokio::join!(claim, post);
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["calls"][0]["call_id"], json!(call));
+    // No fallback poll and a 30 s wait: only pg_notify explains an answer well before it.
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(20),
+        "woken by the notification"
+    );
+}
+
+async fn crash_and_restart(db: TestDb) {
+    let dir = TempDir::new();
+    let url = db.url.clone();
+    let first = spawn_relay(&url, &dir, "before-crash");
+    let relay = client_for(&first, db);
+    let p = pairing_via(&relay, &url).await;
+    let stop = Arc::new(AtomicBool::new(false));
+    // Load: posters record every call the relay acknowledged with 201; a claimer records
+    // every call it was handed.
+    let mut posters = Vec::new();
+    for _ in 0..4 {
+        let (client, base, token, session, stop) = (
+            relay.client.clone(),
+            relay.base.clone(),
+            p.mcp.clone(),
+            p.session,
+            stop.clone(),
+        );
+        posters.push(tokio::spawn(async move {
+            let mut acknowledged = Vec::new();
+            while !stop.load(Ordering::SeqCst) {
+                let call = id();
+                let sent = client
+                    .post(format!("{base}/v1/sessions/{session}/calls"))
+                    .bearer_auth(&token)
+                    .json(&json!({"call_id": call, "envelope": b64(b"load"), "ttl_s": 600}))
+                    .send()
+                    .await;
+                match sent {
+                    Ok(r) if r.status() == StatusCode::CREATED => acknowledged.push(call),
+                    Ok(_) => {}
+                    Err(_) => break,
+                }
+            }
+            acknowledged
+        }));
+    }
+    let claim_once = |base: String, client: reqwest::Client, token: String, session| async move {
+        let r = client
+            .post(format!("{base}/v1/sessions/{session}/claims?max=50"))
+            .bearer_auth(&token)
+            .send()
+            .await
+            .ok()?;
+        let body: serde_json::Value = r.json().await.ok()?;
+        Some(
+            body["calls"]
+                .as_array()?
+                .iter()
+                .map(|c| c["call_id"].as_str().unwrap().to_owned())
+                .collect::<Vec<_>>(),
+        )
+    };
+    let mut claimed = Vec::new();
+    // Claim until a few hundred calls went through, then kill -9 mid-stream.
+    while claimed.len() < 300 {
+        if let Some(batch) = claim_once(
+            relay.base.clone(),
+            relay.client.clone(),
+            p.owner.clone(),
+            p.session,
+        )
+        .await
+        {
+            claimed.extend(batch);
+        }
+    }
+    let mut first = first;
+    first.child.kill().unwrap(); // SIGKILL
+    first.child.wait().unwrap();
+    stop.store(true, Ordering::SeqCst);
+    let mut acknowledged = Vec::new();
+    for poster in posters {
+        acknowledged.extend(poster.await.unwrap());
+    }
+    let second = spawn_relay(&url, &dir, "after-crash");
+    let restarted = client_for(
+        &second,
+        TestDb {
+            url: url.clone(),
+            _dir: None,
+        },
+    );
+    loop {
+        let batch = claim_once(
+            restarted.base.clone(),
+            restarted.client.clone(),
+            p.owner.clone(),
+            p.session,
+        )
+        .await
+        .unwrap();
+        if batch.is_empty() {
+            break;
+        }
+        claimed.extend(batch);
+    }
+    let unique: std::collections::HashSet<_> = claimed.iter().cloned().collect();
+    assert_eq!(unique.len(), claimed.len(), "no call was claimed twice");
+    for call in &acknowledged {
+        let (status, body) = restarted
+            .send(Method::GET, format!("/v1/calls/{call}"), Some(&p.mcp), None)
+            .await;
+        assert_eq!(
+            status,
+            StatusCode::OK,
+            "acknowledged call {call} survived the crash"
+        );
+        assert!(
+            unique.contains(&call.to_string()) || body["state"] == "pending",
+            "{call}: {body}"
+        );
+    }
+    assert!(acknowledged.len() >= 300, "the crash happened under load");
+}
+
+#[tokio::test]
+async fn kill_9_under_load_loses_no_acknowledged_call_on_sqlite() {
+    crash_and_restart(TestDb::sqlite()).await;
+}
+
+#[tokio::test]
+async fn kill_9_under_load_loses_no_acknowledged_call_on_postgres() {
+    let Some(db) = TestDb::postgres().await else {
+        return;
+    };
+    crash_and_restart(db).await;
+}
+
+#[tokio::test]
+async fn a_canary_in_calls_and_replies_never_reaches_disk_or_logs_in_the_clear() {
+    // The plaintext a plugin would seal. The relay only ever receives its sealed form; here
+    // the "sealing" is a byte-wise transform the relay cannot see through, and the test checks
+    // that neither the plaintext nor its base64 form appears anywhere the relay writes.
+    const CANARY: &[u8] = b"CANARY-7f3a9c-do-not-store";
+    let seal = |plain: &[u8]| plain.iter().map(|b| b ^ 0x5a).collect::<Vec<u8>>();
+    let db = TestDb::sqlite();
+    let dir = TempDir::new();
+    let url = db.url.clone();
+    let db_dir = db._dir.as_ref().unwrap().0.clone();
+    let process = spawn_relay(&url, &dir, "canary");
+    let relay = client_for(&process, db);
+    let p = pairing_via(&relay, &url).await;
+    for _ in 0..20 {
+        let call = relay.post_call(&p.mcp, p.session, &seal(CANARY)).await;
+        relay
+            .send(
+                Method::POST,
+                format!("/v1/sessions/{}/claims", p.session),
+                Some(&p.owner),
+                None,
+            )
+            .await;
+        relay
+            .send(
+                Method::PUT,
+                format!("/v1/calls/{call}/reply"),
+                Some(&p.owner),
+                Some(json!({"envelope": b64(&seal(CANARY))})),
+            )
+            .await;
+        relay
+            .send(Method::GET, format!("/v1/calls/{call}"), Some(&p.mcp), None)
+            .await;
+    }
+    let log = process.log.clone();
+    drop(process);
+    let mut files = vec![log];
+    files.extend(
+        std::fs::read_dir(&db_dir)
+            .unwrap()
+            .map(|e| e.unwrap().path()),
+    );
+    for file in files {
+        let bytes = std::fs::read(&file).unwrap();
+        for needle in [
+            CANARY.to_vec(),
+            b64(CANARY).into_bytes(),
+            b64(&seal(CANARY)).into_bytes(),
+        ] {
+            assert!(
+                !bytes.windows(needle.len()).any(|w| w == needle.as_slice()),
+                "{} contains {:?}",
+                file.display(),
+                String::from_utf8_lossy(&needle)
+            );
+        }
+        let log_text = String::from_utf8_lossy(&bytes);
+        assert!(
+            !log_text.contains(&p.mcp) && !log_text.contains(&p.owner),
+            "{} contains a token",
+            file.display()
+        );
+    }
+}
+
+fn rss_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .unwrap()
+        .trim()
+        .trim_end_matches(" kB")
+        .trim()
+        .parse()
+        .unwrap()
+}
+
+#[tokio::test]
+async fn an_oversized_chunked_body_leaves_memory_flat() {
+    let db = TestDb::sqlite();
+    let dir = TempDir::new();
+    let url = db.url.clone();
+    let process = spawn_relay(&url, &dir, "memory");
+    let relay = client_for(&process, db);
+    let p = pairing_via(&relay, &url).await;
+    let before = rss_kib(process.child.id());
+    for _ in 0..4 {
+        let chunk = vec![b'A'; 256 * 1024];
+        let chunks = futures_util::stream::iter(
+            (0..256).map(move |_| Ok::<_, std::io::Error>(chunk.clone())),
+        );
+        let _ = relay
+            .client
+            .post(format!("{}/v1/sessions/{}/calls", relay.base, p.session))
+            .bearer_auth(&p.mcp)
+            .body(reqwest::Body::wrap_stream(chunks))
+            .send()
+            .await;
+    }
+    let after = rss_kib(process.child.id());
+    // 4 × 64 MiB were offered; the peak resident size grew by far less than one of them.
+    assert!(
+        after < before + 16 * 1024,
+        "peak RSS grew from {before} KiB to {after} KiB"
+    );
+}
