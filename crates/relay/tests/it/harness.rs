@@ -178,7 +178,6 @@ pub fn unb64(value: &Value) -> Vec<u8> {
 /// A full fixture: an owner with a session and an MCP token for its pairing.
 #[derive(Debug)]
 pub struct Pairing {
-    pub owner_id: Id16,
     pub owner: String,
     pub pair: Id16,
     pub mcp: String,
@@ -187,12 +186,11 @@ pub struct Pairing {
 }
 
 pub async fn pairing(relay: &Relay, name: &str) -> Pairing {
-    let (owner_id, owner) = relay.owner(name).await;
+    let (_, owner) = relay.owner(name).await;
     let pair = id();
     let (mcp_id, mcp) = relay.mcp_token(&owner, pair).await;
     let session = relay.session(&owner, pair, b"opaque hello bytes").await;
     Pairing {
-        owner_id,
         owner,
         pair,
         mcp,

@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use reqwest::{Method, StatusCode};
 use serde_json::json;
 
-use crate::harness::{Relay, TEST_KEY, b64, pairing};
+use crate::harness::{Relay, TEST_KEY, b64};
 use crate::support::{TempDir, TestDb, id};
 
 /// A relay child process; killed when dropped.
@@ -115,7 +115,6 @@ async fn pairing_via(relay: &Relay, database_url: &str) -> crate::harness::Pairi
     let (mcp_id, mcp) = relay.mcp_token(&owner, pair).await;
     let session = relay.session(&owner, pair, b"opaque hello bytes").await;
     crate::harness::Pairing {
-        owner_id,
         owner,
         pair,
         mcp,
