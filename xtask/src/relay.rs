@@ -1,11 +1,64 @@
-//! Relay tasks: `cargo xtask run` and `cargo xtask bench relay`.
+//! Relay tasks: `cargo xtask run` (the relay on SQLite serving `web/`) and
+//! `cargo xtask bench relay` (the load benchmark on SQLite and on a throwaway PostgreSQL).
+
+use std::path::Path;
+use std::process::Command;
 
 use anyhow::{Result, bail};
 
-pub fn run() -> Result<()> {
-    bail!("the relay is not part of this build yet")
+use crate::postgres::TestCluster;
+
+fn workspace() -> &'static Path {
+    Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/.."))
 }
 
+fn cargo() -> Command {
+    Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
+}
+
+/// Starts the relay at 127.0.0.1:8080 on `target/dev/sealpost-relay.db`. On the first start it
+/// creates a local owner and prints a sign-in link. Serves `web/` when it exists.
+pub fn run() -> Result<()> {
+    let root = workspace();
+    std::fs::create_dir_all(root.join("target/dev"))?;
+    let mut command = cargo();
+    command
+        .current_dir(root)
+        .args([
+            "run",
+            "--release",
+            "-p",
+            "sealpost-relay",
+            "--",
+            "serve",
+            "--listen",
+            "127.0.0.1:8080",
+        ])
+        .env(
+            "SEALPOST_DATABASE_URL",
+            "sqlite://target/dev/sealpost-relay.db",
+        );
+    if root.join("web").is_dir() {
+        command.args(["--web", "web"]);
+    }
+    let status = command.status()?;
+    if !status.success() {
+        bail!("the relay exited with {status}");
+    }
+    Ok(())
+}
+
+/// Runs the relay benchmark (crates/relay/benches/relay.rs) on SQLite and on a throwaway
+/// PostgreSQL cluster, each beside its same-run ceilings.
 pub fn bench() -> Result<()> {
-    bail!("the relay is not part of this build yet")
+    let cluster = TestCluster::start()?;
+    let status = cargo()
+        .current_dir(workspace())
+        .args(["bench", "-p", "sealpost-relay", "--bench", "relay"])
+        .env("SEALPOST_BENCH_POSTGRES_URL", cluster.url())
+        .status()?;
+    if !status.success() {
+        bail!("the relay benchmark failed ({status})");
+    }
+    Ok(())
 }
