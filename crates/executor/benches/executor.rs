@@ -182,6 +182,8 @@ fn main() {
         index_times.push(started.elapsed());
         matched += usize::from(!hits.is_empty());
     }
+    let mut slowest: Vec<(Duration, &String)> = index_times.iter().copied().zip(&queries).collect();
+    slowest.sort_by(|a, b| b.0.cmp(&a.0));
     index_times.sort();
     println!(
         "index query: p50 {:.3} ms, p99 {:.3} ms, max {:.3} ms ({matched}/{QUERIES} queries matched; target p50 <= 5 ms)",
@@ -189,6 +191,13 @@ fn main() {
         ms(percentile(&index_times, 0.99)),
         ms(*index_times.last().unwrap()),
     );
+
+    let slowest: Vec<String> = slowest
+        .iter()
+        .take(3)
+        .map(|(time, query)| format!("{query} ({:.1} ms)", ms(*time)))
+        .collect();
+    println!("slowest queries: {}", slowest.join(", "));
 
     let grants = GrantsHandle::new(Grants {
         access: Access::On,

@@ -240,11 +240,14 @@ impl SearchIndex {
 
         let mut scores = vec![0f32; self.docs.len()];
         let mut matched = vec![0u64; self.docs.len()];
-        let mut best_alternative: HashMap<u32, f32> = HashMap::new();
+        // Per-clause best score of a document over the clause's alternatives (prefix
+        // expansions), dense and reset through `touched` so no map is built per query.
+        let mut best_alternative = vec![0f32; self.docs.len()];
+        let mut touched: Vec<u32> = Vec::new();
         for (index, clause) in query.clauses.iter().enumerate() {
             let bit = 1u64 << index;
             if let [term_id] = clause.terms[..] {
-                // One term: no alternatives to take the best of, so skip the map.
+                // One term: no alternatives to take the best of.
                 let list = &self.postings[term_id as usize];
                 let idf = idf(n, list.len());
                 for posting in list.iter().filter(|p| is_allowed(p.slot)) {
@@ -253,21 +256,20 @@ impl SearchIndex {
                 }
                 continue;
             }
-            best_alternative.clear();
             for &term_id in &clause.terms {
                 let list = &self.postings[term_id as usize];
-                if list.is_empty() {
-                    continue;
-                }
                 let idf = idf(n, list.len());
                 for posting in list.iter().filter(|p| is_allowed(p.slot)) {
-                    let score = idf * weight(posting);
-                    let best = best_alternative.entry(posting.slot).or_insert(0.0);
-                    *best = best.max(score);
+                    let best = &mut best_alternative[posting.slot as usize];
+                    if *best == 0.0 {
+                        touched.push(posting.slot);
+                    }
+                    *best = best.max(idf * weight(posting));
                 }
             }
-            for (&slot, &score) in &best_alternative {
-                scores[slot as usize] += score;
+            for slot in touched.drain(..) {
+                let best = std::mem::take(&mut best_alternative[slot as usize]);
+                scores[slot as usize] += best;
                 matched[slot as usize] |= bit;
             }
         }
@@ -319,13 +321,24 @@ impl SearchIndex {
     }
 
     fn contains_sequence(&self, slot: u32, phrase: &[u32]) -> bool {
-        if phrase.is_empty() {
+        // Anchor on the phrase's rarest term: most positions fail that one u32 comparison, which
+        // is far cheaper than comparing every window of a long document.
+        let Some((anchor, &anchor_term)) = phrase
+            .iter()
+            .enumerate()
+            .min_by_key(|(_, term)| self.postings[**term as usize].len())
+        else {
             return true;
-        }
-        self.doc(slot)
-            .sequence
-            .windows(phrase.len())
-            .any(|window| window == phrase)
+        };
+        let sequence = &self.doc(slot).sequence;
+        sequence
+            .iter()
+            .enumerate()
+            .filter(|&(at, &term)| term == anchor_term && at >= anchor)
+            .any(|(at, _)| {
+                let start = at - anchor;
+                sequence.get(start..start + phrase.len()) == Some(phrase)
+            })
     }
 
     fn intern(&mut self, term: &str) -> u32 {
