@@ -183,7 +183,7 @@ fn main() {
         matched += usize::from(!hits.is_empty());
     }
     let mut slowest: Vec<(Duration, &String)> = index_times.iter().copied().zip(&queries).collect();
-    slowest.sort_by(|a, b| b.0.cmp(&a.0));
+    slowest.sort_by_key(|(time, _)| std::cmp::Reverse(*time));
     index_times.sort();
     println!(
         "index query: p50 {:.3} ms, p99 {:.3} ms, max {:.3} ms ({matched}/{QUERIES} queries matched; target p50 <= 5 ms)",
