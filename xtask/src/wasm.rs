@@ -1,14 +1,15 @@
 //! The wasm test suites: the same integration tests, compiled for `wasm32-unknown-unknown` and
-//! run by `wasm-bindgen-test-runner` in headless Chromium through ChromeDriver. Each crate
-//! listed keeps a `webdriver.json` with the Chromium flags this machine needs.
+//! run by `wasm-bindgen-test-runner` in headless Chromium through ChromeDriver, with the
+//! Chromium flags in `xtask/webdriver.json` (headless, no sandbox as root, no background
+//! networking on a closed network).
 
 use anyhow::Result;
 
-use crate::cmd::cargo;
+use crate::cmd::{cargo, root};
 use crate::tools::Tools;
 
 /// Crates whose `tests/it` suite also runs in the browser.
-const WASM_TEST_CRATES: [&str; 1] = ["sealpost-seal"];
+const WASM_TEST_CRATES: [&str; 2] = ["sealpost-seal", "sealpost-executor"];
 
 pub fn test(tools: &Tools) -> Result<()> {
     for krate in WASM_TEST_CRATES {

@@ -22,7 +22,9 @@ fn cancel_reason(outcome: &Outcome) -> CancelReason {
     }
 }
 
-#[test]
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
 fn a_reply_opens_on_the_plugin_side_and_is_audited() {
     let h = Harness::new();
     let (header, envelope) = h.envelope("list_sources", empty());
@@ -46,7 +48,9 @@ fn a_reply_opens_on_the_plugin_side_and_is_audited() {
     assert_eq!(h.audit.last().as_ref(), Some(audit));
 }
 
-#[test]
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
 fn a_replayed_envelope_is_cancelled_and_not_run_again() {
     let h = Harness::new();
     let (_, envelope) = h.envelope(
@@ -65,7 +69,9 @@ fn a_replayed_envelope_is_cancelled_and_not_run_again() {
     );
 }
 
-#[test]
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
 fn a_corrupted_copy_does_not_burn_the_real_call_id() {
     let h = Harness::new();
     let (_, envelope) = h.envelope("list_sources", empty());
@@ -78,7 +84,9 @@ fn a_corrupted_copy_does_not_burn_the_real_call_id() {
     assert!(matches!(h.handle(&envelope), Outcome::Reply { .. }));
 }
 
-#[test]
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
 fn garbage_and_other_sessions_are_undecryptable() {
     let h = Harness::new();
     let outcome = h.handle(b"not an envelope");
@@ -102,7 +110,9 @@ fn garbage_and_other_sessions_are_undecryptable() {
     );
 }
 
-#[test]
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
 fn a_call_from_another_pairing_is_undecryptable() {
     let h = Harness::new();
     let other = Harness::new_with_pairing([3; 32]);
@@ -113,7 +123,9 @@ fn a_call_from_another_pairing_is_undecryptable() {
     );
 }
 
-#[test]
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
 fn an_expired_call_is_cancelled() {
     let h = Harness::new();
     let (_, envelope) = h.envelope("list_sources", empty());
@@ -122,7 +134,9 @@ fn an_expired_call_is_cancelled() {
     assert_eq!(cancel_reason(&h.handle(&envelope)), CancelReason::Expired);
 }
 
-#[test]
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
 fn a_call_within_the_clock_tolerance_still_runs() {
     let h = Harness::new();
     let (_, envelope) = h.envelope("list_sources", empty());
@@ -131,7 +145,9 @@ fn a_call_within_the_clock_tolerance_still_runs() {
     assert!(matches!(h.handle(&envelope), Outcome::Reply { .. }));
 }
 
-#[test]
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
 fn a_call_expiring_after_the_session_is_cancelled() {
     let h = Harness::new();
     let header = h
@@ -141,7 +157,9 @@ fn a_call_expiring_after_the_session_is_cancelled() {
     assert_eq!(cancel_reason(&h.handle(&envelope)), CancelReason::Expired);
 }
 
-#[test]
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
 fn a_call_stamped_in_the_future_is_cancelled() {
     let h = Harness::new();
     let created = START_MS + sealpost_seal::CLOCK_SKEW_MS + 1;
@@ -150,7 +168,9 @@ fn a_call_stamped_in_the_future_is_cancelled() {
     assert_eq!(cancel_reason(&h.handle(&envelope)), CancelReason::Expired);
 }
 
-#[test]
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
 fn a_clock_stepping_back_does_not_revive_an_expired_call() {
     let h = Harness::new();
     let (_, envelope) = h.envelope("list_sources", empty());
@@ -161,7 +181,9 @@ fn a_clock_stepping_back_does_not_revive_an_expired_call() {
     assert_eq!(cancel_reason(&h.handle(&envelope)), CancelReason::Expired);
 }
 
-#[test]
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
 fn an_ended_or_expired_session_cancels_everything() {
     let h = Harness::new();
     let (_, envelope) = h.envelope("list_sources", empty());
@@ -181,7 +203,9 @@ fn an_ended_or_expired_session_cancels_everything() {
     );
 }
 
-#[test]
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
 fn a_plaintext_that_is_not_a_tool_call_is_refused_as_bad_arguments() {
     let h = Harness::new();
     let header = h.header();
@@ -191,7 +215,9 @@ fn a_plaintext_that_is_not_a_tool_call_is_refused_as_bad_arguments() {
     assert!(matches!(reply, Reply::Refusal(r) if r.code == RefusalCode::BadArguments));
 }
 
-#[test]
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
 fn an_unknown_tool_is_refused() {
     let h = Harness::new();
     assert_eq!(
@@ -200,7 +226,9 @@ fn an_unknown_tool_is_refused() {
     );
 }
 
-#[test]
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
 fn arguments_that_break_the_schema_are_refused_with_the_reason() {
     let h = Harness::new();
     let refusal = h.refusal("search_workspace", json!({"query": "keys", "limit": 1000}));
@@ -220,7 +248,9 @@ fn arguments_that_break_the_schema_are_refused_with_the_reason() {
     }
 }
 
-#[test]
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
 fn access_off_or_locked_runs_nothing() {
     let h = Harness::new();
     for access in [Access::Off, Access::Locked] {
@@ -237,7 +267,9 @@ fn access_off_or_locked_runs_nothing() {
     assert!(h.executor.pending_proposals().is_empty());
 }
 
-#[test]
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
 fn a_tool_grant_removed_between_two_calls_applies_to_the_next() {
     let h = Harness::new();
     assert!(matches!(h.call("list_sources", empty()), Reply::Result(_)));
@@ -250,7 +282,9 @@ fn a_tool_grant_removed_between_two_calls_applies_to_the_next() {
     );
 }
 
-#[test]
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
 fn a_source_grant_removed_between_two_calls_hides_its_documents() {
     let h = Harness::new();
     assert_eq!(
@@ -351,7 +385,9 @@ fn handle_with_pause(
     }
 }
 
-#[test]
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
 fn a_host_tool_answers_through_the_same_path() {
     let h = Harness::new();
     host_tool(
@@ -366,7 +402,9 @@ fn a_host_tool_answers_through_the_same_path() {
     );
 }
 
-#[test]
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
 fn a_host_tool_is_not_called_with_arguments_its_schema_refuses() {
     let h = Harness::new();
     let (_, calls) = host_tool(
@@ -386,7 +424,9 @@ fn a_host_tool_is_not_called_with_arguments_its_schema_refuses() {
     assert_eq!(calls.get(), 0);
 }
 
-#[test]
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
 fn a_failing_host_tool_is_refused_as_tool_failed() {
     let h = Harness::new();
     host_tool(
@@ -400,7 +440,9 @@ fn a_failing_host_tool_is_refused_as_tool_failed() {
     assert!(refusal.message.contains("disk on fire"));
 }
 
-#[test]
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
 fn a_result_too_large_for_a_reply_is_refused_as_too_large() {
     let h = Harness::new();
     let huge = ToolResult::text("x".repeat(sealpost_executor::MAX_REPLY_PLAINTEXT_BYTES));
@@ -417,7 +459,9 @@ fn a_result_too_large_for_a_reply_is_refused_as_too_large() {
     );
 }
 
-#[test]
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
 fn a_grant_removed_while_a_host_tool_runs_withholds_its_answer() {
     let h = Harness::new();
     let (gate, calls) = host_tool(
@@ -437,7 +481,9 @@ fn a_grant_removed_while_a_host_tool_runs_withholds_its_answer() {
     assert!(matches!(reply, Reply::Refusal(r) if r.code == RefusalCode::NotGranted));
 }
 
-#[test]
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
 fn locking_while_a_host_tool_runs_withholds_its_answer() {
     let h = Harness::new();
     let (gate, _) = host_tool(
@@ -454,7 +500,9 @@ fn locking_while_a_host_tool_runs_withholds_its_answer() {
     assert!(matches!(reply, Reply::Refusal(r) if r.code == RefusalCode::Locked));
 }
 
-#[test]
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
 fn ending_the_session_while_a_host_tool_runs_cancels_the_call() {
     let h = Harness::new();
     let (gate, _) = host_tool(
@@ -468,7 +516,9 @@ fn ending_the_session_while_a_host_tool_runs_cancels_the_call() {
     assert_eq!(cancel_reason(&outcome), CancelReason::SessionEnded);
 }
 
-#[test]
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
 fn a_call_that_expires_while_a_host_tool_runs_is_cancelled() {
     let h = Harness::new();
     let (gate, _) = host_tool(
@@ -485,7 +535,9 @@ fn a_call_that_expires_while_a_host_tool_runs_is_cancelled() {
     assert_eq!(cancel_reason(&outcome), CancelReason::Expired);
 }
 
-#[test]
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
 fn a_host_proposal_tool_is_saved_for_review_and_not_run() {
     let h = Harness::new();
     let (_, calls) = host_tool(
@@ -502,7 +554,9 @@ fn a_host_proposal_tool_is_saved_for_review_and_not_run() {
     assert_eq!(pending[0].tool, "host.send_mail");
 }
 
-#[test]
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
 fn a_plugin_that_restarts_mid_session_is_answered_under_its_new_key() {
     let mut h = Harness::new();
     assert!(matches!(h.call("list_sources", empty()), Reply::Result(_)));

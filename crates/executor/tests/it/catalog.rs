@@ -27,7 +27,9 @@ fn spec(name: &str, kind: ToolKind) -> ToolSpec {
     }
 }
 
-#[test]
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
 fn the_catalog_lists_granted_tools_in_a_stable_order() {
     let h = Harness::new();
     for name in ["zeta", "alpha"] {
@@ -63,7 +65,9 @@ fn the_catalog_lists_granted_tools_in_a_stable_order() {
     );
 }
 
-#[test]
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
 fn only_built_in_read_tools_are_marked_builtin() {
     let h = Harness::new();
     h.executor
@@ -79,7 +83,9 @@ fn only_built_in_read_tools_are_marked_builtin() {
     }
 }
 
-#[test]
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
 fn the_hello_carries_the_catalog() {
     let h = Harness::new();
     let hello = h.executor.hello().unwrap();
@@ -92,7 +98,9 @@ fn the_hello_carries_the_catalog() {
     assert!(!text.contains("Key rotation") && !text.contains("journal"));
 }
 
-#[test]
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
 fn bad_registrations_are_refused() {
     let h = Harness::new();
     let register = |spec| h.executor.register_tool(spec, Rc::new(Noop));
@@ -128,7 +136,9 @@ fn bad_registrations_are_refused() {
     ));
 }
 
-#[test]
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
 fn at_most_a_hundred_tools_are_offered() {
     let h = Harness::new();
     let builtins = sealpost_executor::BuiltinTool::ALL.len();

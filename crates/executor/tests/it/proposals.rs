@@ -24,7 +24,9 @@ fn proposal_id(value: &serde_json::Value) -> Id16 {
     value["proposal_id"].as_str().unwrap().parse().unwrap()
 }
 
-#[test]
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
 fn a_proposal_is_saved_and_listed_without_writing() {
     let h = Harness::new();
     let before = body(&h, "n2");
@@ -53,7 +55,9 @@ fn a_proposal_is_saved_and_listed_without_writing() {
     );
 }
 
-#[test]
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
 fn applying_an_append_writes_reindexes_and_audits() {
     let h = Harness::new();
     let id = proposal_id(&h.ok(
@@ -90,7 +94,9 @@ fn applying_an_append_writes_reindexes_and_audits() {
     );
 }
 
-#[test]
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
 fn applying_an_edit_replaces_the_one_passage() {
     let h = Harness::new();
     let id = proposal_id(&h.ok(
@@ -101,7 +107,9 @@ fn applying_an_edit_replaces_the_one_passage() {
     assert_eq!(body(&h, "n1"), "Rotate the signing keys every thirty days.");
 }
 
-#[test]
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
 fn an_edit_must_name_a_passage_that_occurs_exactly_once() {
     let h = Harness::new();
     assert!(
@@ -121,7 +129,9 @@ fn an_edit_must_name_a_passage_that_occurs_exactly_once() {
     assert!(h.executor.pending_proposals().is_empty());
 }
 
-#[test]
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
 fn applying_a_create_adds_a_note_to_the_source() {
     let h = Harness::new();
     let id = proposal_id(&h.ok(
@@ -138,7 +148,9 @@ fn applying_a_create_adds_a_note_to_the_source() {
     assert_eq!(h.executor.workspace().len(), 5);
 }
 
-#[test]
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
 fn an_apply_is_refused_when_the_document_changed_since_the_proposal() {
     let h = Harness::new();
     let id = proposal_id(&h.ok(
@@ -178,7 +190,9 @@ fn an_apply_is_refused_when_the_document_changed_since_the_proposal() {
     );
 }
 
-#[test]
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
 fn rejecting_drops_the_proposal_and_audits() {
     let h = Harness::new();
     let id = proposal_id(&h.ok(
@@ -202,7 +216,9 @@ fn rejecting_drops_the_proposal_and_audits() {
     );
 }
 
-#[test]
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
 fn proposals_survive_a_reload_through_restore() {
     let h = Harness::new();
     h.ok(
@@ -220,7 +236,9 @@ fn proposals_survive_a_reload_through_restore() {
     );
 }
 
-#[test]
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
 fn pending_proposals_are_bounded() {
     let h = Harness::new();
     for n in 0..MAX_PENDING_PROPOSALS {
@@ -238,7 +256,9 @@ fn pending_proposals_are_bounded() {
     );
 }
 
-#[test]
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
 fn proposal_arguments_are_checked() {
     let h = Harness::new();
     for (tool, bad) in [

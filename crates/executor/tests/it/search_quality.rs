@@ -94,7 +94,9 @@ fn first(workspace: &Workspace, query: &str) -> String {
         .unwrap_or_else(|| panic!("no result for {query:?}"))
 }
 
-#[test]
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
 fn the_expected_document_ranks_first() {
     let workspace = corpus();
     let cases = [
@@ -126,7 +128,9 @@ fn the_expected_document_ranks_first() {
     }
 }
 
-#[test]
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
 fn a_quoted_phrase_excludes_documents_with_the_words_apart() {
     let workspace = corpus();
     let (_, hits) = workspace.search("\"quick brown fox\"", |_| true, 10);
@@ -136,7 +140,9 @@ fn a_quoted_phrase_excludes_documents_with_the_words_apart() {
     assert!(none.is_empty());
 }
 
-#[test]
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
 fn the_index_follows_updates_and_removals() {
     let mut workspace = corpus();
     assert_eq!(first(&workspace, "espresso"), "cafe");
@@ -150,7 +156,9 @@ fn the_index_follows_updates_and_removals() {
     assert_eq!(workspace.len(), 13);
 }
 
-#[test]
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
 fn ranking_is_reproducible_and_ties_break_by_id() {
     let mut workspace = Workspace::default();
     workspace.add_source("s").unwrap();
@@ -164,7 +172,9 @@ fn ranking_is_reproducible_and_ties_break_by_id() {
     assert_eq!(ids, ["a", "b", "c"]);
 }
 
-#[test]
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
 fn many_removals_compact_the_index_without_losing_documents() {
     let mut workspace = Workspace::default();
     workspace.add_source("s").unwrap();
@@ -186,7 +196,9 @@ fn many_removals_compact_the_index_without_losing_documents() {
     assert!(workspace.search("round3", |_| true, 1000).1.is_empty());
 }
 
-#[test]
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
 fn a_query_of_only_punctuation_matches_nothing() {
     let workspace = corpus();
     let (query, hits) = workspace.search("?!… --", |_| true, 5);

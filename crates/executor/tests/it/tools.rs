@@ -7,7 +7,9 @@ use serde_json::json;
 
 use crate::support::*;
 
-#[test]
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
 fn list_sources_names_only_granted_sources() {
     let h = Harness::new();
     assert_eq!(
@@ -20,7 +22,9 @@ fn list_sources_names_only_granted_sources() {
     );
 }
 
-#[test]
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
 fn the_outline_lists_granted_documents_by_source() {
     let h = Harness::new();
     let outline = h.ok("get_workspace_outline", empty());
@@ -39,7 +43,9 @@ fn the_outline_lists_granted_documents_by_source() {
     );
 }
 
-#[test]
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
 fn the_outline_is_bounded() {
     let mut workspace = Workspace::default();
     workspace.add_source("notes").unwrap();
@@ -55,7 +61,9 @@ fn the_outline_is_bounded() {
     assert_eq!(outline["truncated"], true);
 }
 
-#[test]
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
 fn an_excerpt_reads_characters_from_start() {
     let h = Harness::new();
     let whole = h.ok("get_source_excerpt", json!({"doc_id": "n1"}));
@@ -82,7 +90,9 @@ fn an_excerpt_reads_characters_from_start() {
     );
 }
 
-#[test]
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
 fn excerpt_offsets_count_characters_not_bytes() {
     let mut workspace = Workspace::default();
     workspace.add_source("notes").unwrap();
@@ -96,7 +106,9 @@ fn excerpt_offsets_count_characters_not_bytes() {
     assert_eq!(part["total_chars"], 7);
 }
 
-#[test]
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
 fn excerpt_limits_are_enforced_by_the_schema() {
     let h = Harness::new();
     for bad in [
@@ -113,7 +125,9 @@ fn excerpt_limits_are_enforced_by_the_schema() {
     }
 }
 
-#[test]
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
 fn an_ungranted_document_answers_exactly_like_a_missing_one() {
     let h = Harness::new();
     let ungranted = h.call_bytes("get_source_excerpt", json!({"doc_id": "p1"}));
@@ -142,7 +156,9 @@ fn an_ungranted_document_answers_exactly_like_a_missing_one() {
     assert!(h.executor.pending_proposals().is_empty());
 }
 
-#[test]
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
 fn an_ungranted_source_answers_exactly_like_a_missing_one() {
     let h = Harness::new();
     for (tool, arguments) in [
@@ -171,7 +187,9 @@ fn an_ungranted_source_answers_exactly_like_a_missing_one() {
     }
 }
 
-#[test]
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
 fn search_never_returns_ungranted_documents() {
     let h = Harness::new();
     let results = h.ok("search_workspace", json!({"query": "keys"}));
@@ -187,7 +205,9 @@ fn search_never_returns_ungranted_documents() {
     assert_eq!(secret["results"], json!([]));
 }
 
-#[test]
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
 fn search_can_be_limited_to_one_source() {
     let h = Harness::new();
     let results = h.ok(
@@ -198,7 +218,9 @@ fn search_can_be_limited_to_one_source() {
     assert_eq!(results["results"][0]["doc_id"], "j1");
 }
 
-#[test]
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
 fn search_results_carry_snippets_with_match_offsets() {
     let h = Harness::new();
     let results = h.ok("search_workspace", json!({"query": "signing"}));
@@ -212,7 +234,9 @@ fn search_results_carry_snippets_with_match_offsets() {
     assert_eq!(body[11..18].iter().collect::<String>(), "signing");
 }
 
-#[test]
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
 fn search_honours_limit_and_its_bounds() {
     let mut workspace = Workspace::default();
     workspace.add_source("notes").unwrap();
@@ -246,7 +270,9 @@ fn search_honours_limit_and_its_bounds() {
     }
 }
 
-#[test]
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
 fn a_grant_of_no_sources_shows_an_empty_workspace() {
     let grants = Grants {
         sources: Default::default(),
@@ -261,7 +287,9 @@ fn a_grant_of_no_sources_shows_an_empty_workspace() {
     assert_eq!(h.ok("get_workspace_outline", empty())["total"], 0);
 }
 
-#[test]
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
 fn results_are_text_as_well_as_structured() {
     let h = Harness::new();
     let reply = h.call("list_sources", empty());
@@ -275,7 +303,9 @@ fn results_are_text_as_well_as_structured() {
     );
 }
 
-#[test]
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
 fn the_workspace_refuses_documents_it_cannot_hold() {
     let mut workspace = Workspace::default();
     assert!(workspace.put(doc("a", "nowhere", "t", "b")).is_err());
