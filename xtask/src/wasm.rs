@@ -27,6 +27,10 @@ pub fn test(tools: &Tools) -> Result<()> {
             &tools.wasm_bindgen_test_runner,
         )
         .env("CHROMEDRIVER", &tools.chromedriver)
+        .env(
+            "WASM_BINDGEN_TEST_WEBDRIVER_JSON",
+            root().join("xtask").join("webdriver.json"),
+        )
         .env("WASM_BINDGEN_TEST_TIMEOUT", "120")
         .run()?;
     }

@@ -23,7 +23,6 @@ fn cancel_reason(outcome: &Outcome) -> CancelReason {
 }
 
 #[cfg_attr(not(target_arch = "wasm32"), test)]
-
 #[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
 fn a_reply_opens_on_the_plugin_side_and_is_audited() {
     let h = Harness::new();
@@ -49,7 +48,6 @@ fn a_reply_opens_on_the_plugin_side_and_is_audited() {
 }
 
 #[cfg_attr(not(target_arch = "wasm32"), test)]
-
 #[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
 fn a_replayed_envelope_is_cancelled_and_not_run_again() {
     let h = Harness::new();
@@ -70,7 +68,6 @@ fn a_replayed_envelope_is_cancelled_and_not_run_again() {
 }
 
 #[cfg_attr(not(target_arch = "wasm32"), test)]
-
 #[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
 fn a_corrupted_copy_does_not_burn_the_real_call_id() {
     let h = Harness::new();
@@ -85,7 +82,6 @@ fn a_corrupted_copy_does_not_burn_the_real_call_id() {
 }
 
 #[cfg_attr(not(target_arch = "wasm32"), test)]
-
 #[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
 fn garbage_and_other_sessions_are_undecryptable() {
     let h = Harness::new();
@@ -111,7 +107,6 @@ fn garbage_and_other_sessions_are_undecryptable() {
 }
 
 #[cfg_attr(not(target_arch = "wasm32"), test)]
-
 #[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
 fn a_call_from_another_pairing_is_undecryptable() {
     let h = Harness::new();
@@ -124,7 +119,6 @@ fn a_call_from_another_pairing_is_undecryptable() {
 }
 
 #[cfg_attr(not(target_arch = "wasm32"), test)]
-
 #[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
 fn an_expired_call_is_cancelled() {
     let h = Harness::new();
@@ -135,7 +129,6 @@ fn an_expired_call_is_cancelled() {
 }
 
 #[cfg_attr(not(target_arch = "wasm32"), test)]
-
 #[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
 fn a_call_within_the_clock_tolerance_still_runs() {
     let h = Harness::new();
@@ -146,7 +139,6 @@ fn a_call_within_the_clock_tolerance_still_runs() {
 }
 
 #[cfg_attr(not(target_arch = "wasm32"), test)]
-
 #[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
 fn a_call_expiring_after_the_session_is_cancelled() {
     let h = Harness::new();
@@ -158,7 +150,6 @@ fn a_call_expiring_after_the_session_is_cancelled() {
 }
 
 #[cfg_attr(not(target_arch = "wasm32"), test)]
-
 #[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
 fn a_call_stamped_in_the_future_is_cancelled() {
     let h = Harness::new();
@@ -169,7 +160,6 @@ fn a_call_stamped_in_the_future_is_cancelled() {
 }
 
 #[cfg_attr(not(target_arch = "wasm32"), test)]
-
 #[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
 fn a_clock_stepping_back_does_not_revive_an_expired_call() {
     let h = Harness::new();
@@ -182,7 +172,6 @@ fn a_clock_stepping_back_does_not_revive_an_expired_call() {
 }
 
 #[cfg_attr(not(target_arch = "wasm32"), test)]
-
 #[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
 fn an_ended_or_expired_session_cancels_everything() {
     let h = Harness::new();
@@ -204,7 +193,6 @@ fn an_ended_or_expired_session_cancels_everything() {
 }
 
 #[cfg_attr(not(target_arch = "wasm32"), test)]
-
 #[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
 fn a_plaintext_that_is_not_a_tool_call_is_refused_as_bad_arguments() {
     let h = Harness::new();
@@ -216,7 +204,6 @@ fn a_plaintext_that_is_not_a_tool_call_is_refused_as_bad_arguments() {
 }
 
 #[cfg_attr(not(target_arch = "wasm32"), test)]
-
 #[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
 fn an_unknown_tool_is_refused() {
     let h = Harness::new();
@@ -227,7 +214,6 @@ fn an_unknown_tool_is_refused() {
 }
 
 #[cfg_attr(not(target_arch = "wasm32"), test)]
-
 #[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
 fn arguments_that_break_the_schema_are_refused_with_the_reason() {
     let h = Harness::new();
@@ -249,7 +235,6 @@ fn arguments_that_break_the_schema_are_refused_with_the_reason() {
 }
 
 #[cfg_attr(not(target_arch = "wasm32"), test)]
-
 #[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
 fn access_off_or_locked_runs_nothing() {
     let h = Harness::new();
@@ -268,7 +253,6 @@ fn access_off_or_locked_runs_nothing() {
 }
 
 #[cfg_attr(not(target_arch = "wasm32"), test)]
-
 #[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
 fn a_tool_grant_removed_between_two_calls_applies_to_the_next() {
     let h = Harness::new();
@@ -283,7 +267,6 @@ fn a_tool_grant_removed_between_two_calls_applies_to_the_next() {
 }
 
 #[cfg_attr(not(target_arch = "wasm32"), test)]
-
 #[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
 fn a_source_grant_removed_between_two_calls_hides_its_documents() {
     let h = Harness::new();
@@ -386,7 +369,6 @@ fn handle_with_pause(
 }
 
 #[cfg_attr(not(target_arch = "wasm32"), test)]
-
 #[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
 fn a_host_tool_answers_through_the_same_path() {
     let h = Harness::new();
@@ -403,7 +385,6 @@ fn a_host_tool_answers_through_the_same_path() {
 }
 
 #[cfg_attr(not(target_arch = "wasm32"), test)]
-
 #[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
 fn a_host_tool_is_not_called_with_arguments_its_schema_refuses() {
     let h = Harness::new();
@@ -425,7 +406,6 @@ fn a_host_tool_is_not_called_with_arguments_its_schema_refuses() {
 }
 
 #[cfg_attr(not(target_arch = "wasm32"), test)]
-
 #[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
 fn a_failing_host_tool_is_refused_as_tool_failed() {
     let h = Harness::new();
@@ -441,7 +421,6 @@ fn a_failing_host_tool_is_refused_as_tool_failed() {
 }
 
 #[cfg_attr(not(target_arch = "wasm32"), test)]
-
 #[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
 fn a_result_too_large_for_a_reply_is_refused_as_too_large() {
     let h = Harness::new();
@@ -460,7 +439,6 @@ fn a_result_too_large_for_a_reply_is_refused_as_too_large() {
 }
 
 #[cfg_attr(not(target_arch = "wasm32"), test)]
-
 #[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
 fn a_grant_removed_while_a_host_tool_runs_withholds_its_answer() {
     let h = Harness::new();
@@ -482,7 +460,6 @@ fn a_grant_removed_while_a_host_tool_runs_withholds_its_answer() {
 }
 
 #[cfg_attr(not(target_arch = "wasm32"), test)]
-
 #[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
 fn locking_while_a_host_tool_runs_withholds_its_answer() {
     let h = Harness::new();
@@ -501,7 +478,6 @@ fn locking_while_a_host_tool_runs_withholds_its_answer() {
 }
 
 #[cfg_attr(not(target_arch = "wasm32"), test)]
-
 #[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
 fn ending_the_session_while_a_host_tool_runs_cancels_the_call() {
     let h = Harness::new();
@@ -517,7 +493,6 @@ fn ending_the_session_while_a_host_tool_runs_cancels_the_call() {
 }
 
 #[cfg_attr(not(target_arch = "wasm32"), test)]
-
 #[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
 fn a_call_that_expires_while_a_host_tool_runs_is_cancelled() {
     let h = Harness::new();
@@ -536,7 +511,6 @@ fn a_call_that_expires_while_a_host_tool_runs_is_cancelled() {
 }
 
 #[cfg_attr(not(target_arch = "wasm32"), test)]
-
 #[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
 fn a_host_proposal_tool_is_saved_for_review_and_not_run() {
     let h = Harness::new();
@@ -555,7 +529,6 @@ fn a_host_proposal_tool_is_saved_for_review_and_not_run() {
 }
 
 #[cfg_attr(not(target_arch = "wasm32"), test)]
-
 #[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
 fn a_plugin_that_restarts_mid_session_is_answered_under_its_new_key() {
     let mut h = Harness::new();

@@ -28,7 +28,6 @@ fn spec(name: &str, kind: ToolKind) -> ToolSpec {
 }
 
 #[cfg_attr(not(target_arch = "wasm32"), test)]
-
 #[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
 fn the_catalog_lists_granted_tools_in_a_stable_order() {
     let h = Harness::new();
@@ -66,7 +65,6 @@ fn the_catalog_lists_granted_tools_in_a_stable_order() {
 }
 
 #[cfg_attr(not(target_arch = "wasm32"), test)]
-
 #[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
 fn only_built_in_read_tools_are_marked_builtin() {
     let h = Harness::new();
@@ -84,7 +82,6 @@ fn only_built_in_read_tools_are_marked_builtin() {
 }
 
 #[cfg_attr(not(target_arch = "wasm32"), test)]
-
 #[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
 fn the_hello_carries_the_catalog() {
     let h = Harness::new();
@@ -99,7 +96,6 @@ fn the_hello_carries_the_catalog() {
 }
 
 #[cfg_attr(not(target_arch = "wasm32"), test)]
-
 #[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
 fn bad_registrations_are_refused() {
     let h = Harness::new();
@@ -137,7 +133,6 @@ fn bad_registrations_are_refused() {
 }
 
 #[cfg_attr(not(target_arch = "wasm32"), test)]
-
 #[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
 fn at_most_a_hundred_tools_are_offered() {
     let h = Harness::new();

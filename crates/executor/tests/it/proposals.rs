@@ -25,7 +25,6 @@ fn proposal_id(value: &serde_json::Value) -> Id16 {
 }
 
 #[cfg_attr(not(target_arch = "wasm32"), test)]
-
 #[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
 fn a_proposal_is_saved_and_listed_without_writing() {
     let h = Harness::new();
@@ -56,7 +55,6 @@ fn a_proposal_is_saved_and_listed_without_writing() {
 }
 
 #[cfg_attr(not(target_arch = "wasm32"), test)]
-
 #[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
 fn applying_an_append_writes_reindexes_and_audits() {
     let h = Harness::new();
@@ -95,7 +93,6 @@ fn applying_an_append_writes_reindexes_and_audits() {
 }
 
 #[cfg_attr(not(target_arch = "wasm32"), test)]
-
 #[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
 fn applying_an_edit_replaces_the_one_passage() {
     let h = Harness::new();
@@ -108,7 +105,6 @@ fn applying_an_edit_replaces_the_one_passage() {
 }
 
 #[cfg_attr(not(target_arch = "wasm32"), test)]
-
 #[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
 fn an_edit_must_name_a_passage_that_occurs_exactly_once() {
     let h = Harness::new();
@@ -130,7 +126,6 @@ fn an_edit_must_name_a_passage_that_occurs_exactly_once() {
 }
 
 #[cfg_attr(not(target_arch = "wasm32"), test)]
-
 #[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
 fn applying_a_create_adds_a_note_to_the_source() {
     let h = Harness::new();
@@ -149,7 +144,6 @@ fn applying_a_create_adds_a_note_to_the_source() {
 }
 
 #[cfg_attr(not(target_arch = "wasm32"), test)]
-
 #[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
 fn an_apply_is_refused_when_the_document_changed_since_the_proposal() {
     let h = Harness::new();
@@ -191,7 +185,6 @@ fn an_apply_is_refused_when_the_document_changed_since_the_proposal() {
 }
 
 #[cfg_attr(not(target_arch = "wasm32"), test)]
-
 #[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
 fn rejecting_drops_the_proposal_and_audits() {
     let h = Harness::new();
@@ -217,7 +210,6 @@ fn rejecting_drops_the_proposal_and_audits() {
 }
 
 #[cfg_attr(not(target_arch = "wasm32"), test)]
-
 #[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
 fn proposals_survive_a_reload_through_restore() {
     let h = Harness::new();
@@ -237,7 +229,6 @@ fn proposals_survive_a_reload_through_restore() {
 }
 
 #[cfg_attr(not(target_arch = "wasm32"), test)]
-
 #[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
 fn pending_proposals_are_bounded() {
     let h = Harness::new();
@@ -257,7 +248,6 @@ fn pending_proposals_are_bounded() {
 }
 
 #[cfg_attr(not(target_arch = "wasm32"), test)]
-
 #[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
 fn proposal_arguments_are_checked() {
     let h = Harness::new();

@@ -95,7 +95,6 @@ fn first(workspace: &Workspace, query: &str) -> String {
 }
 
 #[cfg_attr(not(target_arch = "wasm32"), test)]
-
 #[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
 fn the_expected_document_ranks_first() {
     let workspace = corpus();
@@ -129,7 +128,6 @@ fn the_expected_document_ranks_first() {
 }
 
 #[cfg_attr(not(target_arch = "wasm32"), test)]
-
 #[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
 fn a_quoted_phrase_excludes_documents_with_the_words_apart() {
     let workspace = corpus();
@@ -141,7 +139,6 @@ fn a_quoted_phrase_excludes_documents_with_the_words_apart() {
 }
 
 #[cfg_attr(not(target_arch = "wasm32"), test)]
-
 #[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
 fn the_index_follows_updates_and_removals() {
     let mut workspace = corpus();
@@ -157,7 +154,6 @@ fn the_index_follows_updates_and_removals() {
 }
 
 #[cfg_attr(not(target_arch = "wasm32"), test)]
-
 #[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
 fn ranking_is_reproducible_and_ties_break_by_id() {
     let mut workspace = Workspace::default();
@@ -173,7 +169,6 @@ fn ranking_is_reproducible_and_ties_break_by_id() {
 }
 
 #[cfg_attr(not(target_arch = "wasm32"), test)]
-
 #[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
 fn many_removals_compact_the_index_without_losing_documents() {
     let mut workspace = Workspace::default();
@@ -197,7 +192,6 @@ fn many_removals_compact_the_index_without_losing_documents() {
 }
 
 #[cfg_attr(not(target_arch = "wasm32"), test)]
-
 #[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
 fn a_query_of_only_punctuation_matches_nothing() {
     let workspace = corpus();

@@ -8,7 +8,6 @@ use serde_json::json;
 use crate::support::*;
 
 #[cfg_attr(not(target_arch = "wasm32"), test)]
-
 #[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
 fn list_sources_names_only_granted_sources() {
     let h = Harness::new();
@@ -23,7 +22,6 @@ fn list_sources_names_only_granted_sources() {
 }
 
 #[cfg_attr(not(target_arch = "wasm32"), test)]
-
 #[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
 fn the_outline_lists_granted_documents_by_source() {
     let h = Harness::new();
@@ -44,7 +42,6 @@ fn the_outline_lists_granted_documents_by_source() {
 }
 
 #[cfg_attr(not(target_arch = "wasm32"), test)]
-
 #[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
 fn the_outline_is_bounded() {
     let mut workspace = Workspace::default();
@@ -62,7 +59,6 @@ fn the_outline_is_bounded() {
 }
 
 #[cfg_attr(not(target_arch = "wasm32"), test)]
-
 #[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
 fn an_excerpt_reads_characters_from_start() {
     let h = Harness::new();
@@ -91,7 +87,6 @@ fn an_excerpt_reads_characters_from_start() {
 }
 
 #[cfg_attr(not(target_arch = "wasm32"), test)]
-
 #[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
 fn excerpt_offsets_count_characters_not_bytes() {
     let mut workspace = Workspace::default();
@@ -107,7 +102,6 @@ fn excerpt_offsets_count_characters_not_bytes() {
 }
 
 #[cfg_attr(not(target_arch = "wasm32"), test)]
-
 #[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
 fn excerpt_limits_are_enforced_by_the_schema() {
     let h = Harness::new();
@@ -126,7 +120,6 @@ fn excerpt_limits_are_enforced_by_the_schema() {
 }
 
 #[cfg_attr(not(target_arch = "wasm32"), test)]
-
 #[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
 fn an_ungranted_document_answers_exactly_like_a_missing_one() {
     let h = Harness::new();
@@ -157,7 +150,6 @@ fn an_ungranted_document_answers_exactly_like_a_missing_one() {
 }
 
 #[cfg_attr(not(target_arch = "wasm32"), test)]
-
 #[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
 fn an_ungranted_source_answers_exactly_like_a_missing_one() {
     let h = Harness::new();
@@ -188,7 +180,6 @@ fn an_ungranted_source_answers_exactly_like_a_missing_one() {
 }
 
 #[cfg_attr(not(target_arch = "wasm32"), test)]
-
 #[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
 fn search_never_returns_ungranted_documents() {
     let h = Harness::new();
@@ -206,7 +197,6 @@ fn search_never_returns_ungranted_documents() {
 }
 
 #[cfg_attr(not(target_arch = "wasm32"), test)]
-
 #[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
 fn search_can_be_limited_to_one_source() {
     let h = Harness::new();
@@ -219,7 +209,6 @@ fn search_can_be_limited_to_one_source() {
 }
 
 #[cfg_attr(not(target_arch = "wasm32"), test)]
-
 #[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
 fn search_results_carry_snippets_with_match_offsets() {
     let h = Harness::new();
@@ -235,7 +224,6 @@ fn search_results_carry_snippets_with_match_offsets() {
 }
 
 #[cfg_attr(not(target_arch = "wasm32"), test)]
-
 #[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
 fn search_honours_limit_and_its_bounds() {
     let mut workspace = Workspace::default();
@@ -271,7 +259,6 @@ fn search_honours_limit_and_its_bounds() {
 }
 
 #[cfg_attr(not(target_arch = "wasm32"), test)]
-
 #[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
 fn a_grant_of_no_sources_shows_an_empty_workspace() {
     let grants = Grants {
@@ -288,7 +275,6 @@ fn a_grant_of_no_sources_shows_an_empty_workspace() {
 }
 
 #[cfg_attr(not(target_arch = "wasm32"), test)]
-
 #[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
 fn results_are_text_as_well_as_structured() {
     let h = Harness::new();
@@ -304,7 +290,6 @@ fn results_are_text_as_well_as_structured() {
 }
 
 #[cfg_attr(not(target_arch = "wasm32"), test)]
-
 #[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
 fn the_workspace_refuses_documents_it_cannot_hold() {
     let mut workspace = Workspace::default();
