@@ -100,11 +100,21 @@ where
 async fn store_ceiling(url: &str, clients: usize) -> Outcome {
     let store = store::open(url).await.unwrap();
     let owner = random_id();
-    store.create_owner(owner, &format!("bench-{owner}"), now()).await.unwrap();
+    store
+        .create_owner(owner, &format!("bench-{owner}"), now())
+        .await
+        .unwrap();
     let mut sessions = Vec::new();
     for _ in 0..clients {
         let (session, pair) = (random_id(), random_id());
-        let s = NewSession { owner_id: owner, session_id: session, pair_id: pair, hello: vec![0; 200], created_at: now(), expires_at: now() + 3_600_000 };
+        let s = NewSession {
+            owner_id: owner,
+            session_id: session,
+            pair_id: pair,
+            hello: vec![0; 200],
+            created_at: now(),
+            expires_at: now() + 3_600_000,
+        };
         store.create_session(&s, 1000).await.unwrap();
         sessions.push((session, pair));
     }
@@ -116,12 +126,38 @@ async fn store_ceiling(url: &str, clients: usize) -> Outcome {
         async move {
             let call_id = random_id();
             let t = now();
-            let call = NewCall { owner_id: owner, session_id: session, call_id, envelope, created_at: t, expires_at: t + 60_000 };
-            store.post_call(&call, Some(pair), Some(1000)).await.unwrap();
-            let claimed = store.claim_calls(owner, session, now(), 1, 30_000).await.unwrap();
+            let call = NewCall {
+                owner_id: owner,
+                session_id: session,
+                call_id,
+                envelope,
+                created_at: t,
+                expires_at: t + 60_000,
+            };
+            store
+                .post_call(&call, Some(pair), Some(1000))
+                .await
+                .unwrap();
+            let claimed = store
+                .claim_calls(owner, session, now(), 1, 30_000)
+                .await
+                .unwrap();
             assert_eq!(claimed.len(), 1);
-            store.reply_call(owner, call_id, reply, now()).await.unwrap();
-            let view = store.read_call(Scope { owner_id: owner, pair_id: Some(pair) }, call_id, now()).await.unwrap();
+            store
+                .reply_call(owner, call_id, reply, now())
+                .await
+                .unwrap();
+            let view = store
+                .read_call(
+                    Scope {
+                        owner_id: owner,
+                        pair_id: Some(pair),
+                    },
+                    call_id,
+                    now(),
+                )
+                .await
+                .unwrap();
             assert!(view.unwrap().reply.is_some());
         }
     })
@@ -138,15 +174,38 @@ struct Client {
 async fn relay_client(base: &str, relay_store: &dyn Store, clients: usize) -> Client {
     let http = reqwest::Client::new();
     let owner_id = random_id();
-    relay_store.create_owner(owner_id, &format!("bench-{owner_id}"), now()).await.unwrap();
-    let (link, _) = sealpost_relay::http::accounts::create_signin_link(relay_store, base, owner_id, 900).await.unwrap();
+    relay_store
+        .create_owner(owner_id, &format!("bench-{owner_id}"), now())
+        .await
+        .unwrap();
+    let (link, _) =
+        sealpost_relay::http::accounts::create_signin_link(relay_store, base, owner_id, 900)
+            .await
+            .unwrap();
     let code = link.split("#signin=").nth(1).unwrap();
-    let signin: Value = http.post(format!("{base}/v1/auth/signin")).json(&json!({"code": code})).send().await.unwrap().json().await.unwrap();
+    let signin: Value = http
+        .post(format!("{base}/v1/auth/signin"))
+        .json(&json!({"code": code}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
     let owner = signin["token"].as_str().unwrap().to_owned();
     let mut pairs = Vec::new();
     for _ in 0..clients {
         let (pair, session) = (random_id(), random_id());
-        let token: Value = http.post(format!("{base}/v1/mcp-tokens")).bearer_auth(&owner).json(&json!({"label": "bench", "pair_id": pair})).send().await.unwrap().json().await.unwrap();
+        let token: Value = http
+            .post(format!("{base}/v1/mcp-tokens"))
+            .bearer_auth(&owner)
+            .json(&json!({"label": "bench", "pair_id": pair}))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
         http.post(format!("{base}/v1/sessions"))
             .bearer_auth(&owner)
             .json(&json!({"session_id": session, "pair_id": pair, "hello": URL_SAFE_NO_PAD.encode([0u8; 200]), "ttl_s": 3600}))
@@ -155,7 +214,12 @@ async fn relay_client(base: &str, relay_store: &dyn Store, clients: usize) -> Cl
             .unwrap();
         pairs.push((token["token"].as_str().unwrap().to_owned(), session));
     }
-    Client { http, base: base.to_owned(), owner, pairs }
+    Client {
+        http,
+        base: base.to_owned(),
+        owner,
+        pairs,
+    }
 }
 
 /// The four round trips of one call over HTTP (against the relay or the echo server).
@@ -163,14 +227,42 @@ async fn http_call(c: &Client, n: usize, envelope: &str, reply: &str) {
     let (mcp, session) = &c.pairs[n];
     let call_id = random_id();
     let base = &c.base;
-    let r = c.http.post(format!("{base}/v1/sessions/{session}/calls")).bearer_auth(mcp).json(&json!({"call_id": call_id, "envelope": envelope, "ttl_s": 60})).send().await.unwrap();
+    let r = c
+        .http
+        .post(format!("{base}/v1/sessions/{session}/calls"))
+        .bearer_auth(mcp)
+        .json(&json!({"call_id": call_id, "envelope": envelope, "ttl_s": 60}))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(r.status(), 201);
-    let r = c.http.post(format!("{base}/v1/sessions/{session}/claims?wait_ms=0&max=1")).bearer_auth(&c.owner).send().await.unwrap();
+    let r = c
+        .http
+        .post(format!(
+            "{base}/v1/sessions/{session}/claims?wait_ms=0&max=1"
+        ))
+        .bearer_auth(&c.owner)
+        .send()
+        .await
+        .unwrap();
     let claimed: Value = r.json().await.unwrap();
     assert_eq!(claimed["calls"].as_array().map(Vec::len), Some(1));
-    let r = c.http.put(format!("{base}/v1/calls/{call_id}/reply")).bearer_auth(&c.owner).json(&json!({"envelope": reply})).send().await.unwrap();
+    let r = c
+        .http
+        .put(format!("{base}/v1/calls/{call_id}/reply"))
+        .bearer_auth(&c.owner)
+        .json(&json!({"envelope": reply}))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(r.status(), 204);
-    let r = c.http.get(format!("{base}/v1/calls/{call_id}")).bearer_auth(mcp).send().await.unwrap();
+    let r = c
+        .http
+        .get(format!("{base}/v1/calls/{call_id}"))
+        .bearer_auth(mcp)
+        .send()
+        .await
+        .unwrap();
     let read: Value = r.json().await.unwrap();
     assert!(read["reply"].is_string());
 }
@@ -214,16 +306,33 @@ async fn wake_latency(c: Arc<Client>, rounds: usize) -> Outcome {
     for _ in 0..rounds {
         let (cc, s) = (c.clone(), session);
         let claim = tokio::spawn(async move {
-            let r = cc.http.post(format!("{}/v1/sessions/{s}/claims?wait_ms=5000&max=1", cc.base)).bearer_auth(&cc.owner).send().await.unwrap();
+            let r = cc
+                .http
+                .post(format!(
+                    "{}/v1/sessions/{s}/claims?wait_ms=5000&max=1",
+                    cc.base
+                ))
+                .bearer_auth(&cc.owner)
+                .send()
+                .await
+                .unwrap();
             let _: Value = r.json().await.unwrap();
             Instant::now()
         });
         // Let the claim reach its wait (a benchmark may pace itself; tests never do this).
         tokio::time::sleep(Duration::from_millis(3)).await;
         let posted = Instant::now();
-        c.http.post(format!("{}/v1/sessions/{session}/calls", c.base)).bearer_auth(&mcp).json(&json!({"call_id": random_id(), "envelope": envelope, "ttl_s": 60})).send().await.unwrap();
+        c.http
+            .post(format!("{}/v1/sessions/{session}/calls", c.base))
+            .bearer_auth(&mcp)
+            .json(&json!({"call_id": random_id(), "envelope": envelope, "ttl_s": 60}))
+            .send()
+            .await
+            .unwrap();
         let woke = claim.await.unwrap();
-        outcome.latencies_us.push(woke.saturating_duration_since(posted).as_micros() as u64);
+        outcome
+            .latencies_us
+            .push(woke.saturating_duration_since(posted).as_micros() as u64);
         outcome.calls += 1;
     }
     outcome.elapsed = start.elapsed();
@@ -246,11 +355,36 @@ async fn relay_runs(label: &str, url: &str, echo: &(Outcome, Outcome)) {
     running.stop().await.unwrap();
     let (echo_loaded, echo_single) = echo;
     println!("\n== {label} ==");
-    println!("store ceiling ({CLIENTS} clients): {:>8.0} calls/s  p50 {:.2} ms  p99 {:.2} ms", store_out.per_second(), store_out.pct(0.5), store_out.pct(0.99));
-    println!("relay         ({CLIENTS} clients): {:>8.0} calls/s  p50 {:.2} ms  p99 {:.2} ms", loaded.per_second(), loaded.pct(0.5), loaded.pct(0.99));
-    println!("relay         ({:>2} clients): {:>8.0} calls/s  p50 {:.2} ms  p99 {:.2} ms", CLIENTS / 4, half.per_second(), half.pct(0.5), half.pct(0.99));
-    println!("relay         ( 1 client ): {:>8.0} calls/s  p50 {:.2} ms  p99 {:.2} ms", single.per_second(), single.pct(0.5), single.pct(0.99));
-    println!("wake-up (post sent → waiting claim answered): p50 {:.2} ms  p99 {:.2} ms", wake.pct(0.5), wake.pct(0.99));
+    println!(
+        "store ceiling ({CLIENTS} clients): {:>8.0} calls/s  p50 {:.2} ms  p99 {:.2} ms",
+        store_out.per_second(),
+        store_out.pct(0.5),
+        store_out.pct(0.99)
+    );
+    println!(
+        "relay         ({CLIENTS} clients): {:>8.0} calls/s  p50 {:.2} ms  p99 {:.2} ms",
+        loaded.per_second(),
+        loaded.pct(0.5),
+        loaded.pct(0.99)
+    );
+    println!(
+        "relay         ({:>2} clients): {:>8.0} calls/s  p50 {:.2} ms  p99 {:.2} ms",
+        CLIENTS / 4,
+        half.per_second(),
+        half.pct(0.5),
+        half.pct(0.99)
+    );
+    println!(
+        "relay         ( 1 client ): {:>8.0} calls/s  p50 {:.2} ms  p99 {:.2} ms",
+        single.per_second(),
+        single.pct(0.5),
+        single.pct(0.99)
+    );
+    println!(
+        "wake-up (post sent → waiting claim answered): p50 {:.2} ms  p99 {:.2} ms",
+        wake.pct(0.5),
+        wake.pct(0.99)
+    );
     println!(
         "ratios: relay/store ceiling {:.0}%  relay/echo ceiling {:.0}%  single-call p50 {:.1}× echo p50  added latency (p50 − echo p50) {:.2} ms",
         100.0 * loaded.per_second() / store_out.per_second(),
@@ -267,21 +401,40 @@ async fn main() {
         http: reqwest::Client::new(),
         base: echo_base,
         owner: "x".into(),
-        pairs: (0..CLIENTS).map(|_| ("x".to_owned(), random_id())).collect(),
+        pairs: (0..CLIENTS)
+            .map(|_| ("x".to_owned(), random_id()))
+            .collect(),
     });
     let echo_loaded = http_run(echo_client.clone(), CLIENTS).await;
     let echo_single = http_run(echo_client, 1).await;
     println!("== HTTP echo ceiling (same four round trips, no state) ==");
-    println!("echo ({CLIENTS} clients): {:>8.0} calls/s  p50 {:.2} ms  p99 {:.2} ms", echo_loaded.per_second(), echo_loaded.pct(0.5), echo_loaded.pct(0.99));
-    println!("echo ( 1 client ): {:>8.0} calls/s  p50 {:.2} ms  p99 {:.2} ms", echo_single.per_second(), echo_single.pct(0.5), echo_single.pct(0.99));
+    println!(
+        "echo ({CLIENTS} clients): {:>8.0} calls/s  p50 {:.2} ms  p99 {:.2} ms",
+        echo_loaded.per_second(),
+        echo_loaded.pct(0.5),
+        echo_loaded.pct(0.99)
+    );
+    println!(
+        "echo ( 1 client ): {:>8.0} calls/s  p50 {:.2} ms  p99 {:.2} ms",
+        echo_single.per_second(),
+        echo_single.pct(0.5),
+        echo_single.pct(0.99)
+    );
     let echo = (echo_loaded, echo_single);
 
     let dir = std::env::temp_dir().join(format!("sealpost-relay-bench-{}", random_id()));
     std::fs::create_dir_all(&dir).unwrap();
-    relay_runs("SQLite (WAL, synchronous=NORMAL, group commit)", &format!("sqlite://{}/bench.db", dir.display()), &echo).await;
+    relay_runs(
+        "SQLite (WAL, synchronous=NORMAL, group commit)",
+        &format!("sqlite://{}/bench.db", dir.display()),
+        &echo,
+    )
+    .await;
     let _ = std::fs::remove_dir_all(&dir);
     match std::env::var("SEALPOST_BENCH_POSTGRES_URL") {
         Ok(url) => relay_runs("PostgreSQL", &url, &echo).await,
-        Err(_) => println!("\n(PostgreSQL skipped: SEALPOST_BENCH_POSTGRES_URL is not set; `cargo xtask bench relay` sets it)"),
+        Err(_) => println!(
+            "\n(PostgreSQL skipped: SEALPOST_BENCH_POSTGRES_URL is not set; `cargo xtask bench relay` sets it)"
+        ),
     }
 }

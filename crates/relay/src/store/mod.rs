@@ -19,6 +19,7 @@ mod migrate;
 pub mod postgres;
 mod postgres_calls;
 pub mod sqlite;
+mod sqlite_calls;
 mod sqlite_writer;
 
 /// Unix milliseconds.
