@@ -396,6 +396,16 @@ async fn relay_runs(label: &str, url: &str, echo: &(Outcome, Outcome)) {
 
 #[tokio::main]
 async fn main() {
+    // For profiling the store alone: `SEALPOST_BENCH_STORE_ONLY=sqlite:///tmp/p.db`.
+    if let Ok(url) = std::env::var("SEALPOST_BENCH_STORE_ONLY") {
+        let o = store_ceiling(&url, CLIENTS).await;
+        println!(
+            "store ceiling: {:.0} calls/s  p50 {:.2} ms",
+            o.per_second(),
+            o.pct(0.5)
+        );
+        return;
+    }
     let echo_base = echo_server().await;
     let echo_client = Arc::new(Client {
         http: reqwest::Client::new(),

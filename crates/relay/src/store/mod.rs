@@ -15,6 +15,7 @@ use sealpost_protocol::ids::Id16;
 
 use crate::wake::Hub;
 
+mod hot_path;
 mod migrate;
 pub mod postgres;
 mod postgres_calls;

@@ -16,6 +16,7 @@ use sqlx::Row;
 use sqlx::postgres::{PgConnection, PgListener, PgPool, PgPoolOptions, PgRow};
 use tokio_util::sync::CancellationToken;
 
+use super::hot_path::SeenThrottle;
 use super::{
     CallView, ClaimedRow, HeldBytes, LiveSession, Ms, NewCall, NewSession, OwnerRow, Scope,
     SessionInfo, Store, StoreError, StoreResult, SweepStats, TokenRow, call_view, id_from, migrate,
@@ -37,6 +38,7 @@ const MIGRATION_LOCK_KEY: i64 = 0x5ea1_9057;
 #[derive(Debug, Clone)]
 pub struct PgStore {
     pool: PgPool,
+    seen: Arc<SeenThrottle>,
 }
 
 fn b(id: Id16) -> Vec<u8> {
@@ -85,7 +87,10 @@ impl PgStore {
             }
         }
         tx.commit().await?;
-        Ok(Self { pool })
+        Ok(Self {
+            pool,
+            seen: Arc::default(),
+        })
     }
 }
 
@@ -519,8 +524,10 @@ impl Store for PgStore {
         max: u32,
         lease_ms: Ms,
     ) -> StoreResult<Vec<ClaimedRow>> {
-        super::postgres_calls::claim_calls(&self.pool, owner_id, session_id, now, max, lease_ms)
-            .await
+        super::postgres_calls::claim_calls(
+            &self.pool, &self.seen, owner_id, session_id, now, max, lease_ms,
+        )
+        .await
     }
 
     async fn reply_call(
@@ -549,8 +556,13 @@ impl Store for PgStore {
         call_id: Id16,
         now: Ms,
     ) -> StoreResult<Option<CallView>> {
+        // One statement: the SELECT sees the snapshot from before the UPDATE, so the first
+        // read reports `answered` and marks the call delivered in the same round trip.
         let row = sqlx::query(
-            "SELECT state, reply, cancel_reason, expires_at, lease_expires_at FROM calls \
+            "WITH marked AS ( \
+                UPDATE calls SET state = 'delivered' WHERE owner_id = $1 AND call_id = $2 \
+                AND ($3::bytea IS NULL OR pair_id = $3) AND state = 'answered') \
+             SELECT state, reply, cancel_reason, expires_at, lease_expires_at FROM calls \
              WHERE owner_id = $1 AND call_id = $2 AND ($3::bytea IS NULL OR pair_id = $3)",
         )
         .bind(b(scope.owner_id))
@@ -567,15 +579,6 @@ impl Store for PgStore {
             row.try_get("lease_expires_at")?,
             now,
         );
-        if view.state == CallState::Answered {
-            sqlx::query(
-                "UPDATE calls SET state = 'delivered' WHERE owner_id = $1 AND call_id = $2 AND state = 'answered'",
-            )
-            .bind(b(scope.owner_id))
-            .bind(b(call_id))
-            .execute(&self.pool)
-            .await?;
-        }
         Ok(Some(view))
     }
 

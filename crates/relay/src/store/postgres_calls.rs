@@ -9,6 +9,7 @@ use sealpost_protocol::ids::Id16;
 use sqlx::Row;
 use sqlx::postgres::PgPool;
 
+use super::hot_path::SeenThrottle;
 use super::{
     ClaimedRow, Ms, NewCall, Scope, StoreError, StoreResult, SweepStats, call_view, id_from,
     parse_state,
@@ -91,40 +92,37 @@ pub(super) async fn post_call(
 
 pub(super) async fn claim_calls(
     pool: &PgPool,
+    seen: &SeenThrottle,
     owner_id: Id16,
     session_id: Id16,
     now: Ms,
     max: u32,
     lease_ms: Ms,
 ) -> StoreResult<Vec<ClaimedRow>> {
-    let live = sqlx::query(
-        "UPDATE sessions SET claimer_seen_at = $3 WHERE owner_id = $1 AND session_id = $2 \
-         AND ended_at IS NULL AND expires_at > $3",
-    )
-    .bind(b(owner_id))
-    .bind(b(session_id))
-    .bind(now)
-    .execute(pool)
-    .await?;
-    if live.rows_affected() == 0 {
-        let exists: Option<i32> =
-            sqlx::query_scalar("SELECT 1 FROM sessions WHERE owner_id = $1 AND session_id = $2")
-                .bind(b(owner_id))
-                .bind(b(session_id))
-                .fetch_optional(pool)
-                .await?;
-        return Err(if exists.is_some() {
-            StoreError::SessionEnded
-        } else {
-            StoreError::NotFound
-        });
+    let write_seen = seen.due(owner_id, session_id, now);
+    if write_seen {
+        let live = sqlx::query(
+            "UPDATE sessions SET claimer_seen_at = $3 WHERE owner_id = $1 AND session_id = $2 \
+             AND ended_at IS NULL AND expires_at > $3",
+        )
+        .bind(b(owner_id))
+        .bind(b(session_id))
+        .bind(now)
+        .execute(pool)
+        .await?;
+        if live.rows_affected() == 0 {
+            return Err(why_not_live(pool, owner_id, session_id).await);
+        }
     }
     // SKIP LOCKED: concurrent claimers (on any replica) take disjoint rows instead of queueing;
-    // the outer UPDATE re-checks the state, so a row is claimed once.
+    // the outer UPDATE re-checks the state, so a row is claimed once. The session must still be
+    // live, for the claims that skip the `claimer_seen_at` write.
     let rows = sqlx::query(
         "WITH picked AS ( \
             SELECT owner_id, call_id FROM calls \
             WHERE owner_id = $1 AND session_id = $2 AND state = 'pending' AND expires_at > $3 \
+            AND EXISTS (SELECT 1 FROM sessions WHERE owner_id = $1 AND session_id = $2 \
+                AND ended_at IS NULL AND expires_at > $3) \
             ORDER BY created_at LIMIT $4 FOR UPDATE SKIP LOCKED) \
          UPDATE calls c SET state = 'claimed', lease_expires_at = LEAST($3 + $5, c.expires_at) \
          FROM picked WHERE c.owner_id = picked.owner_id AND c.call_id = picked.call_id \
@@ -138,6 +136,20 @@ pub(super) async fn claim_calls(
     .bind(lease_ms)
     .fetch_all(pool)
     .await?;
+    if rows.is_empty() && !write_seen {
+        let live: Option<i32> = sqlx::query_scalar(
+            "SELECT 1 FROM sessions WHERE owner_id = $1 AND session_id = $2 \
+             AND ended_at IS NULL AND expires_at > $3",
+        )
+        .bind(b(owner_id))
+        .bind(b(session_id))
+        .bind(now)
+        .fetch_optional(pool)
+        .await?;
+        if live.is_none() {
+            return Err(why_not_live(pool, owner_id, session_id).await);
+        }
+    }
     let mut claimed = rows
         .into_iter()
         .map(|row| {
@@ -326,4 +338,19 @@ pub(super) async fn sweep(pool: &PgPool, now: Ms, grace_ms: Ms) -> StoreResult<S
         .await?;
     tx.commit().await?;
     Ok(stats)
+}
+
+/// A claim found its session not live: missing (404) or ended (410)?
+async fn why_not_live(pool: &PgPool, owner_id: Id16, session_id: Id16) -> StoreError {
+    let exists: Result<Option<i32>, sqlx::Error> =
+        sqlx::query_scalar("SELECT 1 FROM sessions WHERE owner_id = $1 AND session_id = $2")
+            .bind(b(owner_id))
+            .bind(b(session_id))
+            .fetch_optional(pool)
+            .await;
+    match exists {
+        Ok(Some(_)) => StoreError::SessionEnded,
+        Ok(None) => StoreError::NotFound,
+        Err(error) => error.into(),
+    }
 }

@@ -21,7 +21,8 @@ use sqlx::sqlite::{
 };
 use sqlx::{Connection, Row};
 
-use super::sqlite_writer::Writer;
+use super::hot_path::{DeliveryMarks, MarkOutcome, SeenThrottle};
+use super::sqlite_writer::{Completion, Job, Writer};
 use super::{
     CallView, ClaimedRow, HeldBytes, LiveSession, Ms, NewCall, NewSession, OwnerRow, Scope,
     SessionInfo, Store, StoreError, StoreResult, SweepStats, TokenRow, call_view, id_from, migrate,
@@ -39,6 +40,8 @@ const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 pub struct SqliteStore {
     writer: Writer,
     readers: SqlitePool,
+    pub(super) seen: SeenThrottle,
+    deliveries: Arc<DeliveryMarks>,
 }
 
 pub(super) fn b(id: Id16) -> Vec<u8> {
@@ -63,6 +66,8 @@ impl SqliteStore {
         Ok(Self {
             writer: Writer::spawn(conn),
             readers,
+            seen: SeenThrottle::default(),
+            deliveries: Arc::default(),
         })
     }
 
@@ -86,6 +91,46 @@ impl SqliteStore {
     {
         self.writer.run(true, f).await
     }
+
+    /// Queues one write of every delivery mark taken so far; reads do not wait for it.
+    async fn flush_delivery_marks(&self) -> StoreResult<()> {
+        let deliveries = self.deliveries.clone();
+        let job: Job = Box::new(move |conn| {
+            Box::pin(async move {
+                let marks = deliveries.take_queued();
+                let written = mark_delivered(conn, &marks).await;
+                if let Err(error) = &written {
+                    tracing::warn!(%error, marks = marks.len(), "could not mark calls delivered");
+                }
+                let completion: Completion = Box::new(move |_| deliveries.settled(&marks));
+                (written.is_ok(), completion)
+            })
+        });
+        self.writer.submit(job).await
+    }
+}
+
+/// Most delivery marks one statement carries.
+const MARKS_PER_STATEMENT: usize = 100;
+
+async fn mark_delivered(
+    conn: &mut SqliteConnection,
+    marks: &[(Id16, Id16)],
+) -> Result<(), sqlx::Error> {
+    for chunk in marks.chunks(MARKS_PER_STATEMENT) {
+        let pairs = vec!["(?, ?)"; chunk.len()].join(", ");
+        let sql = format!(
+            "UPDATE calls SET state = 'delivered' WHERE state = 'answered' \
+             AND (owner_id, call_id) IN (VALUES {pairs})"
+        );
+        // Safe: the text varies only in how many placeholders it has; every value is bound.
+        let mut query = sqlx::query(sqlx::AssertSqlSafe(sql));
+        for (owner_id, call_id) in chunk {
+            query = query.bind(b(*owner_id)).bind(b(*call_id));
+        }
+        query.execute(&mut *conn).await?;
+    }
+    Ok(())
 }
 
 async fn run_migrations(conn: &mut SqliteConnection) -> StoreResult<()> {
@@ -594,7 +639,7 @@ impl Store for SqliteStore {
         .fetch_optional(&self.readers)
         .await?;
         let Some(row) = row else { return Ok(None) };
-        let view = call_view(
+        let mut view = call_view(
             parse_state(row.try_get("state")?)?,
             row.try_get("reply")?,
             parse_reason(row.try_get("cancel_reason")?),
@@ -603,20 +648,11 @@ impl Store for SqliteStore {
             now,
         );
         if view.state == CallState::Answered {
-            let owner = scope.owner_id;
-            self.write(move |conn| {
-                Box::pin(async move {
-                    sqlx::query(
-                        "UPDATE calls SET state = 'delivered' WHERE owner_id = ?1 AND call_id = ?2 AND state = 'answered'",
-                    )
-                    .bind(b(owner))
-                    .bind(b(call_id))
-                    .execute(&mut *conn)
-                    .await?;
-                    Ok(())
-                })
-            })
-            .await?;
+            match self.deliveries.mark(scope.owner_id, call_id) {
+                MarkOutcome::AlreadyMarked => view.state = CallState::Delivered,
+                MarkOutcome::MarkedStartFlush => self.flush_delivery_marks().await?,
+                MarkOutcome::Marked => {}
+            }
         }
         Ok(Some(view))
     }

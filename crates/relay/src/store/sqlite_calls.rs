@@ -80,35 +80,34 @@ impl SqliteStore {
         max: u32,
         lease_ms: Ms,
     ) -> StoreResult<Vec<ClaimedRow>> {
+        let write_seen = self.seen.due(owner_id, session_id, now);
         self.write(move |conn| {
             Box::pin(async move {
-                let live = sqlx::query(
-                    "UPDATE sessions SET claimer_seen_at = ?3 WHERE owner_id = ?1 AND session_id = ?2 \
-                     AND ended_at IS NULL AND expires_at > ?3",
-                )
-                .bind(b(owner_id))
-                .bind(b(session_id))
-                .bind(now)
-                .execute(&mut *conn)
-                .await?;
-                if live.rows_affected() == 0 {
-                    let exists: Option<i64> = sqlx::query_scalar(
-                        "SELECT 1 FROM sessions WHERE owner_id = ?1 AND session_id = ?2",
+                if write_seen {
+                    let live = sqlx::query(
+                        "UPDATE sessions SET claimer_seen_at = ?3 WHERE owner_id = ?1 AND session_id = ?2 \
+                         AND ended_at IS NULL AND expires_at > ?3",
                     )
                     .bind(b(owner_id))
                     .bind(b(session_id))
-                    .fetch_optional(&mut *conn)
+                    .bind(now)
+                    .execute(&mut *conn)
                     .await?;
-                    return Err(if exists.is_some() { StoreError::SessionEnded } else { StoreError::NotFound });
+                    if live.rows_affected() == 0 {
+                        return Err(why_not_live(conn, owner_id, session_id).await);
+                    }
                 }
                 // One statement: the selection and the state change cannot interleave with
-                // another claim, so a call is handed out once.
+                // another claim, so a call is handed out once. It also re-checks that the session
+                // is live, for the claims that skip the `claimer_seen_at` write.
                 let rows = sqlx::query(
                     "UPDATE calls SET state = 'claimed', lease_expires_at = MIN(?3 + ?5, expires_at) \
                      WHERE owner_id = ?1 AND call_id IN ( \
                         SELECT call_id FROM calls WHERE owner_id = ?1 AND session_id = ?2 \
                         AND state = 'pending' AND expires_at > ?3 ORDER BY created_at LIMIT ?4) \
                      AND state = 'pending' \
+                     AND EXISTS (SELECT 1 FROM sessions WHERE owner_id = ?1 AND session_id = ?2 \
+                        AND ended_at IS NULL AND expires_at > ?3) \
                      RETURNING call_id, envelope, lease_expires_at, created_at",
                 )
                 .bind(b(owner_id))
@@ -118,6 +117,20 @@ impl SqliteStore {
                 .bind(lease_ms)
                 .fetch_all(&mut *conn)
                 .await?;
+                if rows.is_empty() && !write_seen {
+                    let live: Option<i64> = sqlx::query_scalar(
+                        "SELECT 1 FROM sessions WHERE owner_id = ?1 AND session_id = ?2 \
+                         AND ended_at IS NULL AND expires_at > ?3",
+                    )
+                    .bind(b(owner_id))
+                    .bind(b(session_id))
+                    .bind(now)
+                    .fetch_optional(&mut *conn)
+                    .await?;
+                    if live.is_none() {
+                        return Err(why_not_live(conn, owner_id, session_id).await);
+                    }
+                }
                 let mut claimed = rows
                     .into_iter()
                     .map(|row| {
@@ -281,5 +294,24 @@ impl SqliteStore {
             })
         })
         .await
+    }
+}
+
+/// A claim found its session not live: missing (404) or ended (410)?
+async fn why_not_live(
+    conn: &mut sqlx::SqliteConnection,
+    owner_id: Id16,
+    session_id: Id16,
+) -> StoreError {
+    let exists: Result<Option<i64>, sqlx::Error> =
+        sqlx::query_scalar("SELECT 1 FROM sessions WHERE owner_id = ?1 AND session_id = ?2")
+            .bind(b(owner_id))
+            .bind(b(session_id))
+            .fetch_optional(&mut *conn)
+            .await;
+    match exists {
+        Ok(Some(_)) => StoreError::SessionEnded,
+        Ok(None) => StoreError::NotFound,
+        Err(error) => error.into(),
     }
 }

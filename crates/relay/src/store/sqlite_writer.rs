@@ -19,9 +19,9 @@ const MAX_BATCH: usize = 256;
 const QUEUE_DEPTH: usize = 4096;
 
 /// Called once the batch's fate is known: `true` if it committed.
-type Completion = Box<dyn FnOnce(bool) + Send>;
+pub(crate) type Completion = Box<dyn FnOnce(bool) + Send>;
 /// Runs one operation on the writer's connection; says whether it succeeded.
-type Job =
+pub(crate) type Job =
     Box<dyn for<'c> FnOnce(&'c mut SqliteConnection) -> BoxFuture<'c, (bool, Completion)> + Send>;
 
 struct Request {
@@ -73,6 +73,17 @@ impl Writer {
         answered
             .await
             .map_err(|_| StoreError::Db("the SQLite writer dropped the operation".into()))?
+    }
+}
+
+impl Writer {
+    /// Queues a job without waiting for its batch to commit (its completion still runs then).
+    /// Returns once the job is in the queue, so later writes of this caller run after it.
+    pub(crate) async fn submit(&self, job: Job) -> StoreResult<()> {
+        self.queue
+            .send(Request { atomic: false, job })
+            .await
+            .map_err(|_| StoreError::Db("the SQLite writer has stopped".into()))
     }
 }
 
