@@ -18,8 +18,11 @@ use crate::wake::Hub;
 mod hot_path;
 mod migrate;
 pub mod postgres;
+mod postgres_accounts;
 mod postgres_calls;
+mod rows;
 pub mod sqlite;
+mod sqlite_accounts;
 mod sqlite_calls;
 mod sqlite_writer;
 
@@ -165,7 +168,7 @@ pub struct SweepStats {
     pub deleted_sessions: u64,
 }
 
-/// The relay's storage. Both backends pass the same contract suite (`tests/it/contract.rs`).
+/// The relay's storage. Both backends pass the same contract suite (`tests/it/contract/`).
 #[async_trait]
 pub trait Store: Send + Sync + std::fmt::Debug {
     /// Which backend this is ("sqlite" or "postgres"), for logs and metrics.
@@ -313,6 +316,15 @@ pub(crate) fn parse_kind(text: &str) -> StoreResult<TokenKind> {
         "mcp" => Ok(TokenKind::Mcp),
         other => Err(StoreError::Db(format!("unknown token kind {other:?}"))),
     }
+}
+
+/// An id as both backends store it: 16 bytes in a `BLOB` / `bytea` column.
+pub(crate) fn b(id: Id16) -> Vec<u8> {
+    id.0.to_vec()
+}
+
+pub(crate) fn is_unique_violation(error: &sqlx::Error) -> bool {
+    matches!(error, sqlx::Error::Database(db) if db.is_unique_violation())
 }
 
 pub(crate) fn id_from(bytes: Vec<u8>) -> StoreResult<Id16> {

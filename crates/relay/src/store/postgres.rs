@@ -4,6 +4,9 @@
 //! replicas never hand one call out twice. Writes that should wake a waiter on another replica
 //! send `pg_notify` inside their own transaction (delivered only if it commits); each replica
 //! runs one `PgListener` that feeds those into its in-process hub.
+//!
+//! This file connects, listens for wake-ups and holds the session operations; accounts live in
+//! `postgres_accounts`, calls in `postgres_calls`, and row mapping shared with SQLite in `rows`.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -12,15 +15,16 @@ use async_trait::async_trait;
 use sealpost_protocol::api::{CallState, TokenKind};
 use sealpost_protocol::content::CancelReason;
 use sealpost_protocol::ids::Id16;
-use sqlx::Row;
-use sqlx::postgres::{PgConnection, PgListener, PgPool, PgPoolOptions, PgRow};
+use sqlx::postgres::{PgConnection, PgListener, PgPool, PgPoolOptions};
 use tokio_util::sync::CancellationToken;
 
 use super::hot_path::SeenThrottle;
+use super::postgres_accounts as accounts;
+use super::rows::{self, Columns};
 use super::{
     CallView, ClaimedRow, HeldBytes, LiveSession, Ms, NewCall, NewSession, OwnerRow, Scope,
-    SessionInfo, Store, StoreError, StoreResult, SweepStats, TokenRow, call_view, id_from, migrate,
-    parse_kind, parse_reason, parse_state,
+    SessionInfo, Store, StoreError, StoreResult, SweepStats, TokenRow, b, is_unique_violation,
+    migrate,
 };
 use crate::wake::{Hub, Topic};
 
@@ -41,15 +45,7 @@ pub struct PgStore {
     seen: Arc<SeenThrottle>,
 }
 
-fn b(id: Id16) -> Vec<u8> {
-    id.0.to_vec()
-}
-
-fn is_unique_violation(error: &sqlx::Error) -> bool {
-    matches!(error, sqlx::Error::Database(db) if db.is_unique_violation())
-}
-
-async fn notify(conn: &mut PgConnection, topic: Topic) -> StoreResult<()> {
+pub(super) async fn notify(conn: &mut PgConnection, topic: Topic) -> StoreResult<()> {
     sqlx::query("SELECT pg_notify($1, $2)")
         .bind(WAKE_CHANNEL)
         .bind(topic.encode())
@@ -94,35 +90,13 @@ impl PgStore {
     }
 }
 
-fn owner_row(row: &PgRow) -> StoreResult<OwnerRow> {
-    Ok(OwnerRow {
-        id: id_from(row.try_get("id")?)?,
-        name: row.try_get("name")?,
-        created_at: row.try_get("created_at")?,
-        disabled: row.try_get::<Option<i64>, _>("disabled_at")?.is_some(),
-    })
-}
-
-fn token_row(row: &PgRow) -> StoreResult<TokenRow> {
-    let pair_id: Option<Vec<u8>> = row.try_get("pair_id")?;
-    Ok(TokenRow {
-        id: id_from(row.try_get("id")?)?,
-        owner_id: id_from(row.try_get("owner_id")?)?,
-        kind: parse_kind(row.try_get("kind")?)?,
-        pair_id: pair_id.map(id_from).transpose()?,
-        label: row.try_get("label")?,
-        created_at: row.try_get("created_at")?,
-        expires_at: row.try_get("expires_at")?,
-    })
-}
-
 /// Cancels a session's open calls (`session_ended`) and wakes their readers.
 async fn cancel_open_calls(
     conn: &mut PgConnection,
     owner_id: Id16,
     session_id: Id16,
 ) -> StoreResult<Vec<Id16>> {
-    let rows = sqlx::query(
+    let cancelled = sqlx::query(
         "UPDATE calls SET state = 'cancelled', cancel_reason = 'session_ended', envelope = NULL \
          WHERE owner_id = $1 AND session_id = $2 AND state IN ('pending', 'claimed') \
          RETURNING call_id",
@@ -131,9 +105,9 @@ async fn cancel_open_calls(
     .bind(b(session_id))
     .fetch_all(&mut *conn)
     .await?;
-    let ids = rows
-        .into_iter()
-        .map(|r| id_from(r.try_get("call_id")?))
+    let ids = cancelled
+        .iter()
+        .map(|row| row.id("call_id"))
         .collect::<StoreResult<Vec<_>>>()?;
     for id in &ids {
         notify(conn, Topic::Call(owner_id, *id)).await?;
@@ -201,78 +175,27 @@ impl Store for PgStore {
     }
 
     async fn secret(&self, name: &str, fresh: Vec<u8>) -> StoreResult<Vec<u8>> {
-        sqlx::query(
-            "INSERT INTO relay_secrets (name, value) VALUES ($1, $2) ON CONFLICT (name) DO NOTHING",
-        )
-        .bind(name)
-        .bind(fresh)
-        .execute(&self.pool)
-        .await?;
-        Ok(
-            sqlx::query_scalar("SELECT value FROM relay_secrets WHERE name = $1")
-                .bind(name)
-                .fetch_one(&self.pool)
-                .await?,
-        )
+        accounts::secret(&self.pool, name, fresh).await
     }
 
     async fn create_owner(&self, id: Id16, name: &str, now: Ms) -> StoreResult<()> {
-        match sqlx::query("INSERT INTO owners (id, name, created_at) VALUES ($1, $2, $3)")
-            .bind(b(id))
-            .bind(name)
-            .bind(now)
-            .execute(&self.pool)
-            .await
-        {
-            Err(e) if is_unique_violation(&e) => Err(StoreError::Duplicate),
-            other => other.map(|_| ()).map_err(Into::into),
-        }
+        accounts::create_owner(&self.pool, id, name, now).await
     }
 
     async fn list_owners(&self) -> StoreResult<Vec<OwnerRow>> {
-        let rows = sqlx::query("SELECT * FROM owners ORDER BY name")
-            .fetch_all(&self.pool)
-            .await?;
-        rows.iter().map(owner_row).collect()
+        accounts::list_owners(&self.pool).await
     }
 
     async fn owner_by_name(&self, name: &str) -> StoreResult<Option<OwnerRow>> {
-        let row = sqlx::query("SELECT * FROM owners WHERE name = $1")
-            .bind(name)
-            .fetch_optional(&self.pool)
-            .await?;
-        row.as_ref().map(owner_row).transpose()
+        accounts::owner_by_name(&self.pool, name).await
     }
 
     async fn owner_by_id(&self, id: Id16) -> StoreResult<Option<OwnerRow>> {
-        let row = sqlx::query("SELECT * FROM owners WHERE id = $1")
-            .bind(b(id))
-            .fetch_optional(&self.pool)
-            .await?;
-        row.as_ref().map(owner_row).transpose()
+        accounts::owner_by_id(&self.pool, id).await
     }
 
     async fn disable_owner(&self, name: &str, now: Ms) -> StoreResult<bool> {
-        let mut tx = self.pool.begin().await?;
-        let id: Option<Vec<u8>> = sqlx::query_scalar(
-            "UPDATE owners SET disabled_at = COALESCE(disabled_at, $2) WHERE name = $1 RETURNING id",
-        )
-        .bind(name)
-        .bind(now)
-        .fetch_optional(&mut *tx)
-        .await?;
-        let Some(id) = id else { return Ok(false) };
-        sqlx::query("UPDATE tokens SET revoked_at = $2 WHERE owner_id = $1 AND revoked_at IS NULL")
-            .bind(&id)
-            .bind(now)
-            .execute(&mut *tx)
-            .await?;
-        sqlx::query("DELETE FROM signin_codes WHERE owner_id = $1")
-            .bind(&id)
-            .execute(&mut *tx)
-            .await?;
-        tx.commit().await?;
-        Ok(true)
+        accounts::disable_owner(&self.pool, name, now).await
     }
 
     async fn create_signin_code(
@@ -281,69 +204,23 @@ impl Store for PgStore {
         owner_id: Id16,
         expires_at: Ms,
     ) -> StoreResult<()> {
-        sqlx::query(
-            "INSERT INTO signin_codes (code_hash, owner_id, expires_at) VALUES ($1, $2, $3)",
-        )
-        .bind(code_hash.to_vec())
-        .bind(b(owner_id))
-        .bind(expires_at)
-        .execute(&self.pool)
-        .await?;
-        Ok(())
+        accounts::create_signin_code(&self.pool, code_hash, owner_id, expires_at).await
     }
 
     async fn consume_signin_code(&self, code_hash: [u8; 32], now: Ms) -> StoreResult<Option<Id16>> {
-        let owner: Option<Vec<u8>> = sqlx::query_scalar(
-            "DELETE FROM signin_codes WHERE code_hash = $1 AND expires_at > $2 \
-             AND owner_id IN (SELECT id FROM owners WHERE disabled_at IS NULL) RETURNING owner_id",
-        )
-        .bind(code_hash.to_vec())
-        .bind(now)
-        .fetch_optional(&self.pool)
-        .await?;
-        owner.map(id_from).transpose()
+        accounts::consume_signin_code(&self.pool, code_hash, now).await
     }
 
-    async fn create_token(&self, t: &TokenRow) -> StoreResult<()> {
-        sqlx::query(
-            "INSERT INTO tokens (id, owner_id, kind, pair_id, label, created_at, expires_at) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7)",
-        )
-        .bind(b(t.id))
-        .bind(b(t.owner_id))
-        .bind(t.kind.as_str())
-        .bind(t.pair_id.map(b))
-        .bind(&t.label)
-        .bind(t.created_at)
-        .bind(t.expires_at)
-        .execute(&self.pool)
-        .await?;
-        Ok(())
+    async fn create_token(&self, token: &TokenRow) -> StoreResult<()> {
+        accounts::create_token(&self.pool, token).await
     }
 
     async fn active_token(&self, id: Id16, now: Ms) -> StoreResult<Option<TokenRow>> {
-        let row = sqlx::query(
-            "SELECT t.* FROM tokens t JOIN owners o ON o.id = t.owner_id \
-             WHERE t.id = $1 AND t.revoked_at IS NULL AND t.expires_at > $2 AND o.disabled_at IS NULL",
-        )
-        .bind(b(id))
-        .bind(now)
-        .fetch_optional(&self.pool)
-        .await?;
-        row.as_ref().map(token_row).transpose()
+        accounts::active_token(&self.pool, id, now).await
     }
 
     async fn extend_token(&self, id: Id16, expires_at: Ms, now: Ms) -> StoreResult<bool> {
-        let done = sqlx::query(
-            "UPDATE tokens SET expires_at = GREATEST(expires_at, $2) \
-             WHERE id = $1 AND revoked_at IS NULL AND expires_at > $3",
-        )
-        .bind(b(id))
-        .bind(expires_at)
-        .bind(now)
-        .execute(&self.pool)
-        .await?;
-        Ok(done.rows_affected() == 1)
+        accounts::extend_token(&self.pool, id, expires_at, now).await
     }
 
     async fn revoke_token(
@@ -353,29 +230,11 @@ impl Store for PgStore {
         kind: Option<TokenKind>,
         now: Ms,
     ) -> StoreResult<bool> {
-        let done = sqlx::query(
-            "UPDATE tokens SET revoked_at = COALESCE(revoked_at, $3) \
-             WHERE id = $1 AND owner_id = $2 AND ($4::text IS NULL OR kind = $4)",
-        )
-        .bind(b(id))
-        .bind(b(owner_id))
-        .bind(now)
-        .bind(kind.map(TokenKind::as_str))
-        .execute(&self.pool)
-        .await?;
-        Ok(done.rows_affected() == 1)
+        accounts::revoke_token(&self.pool, owner_id, id, kind, now).await
     }
 
     async fn list_mcp_tokens(&self, owner_id: Id16, now: Ms) -> StoreResult<Vec<TokenRow>> {
-        let rows = sqlx::query(
-            "SELECT * FROM tokens WHERE owner_id = $1 AND kind = 'mcp' \
-             AND revoked_at IS NULL AND expires_at > $2 ORDER BY created_at",
-        )
-        .bind(b(owner_id))
-        .bind(now)
-        .fetch_all(&self.pool)
-        .await?;
-        rows.iter().map(token_row).collect()
+        accounts::list_mcp_tokens(&self.pool, owner_id, now).await
     }
 
     async fn create_session(&self, s: &NewSession, max_live: u32) -> StoreResult<Vec<Id16>> {
@@ -424,7 +283,7 @@ impl Store for PgStore {
         };
         let mut cancelled = Vec::new();
         for row in replaced {
-            let old = id_from(row.try_get("session_id")?)?;
+            let old = row.id("session_id")?;
             cancelled.extend(cancel_open_calls(&mut tx, s.owner_id, old).await?);
         }
         tx.commit().await?;
@@ -447,17 +306,7 @@ impl Store for PgStore {
         .bind(now)
         .fetch_optional(&self.pool)
         .await?;
-        row.map(|row| {
-            Ok(LiveSession {
-                session_id: id_from(row.try_get("session_id")?)?,
-                hello: row
-                    .try_get::<Option<Vec<u8>>, _>("hello")?
-                    .unwrap_or_default(),
-                expires_at: row.try_get("expires_at")?,
-                claimer_seen_at: row.try_get("claimer_seen_at")?,
-            })
-        })
-        .transpose()
+        row.as_ref().map(rows::live_session).transpose()
     }
 
     async fn session_info(
@@ -472,15 +321,8 @@ impl Store for PgStore {
         .bind(b(session_id))
         .fetch_optional(&self.pool)
         .await?;
-        row.map(|row| {
-            Ok(SessionInfo {
-                session_id,
-                pair_id: id_from(row.try_get("pair_id")?)?,
-                expires_at: row.try_get("expires_at")?,
-                ended: row.try_get::<Option<i64>, _>("ended_at")?.is_some(),
-            })
-        })
-        .transpose()
+        row.map(|row| rows::session_info(&row, session_id))
+            .transpose()
     }
 
     async fn end_session(
@@ -570,16 +412,7 @@ impl Store for PgStore {
         .bind(scope.pair_id.map(b))
         .fetch_optional(&self.pool)
         .await?;
-        let Some(row) = row else { return Ok(None) };
-        let view = call_view(
-            parse_state(row.try_get("state")?)?,
-            row.try_get("reply")?,
-            parse_reason(row.try_get("cancel_reason")?),
-            row.try_get("expires_at")?,
-            row.try_get("lease_expires_at")?,
-            now,
-        );
-        Ok(Some(view))
+        row.map(|row| rows::view_at(&row, now)).transpose()
     }
 
     async fn sweep(&self, now: Ms, grace_ms: Ms) -> StoreResult<SweepStats> {
@@ -594,21 +427,13 @@ impl Store for PgStore {
         .bind(b(call_id))
         .fetch_optional(&self.pool)
         .await?;
-        row.map(|row| {
-            Ok(HeldBytes {
-                envelope: row.try_get("e")?,
-                reply: row.try_get("r")?,
-            })
-        })
-        .transpose()
+        row.as_ref().map(rows::held_bytes).transpose()
     }
 
     async fn count_calls_by_state(&self) -> StoreResult<Vec<(CallState, i64)>> {
-        let rows = sqlx::query("SELECT state, COUNT(*) AS n FROM calls GROUP BY state")
+        let found = sqlx::query("SELECT state, COUNT(*) AS n FROM calls GROUP BY state")
             .fetch_all(&self.pool)
             .await?;
-        rows.iter()
-            .map(|row| Ok((parse_state(row.try_get("state")?)?, row.try_get("n")?)))
-            .collect()
+        found.iter().map(rows::state_count).collect()
     }
 }

@@ -1,32 +1,21 @@
 //! PostgreSQL call operations: post, claim, reply, cancel, and the sweeper.
 //!
-//! Kept apart from `postgres.rs` (accounts and sessions) because this is the hot path whose
+//! Kept apart from `postgres.rs` (connecting, wake-ups, sessions) and `postgres_accounts.rs`
+//! because this is the hot path whose
 //! statements decide at-most-once delivery; each one changes state in a single statement.
 
 use sealpost_protocol::api::CallState;
 use sealpost_protocol::content::CancelReason;
 use sealpost_protocol::ids::Id16;
-use sqlx::Row;
 use sqlx::postgres::PgPool;
 
 use super::hot_path::SeenThrottle;
+use super::postgres::notify;
+use super::rows::{self, Columns};
 use super::{
-    ClaimedRow, Ms, NewCall, Scope, StoreError, StoreResult, SweepStats, call_view, id_from,
-    parse_state,
+    ClaimedRow, Ms, NewCall, Scope, StoreError, StoreResult, SweepStats, b, is_unique_violation,
 };
 use crate::wake::Topic;
-
-fn b(id: Id16) -> Vec<u8> {
-    id.0.to_vec()
-}
-
-async fn notify(conn: &mut sqlx::PgConnection, topic: Topic) -> StoreResult<()> {
-    sqlx::query("SELECT pg_notify('sealpost_wake', $1)")
-        .bind(topic.encode())
-        .execute(conn)
-        .await?;
-    Ok(())
-}
 
 pub(super) async fn post_call(
     pool: &PgPool,
@@ -61,7 +50,7 @@ pub(super) async fn post_call(
             tx.commit().await?;
             return Ok(expires_at);
         }
-        Err(e) if matches!(&e, sqlx::Error::Database(db) if db.is_unique_violation()) => {
+        Err(e) if is_unique_violation(&e) => {
             return Err(StoreError::Duplicate);
         }
         Err(e) => return Err(e.into()),
@@ -74,20 +63,11 @@ pub(super) async fn post_call(
     .bind(b(c.session_id))
     .fetch_optional(&mut *tx)
     .await?;
-    let Some(session) = session else {
-        return Err(StoreError::NotFound);
-    };
-    if let Some(pair_id) = pair_id
-        && session.try_get::<Vec<u8>, _>("pair_id")? != b(pair_id)
-    {
-        return Err(StoreError::NotFound);
-    }
-    if session.try_get::<Option<i64>, _>("ended_at")?.is_some()
-        || session.try_get::<i64, _>("expires_at")? <= c.created_at
-    {
-        return Err(StoreError::SessionEnded);
-    }
-    Err(StoreError::TooManyPending)
+    Err(rows::why_not_posted(
+        session.as_ref(),
+        pair_id,
+        c.created_at,
+    ))
 }
 
 pub(super) async fn claim_calls(
@@ -117,7 +97,7 @@ pub(super) async fn claim_calls(
     // SKIP LOCKED: concurrent claimers (on any replica) take disjoint rows instead of queueing;
     // the outer UPDATE re-checks the state, so a row is claimed once. The session must still be
     // live, for the claims that skip the `claimer_seen_at` write.
-    let rows = sqlx::query(
+    let claimed = sqlx::query(
         "WITH picked AS ( \
             SELECT owner_id, call_id FROM calls \
             WHERE owner_id = $1 AND session_id = $2 AND state = 'pending' AND expires_at > $3 \
@@ -136,7 +116,7 @@ pub(super) async fn claim_calls(
     .bind(lease_ms)
     .fetch_all(pool)
     .await?;
-    if rows.is_empty() && !write_seen {
+    if claimed.is_empty() && !write_seen {
         let live: Option<i32> = sqlx::query_scalar(
             "SELECT 1 FROM sessions WHERE owner_id = $1 AND session_id = $2 \
              AND ended_at IS NULL AND expires_at > $3",
@@ -150,21 +130,7 @@ pub(super) async fn claim_calls(
             return Err(why_not_live(pool, owner_id, session_id).await);
         }
     }
-    let mut claimed = rows
-        .into_iter()
-        .map(|row| {
-            Ok(ClaimedRow {
-                call_id: id_from(row.try_get("call_id")?)?,
-                envelope: row
-                    .try_get::<Option<Vec<u8>>, _>("envelope")?
-                    .unwrap_or_default(),
-                lease_expires_at: row.try_get("lease_expires_at")?,
-                created_at: row.try_get("created_at")?,
-            })
-        })
-        .collect::<StoreResult<Vec<_>>>()?;
-    claimed.sort_by_key(|c| c.created_at);
-    Ok(claimed)
+    rows::claimed(claimed)
 }
 
 pub(super) async fn reply_call(
@@ -200,8 +166,7 @@ pub(super) async fn reply_call(
     let Some(row) = row else {
         return Err(StoreError::NotFound);
     };
-    let state = parse_state(row.try_get("state")?)?;
-    if state == CallState::Claimed {
+    if rows::stored_state(&row)? == CallState::Claimed {
         // The lease lapsed: the call expires for good (at-most-once execution).
         sqlx::query(
             "UPDATE calls SET state = 'expired', envelope = NULL \
@@ -215,15 +180,7 @@ pub(super) async fn reply_call(
         tx.commit().await?;
         return Err(StoreError::LeaseExpired);
     }
-    let view = call_view(
-        state,
-        None,
-        None,
-        row.try_get("expires_at")?,
-        row.try_get("lease_expires_at")?,
-        now,
-    );
-    Err(StoreError::WrongState(view.state))
+    Err(StoreError::WrongState(rows::state_at(&row, now)?))
 }
 
 pub(super) async fn cancel_call(
@@ -263,15 +220,7 @@ pub(super) async fn cancel_call(
     let Some(row) = row else {
         return Err(StoreError::NotFound);
     };
-    let view = call_view(
-        parse_state(row.try_get("state")?)?,
-        None,
-        None,
-        row.try_get("expires_at")?,
-        row.try_get("lease_expires_at")?,
-        now,
-    );
-    Err(StoreError::WrongState(view.state))
+    Err(StoreError::WrongState(rows::state_at(&row, now)?))
 }
 
 pub(super) async fn sweep(pool: &PgPool, now: Ms, grace_ms: Ms) -> StoreResult<SweepStats> {
@@ -309,8 +258,8 @@ pub(super) async fn sweep(pool: &PgPool, now: Ms, grace_ms: Ms) -> StoreResult<S
     .await?;
     stats.ended_sessions = ended.len() as u64;
     for row in ended {
-        let owner = b(id_from(row.try_get("owner_id")?)?);
-        let session: Vec<u8> = row.try_get("session_id")?;
+        let owner = b(row.id("owner_id")?);
+        let session = b(row.id("session_id")?);
         sqlx::query(
             "UPDATE calls SET state = 'cancelled', cancel_reason = 'session_ended', envelope = NULL \
              WHERE owner_id = $1 AND session_id = $2 AND state IN ('pending', 'claimed')",

@@ -5,6 +5,10 @@
 //! nothing committed). Every write goes through one task that owns the only write connection
 //! (see `sqlite_writer`), which puts the writes of concurrent requests into one transaction and
 //! answers each request only after that transaction commits.
+//!
+//! This file opens the store, holds the writer's plumbing and the session operations; accounts
+//! live in `sqlite_accounts`, calls in `sqlite_calls`, and row mapping shared with PostgreSQL
+//! in `rows`.
 
 use std::str::FromStr;
 use std::sync::Arc;
@@ -15,18 +19,19 @@ use futures_util::future::BoxFuture;
 use sealpost_protocol::api::{CallState, TokenKind};
 use sealpost_protocol::content::CancelReason;
 use sealpost_protocol::ids::Id16;
+use sqlx::Connection;
 use sqlx::sqlite::{
     SqliteConnectOptions, SqliteConnection, SqliteJournalMode, SqlitePool, SqlitePoolOptions,
-    SqliteRow, SqliteSynchronous,
+    SqliteSynchronous,
 };
-use sqlx::{Connection, Row};
 
 use super::hot_path::{DeliveryMarks, MarkOutcome, SeenThrottle};
+use super::rows::{self, Columns};
 use super::sqlite_writer::{Completion, Job, Writer};
 use super::{
     CallView, ClaimedRow, HeldBytes, LiveSession, Ms, NewCall, NewSession, OwnerRow, Scope,
-    SessionInfo, Store, StoreError, StoreResult, SweepStats, TokenRow, call_view, id_from, migrate,
-    parse_kind, parse_reason, parse_state,
+    SessionInfo, Store, StoreError, StoreResult, SweepStats, TokenRow, b, is_unique_violation,
+    migrate,
 };
 use crate::wake::Hub;
 
@@ -39,13 +44,9 @@ const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 #[derive(Debug)]
 pub struct SqliteStore {
     writer: Writer,
-    readers: SqlitePool,
+    pub(super) readers: SqlitePool,
     pub(super) seen: SeenThrottle,
     deliveries: Arc<DeliveryMarks>,
-}
-
-pub(super) fn b(id: Id16) -> Vec<u8> {
-    id.0.to_vec()
 }
 
 impl SqliteStore {
@@ -158,39 +159,13 @@ async fn run_migrations(conn: &mut SqliteConnection) -> StoreResult<()> {
     Ok(())
 }
 
-pub(super) fn is_unique_violation(error: &sqlx::Error) -> bool {
-    matches!(error, sqlx::Error::Database(db) if db.is_unique_violation())
-}
-
-fn owner_row(row: &SqliteRow) -> StoreResult<OwnerRow> {
-    Ok(OwnerRow {
-        id: id_from(row.try_get("id")?)?,
-        name: row.try_get("name")?,
-        created_at: row.try_get("created_at")?,
-        disabled: row.try_get::<Option<i64>, _>("disabled_at")?.is_some(),
-    })
-}
-
-fn token_row(row: &SqliteRow) -> StoreResult<TokenRow> {
-    let pair_id: Option<Vec<u8>> = row.try_get("pair_id")?;
-    Ok(TokenRow {
-        id: id_from(row.try_get("id")?)?,
-        owner_id: id_from(row.try_get("owner_id")?)?,
-        kind: parse_kind(row.try_get("kind")?)?,
-        pair_id: pair_id.map(id_from).transpose()?,
-        label: row.try_get("label")?,
-        created_at: row.try_get("created_at")?,
-        expires_at: row.try_get("expires_at")?,
-    })
-}
-
 /// Ends the given live sessions' open calls; returns the cancelled call ids.
 pub(super) async fn cancel_open_calls(
     conn: &mut SqliteConnection,
     owner_id: Id16,
     session_id: Id16,
 ) -> StoreResult<Vec<Id16>> {
-    let rows = sqlx::query(
+    let cancelled = sqlx::query(
         "UPDATE calls SET state = 'cancelled', cancel_reason = 'session_ended', envelope = NULL \
          WHERE owner_id = ?1 AND session_id = ?2 AND state IN ('pending', 'claimed') \
          RETURNING call_id",
@@ -199,9 +174,7 @@ pub(super) async fn cancel_open_calls(
     .bind(b(session_id))
     .fetch_all(&mut *conn)
     .await?;
-    rows.into_iter()
-        .map(|r| id_from(r.try_get("call_id")?))
-        .collect()
+    cancelled.iter().map(|row| row.id("call_id")).collect()
 }
 
 #[async_trait]
@@ -224,97 +197,27 @@ impl Store for SqliteStore {
     }
 
     async fn secret(&self, name: &str, fresh: Vec<u8>) -> StoreResult<Vec<u8>> {
-        let name = name.to_owned();
-        self.write(move |conn| {
-            Box::pin(async move {
-                sqlx::query("INSERT INTO relay_secrets (name, value) VALUES (?1, ?2) ON CONFLICT (name) DO NOTHING")
-                    .bind(&name)
-                    .bind(fresh)
-                    .execute(&mut *conn)
-                    .await?;
-                Ok(sqlx::query_scalar("SELECT value FROM relay_secrets WHERE name = ?1")
-                    .bind(&name)
-                    .fetch_one(&mut *conn)
-                    .await?)
-            })
-        })
-        .await
+        self.secret_impl(name, fresh).await
     }
 
     async fn create_owner(&self, id: Id16, name: &str, now: Ms) -> StoreResult<()> {
-        let name = name.to_owned();
-        self.write(move |conn| {
-            Box::pin(async move {
-                match sqlx::query("INSERT INTO owners (id, name, created_at) VALUES (?1, ?2, ?3)")
-                    .bind(b(id))
-                    .bind(&name)
-                    .bind(now)
-                    .execute(&mut *conn)
-                    .await
-                {
-                    Err(e) if is_unique_violation(&e) => Err(StoreError::Duplicate),
-                    other => other.map(|_| ()).map_err(Into::into),
-                }
-            })
-        })
-        .await
+        self.create_owner_impl(id, name, now).await
     }
 
     async fn list_owners(&self) -> StoreResult<Vec<OwnerRow>> {
-        let rows = sqlx::query("SELECT * FROM owners ORDER BY name")
-            .fetch_all(&self.readers)
-            .await?;
-        rows.iter().map(owner_row).collect()
+        self.list_owners_impl().await
     }
 
     async fn owner_by_name(&self, name: &str) -> StoreResult<Option<OwnerRow>> {
-        let row = sqlx::query("SELECT * FROM owners WHERE name = ?1")
-            .bind(name)
-            .fetch_optional(&self.readers)
-            .await?;
-        row.as_ref().map(owner_row).transpose()
+        self.owner_by_name_impl(name).await
     }
 
     async fn owner_by_id(&self, id: Id16) -> StoreResult<Option<OwnerRow>> {
-        let row = sqlx::query("SELECT * FROM owners WHERE id = ?1")
-            .bind(b(id))
-            .fetch_optional(&self.readers)
-            .await?;
-        row.as_ref().map(owner_row).transpose()
+        self.owner_by_id_impl(id).await
     }
 
     async fn disable_owner(&self, name: &str, now: Ms) -> StoreResult<bool> {
-        let name = name.to_owned();
-        self.write_atomic(move |conn| {
-            Box::pin(async move {
-                let id: Option<Vec<u8>> =
-                    sqlx::query_scalar("SELECT id FROM owners WHERE name = ?1")
-                        .bind(&name)
-                        .fetch_optional(&mut *conn)
-                        .await?;
-                let Some(id) = id else { return Ok(false) };
-                sqlx::query(
-                    "UPDATE owners SET disabled_at = COALESCE(disabled_at, ?2) WHERE id = ?1",
-                )
-                .bind(&id)
-                .bind(now)
-                .execute(&mut *conn)
-                .await?;
-                sqlx::query(
-                    "UPDATE tokens SET revoked_at = ?2 WHERE owner_id = ?1 AND revoked_at IS NULL",
-                )
-                .bind(&id)
-                .bind(now)
-                .execute(&mut *conn)
-                .await?;
-                sqlx::query("DELETE FROM signin_codes WHERE owner_id = ?1")
-                    .bind(&id)
-                    .execute(&mut *conn)
-                    .await?;
-                Ok(true)
-            })
-        })
-        .await
+        self.disable_owner_impl(name, now).await
     }
 
     async fn create_signin_code(
@@ -323,89 +226,24 @@ impl Store for SqliteStore {
         owner_id: Id16,
         expires_at: Ms,
     ) -> StoreResult<()> {
-        self.write(move |conn| {
-            Box::pin(async move {
-                sqlx::query("INSERT INTO signin_codes (code_hash, owner_id, expires_at) VALUES (?1, ?2, ?3)")
-                    .bind(code_hash.to_vec())
-                    .bind(b(owner_id))
-                    .bind(expires_at)
-                    .execute(&mut *conn)
-                    .await?;
-                Ok(())
-            })
-        })
-        .await
+        self.create_signin_code_impl(code_hash, owner_id, expires_at)
+            .await
     }
 
     async fn consume_signin_code(&self, code_hash: [u8; 32], now: Ms) -> StoreResult<Option<Id16>> {
-        self.write(move |conn| {
-            Box::pin(async move {
-                let owner: Option<Vec<u8>> = sqlx::query_scalar(
-                    "DELETE FROM signin_codes WHERE code_hash = ?1 AND expires_at > ?2 \
-                     AND owner_id IN (SELECT id FROM owners WHERE disabled_at IS NULL) \
-                     RETURNING owner_id",
-                )
-                .bind(code_hash.to_vec())
-                .bind(now)
-                .fetch_optional(&mut *conn)
-                .await?;
-                owner.map(id_from).transpose()
-            })
-        })
-        .await
+        self.consume_signin_code_impl(code_hash, now).await
     }
 
     async fn create_token(&self, token: &TokenRow) -> StoreResult<()> {
-        let t = token.clone();
-        self.write(move |conn| {
-            Box::pin(async move {
-                sqlx::query(
-                    "INSERT INTO tokens (id, owner_id, kind, pair_id, label, created_at, expires_at) \
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-                )
-                .bind(b(t.id))
-                .bind(b(t.owner_id))
-                .bind(t.kind.as_str())
-                .bind(t.pair_id.map(b))
-                .bind(&t.label)
-                .bind(t.created_at)
-                .bind(t.expires_at)
-                .execute(&mut *conn)
-                .await?;
-                Ok(())
-            })
-        })
-        .await
+        self.create_token_impl(token).await
     }
 
     async fn active_token(&self, id: Id16, now: Ms) -> StoreResult<Option<TokenRow>> {
-        let row = sqlx::query(
-            "SELECT t.* FROM tokens t JOIN owners o ON o.id = t.owner_id \
-             WHERE t.id = ?1 AND t.revoked_at IS NULL AND t.expires_at > ?2 AND o.disabled_at IS NULL",
-        )
-        .bind(b(id))
-        .bind(now)
-        .fetch_optional(&self.readers)
-        .await?;
-        row.as_ref().map(token_row).transpose()
+        self.active_token_impl(id, now).await
     }
 
     async fn extend_token(&self, id: Id16, expires_at: Ms, now: Ms) -> StoreResult<bool> {
-        self.write(move |conn| {
-            Box::pin(async move {
-                let done = sqlx::query(
-                    "UPDATE tokens SET expires_at = MAX(expires_at, ?2) \
-                     WHERE id = ?1 AND revoked_at IS NULL AND expires_at > ?3",
-                )
-                .bind(b(id))
-                .bind(expires_at)
-                .bind(now)
-                .execute(&mut *conn)
-                .await?;
-                Ok(done.rows_affected() == 1)
-            })
-        })
-        .await
+        self.extend_token_impl(id, expires_at, now).await
     }
 
     async fn revoke_token(
@@ -415,34 +253,11 @@ impl Store for SqliteStore {
         kind: Option<TokenKind>,
         now: Ms,
     ) -> StoreResult<bool> {
-        self.write(move |conn| {
-            Box::pin(async move {
-                let done = sqlx::query(
-                    "UPDATE tokens SET revoked_at = COALESCE(revoked_at, ?3) \
-                     WHERE id = ?1 AND owner_id = ?2 AND (?4 IS NULL OR kind = ?4)",
-                )
-                .bind(b(id))
-                .bind(b(owner_id))
-                .bind(now)
-                .bind(kind.map(TokenKind::as_str))
-                .execute(&mut *conn)
-                .await?;
-                Ok(done.rows_affected() == 1)
-            })
-        })
-        .await
+        self.revoke_token_impl(owner_id, id, kind, now).await
     }
 
     async fn list_mcp_tokens(&self, owner_id: Id16, now: Ms) -> StoreResult<Vec<TokenRow>> {
-        let rows = sqlx::query(
-            "SELECT * FROM tokens WHERE owner_id = ?1 AND kind = 'mcp' \
-             AND revoked_at IS NULL AND expires_at > ?2 ORDER BY created_at",
-        )
-        .bind(b(owner_id))
-        .bind(now)
-        .fetch_all(&self.readers)
-        .await?;
-        rows.iter().map(token_row).collect()
+        self.list_mcp_tokens_impl(owner_id, now).await
     }
 
     async fn create_session(&self, session: &NewSession, max_live: u32) -> StoreResult<Vec<Id16>> {
@@ -488,7 +303,7 @@ impl Store for SqliteStore {
                 };
                 let mut cancelled = Vec::new();
                 for row in replaced {
-                    let old = id_from(row.try_get("session_id")?)?;
+                    let old = row.id("session_id")?;
                     cancelled.extend(cancel_open_calls(conn, s.owner_id, old).await?);
                 }
                 Ok(cancelled)
@@ -513,17 +328,7 @@ impl Store for SqliteStore {
         .bind(now)
         .fetch_optional(&self.readers)
         .await?;
-        row.map(|row| {
-            Ok(LiveSession {
-                session_id: id_from(row.try_get("session_id")?)?,
-                hello: row
-                    .try_get::<Option<Vec<u8>>, _>("hello")?
-                    .unwrap_or_default(),
-                expires_at: row.try_get("expires_at")?,
-                claimer_seen_at: row.try_get("claimer_seen_at")?,
-            })
-        })
-        .transpose()
+        row.as_ref().map(rows::live_session).transpose()
     }
 
     async fn session_info(
@@ -538,15 +343,8 @@ impl Store for SqliteStore {
         .bind(b(session_id))
         .fetch_optional(&self.readers)
         .await?;
-        row.map(|row| {
-            Ok(SessionInfo {
-                session_id,
-                pair_id: id_from(row.try_get("pair_id")?)?,
-                expires_at: row.try_get("expires_at")?,
-                ended: row.try_get::<Option<i64>, _>("ended_at")?.is_some(),
-            })
-        })
-        .transpose()
+        row.map(|row| rows::session_info(&row, session_id))
+            .transpose()
     }
 
     async fn end_session(
@@ -639,14 +437,7 @@ impl Store for SqliteStore {
         .fetch_optional(&self.readers)
         .await?;
         let Some(row) = row else { return Ok(None) };
-        let mut view = call_view(
-            parse_state(row.try_get("state")?)?,
-            row.try_get("reply")?,
-            parse_reason(row.try_get("cancel_reason")?),
-            row.try_get("expires_at")?,
-            row.try_get("lease_expires_at")?,
-            now,
-        );
+        let mut view = rows::view_at(&row, now)?;
         if view.state == CallState::Answered {
             match self.deliveries.mark(scope.owner_id, call_id) {
                 MarkOutcome::AlreadyMarked => view.state = CallState::Delivered,
@@ -669,21 +460,13 @@ impl Store for SqliteStore {
         .bind(b(call_id))
         .fetch_optional(&self.readers)
         .await?;
-        row.map(|row| {
-            Ok(HeldBytes {
-                envelope: row.try_get("e")?,
-                reply: row.try_get("r")?,
-            })
-        })
-        .transpose()
+        row.as_ref().map(rows::held_bytes).transpose()
     }
 
     async fn count_calls_by_state(&self) -> StoreResult<Vec<(CallState, i64)>> {
-        let rows = sqlx::query("SELECT state, COUNT(*) AS n FROM calls GROUP BY state")
+        let found = sqlx::query("SELECT state, COUNT(*) AS n FROM calls GROUP BY state")
             .fetch_all(&self.readers)
             .await?;
-        rows.iter()
-            .map(|row| Ok((parse_state(row.try_get("state")?)?, row.try_get("n")?)))
-            .collect()
+        found.iter().map(rows::state_count).collect()
     }
 }

@@ -1,17 +1,16 @@
 //! SQLite call operations: post, claim, reply, cancel, and the sweeper. Kept apart from
-//! `sqlite.rs` (accounts and sessions) because this is the hot path whose statements decide
-//! at-most-once delivery; each runs on the single writer, so one statement is atomic.
+//! `sqlite.rs` (opening, sessions) and `sqlite_accounts.rs` because this is the hot path whose
+//! statements decide at-most-once delivery; each runs on the single writer, so one statement is
+//! atomic.
 
+use super::rows::{self, Columns};
+use super::sqlite::{SqliteStore, cancel_open_calls};
+use super::{
+    ClaimedRow, Ms, NewCall, Scope, StoreError, StoreResult, SweepStats, b, is_unique_violation,
+};
 use sealpost_protocol::api::CallState;
 use sealpost_protocol::content::CancelReason;
 use sealpost_protocol::ids::Id16;
-use sqlx::Row;
-
-use super::sqlite::{SqliteStore, b, cancel_open_calls, is_unique_violation};
-use super::{
-    ClaimedRow, Ms, NewCall, Scope, StoreError, StoreResult, SweepStats, call_view, id_from,
-    parse_state,
-};
 
 impl SqliteStore {
     pub(super) async fn post_call_impl(
@@ -49,7 +48,6 @@ impl SqliteStore {
                     Err(e) => return Err(e.into()),
                     Ok(None) => {}
                 }
-                // Nothing inserted: say why, in the order a client can act on.
                 let session = sqlx::query(
                     "SELECT pair_id, expires_at, ended_at FROM sessions WHERE owner_id = ?1 AND session_id = ?2",
                 )
@@ -57,16 +55,7 @@ impl SqliteStore {
                 .bind(b(c.session_id))
                 .fetch_optional(&mut *conn)
                 .await?;
-                let Some(session) = session else { return Err(StoreError::NotFound) };
-                if pair_id.is_some_and(|p| b(p) != session.try_get::<Vec<u8>, _>("pair_id").unwrap_or_default()) {
-                    return Err(StoreError::NotFound);
-                }
-                if session.try_get::<Option<i64>, _>("ended_at")?.is_some()
-                    || session.try_get::<i64, _>("expires_at")? <= c.created_at
-                {
-                    return Err(StoreError::SessionEnded);
-                }
-                Err(StoreError::TooManyPending)
+                Err(rows::why_not_posted(session.as_ref(), pair_id, c.created_at))
             })
         })
         .await
@@ -100,7 +89,7 @@ impl SqliteStore {
                 // One statement: the selection and the state change cannot interleave with
                 // another claim, so a call is handed out once. It also re-checks that the session
                 // is live, for the claims that skip the `claimer_seen_at` write.
-                let rows = sqlx::query(
+                let claimed = sqlx::query(
                     "UPDATE calls SET state = 'claimed', lease_expires_at = MIN(?3 + ?5, expires_at) \
                      WHERE owner_id = ?1 AND call_id IN ( \
                         SELECT call_id FROM calls WHERE owner_id = ?1 AND session_id = ?2 \
@@ -117,7 +106,7 @@ impl SqliteStore {
                 .bind(lease_ms)
                 .fetch_all(&mut *conn)
                 .await?;
-                if rows.is_empty() && !write_seen {
+                if claimed.is_empty() && !write_seen {
                     let live: Option<i64> = sqlx::query_scalar(
                         "SELECT 1 FROM sessions WHERE owner_id = ?1 AND session_id = ?2 \
                          AND ended_at IS NULL AND expires_at > ?3",
@@ -131,19 +120,7 @@ impl SqliteStore {
                         return Err(why_not_live(conn, owner_id, session_id).await);
                     }
                 }
-                let mut claimed = rows
-                    .into_iter()
-                    .map(|row| {
-                        Ok(ClaimedRow {
-                            call_id: id_from(row.try_get("call_id")?)?,
-                            envelope: row.try_get::<Option<Vec<u8>>, _>("envelope")?.unwrap_or_default(),
-                            lease_expires_at: row.try_get("lease_expires_at")?,
-                            created_at: row.try_get("created_at")?,
-                        })
-                    })
-                    .collect::<StoreResult<Vec<_>>>()?;
-                claimed.sort_by_key(|c| c.created_at);
-                Ok(claimed)
+                rows::claimed(claimed)
             })
         })
         .await
@@ -179,8 +156,7 @@ impl SqliteStore {
                 .fetch_optional(&mut *conn)
                 .await?;
                 let Some(row) = row else { return Err(StoreError::NotFound) };
-                let state = parse_state(row.try_get("state")?)?;
-                if state == CallState::Claimed {
+                if rows::stored_state(&row)? == CallState::Claimed {
                     // The lease lapsed: the call expires for good (at-most-once execution).
                     sqlx::query(
                         "UPDATE calls SET state = 'expired', envelope = NULL \
@@ -192,8 +168,7 @@ impl SqliteStore {
                     .await?;
                     return Err(StoreError::LeaseExpired);
                 }
-                let view = call_view(state, None, None, row.try_get("expires_at")?, row.try_get("lease_expires_at")?, now);
-                Err(StoreError::WrongState(view.state))
+                Err(StoreError::WrongState(rows::state_at(&row, now)?))
             })
         })
         .await
@@ -233,9 +208,7 @@ impl SqliteStore {
                 .fetch_optional(&mut *conn)
                 .await?;
                 let Some(row) = row else { return Err(StoreError::NotFound) };
-                let state = parse_state(row.try_get("state")?)?;
-                let view = call_view(state, None, None, row.try_get("expires_at")?, row.try_get("lease_expires_at")?, now);
-                Err(StoreError::WrongState(view.state))
+                Err(StoreError::WrongState(rows::state_at(&row, now)?))
             })
         })
         .await
@@ -273,8 +246,8 @@ impl SqliteStore {
                 .await?;
                 stats.ended_sessions = ended.len() as u64;
                 for row in ended {
-                    let owner = id_from(row.try_get("owner_id")?)?;
-                    let session = id_from(row.try_get("session_id")?)?;
+                    let owner = row.id("owner_id")?;
+                    let session = row.id("session_id")?;
                     cancel_open_calls(conn, owner, session).await?;
                 }
                 stats.deleted_sessions = sqlx::query(

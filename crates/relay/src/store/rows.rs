@@ -1,0 +1,194 @@
+//! Rows to store types, written once for both backends.
+//!
+//! The two backends select the same columns under the same names; only their SQL text differs.
+//! [`Columns`] reads a column of either backend's row by name, so each mapping below serves
+//! both, and a column read the same way cannot drift between them.
+
+use sealpost_protocol::api::CallState;
+use sealpost_protocol::ids::Id16;
+use sqlx::{ColumnIndex, Decode, Row, Type};
+
+use super::{
+    CallView, ClaimedRow, HeldBytes, LiveSession, Ms, OwnerRow, SessionInfo, StoreError,
+    StoreResult, TokenRow, call_view, effective_state, id_from, parse_kind, parse_reason,
+    parse_state,
+};
+
+/// Typed reads of a row's columns by name.
+pub(crate) trait Columns {
+    fn id(&self, column: &str) -> StoreResult<Id16>;
+    fn opt_id(&self, column: &str) -> StoreResult<Option<Id16>>;
+    fn opt_bytes(&self, column: &str) -> StoreResult<Option<Vec<u8>>>;
+    fn int(&self, column: &str) -> StoreResult<i64>;
+    fn opt_int(&self, column: &str) -> StoreResult<Option<i64>>;
+    fn text(&self, column: &str) -> StoreResult<String>;
+    fn opt_text(&self, column: &str) -> StoreResult<Option<String>>;
+    fn flag(&self, column: &str) -> StoreResult<bool>;
+}
+
+impl<R> Columns for R
+where
+    R: Row,
+    for<'c> &'c str: ColumnIndex<R>,
+    for<'r> Vec<u8>: Decode<'r, R::Database> + Type<R::Database>,
+    for<'r> i64: Decode<'r, R::Database> + Type<R::Database>,
+    for<'r> String: Decode<'r, R::Database> + Type<R::Database>,
+    for<'r> bool: Decode<'r, R::Database> + Type<R::Database>,
+{
+    fn id(&self, column: &str) -> StoreResult<Id16> {
+        id_from(self.try_get(column)?)
+    }
+
+    fn opt_id(&self, column: &str) -> StoreResult<Option<Id16>> {
+        self.opt_bytes(column)?.map(id_from).transpose()
+    }
+
+    fn opt_bytes(&self, column: &str) -> StoreResult<Option<Vec<u8>>> {
+        Ok(self.try_get(column)?)
+    }
+
+    fn int(&self, column: &str) -> StoreResult<i64> {
+        Ok(self.try_get(column)?)
+    }
+
+    fn opt_int(&self, column: &str) -> StoreResult<Option<i64>> {
+        Ok(self.try_get(column)?)
+    }
+
+    fn text(&self, column: &str) -> StoreResult<String> {
+        Ok(self.try_get(column)?)
+    }
+
+    fn opt_text(&self, column: &str) -> StoreResult<Option<String>> {
+        Ok(self.try_get(column)?)
+    }
+
+    fn flag(&self, column: &str) -> StoreResult<bool> {
+        Ok(self.try_get(column)?)
+    }
+}
+
+/// An `owners` row.
+pub(crate) fn owner(row: &impl Columns) -> StoreResult<OwnerRow> {
+    Ok(OwnerRow {
+        id: row.id("id")?,
+        name: row.text("name")?,
+        created_at: row.int("created_at")?,
+        disabled: row.opt_int("disabled_at")?.is_some(),
+    })
+}
+
+/// A `tokens` row.
+pub(crate) fn token(row: &impl Columns) -> StoreResult<TokenRow> {
+    Ok(TokenRow {
+        id: row.id("id")?,
+        owner_id: row.id("owner_id")?,
+        kind: parse_kind(&row.text("kind")?)?,
+        pair_id: row.opt_id("pair_id")?,
+        label: row.text("label")?,
+        created_at: row.int("created_at")?,
+        expires_at: row.int("expires_at")?,
+    })
+}
+
+/// `session_id, hello, expires_at, claimer_seen_at` of a live session.
+pub(crate) fn live_session(row: &impl Columns) -> StoreResult<LiveSession> {
+    Ok(LiveSession {
+        session_id: row.id("session_id")?,
+        hello: row.opt_bytes("hello")?.unwrap_or_default(),
+        expires_at: row.int("expires_at")?,
+        claimer_seen_at: row.opt_int("claimer_seen_at")?,
+    })
+}
+
+/// `pair_id, expires_at, ended_at` of a session.
+pub(crate) fn session_info(row: &impl Columns, session_id: Id16) -> StoreResult<SessionInfo> {
+    Ok(SessionInfo {
+        session_id,
+        pair_id: row.id("pair_id")?,
+        expires_at: row.int("expires_at")?,
+        ended: row.opt_int("ended_at")?.is_some(),
+    })
+}
+
+/// Why a post inserted nothing, from its session's `pair_id, expires_at, ended_at` (if the
+/// session exists), in the order a client can act on.
+pub(crate) fn why_not_posted(
+    session: Option<&impl Columns>,
+    pair_id: Option<Id16>,
+    posted_at: Ms,
+) -> StoreError {
+    let why = || {
+        let Some(session) = session else {
+            return Ok(StoreError::NotFound);
+        };
+        if let Some(pair_id) = pair_id
+            && session.id("pair_id")? != pair_id
+        {
+            return Ok(StoreError::NotFound);
+        }
+        if session.opt_int("ended_at")?.is_some() || session.int("expires_at")? <= posted_at {
+            return Ok(StoreError::SessionEnded);
+        }
+        Ok(StoreError::TooManyPending)
+    };
+    why().unwrap_or_else(|error| error)
+}
+
+/// `call_id, envelope, lease_expires_at, created_at` of claimed calls, oldest first.
+pub(crate) fn claimed<R: Columns>(rows: Vec<R>) -> StoreResult<Vec<ClaimedRow>> {
+    let mut claimed = rows
+        .iter()
+        .map(|row| {
+            Ok(ClaimedRow {
+                call_id: row.id("call_id")?,
+                envelope: row.opt_bytes("envelope")?.unwrap_or_default(),
+                lease_expires_at: row.int("lease_expires_at")?,
+                created_at: row.int("created_at")?,
+            })
+        })
+        .collect::<StoreResult<Vec<_>>>()?;
+    claimed.sort_by_key(|c| c.created_at);
+    Ok(claimed)
+}
+
+/// A call's stored `state`.
+pub(crate) fn stored_state(row: &impl Columns) -> StoreResult<CallState> {
+    parse_state(&row.text("state")?)
+}
+
+/// A call's effective state at `now`, from `state, expires_at, lease_expires_at`.
+pub(crate) fn state_at(row: &impl Columns, now: Ms) -> StoreResult<CallState> {
+    Ok(effective_state(
+        stored_state(row)?,
+        row.int("expires_at")?,
+        row.opt_int("lease_expires_at")?,
+        now,
+    ))
+}
+
+/// A call as its poster reads it at `now`, from
+/// `state, reply, cancel_reason, expires_at, lease_expires_at`.
+pub(crate) fn view_at(row: &impl Columns, now: Ms) -> StoreResult<CallView> {
+    Ok(call_view(
+        stored_state(row)?,
+        row.opt_bytes("reply")?,
+        parse_reason(row.opt_text("cancel_reason")?),
+        row.int("expires_at")?,
+        row.opt_int("lease_expires_at")?,
+        now,
+    ))
+}
+
+/// `e, r`: whether the envelope and the reply are still held.
+pub(crate) fn held_bytes(row: &impl Columns) -> StoreResult<HeldBytes> {
+    Ok(HeldBytes {
+        envelope: row.flag("e")?,
+        reply: row.flag("r")?,
+    })
+}
+
+/// `state, n`: how many calls are in a state.
+pub(crate) fn state_count(row: &impl Columns) -> StoreResult<(CallState, i64)> {
+    Ok((stored_state(row)?, row.int("n")?))
+}

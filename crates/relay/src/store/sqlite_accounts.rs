@@ -1,0 +1,251 @@
+//! SQLite accounts: owners, one-time sign-in codes, tokens and the stored signing key. Kept
+//! apart from `sqlite.rs` (opening, the writer, sessions) and `sqlite_calls.rs` (the hot path).
+
+use sealpost_protocol::api::TokenKind;
+use sealpost_protocol::ids::Id16;
+
+use super::sqlite::SqliteStore;
+use super::{
+    Ms, OwnerRow, StoreError, StoreResult, TokenRow, b, id_from, is_unique_violation, rows,
+};
+
+impl SqliteStore {
+    pub(super) async fn secret_impl(&self, name: &str, fresh: Vec<u8>) -> StoreResult<Vec<u8>> {
+        let name = name.to_owned();
+        self.write(move |conn| {
+            Box::pin(async move {
+                sqlx::query("INSERT INTO relay_secrets (name, value) VALUES (?1, ?2) ON CONFLICT (name) DO NOTHING")
+                    .bind(&name)
+                    .bind(fresh)
+                    .execute(&mut *conn)
+                    .await?;
+                Ok(sqlx::query_scalar("SELECT value FROM relay_secrets WHERE name = ?1")
+                    .bind(&name)
+                    .fetch_one(&mut *conn)
+                    .await?)
+            })
+        })
+        .await
+    }
+
+    pub(super) async fn create_owner_impl(&self, id: Id16, name: &str, now: Ms) -> StoreResult<()> {
+        let name = name.to_owned();
+        self.write(move |conn| {
+            Box::pin(async move {
+                match sqlx::query("INSERT INTO owners (id, name, created_at) VALUES (?1, ?2, ?3)")
+                    .bind(b(id))
+                    .bind(&name)
+                    .bind(now)
+                    .execute(&mut *conn)
+                    .await
+                {
+                    Err(e) if is_unique_violation(&e) => Err(StoreError::Duplicate),
+                    other => other.map(|_| ()).map_err(Into::into),
+                }
+            })
+        })
+        .await
+    }
+
+    pub(super) async fn list_owners_impl(&self) -> StoreResult<Vec<OwnerRow>> {
+        let rows = sqlx::query("SELECT * FROM owners ORDER BY name")
+            .fetch_all(&self.readers)
+            .await?;
+        rows.iter().map(rows::owner).collect()
+    }
+
+    pub(super) async fn owner_by_name_impl(&self, name: &str) -> StoreResult<Option<OwnerRow>> {
+        let row = sqlx::query("SELECT * FROM owners WHERE name = ?1")
+            .bind(name)
+            .fetch_optional(&self.readers)
+            .await?;
+        row.as_ref().map(rows::owner).transpose()
+    }
+
+    pub(super) async fn owner_by_id_impl(&self, id: Id16) -> StoreResult<Option<OwnerRow>> {
+        let row = sqlx::query("SELECT * FROM owners WHERE id = ?1")
+            .bind(b(id))
+            .fetch_optional(&self.readers)
+            .await?;
+        row.as_ref().map(rows::owner).transpose()
+    }
+
+    pub(super) async fn disable_owner_impl(&self, name: &str, now: Ms) -> StoreResult<bool> {
+        let name = name.to_owned();
+        self.write_atomic(move |conn| {
+            Box::pin(async move {
+                let id: Option<Vec<u8>> =
+                    sqlx::query_scalar("SELECT id FROM owners WHERE name = ?1")
+                        .bind(&name)
+                        .fetch_optional(&mut *conn)
+                        .await?;
+                let Some(id) = id else { return Ok(false) };
+                sqlx::query(
+                    "UPDATE owners SET disabled_at = COALESCE(disabled_at, ?2) WHERE id = ?1",
+                )
+                .bind(&id)
+                .bind(now)
+                .execute(&mut *conn)
+                .await?;
+                sqlx::query(
+                    "UPDATE tokens SET revoked_at = ?2 WHERE owner_id = ?1 AND revoked_at IS NULL",
+                )
+                .bind(&id)
+                .bind(now)
+                .execute(&mut *conn)
+                .await?;
+                sqlx::query("DELETE FROM signin_codes WHERE owner_id = ?1")
+                    .bind(&id)
+                    .execute(&mut *conn)
+                    .await?;
+                Ok(true)
+            })
+        })
+        .await
+    }
+
+    pub(super) async fn create_signin_code_impl(
+        &self,
+        code_hash: [u8; 32],
+        owner_id: Id16,
+        expires_at: Ms,
+    ) -> StoreResult<()> {
+        self.write(move |conn| {
+            Box::pin(async move {
+                sqlx::query("INSERT INTO signin_codes (code_hash, owner_id, expires_at) VALUES (?1, ?2, ?3)")
+                    .bind(code_hash.to_vec())
+                    .bind(b(owner_id))
+                    .bind(expires_at)
+                    .execute(&mut *conn)
+                    .await?;
+                Ok(())
+            })
+        })
+        .await
+    }
+
+    pub(super) async fn consume_signin_code_impl(
+        &self,
+        code_hash: [u8; 32],
+        now: Ms,
+    ) -> StoreResult<Option<Id16>> {
+        self.write(move |conn| {
+            Box::pin(async move {
+                let owner: Option<Vec<u8>> = sqlx::query_scalar(
+                    "DELETE FROM signin_codes WHERE code_hash = ?1 AND expires_at > ?2 \
+                     AND owner_id IN (SELECT id FROM owners WHERE disabled_at IS NULL) \
+                     RETURNING owner_id",
+                )
+                .bind(code_hash.to_vec())
+                .bind(now)
+                .fetch_optional(&mut *conn)
+                .await?;
+                owner.map(id_from).transpose()
+            })
+        })
+        .await
+    }
+
+    pub(super) async fn create_token_impl(&self, token: &TokenRow) -> StoreResult<()> {
+        let t = token.clone();
+        self.write(move |conn| {
+            Box::pin(async move {
+                sqlx::query(
+                    "INSERT INTO tokens (id, owner_id, kind, pair_id, label, created_at, expires_at) \
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+                )
+                .bind(b(t.id))
+                .bind(b(t.owner_id))
+                .bind(t.kind.as_str())
+                .bind(t.pair_id.map(b))
+                .bind(&t.label)
+                .bind(t.created_at)
+                .bind(t.expires_at)
+                .execute(&mut *conn)
+                .await?;
+                Ok(())
+            })
+        })
+        .await
+    }
+
+    pub(super) async fn active_token_impl(
+        &self,
+        id: Id16,
+        now: Ms,
+    ) -> StoreResult<Option<TokenRow>> {
+        let row = sqlx::query(
+            "SELECT t.* FROM tokens t JOIN owners o ON o.id = t.owner_id \
+             WHERE t.id = ?1 AND t.revoked_at IS NULL AND t.expires_at > ?2 AND o.disabled_at IS NULL",
+        )
+        .bind(b(id))
+        .bind(now)
+        .fetch_optional(&self.readers)
+        .await?;
+        row.as_ref().map(rows::token).transpose()
+    }
+
+    pub(super) async fn extend_token_impl(
+        &self,
+        id: Id16,
+        expires_at: Ms,
+        now: Ms,
+    ) -> StoreResult<bool> {
+        self.write(move |conn| {
+            Box::pin(async move {
+                let done = sqlx::query(
+                    "UPDATE tokens SET expires_at = MAX(expires_at, ?2) \
+                     WHERE id = ?1 AND revoked_at IS NULL AND expires_at > ?3",
+                )
+                .bind(b(id))
+                .bind(expires_at)
+                .bind(now)
+                .execute(&mut *conn)
+                .await?;
+                Ok(done.rows_affected() == 1)
+            })
+        })
+        .await
+    }
+
+    pub(super) async fn revoke_token_impl(
+        &self,
+        owner_id: Id16,
+        id: Id16,
+        kind: Option<TokenKind>,
+        now: Ms,
+    ) -> StoreResult<bool> {
+        self.write(move |conn| {
+            Box::pin(async move {
+                let done = sqlx::query(
+                    "UPDATE tokens SET revoked_at = COALESCE(revoked_at, ?3) \
+                     WHERE id = ?1 AND owner_id = ?2 AND (?4 IS NULL OR kind = ?4)",
+                )
+                .bind(b(id))
+                .bind(b(owner_id))
+                .bind(now)
+                .bind(kind.map(TokenKind::as_str))
+                .execute(&mut *conn)
+                .await?;
+                Ok(done.rows_affected() == 1)
+            })
+        })
+        .await
+    }
+
+    pub(super) async fn list_mcp_tokens_impl(
+        &self,
+        owner_id: Id16,
+        now: Ms,
+    ) -> StoreResult<Vec<TokenRow>> {
+        let rows = sqlx::query(
+            "SELECT * FROM tokens WHERE owner_id = ?1 AND kind = 'mcp' \
+             AND revoked_at IS NULL AND expires_at > ?2 ORDER BY created_at",
+        )
+        .bind(b(owner_id))
+        .bind(now)
+        .fetch_all(&self.readers)
+        .await?;
+        rows.iter().map(rows::token).collect()
+    }
+}

@@ -1,0 +1,124 @@
+//! Owners, one-time sign-in codes, tokens and the stored secret.
+
+use std::sync::Arc;
+
+use sealpost_protocol::api::TokenKind;
+use sealpost_relay::store::{Store, StoreError, TokenRow};
+
+use super::{HOUR, T0};
+use crate::support::id;
+
+pub(super) async fn check_signin_codes_work_once_and_tokens_are_revocable(store: Arc<dyn Store>) {
+    let owner = id();
+    store.create_owner(owner, "alice", T0).await.unwrap();
+    assert!(matches!(
+        store.create_owner(id(), "alice", T0).await,
+        Err(StoreError::Duplicate)
+    ));
+    store
+        .create_signin_code([1; 32], owner, T0 + 1_000)
+        .await
+        .unwrap();
+    store
+        .create_signin_code([2; 32], owner, T0 + 1_000)
+        .await
+        .unwrap();
+    assert_eq!(
+        store.consume_signin_code([1; 32], T0).await.unwrap(),
+        Some(owner)
+    );
+    assert_eq!(
+        store.consume_signin_code([1; 32], T0).await.unwrap(),
+        None,
+        "a code works once"
+    );
+    assert_eq!(
+        store
+            .consume_signin_code([2; 32], T0 + 1_000)
+            .await
+            .unwrap(),
+        None,
+        "an expired code fails"
+    );
+    let token = TokenRow {
+        id: id(),
+        owner_id: owner,
+        kind: TokenKind::Mcp,
+        pair_id: Some(id()),
+        label: "laptop".into(),
+        created_at: T0,
+        expires_at: T0 + HOUR,
+    };
+    store.create_token(&token).await.unwrap();
+    assert_eq!(
+        store.active_token(token.id, T0).await.unwrap(),
+        Some(token.clone())
+    );
+    assert_eq!(
+        store.list_mcp_tokens(owner, T0).await.unwrap(),
+        vec![token.clone()]
+    );
+    assert!(
+        store
+            .active_token(token.id, T0 + HOUR)
+            .await
+            .unwrap()
+            .is_none(),
+        "expired"
+    );
+    assert!(
+        !store.revoke_token(id(), token.id, None, T0).await.unwrap(),
+        "another owner cannot revoke it"
+    );
+    assert!(
+        store
+            .revoke_token(owner, token.id, Some(TokenKind::Mcp), T0)
+            .await
+            .unwrap()
+    );
+    assert!(
+        store.active_token(token.id, T0).await.unwrap().is_none(),
+        "revoked"
+    );
+    let session_token = TokenRow {
+        id: id(),
+        kind: TokenKind::Owner,
+        pair_id: None,
+        ..token
+    };
+    store.create_token(&session_token).await.unwrap();
+    assert!(
+        store
+            .extend_token(session_token.id, T0 + 2 * HOUR, T0)
+            .await
+            .unwrap()
+    );
+    assert!(
+        store
+            .active_token(session_token.id, T0 + HOUR)
+            .await
+            .unwrap()
+            .is_some(),
+        "slid forward"
+    );
+    store
+        .create_signin_code([3; 32], owner, T0 + 1_000)
+        .await
+        .unwrap();
+    assert!(store.disable_owner("alice", T0).await.unwrap());
+    assert!(
+        store
+            .active_token(session_token.id, T0)
+            .await
+            .unwrap()
+            .is_none(),
+        "disabling revokes"
+    );
+    assert_eq!(store.consume_signin_code([3; 32], T0).await.unwrap(), None);
+    assert_eq!(store.secret("k", vec![1]).await.unwrap(), vec![1]);
+    assert_eq!(
+        store.secret("k", vec![2]).await.unwrap(),
+        vec![1],
+        "a secret is generated once"
+    );
+}

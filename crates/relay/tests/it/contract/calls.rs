@@ -1,0 +1,413 @@
+//! Calls: posting, claiming, answering, reading and cancelling; at-most-once hand-out, leases,
+//! delivery, and owner isolation.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use sealpost_protocol::api::CallState;
+use sealpost_protocol::content::CancelReason;
+use sealpost_relay::store::{NewCall, Scope, Store, StoreError};
+
+use super::{HOUR, T0, new_session, world};
+use crate::support::id;
+
+pub(super) async fn check_concurrent_claimers_take_every_call_exactly_once(store: Arc<dyn Store>) {
+    const CLAIMERS: usize = 8;
+    const CALLS_PER_POSTER: usize = 2_000;
+    let w = Arc::new(world(store).await);
+    let posters: Vec<_> = (0..CLAIMERS)
+        .map(|_| {
+            let w = w.clone();
+            tokio::spawn(async move {
+                let mut ids = Vec::new();
+                for i in 0..CALLS_PER_POSTER {
+                    let call_id = id();
+                    w.store
+                        .post_call(&w.call(call_id, T0 + i as i64, HOUR), None, None)
+                        .await
+                        .unwrap();
+                    ids.push(call_id);
+                }
+                ids
+            })
+        })
+        .collect();
+    let total = CLAIMERS * CALLS_PER_POSTER;
+    let claimed_count = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let claimers: Vec<_> = (0..CLAIMERS)
+        .map(|n| {
+            let (w, claimed_count) = (w.clone(), claimed_count.clone());
+            tokio::spawn(async move {
+                let mut mine = Vec::new();
+                while claimed_count.load(std::sync::atomic::Ordering::SeqCst) < total {
+                    let max = 1 + (n as u32 * 7) % 50;
+                    let got = w
+                        .store
+                        .claim_calls(w.owner, w.session, T0 + 10, max, 30_000)
+                        .await
+                        .unwrap();
+                    claimed_count.fetch_add(got.len(), std::sync::atomic::Ordering::SeqCst);
+                    for call in &got {
+                        assert_eq!(
+                            call.envelope,
+                            call.call_id.0.to_vec(),
+                            "a claim returns its own envelope"
+                        );
+                    }
+                    mine.extend(got.into_iter().map(|c| c.call_id));
+                    tokio::task::yield_now().await;
+                }
+                mine
+            })
+        })
+        .collect();
+    let mut posted = HashSet::new();
+    for poster in posters {
+        posted.extend(poster.await.unwrap());
+    }
+    let mut claimed = HashSet::new();
+    let mut claims = 0;
+    for claimer in claimers {
+        for call_id in claimer.await.unwrap() {
+            claims += 1;
+            assert!(claimed.insert(call_id), "call {call_id} was claimed twice");
+        }
+    }
+    assert_eq!(posted.len(), total);
+    assert_eq!(claims, total, "every call claimed once");
+    assert_eq!(claimed, posted, "no call lost");
+}
+
+pub(super) async fn check_a_lapsed_lease_expires_the_call_and_it_is_never_offered_again(
+    store: Arc<dyn Store>,
+) {
+    let w = world(store).await;
+    let call = w.post(T0, 60_000).await;
+    let got = w
+        .store
+        .claim_calls(w.owner, w.session, T0 + 1, 10, 1_000)
+        .await
+        .unwrap();
+    assert_eq!(got.len(), 1);
+    assert_eq!(got[0].lease_expires_at, T0 + 1_001);
+    let later = T0 + 2_000;
+    assert!(
+        w.store
+            .claim_calls(w.owner, w.session, later, 10, 1_000)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    let view = w
+        .store
+        .read_call(w.scope(), call, later)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(view.state, CallState::Expired);
+    let reply = w
+        .store
+        .reply_call(w.owner, call, b"late".to_vec(), later)
+        .await;
+    assert!(matches!(reply, Err(StoreError::LeaseExpired)), "{reply:?}");
+    w.store.sweep(later, HOUR).await.unwrap();
+    assert!(
+        w.store
+            .claim_calls(w.owner, w.session, later, 10, 1_000)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    assert_eq!(
+        w.store
+            .read_call(w.scope(), call, later)
+            .await
+            .unwrap()
+            .unwrap()
+            .state,
+        CallState::Expired
+    );
+}
+
+pub(super) async fn check_a_lease_never_runs_past_the_call_expiry(store: Arc<dyn Store>) {
+    let w = world(store).await;
+    w.post(T0, 5_000).await;
+    let got = w
+        .store
+        .claim_calls(w.owner, w.session, T0 + 1, 10, 30_000)
+        .await
+        .unwrap();
+    assert_eq!(got[0].lease_expires_at, T0 + 5_000);
+}
+
+pub(super) async fn check_answer_then_read_marks_delivered_and_reads_repeat(store: Arc<dyn Store>) {
+    let w = world(store).await;
+    let call = w.post(T0, 60_000).await;
+    assert_eq!(
+        w.store
+            .read_call(w.scope(), call, T0)
+            .await
+            .unwrap()
+            .unwrap()
+            .state,
+        CallState::Pending
+    );
+    w.store
+        .claim_calls(w.owner, w.session, T0 + 1, 10, 30_000)
+        .await
+        .unwrap();
+    assert_eq!(
+        w.store
+            .read_call(w.scope(), call, T0 + 1)
+            .await
+            .unwrap()
+            .unwrap()
+            .state,
+        CallState::Claimed
+    );
+    w.store
+        .reply_call(w.owner, call, b"sealed reply".to_vec(), T0 + 2)
+        .await
+        .unwrap();
+    let first = w
+        .store
+        .read_call(w.scope(), call, T0 + 3)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(first.state, CallState::Answered);
+    assert_eq!(first.reply.as_deref(), Some(&b"sealed reply"[..]));
+    let again = w
+        .store
+        .read_call(w.scope(), call, T0 + 4)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(again.state, CallState::Delivered);
+    assert_eq!(
+        again.reply, first.reply,
+        "a repeated read returns the same reply"
+    );
+    let twice = w
+        .store
+        .reply_call(w.owner, call, b"again".to_vec(), T0 + 5)
+        .await;
+    assert!(
+        matches!(twice, Err(StoreError::WrongState(CallState::Delivered))),
+        "{twice:?}"
+    );
+}
+
+pub(super) async fn check_cancel_applies_to_open_calls_only(store: Arc<dyn Store>) {
+    let w = world(store).await;
+    let pending = w.post(T0, 60_000).await;
+    w.store
+        .cancel_call(w.scope(), pending, CancelReason::ClientCancelled, T0 + 1)
+        .await
+        .unwrap();
+    let view = w
+        .store
+        .read_call(w.scope(), pending, T0 + 1)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        (view.state, view.reason),
+        (CallState::Cancelled, Some(CancelReason::ClientCancelled))
+    );
+    assert!(
+        w.store
+            .claim_calls(w.owner, w.session, T0 + 2, 10, 30_000)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+
+    let claimed = w.post(T0 + 3, 60_000).await;
+    w.store
+        .claim_calls(w.owner, w.session, T0 + 4, 10, 30_000)
+        .await
+        .unwrap();
+    let owner_scope = Scope {
+        owner_id: w.owner,
+        pair_id: None,
+    };
+    w.store
+        .cancel_call(owner_scope, claimed, CancelReason::Undecryptable, T0 + 5)
+        .await
+        .unwrap();
+    let late = w
+        .store
+        .reply_call(w.owner, claimed, b"x".to_vec(), T0 + 6)
+        .await;
+    assert!(
+        matches!(late, Err(StoreError::WrongState(CallState::Cancelled))),
+        "{late:?}"
+    );
+
+    let answered = w.post(T0 + 7, 60_000).await;
+    w.store
+        .claim_calls(w.owner, w.session, T0 + 8, 10, 30_000)
+        .await
+        .unwrap();
+    w.store
+        .reply_call(w.owner, answered, b"r".to_vec(), T0 + 9)
+        .await
+        .unwrap();
+    let cancel = w
+        .store
+        .cancel_call(w.scope(), answered, CancelReason::ClientCancelled, T0 + 10)
+        .await;
+    assert!(
+        matches!(cancel, Err(StoreError::WrongState(CallState::Answered))),
+        "{cancel:?}"
+    );
+
+    let other_pair = Scope {
+        owner_id: w.owner,
+        pair_id: Some(id()),
+    };
+    let foreign = w
+        .store
+        .cancel_call(
+            other_pair,
+            w.post(T0 + 11, 60_000).await,
+            CancelReason::ClientCancelled,
+            T0 + 12,
+        )
+        .await;
+    assert!(matches!(foreign, Err(StoreError::NotFound)), "{foreign:?}");
+}
+
+pub(super) async fn check_duplicate_ids_are_refused_per_owner(store: Arc<dyn Store>) {
+    let w = world(store.clone()).await;
+    let call_id = w.post(T0, 60_000).await;
+    let again = w
+        .store
+        .post_call(&w.call(call_id, T0 + 1, 60_000), None, None)
+        .await;
+    assert!(matches!(again, Err(StoreError::Duplicate)), "{again:?}");
+    let dup_session = w
+        .store
+        .create_session(&new_session(w.owner, w.session, id(), T0 + HOUR), 10)
+        .await;
+    assert!(
+        matches!(dup_session, Err(StoreError::Duplicate)),
+        "{dup_session:?}"
+    );
+    // The failed duplicate left the first session live.
+    assert!(
+        w.store
+            .live_session(w.owner, w.pair, T0)
+            .await
+            .unwrap()
+            .is_some()
+    );
+    // Another owner may use the same call id: ids are unique per owner.
+    let other = world(store).await;
+    other
+        .store
+        .post_call(&other.call(call_id, T0, 60_000), None, None)
+        .await
+        .unwrap();
+}
+
+pub(super) async fn check_expired_calls_are_not_claimable_and_read_as_expired(
+    store: Arc<dyn Store>,
+) {
+    let w = world(store).await;
+    let call = w.post(T0, 1_000).await;
+    assert!(
+        w.store
+            .claim_calls(w.owner, w.session, T0 + 1_000, 10, 30_000)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    assert_eq!(
+        w.store
+            .read_call(w.scope(), call, T0 + 1_000)
+            .await
+            .unwrap()
+            .unwrap()
+            .state,
+        CallState::Expired
+    );
+    // A call's expiry never outlives its session.
+    let short = world(w.store.clone()).await;
+    let s2 = id();
+    short
+        .store
+        .create_session(&new_session(short.owner, s2, id(), T0 + 500), 10)
+        .await
+        .unwrap();
+    let e = short
+        .store
+        .post_call(
+            &NewCall {
+                session_id: s2,
+                ..short.call(id(), T0, 60_000)
+            },
+            None,
+            None,
+        )
+        .await
+        .unwrap();
+    assert_eq!(e, T0 + 500);
+}
+
+pub(super) async fn check_another_owner_sees_nothing(store: Arc<dyn Store>) {
+    let w = world(store.clone()).await;
+    let other = world(store).await;
+    let call = w.post(T0, 60_000).await;
+    let theirs = Scope {
+        owner_id: other.owner,
+        pair_id: None,
+    };
+    assert_eq!(w.store.read_call(theirs, call, T0).await.unwrap(), None);
+    assert!(matches!(
+        w.store
+            .cancel_call(theirs, call, CancelReason::ClientCancelled, T0)
+            .await,
+        Err(StoreError::NotFound)
+    ));
+    assert!(matches!(
+        w.store
+            .claim_calls(other.owner, w.session, T0, 10, 1_000)
+            .await,
+        Err(StoreError::NotFound)
+    ));
+    assert!(matches!(
+        w.store.end_session(other.owner, w.session, T0).await,
+        Err(StoreError::NotFound)
+    ));
+    assert!(
+        w.store
+            .live_session(other.owner, w.pair, T0)
+            .await
+            .unwrap()
+            .is_none()
+    );
+    let post = w
+        .store
+        .post_call(
+            &NewCall {
+                owner_id: other.owner,
+                ..w.call(id(), T0, 60_000)
+            },
+            None,
+            None,
+        )
+        .await;
+    assert!(matches!(post, Err(StoreError::NotFound)), "{post:?}");
+    w.store
+        .claim_calls(w.owner, w.session, T0 + 1, 10, 30_000)
+        .await
+        .unwrap();
+    assert!(matches!(
+        w.store
+            .reply_call(other.owner, call, b"x".to_vec(), T0 + 2)
+            .await,
+        Err(StoreError::NotFound)
+    ));
+}

@@ -1,0 +1,127 @@
+//! The store contract: every property here holds on SQLite and on PostgreSQL alike.
+//! Each `check_*` function (in `calls`, `sessions`, `sweeper` and `accounts`) states one
+//! property; the macro at the bottom runs it on both backends.
+
+use std::sync::Arc;
+
+use sealpost_protocol::ids::Id16;
+use sealpost_relay::store::{NewCall, NewSession, Scope, Store};
+
+use crate::support::id;
+
+mod accounts;
+mod calls;
+mod sessions;
+mod sweeper;
+
+use accounts::*;
+use calls::*;
+use sessions::*;
+use sweeper::*;
+
+const T0: i64 = 1_700_000_000_000;
+const HOUR: i64 = 3_600_000;
+
+struct World {
+    store: Arc<dyn Store>,
+    owner: Id16,
+    session: Id16,
+    pair: Id16,
+}
+
+async fn world(store: Arc<dyn Store>) -> World {
+    let owner = id();
+    store
+        .create_owner(owner, &format!("owner-{owner}"), T0)
+        .await
+        .unwrap();
+    let (session, pair) = (id(), id());
+    store
+        .create_session(&new_session(owner, session, pair, T0 + HOUR), 10)
+        .await
+        .unwrap();
+    World {
+        store,
+        owner,
+        session,
+        pair,
+    }
+}
+
+fn new_session(owner: Id16, session: Id16, pair: Id16, expires_at: i64) -> NewSession {
+    NewSession {
+        owner_id: owner,
+        session_id: session,
+        pair_id: pair,
+        hello: b"hello".to_vec(),
+        created_at: T0,
+        expires_at,
+    }
+}
+
+impl World {
+    fn call(&self, call_id: Id16, at: i64, ttl: i64) -> NewCall {
+        NewCall {
+            owner_id: self.owner,
+            session_id: self.session,
+            call_id,
+            envelope: call_id.0.to_vec(),
+            created_at: at,
+            expires_at: at + ttl,
+        }
+    }
+
+    async fn post(&self, at: i64, ttl: i64) -> Id16 {
+        let call_id = id();
+        self.store
+            .post_call(&self.call(call_id, at, ttl), Some(self.pair), Some(1000))
+            .await
+            .unwrap();
+        call_id
+    }
+
+    fn scope(&self) -> Scope {
+        Scope {
+            owner_id: self.owner,
+            pair_id: Some(self.pair),
+        }
+    }
+}
+
+macro_rules! contract {
+    ($($check:ident),* $(,)?) => {
+        mod sqlite {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+                async fn $check() {
+                    let db = crate::support::TestDb::sqlite();
+                    super::$check(db.open().await).await;
+                }
+            )*
+        }
+        mod postgres {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+                async fn $check() {
+                    let Some(db) = crate::support::TestDb::postgres().await else { return };
+                    super::$check(db.open().await).await;
+                }
+            )*
+        }
+    };
+}
+
+contract!(
+    check_concurrent_claimers_take_every_call_exactly_once,
+    check_a_lapsed_lease_expires_the_call_and_it_is_never_offered_again,
+    check_a_lease_never_runs_past_the_call_expiry,
+    check_answer_then_read_marks_delivered_and_reads_repeat,
+    check_cancel_applies_to_open_calls_only,
+    check_duplicate_ids_are_refused_per_owner,
+    check_expired_calls_are_not_claimable_and_read_as_expired,
+    check_sweeper_drops_bytes_then_rows,
+    check_ending_a_session_cancels_only_open_calls,
+    check_another_owner_sees_nothing,
+    check_limits_on_pending_calls_and_live_sessions,
+    check_signin_codes_work_once_and_tokens_are_revocable,
+);

@@ -1,0 +1,123 @@
+//! Sessions: replacing or ending one cancels only its open calls; per-session and per-owner
+//! limits.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use sealpost_protocol::api::CallState;
+use sealpost_protocol::content::CancelReason;
+use sealpost_relay::store::{Store, StoreError};
+
+use super::{HOUR, T0, new_session, world};
+use crate::support::id;
+
+pub(super) async fn check_ending_a_session_cancels_only_open_calls(store: Arc<dyn Store>) {
+    let w = world(store).await;
+    let answered = w.post(T0, 60_000).await;
+    w.store
+        .claim_calls(w.owner, w.session, T0 + 1, 1, 30_000)
+        .await
+        .unwrap();
+    w.store
+        .reply_call(w.owner, answered, b"r".to_vec(), T0 + 2)
+        .await
+        .unwrap();
+    let claimed = w.post(T0 + 3, 60_000).await;
+    w.store
+        .claim_calls(w.owner, w.session, T0 + 4, 1, 30_000)
+        .await
+        .unwrap();
+    let pending = w.post(T0 + 5, 60_000).await;
+    // A new session for the same pairing ends this one.
+    let next = id();
+    let cancelled = w
+        .store
+        .create_session(&new_session(w.owner, next, w.pair, T0 + HOUR), 10)
+        .await
+        .unwrap();
+    assert_eq!(
+        cancelled.into_iter().collect::<HashSet<_>>(),
+        HashSet::from([claimed, pending])
+    );
+    for call in [claimed, pending] {
+        let view = w
+            .store
+            .read_call(w.scope(), call, T0 + 6)
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            (view.state, view.reason),
+            (CallState::Cancelled, Some(CancelReason::SessionEnded))
+        );
+    }
+    assert_eq!(
+        w.store
+            .read_call(w.scope(), answered, T0 + 6)
+            .await
+            .unwrap()
+            .unwrap()
+            .state,
+        CallState::Answered
+    );
+    assert_eq!(
+        w.store
+            .live_session(w.owner, w.pair, T0 + 6)
+            .await
+            .unwrap()
+            .unwrap()
+            .session_id,
+        next
+    );
+    let claim = w
+        .store
+        .claim_calls(w.owner, w.session, T0 + 7, 1, 30_000)
+        .await;
+    assert!(matches!(claim, Err(StoreError::SessionEnded)), "{claim:?}");
+    let post = w
+        .store
+        .post_call(&w.call(id(), T0 + 7, 60_000), None, None)
+        .await;
+    assert!(matches!(post, Err(StoreError::SessionEnded)), "{post:?}");
+    w.store.end_session(w.owner, next, T0 + 8).await.unwrap();
+    assert!(
+        w.store
+            .live_session(w.owner, w.pair, T0 + 8)
+            .await
+            .unwrap()
+            .is_none()
+    );
+}
+
+pub(super) async fn check_limits_on_pending_calls_and_live_sessions(store: Arc<dyn Store>) {
+    let w = world(store).await;
+    for _ in 0..3 {
+        w.store
+            .post_call(&w.call(id(), T0, 60_000), None, Some(3))
+            .await
+            .unwrap();
+    }
+    let over = w
+        .store
+        .post_call(&w.call(id(), T0, 60_000), None, Some(3))
+        .await;
+    assert!(matches!(over, Err(StoreError::TooManyPending)), "{over:?}");
+    // Live sessions: the world holds one; a limit of 2 allows one more pairing.
+    w.store
+        .create_session(&new_session(w.owner, id(), id(), T0 + HOUR), 2)
+        .await
+        .unwrap();
+    let third = w
+        .store
+        .create_session(&new_session(w.owner, id(), id(), T0 + HOUR), 2)
+        .await;
+    assert!(
+        matches!(third, Err(StoreError::TooManySessions)),
+        "{third:?}"
+    );
+    // Replacing a pairing's own session is always allowed.
+    w.store
+        .create_session(&new_session(w.owner, id(), w.pair, T0 + HOUR), 2)
+        .await
+        .unwrap();
+}
