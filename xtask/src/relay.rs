@@ -54,7 +54,7 @@ pub fn bench() -> Result<()> {
     let cluster = TestCluster::start()?;
     let status = cargo()
         .current_dir(workspace())
-        .args(["bench", "-p", "sealpost-relay", "--bench", "relay"])
+        .args(["bench", "-p", "sealpost-e2e", "--bench", "relay"])
         .env("SEALPOST_BENCH_POSTGRES_URL", cluster.url())
         .status()?;
     if !status.success() {

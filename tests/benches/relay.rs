@@ -1,0 +1,487 @@
+//! Relay load benchmark: `cargo xtask bench relay`.
+//!
+//! One call = the plugin seals a 1 KiB call and posts it, the tab claims it, opens it, seals a
+//! 1 KiB reply and posts it, the plugin reads and opens it: four round trips and real sealing
+//! (`sealpost-seal`) at both ends. Each simulated plugin/tab pair has its own pairing and
+//! session. Same-run measurements per backend, load generator on the same cores as the server:
+//! - store ceiling: the same store operations called directly, no HTTP;
+//! - HTTP echo ceiling: a stateless axum server answering the same four requests with bodies
+//!   of the same size (the clients still seal and open as much);
+//! - the relay over HTTP on loopback: at full load, paced at half the measured peak (for the
+//!   added latency), and one call at a time;
+//! - wake-up: from sending a post to the answer of a claim already waiting for it.
+//!
+//! `SEALPOST_BENCH_STORE_ONLY=sqlite:///tmp/p.db` measures the store ceiling alone (profiling).
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use axum::Router;
+use axum::routing::{get, post, put};
+use sealpost_e2e::{LiveRelay, Pairing, random_id};
+use sealpost_protocol::api::{
+    CallState, CallStatusResponse, ClaimResponse, ClaimedCall, PostCallResponse,
+};
+use sealpost_protocol::ids::{Base64Bytes, Id16};
+use sealpost_relay::store::{self, NewCall, NewSession, Scope, Store};
+use sealpost_seal::{
+    BrowserSession, ENVELOPE_OVERHEAD, Header, PairingSecret, PluginSession, SessionKeys,
+    open_call, seal_reply, verify_hello,
+};
+
+/// Sealed size of calls and replies.
+const ENVELOPE_BYTES: usize = 1024;
+const CLIENTS: usize = 32;
+const PACED_CLIENTS: usize = 8;
+const RUN: Duration = Duration::from_secs(5);
+
+fn now() -> i64 {
+    sealpost_relay::clock::now_ms()
+}
+
+#[derive(Debug, Default)]
+struct Outcome {
+    calls: usize,
+    latencies_us: Vec<u64>,
+    elapsed: Duration,
+}
+
+impl Outcome {
+    fn per_second(&self) -> f64 {
+        self.calls as f64 / self.elapsed.as_secs_f64()
+    }
+
+    fn pct_ms(&self, p: f64) -> f64 {
+        let mut v = self.latencies_us.clone();
+        v.sort_unstable();
+        v.get(((v.len().max(1) - 1) as f64 * p) as usize)
+            .map_or(0.0, |us| *us as f64 / 1000.0)
+    }
+
+    fn line(&self, label: &str) -> String {
+        format!(
+            "{label:<34} {:>8.0} calls/s  p50 {:>6.2} ms  p99 {:>6.2} ms",
+            self.per_second(),
+            self.pct_ms(0.5),
+            self.pct_ms(0.99)
+        )
+    }
+}
+
+/// Both ends of one session's cryptography, as the plugin and the tab hold them.
+struct Ends {
+    plugin: PluginSession,
+    tab_keys: SessionKeys,
+    plaintext: Vec<u8>,
+}
+
+impl Ends {
+    /// A session for `secret`: the tab's hello, and the plugin joined to it.
+    fn new(secret: &PairingSecret, session_id: Id16) -> (Self, Vec<u8>) {
+        let mut rng = rand::rng();
+        let t = now() as u64;
+        let (tab, hello) =
+            BrowserSession::start(secret, session_id.0, t, t + 3_600_000, b"{}", &mut rng).unwrap();
+        let verified = verify_hello(secret, &hello, t).unwrap();
+        let plugin = PluginSession::start(secret, &verified, &mut rng).unwrap();
+        let tab_keys = tab.keys_for(plugin.plugin_public()).unwrap();
+        let plaintext = vec![b'x'; ENVELOPE_BYTES - ENVELOPE_OVERHEAD];
+        (
+            Self {
+                plugin,
+                tab_keys,
+                plaintext,
+            },
+            hello,
+        )
+    }
+
+    /// The plugin seals a call.
+    fn seal_call(&self, call_id: Id16) -> (Header, Vec<u8>) {
+        let t = now() as u64;
+        let header = self.plugin.call_header(call_id.0, t, t + 60_000);
+        let envelope = self
+            .plugin
+            .seal_call(&header, &self.plaintext, &mut rand::rng())
+            .unwrap();
+        (header, envelope)
+    }
+
+    /// The tab opens a call and seals its reply.
+    fn answer(&self, call: &[u8]) -> Vec<u8> {
+        let (header, _) = open_call(&self.tab_keys, call).unwrap();
+        seal_reply(
+            &self.tab_keys,
+            &header,
+            &self.plaintext,
+            now() as u64,
+            &mut rand::rng(),
+        )
+        .unwrap()
+    }
+
+    /// The plugin opens the reply.
+    fn open(&self, header: &Header, reply: &[u8]) {
+        assert_eq!(
+            self.plugin.open_reply(header, reply).unwrap().len(),
+            self.plaintext.len()
+        );
+    }
+}
+
+/// Runs `clients` loops of `one_call` for [`RUN`]. With `pace`, each client starts a call at
+/// most once per `pace` (an open-loop rate), else as soon as the last one ended.
+async fn drive<F, Fut>(clients: usize, pace: Option<Duration>, one_call: F) -> Outcome
+where
+    F: Fn(usize) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = ()> + Send,
+{
+    let one_call = Arc::new(one_call);
+    let start = Instant::now();
+    let tasks: Vec<_> = (0..clients)
+        .map(|n| {
+            let one_call = one_call.clone();
+            tokio::spawn(async move {
+                let mut latencies = Vec::new();
+                let mut next = Instant::now();
+                while start.elapsed() < RUN {
+                    if let Some(pace) = pace {
+                        tokio::time::sleep_until(next.into()).await;
+                        next += pace;
+                    }
+                    let t = Instant::now();
+                    one_call(n).await;
+                    latencies.push(t.elapsed().as_micros() as u64);
+                }
+                latencies
+            })
+        })
+        .collect();
+    let mut outcome = Outcome::default();
+    for task in tasks {
+        let latencies = task.await.unwrap();
+        outcome.calls += latencies.len();
+        outcome.latencies_us.extend(latencies);
+    }
+    outcome.elapsed = start.elapsed();
+    outcome
+}
+
+/// The same store operations the relay performs for one call, called directly.
+async fn store_ceiling(url: &str) -> Outcome {
+    let store = store::open(url).await.unwrap();
+    let owner = random_id();
+    store
+        .create_owner(owner, &format!("bench-{owner}"), now())
+        .await
+        .unwrap();
+    let mut clients = Vec::new();
+    for _ in 0..CLIENTS {
+        let secret = PairingSecret::generate(&mut rand::rng());
+        let (session_id, pair_id) = (random_id(), Id16(secret.pair_id()));
+        let (ends, hello) = Ends::new(&secret, session_id);
+        let t = now();
+        let session = NewSession {
+            owner_id: owner,
+            session_id,
+            pair_id,
+            hello,
+            created_at: t,
+            expires_at: t + 3_600_000,
+        };
+        store.create_session(&session, 1_000).await.unwrap();
+        clients.push((session_id, pair_id, ends));
+    }
+    let clients = Arc::new(clients);
+    let store: Arc<dyn Store> = store;
+    drive(CLIENTS, None, move |n| {
+        let (store, clients) = (store.clone(), clients.clone());
+        async move {
+            let (session_id, pair_id, ends) = &clients[n];
+            let call_id = random_id();
+            let (header, envelope) = ends.seal_call(call_id);
+            let t = now();
+            let call = NewCall {
+                owner_id: owner,
+                session_id: *session_id,
+                call_id,
+                envelope,
+                created_at: t,
+                expires_at: t + 60_000,
+            };
+            store
+                .post_call(&call, Some(*pair_id), Some(1_000))
+                .await
+                .unwrap();
+            let claimed = store
+                .claim_calls(owner, *session_id, now(), 1, 30_000)
+                .await
+                .unwrap();
+            let reply = ends.answer(&claimed[0].envelope);
+            store
+                .reply_call(owner, call_id, reply, now())
+                .await
+                .unwrap();
+            let scope = Scope {
+                owner_id: owner,
+                pair_id: Some(*pair_id),
+            };
+            let view = store
+                .read_call(scope, call_id, now())
+                .await
+                .unwrap()
+                .unwrap();
+            ends.open(&header, view.reply.as_deref().unwrap());
+        }
+    })
+    .await
+}
+
+/// One simulated plugin/tab pair speaking HTTP.
+struct HttpClient {
+    pairing: Pairing,
+    session_id: Id16,
+    ends: Ends,
+}
+
+/// The four round trips of one call over HTTP. `echo` says the server keeps nothing, so the
+/// ends open the envelopes they sealed themselves (the same work).
+async fn http_call(relay: &LiveRelay, c: &HttpClient, echo: bool) {
+    let call_id = random_id();
+    let (header, envelope) = c.ends.seal_call(call_id);
+    relay
+        .post_call(&c.pairing, c.session_id, call_id, envelope.clone())
+        .await
+        .unwrap();
+    let claimed = relay.claim(c.session_id, 1, 0).await.unwrap();
+    let call = if echo {
+        &envelope
+    } else {
+        &claimed.calls[0].envelope.0
+    };
+    let reply = c.ends.answer(call);
+    relay.reply(call_id, reply.clone()).await.unwrap();
+    let read = relay.read_call(&c.pairing, call_id, 0).await.unwrap();
+    let sealed = if echo { reply } else { read.reply.unwrap().0 };
+    c.ends.open(&header, &sealed);
+}
+
+async fn http_clients(relay: &LiveRelay, store: Option<&dyn Store>) -> Vec<HttpClient> {
+    let mut clients = Vec::new();
+    for _ in 0..CLIENTS {
+        let pairing = match store {
+            Some(_) => relay.pair().await.unwrap(),
+            None => {
+                let secret = PairingSecret::generate(&mut rand::rng());
+                let pair_id = Id16(secret.pair_id());
+                Pairing {
+                    secret,
+                    pair_id,
+                    mcp_token: "echo".into(),
+                }
+            }
+        };
+        let session_id = random_id();
+        let (ends, hello) = Ends::new(&pairing.secret, session_id);
+        if store.is_some() {
+            relay
+                .create_session(session_id, pairing.pair_id, hello, 3_600)
+                .await
+                .unwrap();
+        }
+        clients.push(HttpClient {
+            pairing,
+            session_id,
+            ends,
+        });
+    }
+    clients
+}
+
+async fn http_run(
+    relay: Arc<LiveRelay>,
+    clients: Arc<Vec<HttpClient>>,
+    n: usize,
+    pace: Option<Duration>,
+    echo: bool,
+) -> Outcome {
+    drive(n, pace, move |i| {
+        let (relay, clients) = (relay.clone(), clients.clone());
+        async move { http_call(&relay, &clients[i], echo).await }
+    })
+    .await
+}
+
+/// A stateless server answering the same four requests with same-sized bodies.
+async fn echo_server() -> String {
+    let sealed = Base64Bytes(vec![0u8; ENVELOPE_BYTES]);
+    let (claimed, read) = (sealed.clone(), sealed);
+    let app = Router::new()
+        .route(
+            "/v1/sessions/{s}/calls",
+            post(|body: axum::body::Bytes| async move {
+                let request: serde_json::Value = serde_json::from_slice(&body).unwrap();
+                let call_id = serde_json::from_value(request["call_id"].clone()).unwrap();
+                let answer = PostCallResponse {
+                    call_id,
+                    expires_at: 0,
+                    now_ms: now(),
+                };
+                (axum::http::StatusCode::CREATED, axum::Json(answer))
+            }),
+        )
+        .route(
+            "/v1/sessions/{s}/claims",
+            post(move || async move {
+                let call = ClaimedCall {
+                    call_id: random_id(),
+                    envelope: claimed,
+                    lease_expires_at: 0,
+                };
+                axum::Json(ClaimResponse {
+                    calls: vec![call],
+                    now_ms: now(),
+                })
+            }),
+        )
+        .route(
+            "/v1/calls/{c}/reply",
+            put(|_body: axum::body::Bytes| async { axum::http::StatusCode::NO_CONTENT }),
+        )
+        .route(
+            "/v1/calls/{c}",
+            get(move || async move {
+                axum::Json(CallStatusResponse {
+                    state: CallState::Answered,
+                    reply: Some(read),
+                    reason: None,
+                    expires_at: 0,
+                    now_ms: now(),
+                })
+            }),
+        );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    format!("http://{addr}")
+}
+
+/// Time from sending a post to the answer of a claim already waiting, one at a time.
+async fn wake_latency(relay: Arc<LiveRelay>, client: &HttpClient, rounds: usize) -> Outcome {
+    let mut outcome = Outcome::default();
+    let start = Instant::now();
+    for _ in 0..rounds {
+        let (waiter, session_id) = (relay.clone(), client.session_id);
+        let claim = tokio::spawn(async move {
+            waiter.claim(session_id, 1, 5_000).await.unwrap();
+            Instant::now()
+        });
+        // Let the claim reach its wait (a benchmark may pace itself; tests never do this).
+        tokio::time::sleep(Duration::from_millis(3)).await;
+        let call_id = random_id();
+        let (_, envelope) = client.ends.seal_call(call_id);
+        let posted = Instant::now();
+        relay
+            .post_call(&client.pairing, client.session_id, call_id, envelope)
+            .await
+            .unwrap();
+        let woke = claim.await.unwrap();
+        outcome
+            .latencies_us
+            .push(woke.saturating_duration_since(posted).as_micros() as u64);
+        outcome.calls += 1;
+    }
+    outcome.elapsed = start.elapsed();
+    outcome
+}
+
+struct Echo {
+    loaded: Outcome,
+    single: Outcome,
+}
+
+async fn echo_runs() -> Echo {
+    let base = echo_server().await;
+    let relay = Arc::new(LiveRelay::echo(base));
+    let clients = Arc::new(http_clients(&relay, None).await);
+    let loaded = http_run(relay.clone(), clients.clone(), CLIENTS, None, true).await;
+    let single = http_run(relay, clients, 1, None, true).await;
+    println!("== HTTP echo ceiling (same four round trips and sealing, no state) ==");
+    println!("{}", loaded.line(&format!("echo ({CLIENTS} clients)")));
+    println!("{}", single.line("echo (1 client)"));
+    Echo { loaded, single }
+}
+
+async fn relay_runs(label: &str, url: &str, echo: &Echo) {
+    let ceiling = store_ceiling(url).await;
+    let relay = LiveRelay::start(url).await.unwrap();
+    let clients = Arc::new(http_clients(&relay, Some(relay.store())).await);
+    let relay = Arc::new(relay);
+    let loaded = http_run(relay.clone(), clients.clone(), CLIENTS, None, false).await;
+    // Half the peak: PACED_CLIENTS clients sharing half the measured calls/s.
+    let half_rate = loaded.per_second() / 2.0;
+    let pace = Duration::from_secs_f64(PACED_CLIENTS as f64 / half_rate.max(1.0));
+    let half = http_run(
+        relay.clone(),
+        clients.clone(),
+        PACED_CLIENTS,
+        Some(pace),
+        false,
+    )
+    .await;
+    let single = http_run(relay.clone(), clients.clone(), 1, None, false).await;
+    let wake = wake_latency(relay.clone(), &clients[0], 200).await;
+    let echo_p50 = echo.single.pct_ms(0.5);
+    println!("\n== {label} ==");
+    println!(
+        "{}",
+        ceiling.line(&format!("store ceiling ({CLIENTS} clients)"))
+    );
+    println!("{}", loaded.line(&format!("relay ({CLIENTS} clients)")));
+    println!(
+        "{}",
+        half.line(&format!("relay at half the peak ({half_rate:.0}/s)"))
+    );
+    println!("{}", single.line("relay (1 client)"));
+    println!(
+        "wake-up (post sent → waiting claim answered): p50 {:.2} ms  p99 {:.2} ms",
+        wake.pct_ms(0.5),
+        wake.pct_ms(0.99)
+    );
+    println!(
+        "ratios: relay/store ceiling {:.0}%  relay/echo ceiling {:.0}%  \
+         single-call p50 {:.1}× echo p50  added latency at half the peak (p50 − echo p50) {:.2} ms",
+        100.0 * loaded.per_second() / ceiling.per_second(),
+        100.0 * loaded.per_second() / echo.loaded.per_second(),
+        single.pct_ms(0.5) / echo_p50,
+        half.pct_ms(0.5) - echo_p50,
+    );
+    let relay = Arc::into_inner(relay).expect("every run has ended");
+    relay.stop().await.unwrap();
+}
+
+#[tokio::main]
+async fn main() {
+    if let Ok(url) = std::env::var("SEALPOST_BENCH_STORE_ONLY") {
+        println!("{}", store_ceiling(&url).await.line("store ceiling"));
+        return;
+    }
+    let echo = echo_runs().await;
+    let dir = std::env::temp_dir().join(format!("sealpost-relay-bench-{}", random_id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let sqlite = format!("sqlite://{}/bench.db", dir.display());
+    relay_runs(
+        "SQLite (WAL, synchronous=NORMAL, group commit)",
+        &sqlite,
+        &echo,
+    )
+    .await;
+    let _ = std::fs::remove_dir_all(&dir);
+    match std::env::var("SEALPOST_BENCH_POSTGRES_URL") {
+        Ok(url) => relay_runs("PostgreSQL", &url, &echo).await,
+        Err(_) => println!(
+            "\n(PostgreSQL skipped: SEALPOST_BENCH_POSTGRES_URL is not set; `cargo xtask bench relay` sets it)"
+        ),
+    }
+}
