@@ -144,7 +144,18 @@ async fn sweeper(state: AppState) {
             .sweep(now_ms(), state.config.limits.sweep_grace_ms)
             .await
         {
-            Ok(stats) => tracing::debug!(?stats, "sweep"),
+            Ok(stats) => {
+                // Claimers of an expired session answer `session_ended` now.
+                stats.ended.wake(&state.hub);
+                tracing::debug!(
+                    expired_calls = stats.expired_calls,
+                    cleared_replies = stats.cleared_replies,
+                    deleted_calls = stats.deleted_calls,
+                    ended_sessions = stats.ended_sessions,
+                    deleted_sessions = stats.deleted_sessions,
+                    "sweep"
+                );
+            }
             Err(error) => tracing::warn!(%error, "sweep failed"),
         }
         state.rate.forget_idle();

@@ -18,7 +18,6 @@ use super::path_id;
 use super::state::AppState;
 use crate::clock::now_ms;
 use crate::store::{NewSession, StoreError};
-use crate::wake::Topic;
 
 /// `POST /v1/sessions` (owner)
 pub async fn create(
@@ -58,7 +57,7 @@ pub async fn create(
         created_at: now,
         expires_at: now + request.ttl_s as i64 * 1000,
     };
-    let cancelled = match state
+    let ended = match state
         .store
         .create_session(&session, limits.max_live_sessions_per_owner)
         .await
@@ -71,10 +70,9 @@ pub async fn create(
         }
         other => other?,
     };
-    for call in &cancelled {
-        state.hub.wake(Topic::Call(session.owner_id, *call));
-    }
-    tracing::info!(session = %session.session_id, pair = %session.pair_id, hello_bytes = session.hello.len(), ttl_s = request.ttl_s, replaced_calls = cancelled.len(), "session created");
+    // The replaced session's claimers answer `session_ended` now, not at their next re-check.
+    ended.wake(&state.hub);
+    tracing::info!(session = %session.session_id, pair = %session.pair_id, hello_bytes = session.hello.len(), ttl_s = request.ttl_s, replaced_calls = ended.cancelled_calls.len(), "session created");
     Ok((
         StatusCode::CREATED,
         Json(CreateSessionResponse {
@@ -93,15 +91,12 @@ pub async fn end(
     auth.require_owner()?;
     let session_id = path_id(&session_id, "session")?;
     let owner = auth.owner_id();
-    let cancelled = match state.store.end_session(owner, session_id, now_ms()).await {
+    let ended = match state.store.end_session(owner, session_id, now_ms()).await {
         Err(StoreError::NotFound) => return Err(ApiError::not_found("session")),
         other => other?,
     };
-    state.hub.wake(Topic::Session(owner, session_id));
-    for call in &cancelled {
-        state.hub.wake(Topic::Call(owner, *call));
-    }
-    tracing::info!(session = %session_id, cancelled = cancelled.len(), "session ended");
+    ended.wake(&state.hub);
+    tracing::info!(session = %session_id, cancelled = ended.cancelled_calls.len(), "session ended");
     Ok(StatusCode::NO_CONTENT)
 }
 

@@ -13,7 +13,7 @@ use sealpost_protocol::api::{CallState, TokenKind};
 use sealpost_protocol::content::CancelReason;
 use sealpost_protocol::ids::Id16;
 
-use crate::wake::Hub;
+use crate::wake::{Hub, Topic};
 
 mod hot_path;
 mod migrate;
@@ -158,14 +158,43 @@ pub struct HeldBytes {
     pub reply: bool,
 }
 
+/// Sessions that ended and the open calls that were cancelled with them (`session_ended`):
+/// whom to wake, since their claimers and readers have an answer now.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct EndedSessions {
+    /// `(owner_id, session_id)` of each session that ended.
+    pub sessions: Vec<(Id16, Id16)>,
+    /// `(owner_id, call_id)` of each call cancelled because its session ended.
+    pub cancelled_calls: Vec<(Id16, Id16)>,
+}
+
+impl EndedSessions {
+    /// The wake-up topics: each session's claimers and each cancelled call's readers.
+    pub fn topics(&self) -> impl Iterator<Item = Topic> + '_ {
+        let sessions = self.sessions.iter().map(|&(o, s)| Topic::Session(o, s));
+        let calls = self.cancelled_calls.iter().map(|&(o, c)| Topic::Call(o, c));
+        sessions.chain(calls)
+    }
+
+    /// Wakes this process's waiters on them. Other replicas hear of them through the store
+    /// (PostgreSQL sends the same topics with `pg_notify` when it commits).
+    pub fn wake(&self, hub: &Hub) {
+        for topic in self.topics() {
+            hub.wake(topic);
+        }
+    }
+}
+
 /// What one sweep did.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct SweepStats {
     pub expired_calls: u64,
     pub cleared_replies: u64,
     pub deleted_calls: u64,
     pub ended_sessions: u64,
     pub deleted_sessions: u64,
+    /// The sessions that expired in this sweep, and their cancelled calls.
+    pub ended: EndedSessions,
 }
 
 /// The relay's storage. Both backends pass the same contract suite (`tests/it/contract/`).
@@ -214,9 +243,13 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     ) -> StoreResult<bool>;
     async fn list_mcp_tokens(&self, owner_id: Id16, now: Ms) -> StoreResult<Vec<TokenRow>>;
 
-    /// Creates a session, ending the pairing's previous one. Returns the ids of the calls that
-    /// were cancelled (`session_ended`) by replacing it.
-    async fn create_session(&self, session: &NewSession, max_live: u32) -> StoreResult<Vec<Id16>>;
+    /// Creates a session, ending the pairing's previous one. Returns the sessions it ended and
+    /// the calls that were cancelled (`session_ended`) with them.
+    async fn create_session(
+        &self,
+        session: &NewSession,
+        max_live: u32,
+    ) -> StoreResult<EndedSessions>;
     async fn live_session(
         &self,
         owner_id: Id16,
@@ -229,13 +262,13 @@ pub trait Store: Send + Sync + std::fmt::Debug {
         session_id: Id16,
     ) -> StoreResult<Option<SessionInfo>>;
     /// Ends a session; its pending and claimed calls become cancelled (`session_ended`).
-    /// Returns those calls' ids. Ending an ended session is not an error.
+    /// Returns the session and those calls. Ending an ended session is not an error.
     async fn end_session(
         &self,
         owner_id: Id16,
         session_id: Id16,
         now: Ms,
-    ) -> StoreResult<Vec<Id16>>;
+    ) -> StoreResult<EndedSessions>;
 
     /// Posts a call to a live session (of `pair_id`, when given). Returns the effective expiry.
     /// `max_pending`: refuse when the session already holds this many pending calls.

@@ -22,9 +22,9 @@ use super::hot_path::SeenThrottle;
 use super::postgres_accounts as accounts;
 use super::rows::{self, Columns};
 use super::{
-    CallView, ClaimedRow, HeldBytes, LiveSession, Ms, NewCall, NewSession, OwnerRow, Scope,
-    SessionInfo, Store, StoreError, StoreResult, SweepStats, TokenRow, b, is_unique_violation,
-    migrate,
+    CallView, ClaimedRow, EndedSessions, HeldBytes, LiveSession, Ms, NewCall, NewSession, OwnerRow,
+    Scope, SessionInfo, Store, StoreError, StoreResult, SweepStats, TokenRow, b,
+    is_unique_violation, migrate,
 };
 use crate::wake::{Hub, Topic};
 
@@ -90,30 +90,36 @@ impl PgStore {
     }
 }
 
-/// Cancels a session's open calls (`session_ended`) and wakes their readers.
-async fn cancel_open_calls(
+/// Cancels the open calls of sessions that just ended (`(owner_id, session_id)` each) and, when
+/// the transaction commits, wakes on every replica those sessions' claimers and those calls'
+/// readers.
+pub(super) async fn cancel_open_calls(
     conn: &mut PgConnection,
-    owner_id: Id16,
-    session_id: Id16,
-) -> StoreResult<Vec<Id16>> {
-    let cancelled = sqlx::query(
-        "UPDATE calls SET state = 'cancelled', cancel_reason = 'session_ended', envelope = NULL \
-         WHERE owner_id = $1 AND session_id = $2 AND state IN ('pending', 'claimed') \
-         RETURNING call_id",
-    )
-    .bind(b(owner_id))
-    .bind(b(session_id))
-    .fetch_all(&mut *conn)
-    .await?;
-    let ids = cancelled
-        .iter()
-        .map(|row| row.id("call_id"))
-        .collect::<StoreResult<Vec<_>>>()?;
-    for id in &ids {
-        notify(conn, Topic::Call(owner_id, *id)).await?;
+    sessions: Vec<(Id16, Id16)>,
+) -> StoreResult<EndedSessions> {
+    let mut cancelled_calls = Vec::new();
+    for &(owner_id, session_id) in &sessions {
+        let cancelled = sqlx::query(
+            "UPDATE calls SET state = 'cancelled', cancel_reason = 'session_ended', envelope = NULL \
+             WHERE owner_id = $1 AND session_id = $2 AND state IN ('pending', 'claimed') \
+             RETURNING call_id",
+        )
+        .bind(b(owner_id))
+        .bind(b(session_id))
+        .fetch_all(&mut *conn)
+        .await?;
+        for row in &cancelled {
+            cancelled_calls.push((owner_id, row.id("call_id")?));
+        }
     }
-    notify(conn, Topic::Session(owner_id, session_id)).await?;
-    Ok(ids)
+    let ended = EndedSessions {
+        sessions,
+        cancelled_calls,
+    };
+    for topic in ended.topics() {
+        notify(conn, topic).await?;
+    }
+    Ok(ended)
 }
 
 /// Forwards notifications into the hub until shutdown, reconnecting after a loss.
@@ -237,7 +243,7 @@ impl Store for PgStore {
         accounts::list_mcp_tokens(&self.pool, owner_id, now).await
     }
 
-    async fn create_session(&self, s: &NewSession, max_live: u32) -> StoreResult<Vec<Id16>> {
+    async fn create_session(&self, s: &NewSession, max_live: u32) -> StoreResult<EndedSessions> {
         let mut tx = self.pool.begin().await?;
         // Serialise session changes of one owner so the live-session count is exact.
         sqlx::query("SELECT 1 FROM owners WHERE id = $1 FOR UPDATE")
@@ -258,7 +264,8 @@ impl Store for PgStore {
         }
         let replaced = sqlx::query(
             "UPDATE sessions SET ended_at = $3, hello = NULL \
-             WHERE owner_id = $1 AND pair_id = $2 AND ended_at IS NULL RETURNING session_id",
+             WHERE owner_id = $1 AND pair_id = $2 AND ended_at IS NULL \
+             RETURNING owner_id, session_id",
         )
         .bind(b(s.owner_id))
         .bind(b(s.pair_id))
@@ -281,13 +288,10 @@ impl Store for PgStore {
             Err(e) if is_unique_violation(&e) => return Err(StoreError::Duplicate),
             other => other?,
         };
-        let mut cancelled = Vec::new();
-        for row in replaced {
-            let old = row.id("session_id")?;
-            cancelled.extend(cancel_open_calls(&mut tx, s.owner_id, old).await?);
-        }
+        let replaced = rows::owner_sessions(&replaced)?;
+        let ended = cancel_open_calls(&mut tx, replaced).await?;
         tx.commit().await?;
-        Ok(cancelled)
+        Ok(ended)
     }
 
     async fn live_session(
@@ -330,7 +334,7 @@ impl Store for PgStore {
         owner_id: Id16,
         session_id: Id16,
         now: Ms,
-    ) -> StoreResult<Vec<Id16>> {
+    ) -> StoreResult<EndedSessions> {
         let mut tx = self.pool.begin().await?;
         let found: Option<i64> = sqlx::query_scalar(
             "UPDATE sessions SET ended_at = COALESCE(ended_at, $3), hello = NULL \
@@ -344,9 +348,9 @@ impl Store for PgStore {
         if found.is_none() {
             return Err(StoreError::NotFound);
         }
-        let cancelled = cancel_open_calls(&mut tx, owner_id, session_id).await?;
+        let ended = cancel_open_calls(&mut tx, vec![(owner_id, session_id)]).await?;
         tx.commit().await?;
-        Ok(cancelled)
+        Ok(ended)
     }
 
     async fn post_call(

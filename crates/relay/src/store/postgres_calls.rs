@@ -10,8 +10,8 @@ use sealpost_protocol::ids::Id16;
 use sqlx::postgres::PgPool;
 
 use super::hot_path::SeenThrottle;
-use super::postgres::notify;
-use super::rows::{self, Columns};
+use super::postgres::{cancel_open_calls, notify};
+use super::rows;
 use super::{
     ClaimedRow, Ms, NewCall, Scope, StoreError, StoreResult, SweepStats, b, is_unique_violation,
 };
@@ -256,19 +256,9 @@ pub(super) async fn sweep(pool: &PgPool, now: Ms, grace_ms: Ms) -> StoreResult<S
     .bind(now)
     .fetch_all(&mut *tx)
     .await?;
+    let ended = rows::owner_sessions(&ended)?;
     stats.ended_sessions = ended.len() as u64;
-    for row in ended {
-        let owner = b(row.id("owner_id")?);
-        let session = b(row.id("session_id")?);
-        sqlx::query(
-            "UPDATE calls SET state = 'cancelled', cancel_reason = 'session_ended', envelope = NULL \
-             WHERE owner_id = $1 AND session_id = $2 AND state IN ('pending', 'claimed')",
-        )
-        .bind(owner)
-        .bind(session)
-        .execute(&mut *tx)
-        .await?;
-    }
+    stats.ended = cancel_open_calls(&mut tx, ended).await?;
     stats.deleted_sessions = sqlx::query(
         "DELETE FROM sessions s WHERE s.ended_at <= $1 AND NOT EXISTS \
          (SELECT 1 FROM calls c WHERE c.owner_id = s.owner_id AND c.session_id = s.session_id)",

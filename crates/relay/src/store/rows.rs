@@ -111,6 +111,13 @@ pub(crate) fn session_info(row: &impl Columns, session_id: Id16) -> StoreResult<
     })
 }
 
+/// `(owner_id, session_id)` of `owner_id, session_id` rows (sessions that just ended).
+pub(crate) fn owner_sessions(rows: &[impl Columns]) -> StoreResult<Vec<(Id16, Id16)>> {
+    rows.iter()
+        .map(|row| Ok((row.id("owner_id")?, row.id("session_id")?)))
+        .collect()
+}
+
 /// Why a post inserted nothing, from its session's `pair_id, expires_at, ended_at` (if the
 /// session exists), in the order a client can act on.
 pub(crate) fn why_not_posted(

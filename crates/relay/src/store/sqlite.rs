@@ -29,9 +29,9 @@ use super::hot_path::{DeliveryMarks, MarkOutcome, SeenThrottle};
 use super::rows::{self, Columns};
 use super::sqlite_writer::{Completion, Job, Writer};
 use super::{
-    CallView, ClaimedRow, HeldBytes, LiveSession, Ms, NewCall, NewSession, OwnerRow, Scope,
-    SessionInfo, Store, StoreError, StoreResult, SweepStats, TokenRow, b, is_unique_violation,
-    migrate,
+    CallView, ClaimedRow, EndedSessions, HeldBytes, LiveSession, Ms, NewCall, NewSession, OwnerRow,
+    Scope, SessionInfo, Store, StoreError, StoreResult, SweepStats, TokenRow, b,
+    is_unique_violation, migrate,
 };
 use crate::wake::Hub;
 
@@ -159,22 +159,30 @@ async fn run_migrations(conn: &mut SqliteConnection) -> StoreResult<()> {
     Ok(())
 }
 
-/// Ends the given live sessions' open calls; returns the cancelled call ids.
+/// Cancels the open calls of sessions that just ended (`(owner_id, session_id)` each).
 pub(super) async fn cancel_open_calls(
     conn: &mut SqliteConnection,
-    owner_id: Id16,
-    session_id: Id16,
-) -> StoreResult<Vec<Id16>> {
-    let cancelled = sqlx::query(
-        "UPDATE calls SET state = 'cancelled', cancel_reason = 'session_ended', envelope = NULL \
-         WHERE owner_id = ?1 AND session_id = ?2 AND state IN ('pending', 'claimed') \
-         RETURNING call_id",
-    )
-    .bind(b(owner_id))
-    .bind(b(session_id))
-    .fetch_all(&mut *conn)
-    .await?;
-    cancelled.iter().map(|row| row.id("call_id")).collect()
+    sessions: Vec<(Id16, Id16)>,
+) -> StoreResult<EndedSessions> {
+    let mut cancelled_calls = Vec::new();
+    for &(owner_id, session_id) in &sessions {
+        let cancelled = sqlx::query(
+            "UPDATE calls SET state = 'cancelled', cancel_reason = 'session_ended', envelope = NULL \
+             WHERE owner_id = ?1 AND session_id = ?2 AND state IN ('pending', 'claimed') \
+             RETURNING call_id",
+        )
+        .bind(b(owner_id))
+        .bind(b(session_id))
+        .fetch_all(&mut *conn)
+        .await?;
+        for row in &cancelled {
+            cancelled_calls.push((owner_id, row.id("call_id")?));
+        }
+    }
+    Ok(EndedSessions {
+        sessions,
+        cancelled_calls,
+    })
 }
 
 #[async_trait]
@@ -260,7 +268,11 @@ impl Store for SqliteStore {
         self.list_mcp_tokens_impl(owner_id, now).await
     }
 
-    async fn create_session(&self, session: &NewSession, max_live: u32) -> StoreResult<Vec<Id16>> {
+    async fn create_session(
+        &self,
+        session: &NewSession,
+        max_live: u32,
+    ) -> StoreResult<EndedSessions> {
         let s = session.clone();
         self.write_atomic(move |conn| {
             Box::pin(async move {
@@ -278,7 +290,8 @@ impl Store for SqliteStore {
                 }
                 let replaced = sqlx::query(
                     "UPDATE sessions SET ended_at = ?3, hello = NULL \
-                     WHERE owner_id = ?1 AND pair_id = ?2 AND ended_at IS NULL RETURNING session_id",
+                     WHERE owner_id = ?1 AND pair_id = ?2 AND ended_at IS NULL \
+             RETURNING owner_id, session_id",
                 )
                 .bind(b(s.owner_id))
                 .bind(b(s.pair_id))
@@ -301,12 +314,8 @@ impl Store for SqliteStore {
                     Err(e) if is_unique_violation(&e) => return Err(StoreError::Duplicate),
                     other => other?,
                 };
-                let mut cancelled = Vec::new();
-                for row in replaced {
-                    let old = row.id("session_id")?;
-                    cancelled.extend(cancel_open_calls(conn, s.owner_id, old).await?);
-                }
-                Ok(cancelled)
+                let replaced = rows::owner_sessions(&replaced)?;
+                cancel_open_calls(conn, replaced).await
             })
         })
         .await
@@ -352,7 +361,7 @@ impl Store for SqliteStore {
         owner_id: Id16,
         session_id: Id16,
         now: Ms,
-    ) -> StoreResult<Vec<Id16>> {
+    ) -> StoreResult<EndedSessions> {
         self.write_atomic(move |conn| {
             Box::pin(async move {
                 let exists: Option<i64> = sqlx::query_scalar(
@@ -374,7 +383,7 @@ impl Store for SqliteStore {
                 .bind(now)
                 .execute(&mut *conn)
                 .await?;
-                cancel_open_calls(conn, owner_id, session_id).await
+                cancel_open_calls(conn, vec![(owner_id, session_id)]).await
             })
         })
         .await

@@ -3,7 +3,7 @@
 //! statements decide at-most-once delivery; each runs on the single writer, so one statement is
 //! atomic.
 
-use super::rows::{self, Columns};
+use super::rows;
 use super::sqlite::{SqliteStore, cancel_open_calls};
 use super::{
     ClaimedRow, Ms, NewCall, Scope, StoreError, StoreResult, SweepStats, b, is_unique_violation,
@@ -244,12 +244,9 @@ impl SqliteStore {
                 .bind(now)
                 .fetch_all(&mut *conn)
                 .await?;
+                let ended = rows::owner_sessions(&ended)?;
                 stats.ended_sessions = ended.len() as u64;
-                for row in ended {
-                    let owner = row.id("owner_id")?;
-                    let session = row.id("session_id")?;
-                    cancel_open_calls(conn, owner, session).await?;
-                }
+                stats.ended = cancel_open_calls(conn, ended).await?;
                 stats.deleted_sessions = sqlx::query(
                     "DELETE FROM sessions WHERE ended_at <= ?1 AND NOT EXISTS \
                      (SELECT 1 FROM calls c WHERE c.owner_id = sessions.owner_id AND c.session_id = sessions.session_id)",

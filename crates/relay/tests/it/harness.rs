@@ -150,6 +150,26 @@ impl Relay {
         }
     }
 
+    /// Waits until the pairing's live session has been claimed from (`claimer_seen_at` is set),
+    /// so a claim has made its first check of the store; or until no session is live. This
+    /// waits for a state, it does not guess a duration.
+    pub async fn wait_for_claimer(&self, token: &str, pair: Id16) {
+        loop {
+            let (status, live) = self
+                .send(
+                    Method::GET,
+                    format!("/v1/pairings/{pair}/session"),
+                    Some(token),
+                    None,
+                )
+                .await;
+            if status != StatusCode::OK || !live["claimer_seen_at"].is_null() {
+                return;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(2)).await;
+        }
+    }
+
     pub async fn post_call(&self, mcp_token: &str, session: Id16, envelope: &[u8]) -> Id16 {
         let call = id();
         let (status, body) = self

@@ -8,4 +8,5 @@ mod harness;
 mod isolation;
 mod limits;
 mod processes;
+mod session_end;
 mod support;

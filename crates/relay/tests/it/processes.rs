@@ -1,6 +1,6 @@
-//! The relay as real processes: two replicas on one PostgreSQL, `kill -9` under load and a
-//! restart, a canary that must never reach disk or logs in the clear, and flat memory under an
-//! oversized chunked body.
+//! The relay as real processes: two replicas on one PostgreSQL (wake-ups cross them), `kill -9`
+//! under load and a restart, a canary that must never reach disk or logs in the clear, and flat
+//! memory under an oversized chunked body.
 
 use std::io::{BufRead, BufReader, Read};
 use std::process::{Child, Command, Stdio};
@@ -159,6 +159,48 @@ async fn a_post_on_one_replica_wakes_a_claim_waiting_on_another() {
     assert!(
         started.elapsed() < std::time::Duration::from_secs(20),
         "woken by the notification"
+    );
+}
+
+#[tokio::test]
+async fn a_session_replaced_on_one_replica_ends_a_claim_waiting_on_another() {
+    let Some(db) = TestDb::postgres().await else {
+        return;
+    };
+    let dir = TempDir::new();
+    let first = spawn_relay(&db.url, &dir, "first");
+    let second = spawn_relay(&db.url, &dir, "second");
+    let url = db.url.clone();
+    let a = client_for(&first, db);
+    let b = client_for(
+        &second,
+        TestDb {
+            url: url.clone(),
+            _dir: None,
+        },
+    );
+    let p = pairing_via(&a, &url).await;
+    let claim = b.send(
+        Method::POST,
+        format!("/v1/sessions/{}/claims?wait_ms=30000", p.session),
+        Some(&p.owner),
+        None,
+    );
+    let replace = async {
+        b.wait_for_waiters(1).await;
+        b.wait_for_claimer(&p.owner, p.pair).await;
+        a.session(&p.owner, p.pair, b"the next tab").await
+    };
+    // No fallback poll and a 30 s wait: only pg_notify explains an answer within the guard.
+    let ((status, body), _) = tokio::time::timeout(std::time::Duration::from_secs(10), async {
+        tokio::join!(claim, replace)
+    })
+    .await
+    .expect("the claim on the other replica was answered when its session ended");
+    assert_eq!(
+        (status, body["error"]["code"].as_str()),
+        (StatusCode::GONE, Some("session_ended")),
+        "{body}"
     );
 }
 

@@ -120,6 +120,7 @@ contract!(
     check_duplicate_ids_are_refused_per_owner,
     check_expired_calls_are_not_claimable_and_read_as_expired,
     check_sweeper_drops_bytes_then_rows,
+    check_the_sweeper_ends_expired_sessions_and_names_them,
     check_ending_a_session_cancels_only_open_calls,
     check_another_owner_sees_nothing,
     check_limits_on_pending_calls_and_live_sessions,

@@ -30,14 +30,19 @@ pub(super) async fn check_ending_a_session_cancels_only_open_calls(store: Arc<dy
     let pending = w.post(T0 + 5, 60_000).await;
     // A new session for the same pairing ends this one.
     let next = id();
-    let cancelled = w
+    let ended = w
         .store
         .create_session(&new_session(w.owner, next, w.pair, T0 + HOUR), 10)
         .await
         .unwrap();
     assert_eq!(
-        cancelled.into_iter().collect::<HashSet<_>>(),
-        HashSet::from([claimed, pending])
+        ended.sessions,
+        vec![(w.owner, w.session)],
+        "the replaced session is named, so its claimers can be woken"
+    );
+    assert_eq!(
+        ended.cancelled_calls.into_iter().collect::<HashSet<_>>(),
+        HashSet::from([(w.owner, claimed), (w.owner, pending)])
     );
     for call in [claimed, pending] {
         let view = w
@@ -79,7 +84,9 @@ pub(super) async fn check_ending_a_session_cancels_only_open_calls(store: Arc<dy
         .post_call(&w.call(id(), T0 + 7, 60_000), None, None)
         .await;
     assert!(matches!(post, Err(StoreError::SessionEnded)), "{post:?}");
-    w.store.end_session(w.owner, next, T0 + 8).await.unwrap();
+    let ended = w.store.end_session(w.owner, next, T0 + 8).await.unwrap();
+    assert_eq!(ended.sessions, vec![(w.owner, next)]);
+    assert!(ended.cancelled_calls.is_empty());
     assert!(
         w.store
             .live_session(w.owner, w.pair, T0 + 8)

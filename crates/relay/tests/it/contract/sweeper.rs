@@ -1,11 +1,12 @@
-//! The sweeper: bytes go at a call's expiry, rows after the grace.
+//! The sweeper: bytes go at a call's expiry, rows after the grace; expired sessions end and
+//! are named so their claimers can be woken.
 
 use std::sync::Arc;
 
 use sealpost_protocol::api::CallState;
-use sealpost_relay::store::Store;
+use sealpost_relay::store::{Store, StoreError};
 
-use super::{T0, world};
+use super::{HOUR, T0, world};
 
 pub(super) async fn check_sweeper_drops_bytes_then_rows(store: Arc<dyn Store>) {
     let w = world(store).await;
@@ -60,4 +61,20 @@ pub(super) async fn check_sweeper_drops_bytes_then_rows(store: Arc<dyn Store>) {
             .unwrap(),
         None
     );
+}
+
+pub(super) async fn check_the_sweeper_ends_expired_sessions_and_names_them(store: Arc<dyn Store>) {
+    let w = world(store).await;
+    let before = w.store.sweep(T0 + HOUR - 1, 60_000).await.unwrap();
+    assert!(before.ended.sessions.is_empty(), "{before:?}");
+    let stats = w.store.sweep(T0 + HOUR, 60_000).await.unwrap();
+    assert_eq!(stats.ended_sessions, 1);
+    assert_eq!(stats.ended.sessions, vec![(w.owner, w.session)]);
+    let claim = w
+        .store
+        .claim_calls(w.owner, w.session, T0 + HOUR, 1, 30_000)
+        .await;
+    assert!(matches!(claim, Err(StoreError::SessionEnded)), "{claim:?}");
+    let again = w.store.sweep(T0 + HOUR + 1, 60_000).await.unwrap();
+    assert!(again.ended.sessions.is_empty(), "a session ends once");
 }
