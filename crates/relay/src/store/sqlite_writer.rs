@@ -4,7 +4,8 @@
 //! taking requests that are already queued and runs them in the same transaction; when the
 //! queue is empty (the writer is idle) it commits and only then answers every request of the
 //! batch. A lone write is therefore never delayed by a timer, and under load many requests
-//! share one commit. An operation that needs several statements runs inside a savepoint so its
+//! share one commit. A lone non-atomic write skips the explicit transaction altogether: its
+//! statements autocommit, so it is answered after its own commit just the same. An operation that needs several statements runs inside a savepoint so its
 //! failure undoes only its own work.
 
 use futures_util::future::BoxFuture;
@@ -93,6 +94,13 @@ async fn exec(conn: &mut SqliteConnection, sql: &'static str) -> Result<(), sqlx
 
 async fn writer_loop(mut conn: SqliteConnection, mut requests: mpsc::Receiver<Request>) {
     while let Some(first) = requests.recv().await {
+        if requests.is_empty() && !first.atomic {
+            // A lone write: each of its statements commits as it runs (SQLite's autocommit), which
+            // spares a lone call the BEGIN and COMMIT round trips. Nothing is waiting to share it.
+            let (_, completion) = (first.job)(&mut conn).await;
+            completion(true);
+            continue;
+        }
         if let Err(error) = exec(&mut conn, "BEGIN IMMEDIATE").await {
             tracing::error!(%error, "sqlite writer could not begin a transaction");
             // Dropping the request drops its answer channel: the caller sees a store error.
