@@ -1,5 +1,8 @@
-//! Limits: each is refused with its stable code, and oversized bodies are refused before they
-//! are read into memory (with a declared length, and chunked without one).
+//! Limits: each is refused with its stable code, oversized bodies are refused before they are
+//! read into memory (with a declared length, and chunked without one), and a body that stalls
+//! is cut off at its deadline.
+
+use std::time::Duration;
 
 use futures_util::stream;
 use reqwest::{Method, StatusCode};
@@ -7,6 +10,8 @@ use sealpost_protocol::limits::{
     MAX_CALL_ENVELOPE_BYTES, MAX_HELLO_BYTES, MAX_REPLY_ENVELOPE_BYTES,
 };
 use serde_json::json;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
 
 use crate::harness::{Relay, b64, pairing};
 use crate::support::{TestDb, id};
@@ -254,5 +259,62 @@ async fn pending_calls_sessions_and_request_rate_are_limited() {
     assert!(
         statuses.contains(&(StatusCode::TOO_MANY_REQUESTS, "rate_limited".into())),
         "{statuses:?}"
+    );
+}
+
+/// Reads one HTTP/1.1 response with a `Content-Length`: its status code and its body.
+async fn read_response(stream: &mut TcpStream) -> (u16, serde_json::Value) {
+    let mut received = Vec::new();
+    let mut chunk = [0u8; 4096];
+    let (head_len, body_len, status) = loop {
+        let n = stream.read(&mut chunk).await.expect("read the response");
+        assert!(n > 0, "the connection closed before a response");
+        received.extend_from_slice(&chunk[..n]);
+        let Some(end) = received.windows(4).position(|w| w == b"\r\n\r\n") else {
+            continue;
+        };
+        let head = String::from_utf8_lossy(&received[..end]).to_ascii_lowercase();
+        let status = head.split(' ').nth(1).and_then(|s| s.parse().ok());
+        let length = head
+            .lines()
+            .find_map(|line| line.strip_prefix("content-length:"))
+            .and_then(|v| v.trim().parse::<usize>().ok());
+        break (
+            end + 4,
+            length.expect("a Content-Length"),
+            status.expect("a status"),
+        );
+    };
+    while received.len() < head_len + body_len {
+        let n = stream.read(&mut chunk).await.expect("read the body");
+        assert!(n > 0, "the connection closed inside the body");
+        received.extend_from_slice(&chunk[..n]);
+    }
+    let body = &received[head_len..head_len + body_len];
+    (status, serde_json::from_slice(body).expect("a JSON body"))
+}
+
+#[tokio::test]
+async fn a_body_that_stalls_is_answered_408_body_timeout() {
+    let relay = Relay::start(TestDb::sqlite(), |c| c.limits.body_read_timeout_ms = 200).await;
+    let p = pairing(&relay, "alice").await;
+    let address = relay.base.strip_prefix("http://").unwrap();
+    let mut stream = TcpStream::connect(address).await.unwrap();
+    // The headers promise 100 bytes; only the first few arrive, then the client goes quiet.
+    let head = format!(
+        "POST /v1/sessions/{}/calls HTTP/1.1\r\nHost: {address}\r\n\
+         Authorization: Bearer {}\r\nContent-Type: application/json\r\n\
+         Content-Length: 100\r\n\r\n{{\"call_id\": ",
+        p.session, p.mcp
+    );
+    stream.write_all(head.as_bytes()).await.unwrap();
+    stream.flush().await.unwrap();
+    let (status, body) = tokio::time::timeout(Duration::from_secs(10), read_response(&mut stream))
+        .await
+        .expect("the relay answered a stalled body at its deadline");
+    assert_eq!(
+        (status, body["error"]["code"].as_str()),
+        (408, Some("body_timeout")),
+        "{body}"
     );
 }
