@@ -123,23 +123,25 @@ async fn pairing_via(relay: &Relay, database_url: &str) -> crate::harness::Pairi
     }
 }
 
-#[tokio::test]
-async fn a_post_on_one_replica_wakes_a_claim_waiting_on_another() {
-    let Some(db) = TestDb::postgres().await else {
-        return;
-    };
+/// Two relay processes on one PostgreSQL database and a client for each. The processes (and
+/// their folder) are returned to be held for the test's length: dropping them kills them.
+fn two_replicas(db: TestDb) -> ((RelayProcess, RelayProcess, TempDir), Relay, Relay) {
     let dir = TempDir::new();
     let first = spawn_relay(&db.url, &dir, "first");
     let second = spawn_relay(&db.url, &dir, "second");
     let url = db.url.clone();
     let a = client_for(&first, db);
-    let b = client_for(
-        &second,
-        TestDb {
-            url: url.clone(),
-            _dir: None,
-        },
-    );
+    let b = client_for(&second, TestDb { url, _dir: None });
+    ((first, second, dir), a, b)
+}
+
+#[tokio::test]
+async fn a_post_on_one_replica_wakes_a_claim_waiting_on_another() {
+    let Some(db) = TestDb::postgres().await else {
+        return;
+    };
+    let url = db.url.clone();
+    let (_replicas, a, b) = two_replicas(db);
     let p = pairing_via(&a, &url).await;
     let started = std::time::Instant::now();
     let claim = b.send(
@@ -167,18 +169,8 @@ async fn a_session_replaced_on_one_replica_ends_a_claim_waiting_on_another() {
     let Some(db) = TestDb::postgres().await else {
         return;
     };
-    let dir = TempDir::new();
-    let first = spawn_relay(&db.url, &dir, "first");
-    let second = spawn_relay(&db.url, &dir, "second");
     let url = db.url.clone();
-    let a = client_for(&first, db);
-    let b = client_for(
-        &second,
-        TestDb {
-            url: url.clone(),
-            _dir: None,
-        },
-    );
+    let (_replicas, a, b) = two_replicas(db);
     let p = pairing_via(&a, &url).await;
     let claim = b.send(
         Method::POST,
