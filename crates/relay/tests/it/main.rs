@@ -4,6 +4,7 @@
 mod api;
 mod boundaries;
 mod contract;
+mod deploy;
 mod harness;
 mod isolation;
 mod limits;
