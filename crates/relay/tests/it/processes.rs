@@ -143,7 +143,6 @@ async fn a_post_on_one_replica_wakes_a_claim_waiting_on_another() {
     let url = db.url.clone();
     let (_replicas, a, b) = two_replicas(db);
     let p = pairing_via(&a, &url).await;
-    let started = std::time::Instant::now();
     let claim = b.send(
         Method::POST,
         format!("/v1/sessions/{}/claims?wait_ms=30000", p.session),
@@ -154,14 +153,13 @@ async fn a_post_on_one_replica_wakes_a_claim_waiting_on_another() {
         b.wait_for_waiters(1).await;
         a.post_call(&p.mcp, p.session, b"across replicas").await
     };
-    let ((status, body), call) = tokio::join!(claim, post);
+    // No fallback poll and a 30 s wait: only pg_notify explains an answer well before it.
+    let woken = tokio::time::timeout(std::time::Duration::from_secs(20), async {
+        tokio::join!(claim, post)
+    });
+    let ((status, body), call) = woken.await.expect("woken by the notification");
     assert_eq!(status, StatusCode::OK, "{body}");
     assert_eq!(body["calls"][0]["call_id"], json!(call));
-    // No fallback poll and a 30 s wait: only pg_notify explains an answer well before it.
-    assert!(
-        started.elapsed() < std::time::Duration::from_secs(20),
-        "woken by the notification"
-    );
 }
 
 #[tokio::test]
@@ -196,6 +194,9 @@ async fn a_session_replaced_on_one_replica_ends_a_claim_waiting_on_another() {
     );
 }
 
+/// Concurrent posters during the crash test.
+const POSTERS: usize = 4;
+
 async fn crash_and_restart(db: TestDb) {
     let dir = TempDir::new();
     let url = db.url.clone();
@@ -206,7 +207,7 @@ async fn crash_and_restart(db: TestDb) {
     // Load: posters record every call the relay acknowledged with 201; a claimer records
     // every call it was handed.
     let mut posters = Vec::new();
-    for _ in 0..4 {
+    for _ in 0..POSTERS {
         let (client, base, token, session, stop) = (
             relay.client.clone(),
             relay.base.clone(),
@@ -309,7 +310,11 @@ async fn crash_and_restart(db: TestDb) {
             "{call}: {body}"
         );
     }
-    assert!(acknowledged.len() >= 300, "the crash happened under load");
+    // Each poster may have one call committed whose 201 the kill cut off.
+    assert!(
+        acknowledged.len() + POSTERS >= 300,
+        "the crash happened under load"
+    );
 }
 
 #[tokio::test]
