@@ -439,3 +439,36 @@ async fn an_oversized_chunked_body_leaves_memory_flat() {
         "peak RSS grew from {before} KiB to {after} KiB"
     );
 }
+
+#[tokio::test]
+async fn sigterm_ends_a_waiting_long_poll_and_exits_cleanly() {
+    let db = TestDb::sqlite();
+    let dir = TempDir::new();
+    let url = db.url.clone();
+    let mut process = spawn_relay(&url, &dir, "sigterm");
+    let relay = client_for(&process, db);
+    let p = pairing_via(&relay, &url).await;
+    let claim = relay.send(
+        Method::POST,
+        format!("/v1/sessions/{}/claims?wait_ms=30000", p.session),
+        Some(&p.owner),
+        None,
+    );
+    let pid = process.child.id().to_string();
+    let terminate = async {
+        relay.wait_for_waiters(1).await;
+        let sent = std::process::Command::new("kill")
+            .args(["-TERM", &pid])
+            .status();
+        assert!(sent.unwrap().success(), "kill -TERM");
+    };
+    // A hang guard, not a speed measurement: the long-poll would otherwise wait 30 s.
+    let ended = tokio::time::timeout(std::time::Duration::from_secs(20), async {
+        tokio::join!(claim, terminate)
+    });
+    let ((status, body), ()) = ended.await.expect("SIGTERM ended the long-poll");
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert!(body["calls"].as_array().unwrap().is_empty());
+    let exit = process.child.wait().unwrap();
+    assert!(exit.success(), "the relay exits cleanly on SIGTERM: {exit}");
+}
