@@ -117,6 +117,8 @@ pub async fn signout(State(state): State<AppState>, auth: Authed) -> ApiResult<S
 
 /// `GET /v1/me`: who the token belongs to; an owner token comes back renewed (sliding expiry).
 pub async fn me(State(state): State<AppState>, auth: Authed) -> ApiResult<Json<MeResponse>> {
+    // An MCP token grants its pairing's calls and nothing about the account behind it.
+    auth.require_owner()?;
     let now = now_ms();
     let mut token = None;
     let mut expires_at = auth.token.expires_at;

@@ -128,16 +128,16 @@ async fn readyz(State(state): State<AppState>) -> Response {
     }
 }
 
-/// Metrics are for the operator: loopback only unless configured public.
+/// Metrics are for the operator: loopback only unless configured public. A request carrying
+/// `X-Forwarded-For` came through a proxy, so it counts as remote even from loopback (a proxy on
+/// the same host must not publish them), whether or not the relay trusts that header.
 async fn metrics(
     State(state): State<AppState>,
     ConnectInfo(peer): ConnectInfo<SocketAddr>,
     headers: axum::http::HeaderMap,
 ) -> Response {
     let forwarded = headers.contains_key("x-forwarded-for");
-    if !state.config.metrics_public
-        && (!peer.ip().is_loopback() || (state.config.trust_proxy && forwarded))
-    {
+    if !state.config.metrics_public && (!peer.ip().is_loopback() || forwarded) {
         return ApiError::not_found("page").into_response();
     }
     let by_state = state.store.count_calls_by_state().await.unwrap_or_default();

@@ -85,6 +85,16 @@ impl DeliveryMarks {
         std::mem::take(&mut self.0.lock().expect("marks lock").queued)
     }
 
+    /// A flush that will never run (its write was dropped before it ran): its marks go back to
+    /// unmarked, so a later read marks them again and starts a new flush.
+    pub(crate) fn abandon_queued(&self) {
+        let mut marks = self.0.lock().expect("marks lock");
+        let queued = std::mem::take(&mut marks.queued);
+        for key in &queued {
+            marks.uncommitted.remove(key);
+        }
+    }
+
     /// After the write's transaction ended (committed or not): the database now answers for
     /// these calls. A failed write leaves them `answered`, which a later read marks again.
     pub(crate) fn settled(&self, written: &[(Id16, Id16)]) {
@@ -137,6 +147,19 @@ mod tests {
             marks.mark(A, c1),
             MarkOutcome::MarkedStartFlush,
             "the database answers now"
+        );
+    }
+
+    #[test]
+    fn an_abandoned_flush_does_not_stall_later_marks() {
+        let marks = DeliveryMarks::default();
+        let c1 = Id16([4; 16]);
+        assert_eq!(marks.mark(A, c1), MarkOutcome::MarkedStartFlush);
+        marks.abandon_queued();
+        assert_eq!(
+            marks.mark(A, c1),
+            MarkOutcome::MarkedStartFlush,
+            "marked again, with a new flush"
         );
     }
 }

@@ -96,8 +96,12 @@ impl SqliteStore {
     /// Queues one write of every delivery mark taken so far; reads do not wait for it.
     async fn flush_delivery_marks(&self) -> StoreResult<()> {
         let deliveries = self.deliveries.clone();
+        // If the job is dropped unrun (the writer could not begin a transaction, or has stopped),
+        // the guard hands its marks back so later reads start a new flush.
+        let unrun = AbandonOnDrop(Some(deliveries.clone()));
         let job: Job = Box::new(move |conn| {
             Box::pin(async move {
+                unrun.disarm();
                 let marks = deliveries.take_queued();
                 let written = mark_delivered(conn, &marks).await;
                 if let Err(error) = &written {
@@ -108,6 +112,24 @@ impl SqliteStore {
             })
         });
         self.writer.submit(job).await
+    }
+}
+
+/// Abandons the queued delivery marks when dropped while still holding them.
+struct AbandonOnDrop(Option<Arc<DeliveryMarks>>);
+
+impl AbandonOnDrop {
+    /// The job runs: its completion settles the marks instead.
+    fn disarm(mut self) {
+        self.0 = None;
+    }
+}
+
+impl Drop for AbandonOnDrop {
+    fn drop(&mut self) {
+        if let Some(deliveries) = self.0.take() {
+            deliveries.abandon_queued();
+        }
     }
 }
 
@@ -477,5 +499,27 @@ impl Store for SqliteStore {
             .fetch_all(&self.readers)
             .await?;
         found.iter().map(rows::state_count).collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_flush_dropped_unrun_hands_its_marks_back() {
+        let deliveries = Arc::new(DeliveryMarks::default());
+        let (owner, call) = (Id16([1; 16]), Id16([2; 16]));
+        assert_eq!(deliveries.mark(owner, call), MarkOutcome::MarkedStartFlush);
+        drop(AbandonOnDrop(Some(deliveries.clone())));
+        assert_eq!(deliveries.mark(owner, call), MarkOutcome::MarkedStartFlush);
+
+        let ran = AbandonOnDrop(Some(deliveries.clone()));
+        ran.disarm();
+        assert_eq!(
+            deliveries.mark(Id16([3; 16]), call),
+            MarkOutcome::Marked,
+            "still queued"
+        );
     }
 }

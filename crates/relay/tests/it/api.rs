@@ -402,3 +402,30 @@ async fn shutdown_ends_a_waiting_long_poll_at_once() {
     assert_eq!(status, StatusCode::OK, "{body}");
     assert!(body["calls"].as_array().unwrap().is_empty());
 }
+
+#[tokio::test]
+async fn an_mcp_token_learns_nothing_about_the_account_behind_it() {
+    let relay = Relay::sqlite().await;
+    let p = pairing(&relay, "alice").await;
+    let (status, body) = relay.send(Method::GET, "/v1/me", Some(&p.mcp), None).await;
+    assert_eq!(
+        (status, body["error"]["code"].as_str()),
+        (StatusCode::FORBIDDEN, Some("wrong_token_kind"))
+    );
+    assert!(!body.to_string().contains("alice"), "{body}");
+}
+
+#[tokio::test]
+async fn metrics_that_came_through_a_proxy_are_not_served_even_from_loopback() {
+    let relay = Relay::sqlite().await;
+    let through_proxy = relay
+        .client
+        .get(format!("{}/metrics", relay.base))
+        .header("x-forwarded-for", "203.0.113.7")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(through_proxy.status(), StatusCode::NOT_FOUND);
+    let (direct, _) = relay.send(Method::GET, "/metrics", None, None).await;
+    assert_eq!(direct, StatusCode::OK);
+}
