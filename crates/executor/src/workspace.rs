@@ -228,15 +228,18 @@ impl Workspace {
         self.index.is_empty()
     }
 
-    /// Ranks documents in sources `allow_source` accepts; see [`SearchIndex::search`].
+    /// Ranks documents in sources `allow_source` accepts; see [`SearchIndex::search`]. The query
+    /// is parsed and scored over those sources alone, so the rest of the workspace cannot
+    /// change the answer.
     pub fn search(
         &self,
         query: &str,
         allow_source: impl Fn(&str) -> bool,
         limit: usize,
     ) -> (Query, Vec<Hit>) {
-        let query = Query::parse(query, &self.index);
-        let hits = self.index.search(&query, allow_source, limit);
+        let filter = self.index.source_filter(allow_source);
+        let query = Query::parse(query, &self.index, &filter);
+        let hits = self.index.search(&query, &filter, limit);
         (query, hits)
     }
 }

@@ -3,6 +3,11 @@
 //!
 //! Each document also keeps its term sequence (title, a separator, body), which is what exact
 //! phrases are checked against and what lets a document be removed without rescanning its text.
+//!
+//! Every statistic a search depends on (the document count, the average field lengths, a term's
+//! document frequency, whether a term occurs at all, what a prefix expands to) is taken over the
+//! sources of the search's [`SourceFilter`] only. Documents outside it then change nothing in an
+//! answer, not even a score, which is what lets an ungranted source look exactly like no source.
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -24,7 +29,7 @@ const ADJACENT_PHRASE_BONUS: f32 = 1.5;
 const ADJACENCY_RERANK_DEPTH: usize = 200;
 /// Separates title terms from body terms in a document's sequence so no phrase spans both.
 const FIELD_SEPARATOR: u32 = u32::MAX;
-/// Source id of a removed document's slot: never allowed.
+/// Source id of a removed document's slot: never allowed (no filter has that many sources).
 const DEAD: u32 = u32::MAX;
 
 #[derive(Debug, Clone, Copy)]
@@ -38,6 +43,24 @@ struct Posting {
 struct IndexedDoc {
     id: DocId,
     sequence: Box<[u32]>,
+}
+
+/// The sources one search ranges over, resolved against an index's source numbering. Built by
+/// [`SearchIndex::source_filter`] and given to both [`Query::parse`] and [`SearchIndex::search`],
+/// so parsing and ranking see the same documents.
+#[derive(Debug, Clone)]
+pub struct SourceFilter {
+    allowed: Vec<bool>,
+    /// Every source is allowed: a term's document frequency is then its postings' length, with
+    /// no pass over them.
+    all: bool,
+}
+
+impl SourceFilter {
+    fn allows(&self, source: u32) -> bool {
+        // A source numbered after the filter was built, or a dead slot, is outside it.
+        self.allowed.get(source as usize).copied().unwrap_or(false)
+    }
 }
 
 /// One ranked hit.
@@ -63,8 +86,11 @@ pub struct SearchIndex {
     slot_of: HashMap<DocId, u32>,
     source_ids: HashMap<String, u32>,
     live_docs: u32,
-    total_title_len: u64,
-    total_body_len: u64,
+    /// Live documents and their summed title and body lengths, per source id: the collection
+    /// statistics of any set of sources are then a sum over those sources, not over documents.
+    source_docs: Vec<u32>,
+    source_title_len: Vec<u64>,
+    source_body_len: Vec<u64>,
 }
 
 impl SearchIndex {
@@ -81,22 +107,70 @@ impl SearchIndex {
         self.live_docs == 0
     }
 
-    pub(crate) fn term_id(&self, term: &str) -> Option<u32> {
-        self.term_ids.get(term).copied()
+    /// Resolves `allow_source` over the sources this index knows.
+    pub fn source_filter(&self, allow_source: impl Fn(&str) -> bool) -> SourceFilter {
+        let mut allowed = vec![false; self.source_ids.len()];
+        for (name, &id) in &self.source_ids {
+            allowed[id as usize] = allow_source(name);
+        }
+        let all = allowed.iter().all(|&a| a);
+        SourceFilter { allowed, all }
     }
 
-    /// Terms starting with `prefix`, at most `max`, in dictionary order, that occur in a document.
-    pub(crate) fn terms_with_prefix(&self, prefix: &str, max: usize) -> Vec<(u32, &str)> {
+    /// The term's id when it occurs in a document `filter` allows.
+    pub(crate) fn term_id(&self, term: &str, filter: &SourceFilter) -> Option<u32> {
+        let id = *self.term_ids.get(term)?;
+        self.occurs(id, filter).then_some(id)
+    }
+
+    /// Terms starting with `prefix`, at most `max`, in dictionary order, that occur in a document
+    /// `filter` allows. Terms only outside it are skipped before counting towards `max`, so they
+    /// cannot push an allowed term out of the expansion.
+    pub(crate) fn terms_with_prefix(
+        &self,
+        prefix: &str,
+        max: usize,
+        filter: &SourceFilter,
+    ) -> Vec<(u32, &str)> {
         self.sorted_terms
             .range::<str, _>((
                 std::ops::Bound::Included(prefix),
                 std::ops::Bound::Unbounded,
             ))
             .take_while(|(term, _)| term.starts_with(prefix))
-            .filter(|(_, id)| !self.postings[**id as usize].is_empty())
+            .filter(|(_, id)| self.occurs(**id, filter))
             .take(max)
             .map(|(term, id)| (*id, term.as_str()))
             .collect()
+    }
+
+    fn occurs(&self, term_id: u32, filter: &SourceFilter) -> bool {
+        let list = &self.postings[term_id as usize];
+        if self.allows_every_source(filter) {
+            return !list.is_empty();
+        }
+        list.iter().any(|p| self.slot_allowed(p.slot, filter))
+    }
+
+    /// How many documents `filter` allows hold the term.
+    fn document_frequency(&self, term_id: u32, filter: &SourceFilter) -> usize {
+        let list = &self.postings[term_id as usize];
+        if self.allows_every_source(filter) {
+            return list.len();
+        }
+        list.iter()
+            .filter(|p| self.slot_allowed(p.slot, filter))
+            .count()
+    }
+
+    /// Whether `filter` allows every source this index holds now (a filter built before a
+    /// source was added does not allow that one).
+    fn allows_every_source(&self, filter: &SourceFilter) -> bool {
+        filter.all && filter.allowed.len() == self.source_docs.len()
+    }
+
+    fn slot_allowed(&self, slot: u32, filter: &SourceFilter) -> bool {
+        filter.allows(self.slot_source[slot as usize])
     }
 
     /// Adds a document, or replaces the indexed text of one with the same id.
@@ -139,8 +213,10 @@ impl SearchIndex {
         self.slot_body_len.push(body_len);
         self.slot_of.insert(id.clone(), slot);
         self.live_docs += 1;
-        self.total_title_len += u64::from(title_len);
-        self.total_body_len += u64::from(body_len);
+        let source = source_id as usize;
+        self.source_docs[source] += 1;
+        self.source_title_len[source] += u64::from(title_len);
+        self.source_body_len[source] += u64::from(body_len);
     }
 
     /// Removes a document from the index. Returns whether it was there.
@@ -166,8 +242,10 @@ impl SearchIndex {
             }
         }
         self.live_docs -= 1;
-        self.total_title_len -= u64::from(self.slot_title_len[slot as usize]);
-        self.total_body_len -= u64::from(self.slot_body_len[slot as usize]);
+        let source = self.slot_source[slot as usize] as usize;
+        self.source_docs[source] -= 1;
+        self.source_title_len[source] -= u64::from(self.slot_title_len[slot as usize]);
+        self.source_body_len[source] -= u64::from(self.slot_body_len[slot as usize]);
         self.slot_source[slot as usize] = DEAD;
         if self.docs.len() > 1024 && self.docs.len() > 2 * self.live_docs as usize {
             self.compact();
@@ -205,29 +283,27 @@ impl SearchIndex {
         }
     }
 
-    /// Ranks the documents whose source `allow_source` accepts against `query`, best first,
-    /// at most `limit`. Ties are broken by document id so the order is reproducible.
-    pub fn search(
-        &self,
-        query: &Query,
-        allow_source: impl Fn(&str) -> bool,
-        limit: usize,
-    ) -> Vec<Hit> {
-        if query.clauses.is_empty() || limit == 0 || self.live_docs == 0 {
+    /// Ranks the documents `filter` allows against `query` (parsed with the same filter), best
+    /// first, at most `limit`. Ties are broken by document id so the order is reproducible.
+    pub fn search(&self, query: &Query, filter: &SourceFilter, limit: usize) -> Vec<Hit> {
+        let (mut docs, mut title_len, mut body_len) = (0u64, 0u64, 0u64);
+        for source in 0..self.source_docs.len() {
+            if filter.allows(source as u32) {
+                docs += u64::from(self.source_docs[source]);
+                title_len += self.source_title_len[source];
+                body_len += self.source_body_len[source];
+            }
+        }
+        if query.clauses.is_empty() || limit == 0 || docs == 0 {
             return Vec::new();
         }
-        let mut allowed = vec![false; self.source_ids.len()];
-        for (name, &id) in &self.source_ids {
-            allowed[id as usize] = allow_source(name);
-        }
-        let is_allowed = |slot: u32| {
-            let source = self.slot_source[slot as usize];
-            source != DEAD && allowed[source as usize]
-        };
+        let is_allowed = |slot: u32| self.slot_allowed(slot, filter);
 
-        let n = self.live_docs as f32;
-        let avg_title = (self.total_title_len as f32 / n).max(1.0);
-        let avg_body = (self.total_body_len as f32 / n).max(1.0);
+        // Integer sums divided once: the same allowed documents give bit-identical statistics
+        // whatever else the index holds.
+        let n = docs as f32;
+        let avg_title = (title_len as f32 / n).max(1.0);
+        let avg_body = (body_len as f32 / n).max(1.0);
         let weight = |p: &Posting| {
             let title_norm =
                 1.0 - B_TITLE + B_TITLE * self.slot_title_len[p.slot as usize] as f32 / avg_title;
@@ -249,7 +325,7 @@ impl SearchIndex {
             if let [term_id] = clause.terms[..] {
                 // One term: no alternatives to take the best of.
                 let list = &self.postings[term_id as usize];
-                let idf = idf(n, list.len());
+                let idf = idf(n, self.document_frequency(term_id, filter));
                 for posting in list.iter().filter(|p| is_allowed(p.slot)) {
                     scores[posting.slot as usize] += idf * weight(posting);
                     matched[posting.slot as usize] |= bit;
@@ -258,7 +334,7 @@ impl SearchIndex {
             }
             for &term_id in &clause.terms {
                 let list = &self.postings[term_id as usize];
-                let idf = idf(n, list.len());
+                let idf = idf(n, self.document_frequency(term_id, filter));
                 for posting in list.iter().filter(|p| is_allowed(p.slot)) {
                     let best = &mut best_alternative[posting.slot as usize];
                     if *best == 0.0 {
@@ -353,8 +429,15 @@ impl SearchIndex {
     }
 
     fn source_id(&mut self, source: &str) -> u32 {
-        let next = self.source_ids.len() as u32;
-        *self.source_ids.entry(source.to_owned()).or_insert(next)
+        if let Some(&id) = self.source_ids.get(source) {
+            return id;
+        }
+        let id = u32::try_from(self.source_docs.len()).expect("fewer than 4 billion sources");
+        self.source_ids.insert(source.to_owned(), id);
+        self.source_docs.push(0);
+        self.source_title_len.push(0);
+        self.source_body_len.push(0);
+        id
     }
 }
 

@@ -6,7 +6,7 @@ mod query;
 mod snippet;
 mod tokenize;
 
-pub use index::{Hit, SearchIndex};
+pub use index::{Hit, SearchIndex, SourceFilter};
 pub use query::Query;
 pub use snippet::{Snippet, snippet};
 pub use tokenize::{fold_word, for_each_term, terms};

@@ -4,12 +4,16 @@
 //! after stemming; `"quoted words"` must appear in that order; `word*` also matches every term
 //! that starts with `word`. A word that matches no term at all is tried as a prefix, so a
 //! half-typed word still finds something.
+//!
+//! Whether a term exists and what a prefix expands to are decided over the documents of the
+//! search's source filter only: a term found only elsewhere must not change which clauses a
+//! query has, or which documents it returns.
 
 use std::collections::HashSet;
 
 use unicode_segmentation::UnicodeSegmentation;
 
-use super::index::SearchIndex;
+use super::index::{SearchIndex, SourceFilter};
 use super::tokenize::{fold_word, stem};
 use crate::limits::{MAX_PREFIX_EXPANSIONS, MAX_TOKEN_BYTES, MIN_PREFIX_CHARS};
 
@@ -37,9 +41,9 @@ pub struct Query {
 }
 
 impl Query {
-    /// Parses `text` against `index`. A quoted phrase with a word the index has never seen can
-    /// match nothing, so the whole query then matches nothing.
-    pub fn parse(text: &str, index: &SearchIndex) -> Self {
+    /// Parses `text` against the documents of `index` that `filter` allows. A quoted phrase with
+    /// a word none of them holds can match nothing, so the whole query then matches nothing.
+    pub fn parse(text: &str, index: &SearchIndex, filter: &SourceFilter) -> Self {
         let mut query = Query::default();
         let mut impossible = false;
         for (position, segment) in text.split('"').enumerate() {
@@ -47,7 +51,7 @@ impl Query {
             if quoted {
                 let mut phrase = Vec::new();
                 for word in segment.unicode_words() {
-                    match query.add_word(word, false, true, index) {
+                    match query.add_word(word, false, true, index, filter) {
                         Some(term) => phrase.push(term),
                         None => impossible = true,
                     }
@@ -62,7 +66,7 @@ impl Query {
                 let words: Vec<&str> = chunk.unicode_words().collect();
                 for (i, word) in words.iter().enumerate() {
                     let prefix = explicit_prefix && i + 1 == words.len();
-                    query.add_word(word, prefix, false, index);
+                    query.add_word(word, prefix, false, index, filter);
                 }
             }
         }
@@ -103,6 +107,7 @@ impl Query {
         explicit_prefix: bool,
         in_phrase: bool,
         index: &SearchIndex,
+        filter: &SourceFilter,
     ) -> Option<u32> {
         if word.len() > MAX_TOKEN_BYTES || self.clauses.len() == MAX_CLAUSES {
             return None;
@@ -113,13 +118,13 @@ impl Query {
             return None;
         }
         let stemmed = stem(&folded).into_owned();
-        let exact = index.term_id(&stemmed);
+        let exact = index.term_id(&stemmed, filter);
         let mut terms: Vec<u32> = exact.into_iter().collect();
         let mut expanded = false;
         let try_prefix = explicit_prefix
             || (exact.is_none() && !in_phrase && folded.chars().count() >= MIN_PREFIX_CHARS);
         if try_prefix {
-            for (term, text) in index.terms_with_prefix(&folded, MAX_PREFIX_EXPANSIONS) {
+            for (term, text) in index.terms_with_prefix(&folded, MAX_PREFIX_EXPANSIONS, filter) {
                 if Some(term) != exact {
                     terms.push(term);
                     self.highlight.insert(text.to_owned());
