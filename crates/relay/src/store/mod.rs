@@ -23,7 +23,9 @@ mod postgres_calls;
 mod rows;
 pub mod sqlite;
 mod sqlite_accounts;
+mod sqlite_batch;
 mod sqlite_calls;
+mod sqlite_reads;
 mod sqlite_writer;
 
 /// Unix milliseconds.

@@ -27,6 +27,7 @@ use sqlx::sqlite::{
 
 use super::hot_path::{DeliveryMarks, MarkOutcome, SeenThrottle};
 use super::rows::{self, Columns};
+use super::sqlite_reads::TokenReader;
 use super::sqlite_writer::{Completion, Job, Writer};
 use super::{
     CallView, ClaimedRow, EndedSessions, HeldBytes, LiveSession, Ms, NewCall, NewSession, OwnerRow,
@@ -37,14 +38,17 @@ use crate::wake::Hub;
 
 /// Read connections: enough for the HTTP workers on a small machine; reads are short.
 const READ_POOL_SIZE: u32 = 4;
+/// Prepared statements the writer keeps: three grouped kinds × up to 128 row counts, and the rest.
+const WRITER_STATEMENT_CACHE: usize = 512;
 /// How long a connection waits on a lock held by another process (e.g. the admin CLI).
 const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// The SQLite store.
 #[derive(Debug)]
 pub struct SqliteStore {
-    writer: Writer,
+    pub(super) writer: Writer,
     pub(super) readers: SqlitePool,
+    pub(super) tokens: TokenReader,
     pub(super) seen: SeenThrottle,
     deliveries: Arc<DeliveryMarks>,
 }
@@ -58,7 +62,12 @@ impl SqliteStore {
             .synchronous(SqliteSynchronous::Normal)
             .busy_timeout(BUSY_TIMEOUT)
             .foreign_keys(true);
-        let mut conn = SqliteConnection::connect_with(&options).await?;
+        // The writer's grouped statements differ by row count (see `sqlite_batch`): room for
+        // all of them in the prepared-statement cache, so none is parsed twice.
+        let writer_options = options
+            .clone()
+            .statement_cache_capacity(WRITER_STATEMENT_CACHE);
+        let mut conn = SqliteConnection::connect_with(&writer_options).await?;
         run_migrations(&mut conn).await?;
         let readers = SqlitePoolOptions::new()
             .max_connections(READ_POOL_SIZE)
@@ -66,6 +75,7 @@ impl SqliteStore {
             .await?;
         Ok(Self {
             writer: Writer::spawn(conn),
+            tokens: TokenReader::spawn(readers.clone()),
             readers,
             seen: SeenThrottle::default(),
             deliveries: Arc::default(),

@@ -46,6 +46,7 @@ pub(super) async fn check_concurrent_claimers_take_every_call_exactly_once(store
                         .claim_calls(w.owner, w.session, T0 + 10, max, 30_000)
                         .await
                         .unwrap();
+                    assert!(got.len() <= max as usize, "a claim takes at most max calls");
                     claimed_count.fetch_add(got.len(), std::sync::atomic::Ordering::SeqCst);
                     for call in &got {
                         assert_eq!(
@@ -410,4 +411,37 @@ pub(super) async fn check_another_owner_sees_nothing(store: Arc<dyn Store>) {
             .await,
         Err(StoreError::NotFound)
     ));
+}
+
+pub(super) async fn check_a_claim_takes_at_most_max_calls_oldest_first(store: Arc<dyn Store>) {
+    let w = world(store).await;
+    let mut posted = Vec::new();
+    for age in [5, 1, 4, 2, 3] {
+        let call_id = id();
+        w.store
+            .post_call(&w.call(call_id, T0 + age, HOUR), None, None)
+            .await
+            .unwrap();
+        posted.push((age, call_id));
+    }
+    posted.sort();
+    let oldest: Vec<_> = posted.iter().map(|(_, call_id)| *call_id).collect();
+    let first = w
+        .store
+        .claim_calls(w.owner, w.session, T0 + 10, 2, 30_000)
+        .await
+        .unwrap();
+    assert_eq!(
+        first.iter().map(|c| c.call_id).collect::<Vec<_>>(),
+        oldest[..2]
+    );
+    let rest = w
+        .store
+        .claim_calls(w.owner, w.session, T0 + 10, 50, 30_000)
+        .await
+        .unwrap();
+    assert_eq!(
+        rest.iter().map(|c| c.call_id).collect::<Vec<_>>(),
+        oldest[2..]
+    );
 }

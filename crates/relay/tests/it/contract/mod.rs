@@ -113,6 +113,7 @@ macro_rules! contract {
 
 contract!(
     check_concurrent_claimers_take_every_call_exactly_once,
+    check_a_claim_takes_at_most_max_calls_oldest_first,
     check_a_lapsed_lease_expires_the_call_and_it_is_never_offered_again,
     check_a_lease_never_runs_past_the_call_expiry,
     check_answer_then_read_marks_delivered_and_reads_repeat,

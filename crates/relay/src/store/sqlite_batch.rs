@@ -1,0 +1,393 @@
+//! The call loop's three writes, each run for a whole writer batch in one statement: every
+//! statement is a round trip to sqlx's worker thread, so under load one statement for N posts
+//! (and one for N claims, one for N replies) is what lets the single writer keep up.
+//!
+//! Each grouped statement is the single-call statement over a `VALUES` list, with the same
+//! conditions per row. A request the grouped statement did not satisfy is then explained (or,
+//! for a second request on the same call or session in one batch, run alone) by the per-call
+//! statements, so every answer is what the call would have got on its own.
+
+use std::collections::{HashMap, HashSet};
+
+use sealpost_protocol::api::CallState;
+use sealpost_protocol::ids::Id16;
+use sqlx::AssertSqlSafe;
+use sqlx::sqlite::{SqliteConnection, SqliteRow};
+use tokio::sync::oneshot;
+
+use super::rows::{self, Columns};
+use super::sqlite_writer::{Completion, answer_on_commit};
+use super::{ClaimedRow, Ms, NewCall, StoreError, StoreResult, b};
+
+/// Rows per grouped statement (SQLite allows 32,766 bound values; a post binds 9).
+const ROWS_PER_STATEMENT: usize = 128;
+
+/// A post waiting for the writer.
+pub(crate) struct PostOp {
+    pub call: NewCall,
+    pub pair_id: Option<Id16>,
+    pub max_pending: Option<u32>,
+    pub answer: oneshot::Sender<StoreResult<Ms>>,
+}
+
+/// A claim waiting for the writer. `write_seen`: also refresh the session's `claimer_seen_at`.
+pub(crate) struct ClaimOp {
+    pub owner_id: Id16,
+    pub session_id: Id16,
+    pub now: Ms,
+    pub max: u32,
+    pub lease_ms: Ms,
+    pub write_seen: bool,
+    pub answer: oneshot::Sender<StoreResult<Vec<ClaimedRow>>>,
+}
+
+/// A reply waiting for the writer.
+pub(crate) struct ReplyOp {
+    pub owner_id: Id16,
+    pub call_id: Id16,
+    pub reply: Vec<u8>,
+    pub now: Ms,
+    pub answer: oneshot::Sender<StoreResult<()>>,
+}
+
+fn placeholders(rows: usize, columns: usize) -> String {
+    let row = format!("({})", vec!["?"; columns].join(", "));
+    vec![row; rows].join(", ")
+}
+
+/// Splits `ops` into the first request per key (run grouped) and the repeats (run alone after).
+fn first_per_key<T, K: std::hash::Hash + Eq>(
+    ops: Vec<T>,
+    key: impl Fn(&T) -> K,
+) -> (Vec<T>, Vec<T>) {
+    let mut seen = HashSet::new();
+    ops.into_iter().partition(|op| seen.insert(key(op)))
+}
+
+/// The same failure, for each request a failed grouped statement carried.
+fn db_error(error: &StoreError) -> StoreError {
+    StoreError::Db(error.to_string())
+}
+
+pub(crate) async fn post_calls(conn: &mut SqliteConnection, ops: Vec<PostOp>) -> Vec<Completion> {
+    let (grouped, repeats) = first_per_key(ops, |op| (op.call.owner_id, op.call.call_id));
+    let mut completions = Vec::new();
+    for chunk in chunk_owned(grouped)
+        .into_iter()
+        .chain(repeats.into_iter().map(|op| vec![op]))
+    {
+        let inserted = insert_posts(conn, &chunk).await;
+        for op in chunk {
+            let result = match &inserted {
+                Err(error) => Err(db_error(error)),
+                Ok(inserted) => match inserted.get(&(op.call.owner_id, op.call.call_id)) {
+                    Some(expires_at) => Ok(*expires_at),
+                    None => Err(why_not_posted(conn, &op).await),
+                },
+            };
+            completions.push(answer_on_commit(op.answer, result));
+        }
+    }
+    completions
+}
+
+fn chunk_owned<T>(ops: Vec<T>) -> Vec<Vec<T>> {
+    let mut chunks = Vec::new();
+    let mut ops = ops.into_iter().peekable();
+    while ops.peek().is_some() {
+        chunks.push(ops.by_ref().take(ROWS_PER_STATEMENT).collect());
+    }
+    chunks
+}
+
+/// One INSERT for every post: each row only if its session is live, belongs to the token's
+/// pairing, and has room under the pending limit (counting the rows before it in this batch).
+/// `INDEXED BY` the pending queue: left to itself the planner counts through every call the
+/// session ever had.
+async fn insert_posts(
+    conn: &mut SqliteConnection,
+    ops: &[PostOp],
+) -> StoreResult<HashMap<(Id16, Id16), Ms>> {
+    let sql = format!(
+        "INSERT INTO calls (owner_id, call_id, session_id, pair_id, state, envelope, created_at, expires_at) \
+         SELECT owner_id, call_id, session_id, pair_id, 'pending', envelope, created_at, expires_at FROM ( \
+            SELECT s.owner_id, v.column2 AS call_id, s.session_id, s.pair_id, v.column3 AS envelope, \
+                   v.column4 AS created_at, MIN(v.column5, s.expires_at) AS expires_at, v.column8 AS max_pending, \
+                   ROW_NUMBER() OVER (PARTITION BY s.owner_id, s.session_id ORDER BY v.column9) AS nth, \
+                   (SELECT COUNT(*) FROM calls p INDEXED BY calls_pending_by_session \
+                      WHERE p.owner_id = s.owner_id \
+                      AND p.session_id = s.session_id AND p.state = 'pending') AS pending \
+            FROM (VALUES {}) AS v \
+            JOIN sessions s ON s.owner_id = v.column1 AND s.session_id = v.column6 \
+            WHERE s.ended_at IS NULL AND s.expires_at > v.column4 \
+              AND (v.column7 IS NULL OR s.pair_id = v.column7)) \
+         WHERE max_pending IS NULL OR pending + nth <= max_pending \
+         ON CONFLICT DO NOTHING \
+         RETURNING owner_id, call_id, expires_at",
+        placeholders(ops.len(), 9)
+    );
+    // Safe: the text varies only in how many placeholders it has; every value is bound.
+    let mut query = sqlx::query(AssertSqlSafe(sql));
+    for (n, op) in ops.iter().enumerate() {
+        let c = &op.call;
+        query = query
+            .bind(b(c.owner_id))
+            .bind(b(c.call_id))
+            .bind(&c.envelope)
+            .bind(c.created_at)
+            .bind(c.expires_at)
+            .bind(b(c.session_id))
+            .bind(op.pair_id.map(b))
+            .bind(op.max_pending.map(i64::from))
+            .bind(n as i64);
+    }
+    let mut inserted = HashMap::new();
+    for row in query.fetch_all(&mut *conn).await? {
+        inserted.insert(
+            (row.id("owner_id")?, row.id("call_id")?),
+            row.int("expires_at")?,
+        );
+    }
+    Ok(inserted)
+}
+
+/// Why a post was not inserted, in the order a client can act on.
+async fn why_not_posted(conn: &mut SqliteConnection, op: &PostOp) -> StoreError {
+    let c = &op.call;
+    let session = sqlx::query("SELECT pair_id, expires_at, ended_at FROM sessions WHERE owner_id = ?1 AND session_id = ?2")
+        .bind(b(c.owner_id))
+        .bind(b(c.session_id))
+        .fetch_optional(&mut *conn)
+        .await;
+    let session = match session {
+        Ok(session) => session,
+        Err(error) => return error.into(),
+    };
+    let why = rows::why_not_posted(session.as_ref(), op.pair_id, c.created_at);
+    if !matches!(why, StoreError::TooManyPending) {
+        return why;
+    }
+    // The session would take it: either the id is taken, or the session is full.
+    let taken: Result<Option<i64>, sqlx::Error> =
+        sqlx::query_scalar("SELECT 1 FROM calls WHERE owner_id = ?1 AND call_id = ?2")
+            .bind(b(c.owner_id))
+            .bind(b(c.call_id))
+            .fetch_optional(&mut *conn)
+            .await;
+    match taken {
+        Ok(Some(_)) => StoreError::Duplicate,
+        Ok(None) => why,
+        Err(error) => error.into(),
+    }
+}
+
+pub(crate) async fn claim_calls(conn: &mut SqliteConnection, ops: Vec<ClaimOp>) -> Vec<Completion> {
+    let mut completions = Vec::new();
+    let mut live_ops = Vec::new();
+    for op in ops {
+        if op.write_seen {
+            match write_claimer_seen(conn, &op).await {
+                Ok(()) => live_ops.push(op),
+                Err(error) => completions.push(answer_on_commit(op.answer, Err(error))),
+            }
+        } else {
+            live_ops.push(op);
+        }
+    }
+    let (grouped, repeats) = first_per_key(live_ops, |op| (op.owner_id, op.session_id));
+    for chunk in chunk_owned(grouped)
+        .into_iter()
+        .chain(repeats.into_iter().map(|op| vec![op]))
+    {
+        let mut claimed = claim_grouped(conn, &chunk).await;
+        for op in chunk {
+            let result = match &mut claimed {
+                Err(error) => Err(db_error(error)),
+                Ok(claimed) => {
+                    let mut rows = claimed
+                        .remove(&(op.owner_id, op.session_id))
+                        .unwrap_or_default();
+                    rows.sort_by_key(|c| c.created_at);
+                    if rows.is_empty() && !op.write_seen {
+                        session_live(conn, &op).await.map(|()| rows)
+                    } else {
+                        Ok(rows)
+                    }
+                }
+            };
+            completions.push(answer_on_commit(op.answer, result));
+        }
+    }
+    completions
+}
+
+async fn write_claimer_seen(conn: &mut SqliteConnection, op: &ClaimOp) -> StoreResult<()> {
+    let live = sqlx::query(
+        "UPDATE sessions SET claimer_seen_at = ?3 WHERE owner_id = ?1 AND session_id = ?2 \
+         AND ended_at IS NULL AND expires_at > ?3",
+    )
+    .bind(b(op.owner_id))
+    .bind(b(op.session_id))
+    .bind(op.now)
+    .execute(&mut *conn)
+    .await?;
+    if live.rows_affected() == 0 {
+        return Err(why_not_live(conn, op.owner_id, op.session_id).await);
+    }
+    Ok(())
+}
+
+/// One UPDATE for every claim: per session, its oldest pending unexpired calls, at most `max`,
+/// and only while the session is live. The pick and the state change are one statement, so a
+/// call is handed out once. `INDEXED BY` the pending queue, as for posts.
+async fn claim_grouped(
+    conn: &mut SqliteConnection,
+    ops: &[ClaimOp],
+) -> StoreResult<HashMap<(Id16, Id16), Vec<ClaimedRow>>> {
+    let sql = format!(
+        "UPDATE calls SET state = 'claimed', lease_expires_at = MIN(picked.lease_until, calls.expires_at) \
+         FROM ( \
+            SELECT c.owner_id, c.call_id, v.column3 + v.column5 AS lease_until, v.column4 AS max, \
+                   ROW_NUMBER() OVER (PARTITION BY c.owner_id, c.session_id ORDER BY c.created_at, c.call_id) AS nth \
+            FROM (VALUES {}) AS v \
+            JOIN sessions s ON s.owner_id = v.column1 AND s.session_id = v.column2 \
+                 AND s.ended_at IS NULL AND s.expires_at > v.column3 \
+            JOIN calls AS c INDEXED BY calls_pending_by_session \
+                 ON c.owner_id = v.column1 AND c.session_id = v.column2 \
+                 AND c.state = 'pending' AND c.expires_at > v.column3) AS picked \
+         WHERE calls.owner_id = picked.owner_id AND calls.call_id = picked.call_id \
+           AND picked.nth <= picked.max AND calls.state = 'pending' \
+         RETURNING calls.owner_id, calls.session_id, calls.call_id, calls.envelope, \
+                   calls.lease_expires_at, calls.created_at",
+        placeholders(ops.len(), 5)
+    );
+    // Safe: the text varies only in how many placeholders it has; every value is bound.
+    let mut query = sqlx::query(AssertSqlSafe(sql));
+    for op in ops {
+        query = query
+            .bind(b(op.owner_id))
+            .bind(b(op.session_id))
+            .bind(op.now)
+            .bind(i64::from(op.max))
+            .bind(op.lease_ms);
+    }
+    let mut claimed: HashMap<(Id16, Id16), Vec<ClaimedRow>> = HashMap::new();
+    for row in query.fetch_all(&mut *conn).await? {
+        let key = (row.id("owner_id")?, row.id("session_id")?);
+        claimed
+            .entry(key)
+            .or_default()
+            .extend(rows::claimed(vec![row])?);
+    }
+    Ok(claimed)
+}
+
+/// A claim that found nothing and skipped the `claimer_seen_at` write: is its session live?
+async fn session_live(conn: &mut SqliteConnection, op: &ClaimOp) -> StoreResult<()> {
+    let live: Option<i64> = sqlx::query_scalar(
+        "SELECT 1 FROM sessions WHERE owner_id = ?1 AND session_id = ?2 \
+         AND ended_at IS NULL AND expires_at > ?3",
+    )
+    .bind(b(op.owner_id))
+    .bind(b(op.session_id))
+    .bind(op.now)
+    .fetch_optional(&mut *conn)
+    .await?;
+    match live {
+        Some(_) => Ok(()),
+        None => Err(why_not_live(conn, op.owner_id, op.session_id).await),
+    }
+}
+
+/// A claim found its session not live: missing (404) or ended (410)?
+async fn why_not_live(conn: &mut SqliteConnection, owner_id: Id16, session_id: Id16) -> StoreError {
+    let exists: Result<Option<i64>, sqlx::Error> =
+        sqlx::query_scalar("SELECT 1 FROM sessions WHERE owner_id = ?1 AND session_id = ?2")
+            .bind(b(owner_id))
+            .bind(b(session_id))
+            .fetch_optional(&mut *conn)
+            .await;
+    match exists {
+        Ok(Some(_)) => StoreError::SessionEnded,
+        Ok(None) => StoreError::NotFound,
+        Err(error) => error.into(),
+    }
+}
+
+pub(crate) async fn reply_calls(conn: &mut SqliteConnection, ops: Vec<ReplyOp>) -> Vec<Completion> {
+    let (grouped, repeats) = first_per_key(ops, |op| (op.owner_id, op.call_id));
+    let mut completions = Vec::new();
+    for chunk in chunk_owned(grouped)
+        .into_iter()
+        .chain(repeats.into_iter().map(|op| vec![op]))
+    {
+        let answered = answer_grouped(conn, &chunk).await;
+        for op in chunk {
+            let result = match &answered {
+                Err(error) => Err(db_error(error)),
+                Ok(answered) if answered.contains(&(op.owner_id, op.call_id)) => Ok(()),
+                Ok(_) => Err(why_not_answered(conn, &op).await),
+            };
+            completions.push(answer_on_commit(op.answer, result));
+        }
+    }
+    completions
+}
+
+/// One UPDATE for every reply: each call must be claimed with its lease still running.
+async fn answer_grouped(
+    conn: &mut SqliteConnection,
+    ops: &[ReplyOp],
+) -> StoreResult<HashSet<(Id16, Id16)>> {
+    let sql = format!(
+        "UPDATE calls SET state = 'answered', reply = v.column3, envelope = NULL, answered_at = v.column4 \
+         FROM (VALUES {}) AS v \
+         WHERE calls.owner_id = v.column1 AND calls.call_id = v.column2 \
+           AND calls.state = 'claimed' AND calls.lease_expires_at > v.column4 \
+         RETURNING calls.owner_id, calls.call_id",
+        placeholders(ops.len(), 4)
+    );
+    // Safe: the text varies only in how many placeholders it has; every value is bound.
+    let mut query = sqlx::query(AssertSqlSafe(sql));
+    for op in ops {
+        query = query
+            .bind(b(op.owner_id))
+            .bind(b(op.call_id))
+            .bind(&op.reply)
+            .bind(op.now);
+    }
+    let mut answered = HashSet::new();
+    for row in query.fetch_all(&mut *conn).await? {
+        answered.insert((row.id("owner_id")?, row.id("call_id")?));
+    }
+    Ok(answered)
+}
+
+/// Why a reply was not taken. A claimed call whose lease lapsed expires here, for good
+/// (at-most-once execution).
+async fn why_not_answered(conn: &mut SqliteConnection, op: &ReplyOp) -> StoreError {
+    let explain = async {
+        let row: Option<SqliteRow> =
+            sqlx::query("SELECT state, expires_at, lease_expires_at FROM calls WHERE owner_id = ?1 AND call_id = ?2")
+                .bind(b(op.owner_id))
+                .bind(b(op.call_id))
+                .fetch_optional(&mut *conn)
+                .await?;
+        let Some(row) = row else {
+            return Ok(StoreError::NotFound);
+        };
+        if rows::stored_state(&row)? == CallState::Claimed {
+            sqlx::query(
+                "UPDATE calls SET state = 'expired', envelope = NULL \
+                 WHERE owner_id = ?1 AND call_id = ?2 AND state = 'claimed'",
+            )
+            .bind(b(op.owner_id))
+            .bind(b(op.call_id))
+            .execute(&mut *conn)
+            .await?;
+            return Ok(StoreError::LeaseExpired);
+        }
+        Ok::<_, StoreError>(StoreError::WrongState(rows::state_at(&row, op.now)?))
+    };
+    explain.await.unwrap_or_else(|error| error)
+}
