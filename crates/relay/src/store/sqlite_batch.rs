@@ -239,7 +239,8 @@ async fn write_claimer_seen(conn: &mut SqliteConnection, op: &ClaimOp) -> StoreR
 
 /// One UPDATE for every claim: per session, its oldest pending unexpired calls, at most `max`,
 /// and only while the session is live. The pick and the state change are one statement, so a
-/// call is handed out once. `INDEXED BY` the pending queue, as for posts.
+/// call is handed out once. Calls posted in the same millisecond go in posting order (`rowid`).
+/// `INDEXED BY` the pending queue, as for posts.
 async fn claim_grouped(
     conn: &mut SqliteConnection,
     ops: &[ClaimOp],
@@ -248,7 +249,7 @@ async fn claim_grouped(
         "UPDATE calls SET state = 'claimed', lease_expires_at = MIN(picked.lease_until, calls.expires_at) \
          FROM ( \
             SELECT c.owner_id, c.call_id, v.column3 + v.column5 AS lease_until, v.column4 AS max, \
-                   ROW_NUMBER() OVER (PARTITION BY c.owner_id, c.session_id ORDER BY c.created_at, c.call_id) AS nth \
+                   ROW_NUMBER() OVER (PARTITION BY c.owner_id, c.session_id ORDER BY c.created_at, c.rowid) AS nth \
             FROM (VALUES {}) AS v \
             JOIN sessions s ON s.owner_id = v.column1 AND s.session_id = v.column2 \
                  AND s.ended_at IS NULL AND s.expires_at > v.column3 \
