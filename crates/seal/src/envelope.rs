@@ -142,8 +142,8 @@ fn seal(
     Ok(out)
 }
 
-fn open(key: &[u8; 32], envelope: &[u8]) -> Result<(Header, Vec<u8>), SealError> {
-    let header = parse_header(envelope)?;
+/// Decrypts an envelope whose header the caller has already parsed (so its lengths are checked).
+fn open(key: &[u8; 32], envelope: &[u8]) -> Result<Vec<u8>, SealError> {
     let (aad, rest) = envelope.split_at(HEADER_LEN);
     let (nonce, sealed) = rest.split_at(NONCE_LEN);
     let (ciphertext, tag) = sealed.split_at(sealed.len() - TAG_LEN);
@@ -158,7 +158,7 @@ fn open(key: &[u8; 32], envelope: &[u8]) -> Result<(Header, Vec<u8>), SealError>
             &tag.into(),
         )
         .map_err(|_| SealError::Undecryptable)?;
-    Ok((header, plaintext))
+    Ok(plaintext)
 }
 
 /// Seals a call under `k_call` (24 nonce bytes drawn). `header.kind` must be [`Kind::Call`].
@@ -181,7 +181,7 @@ pub fn open_call(keys: &SessionKeys, envelope: &[u8]) -> Result<(Header, Vec<u8>
     if header.kind != Kind::Call {
         return Err(SealError::WrongKind);
     }
-    open(&keys.call, envelope)
+    open(&keys.call, envelope).map(|plaintext| (header, plaintext))
 }
 
 /// Seals the reply to `call` under `k_reply`: the reply's header repeats the call's session,
@@ -220,5 +220,5 @@ pub fn open_reply(
     {
         return Err(SealError::WrongCall);
     }
-    open(&keys.reply, envelope).map(|(_, plaintext)| plaintext)
+    open(&keys.reply, envelope)
 }

@@ -204,10 +204,9 @@ pub(crate) async fn claim_calls(conn: &mut SqliteConnection, ops: Vec<ClaimOp>) 
             let result = match &mut claimed {
                 Err(error) => Err(db_error(error)),
                 Ok(claimed) => {
-                    let mut rows = claimed
+                    let rows = claimed
                         .remove(&(op.owner_id, op.session_id))
                         .unwrap_or_default();
-                    rows.sort_by_key(|c| c.created_at);
                     if rows.is_empty() && !op.write_seen {
                         session_live(conn, &op).await.map(|()| rows)
                     } else {
@@ -272,15 +271,16 @@ async fn claim_grouped(
             .bind(i64::from(op.max))
             .bind(op.lease_ms);
     }
-    let mut claimed: HashMap<(Id16, Id16), Vec<ClaimedRow>> = HashMap::new();
+    let mut by_session: HashMap<(Id16, Id16), Vec<SqliteRow>> = HashMap::new();
     for row in query.fetch_all(&mut *conn).await? {
         let key = (row.id("owner_id")?, row.id("session_id")?);
-        claimed
-            .entry(key)
-            .or_default()
-            .extend(rows::claimed(vec![row])?);
+        by_session.entry(key).or_default().push(row);
     }
-    Ok(claimed)
+    // `rows::claimed` maps each session's rows and puts them oldest first.
+    by_session
+        .into_iter()
+        .map(|(key, rows)| Ok((key, rows::claimed(rows)?)))
+        .collect()
 }
 
 /// A claim that found nothing and skipped the `claimer_seen_at` write: is its session live?

@@ -1,7 +1,6 @@
-//! SQLite call operations: post, claim, reply, cancel, and the sweeper. Kept apart from
-//! `sqlite.rs` (opening, sessions) and `sqlite_accounts.rs` because this is the hot path whose
-//! statements decide at-most-once delivery; each runs on the single writer, so one statement is
-//! atomic.
+//! SQLite call operations: post, claim and reply (handed to the writer as data, which runs them
+//! grouped; see `sqlite_batch`), cancel, and the sweeper. Every write runs on the single writer,
+//! so one statement is atomic.
 
 use super::rows;
 use super::sqlite::{SqliteStore, cancel_open_calls};
