@@ -20,11 +20,12 @@ use std::time::{Duration, Instant};
 use axum::Router;
 use axum::routing::{get, post, put};
 use sealpost_e2e::{LiveRelay, Pairing, random_id};
+use sealpost_protocol::api::TokenKind;
 use sealpost_protocol::api::{
     CallState, CallStatusResponse, ClaimResponse, ClaimedCall, PostCallResponse,
 };
 use sealpost_protocol::ids::{Base64Bytes, Id16};
-use sealpost_relay::store::{self, NewCall, NewSession, Scope, Store};
+use sealpost_relay::store::{self, Bearer, NewCall, NewSession, Store, TokenRow};
 use sealpost_seal::{
     BrowserSession, ENVELOPE_OVERHEAD, Header, PairingSecret, PluginSession, SessionKeys,
     open_call, seal_reply, verify_hello,
@@ -168,7 +169,32 @@ where
     outcome
 }
 
-/// The same store operations the relay performs for one call, called directly.
+/// A live token row for the ceiling's clients (the relay mints its own through the API).
+async fn bearer(store: &dyn Store, owner: Id16, pair_id: Option<Id16>) -> Bearer {
+    let kind = match pair_id {
+        Some(_) => TokenKind::Mcp,
+        None => TokenKind::Owner,
+    };
+    let row = TokenRow {
+        id: random_id(),
+        owner_id: owner,
+        kind,
+        pair_id,
+        label: "bench".into(),
+        created_at: now(),
+        expires_at: now() + 3_600_000,
+    };
+    store.create_token(&row).await.unwrap();
+    Bearer {
+        token_id: row.id,
+        owner_id: owner,
+        kind,
+        pair_id,
+    }
+}
+
+/// The same store operations the relay performs for one call, called directly (each checks
+/// its token row, as in the relay).
 async fn store_ceiling(url: &str) -> Outcome {
     let store = store::open(url).await.unwrap();
     let owner = random_id();
@@ -176,6 +202,7 @@ async fn store_ceiling(url: &str) -> Outcome {
         .create_owner(owner, &format!("bench-{owner}"), now())
         .await
         .unwrap();
+    let tab = bearer(&*store, owner, None).await;
     let mut clients = Vec::new();
     for _ in 0..CLIENTS {
         let secret = PairingSecret::generate(&mut rand::rng());
@@ -191,14 +218,15 @@ async fn store_ceiling(url: &str) -> Outcome {
             expires_at: t + 3_600_000,
         };
         store.create_session(&session, 1_000).await.unwrap();
-        clients.push((session_id, pair_id, ends));
+        let mcp = bearer(&*store, owner, Some(pair_id)).await;
+        clients.push((session_id, mcp, ends));
     }
     let clients = Arc::new(clients);
     let store: Arc<dyn Store> = store;
     drive(CLIENTS, None, move |n| {
         let (store, clients) = (store.clone(), clients.clone());
         async move {
-            let (session_id, pair_id, ends) = &clients[n];
+            let (session_id, mcp, ends) = &clients[n];
             let call_id = random_id();
             let (header, envelope) = ends.seal_call(call_id);
             let t = now();
@@ -210,25 +238,15 @@ async fn store_ceiling(url: &str) -> Outcome {
                 created_at: t,
                 expires_at: t + 60_000,
             };
-            store
-                .post_call(&call, Some(*pair_id), Some(1_000))
-                .await
-                .unwrap();
+            store.post_call(*mcp, &call, Some(1_000)).await.unwrap();
             let claimed = store
-                .claim_calls(owner, *session_id, now(), 1, 30_000)
+                .claim_calls(tab, *session_id, now(), 1, 30_000)
                 .await
                 .unwrap();
             let reply = ends.answer(&claimed[0].envelope);
-            store
-                .reply_call(owner, call_id, reply, now())
-                .await
-                .unwrap();
-            let scope = Scope {
-                owner_id: owner,
-                pair_id: Some(*pair_id),
-            };
+            store.reply_call(tab, call_id, reply, now()).await.unwrap();
             let view = store
-                .read_call(scope, call_id, now())
+                .read_call(*mcp, call_id, now())
                 .await
                 .unwrap()
                 .unwrap();

@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 use super::error::{ApiError, ApiResult};
 use super::state::AppState;
 use crate::clock::now_ms;
-use crate::store::TokenRow;
+use crate::store::{Bearer, TokenRow};
 
 /// Issuer of every token.
 pub const ISSUER: &str = "sealpost-relay";
@@ -97,7 +97,43 @@ impl Keys {
     }
 }
 
-/// A request's verified bearer token.
+/// A request's bearer token with its JWT verified (HS256 signature, issuer, audience, expiry)
+/// and counted against the token's request rate, but its row not read. The call loop's
+/// handlers take this and hand the [`Bearer`] to the store, whose operation checks the row in
+/// the same statement (so a revoked token changes nothing); every other handler takes
+/// [`Authed`], which reads the row first.
+#[derive(Debug, Clone, Copy)]
+pub struct Verified(pub Bearer);
+
+impl Verified {
+    pub fn owner_id(&self) -> Id16 {
+        self.0.owner_id
+    }
+
+    /// Refuses MCP tokens.
+    pub async fn require_owner(&self, state: &AppState) -> ApiResult<()> {
+        self.unless_dead(state, require_owner(self.0.kind)).await
+    }
+
+    /// Refuses owner tokens; returns the MCP token's pairing.
+    pub async fn require_mcp(&self, state: &AppState) -> ApiResult<Id16> {
+        self.unless_dead(state, require_mcp(self.0.kind, self.0.pair_id))
+            .await
+    }
+
+    /// A token of the wrong kind is told so only if its row is live: a dead token learns
+    /// nothing but 401, as on every other endpoint. (A cold path: only a misconfigured client
+    /// sends the wrong kind.)
+    async fn unless_dead<T>(&self, state: &AppState, kind_ok: ApiResult<T>) -> ApiResult<T> {
+        if kind_ok.is_err() {
+            live_row(state, &self.0).await?;
+        }
+        kind_ok
+    }
+}
+
+/// A request's bearer token whose row was read and is live: unrevoked, unexpired, its owner
+/// enabled, agreeing with the claims.
 #[derive(Debug, Clone)]
 pub struct Authed {
     pub token: TokenRow,
@@ -110,22 +146,30 @@ impl Authed {
 
     /// Refuses MCP tokens.
     pub fn require_owner(&self) -> ApiResult<()> {
-        match self.token.kind {
-            TokenKind::Owner => Ok(()),
-            TokenKind::Mcp => Err(ApiError::wrong_kind("a signed-in owner's token")),
-        }
+        require_owner(self.token.kind)
     }
 
     /// Refuses owner tokens; returns the MCP token's pairing.
     pub fn require_mcp(&self) -> ApiResult<Id16> {
-        match (self.token.kind, self.token.pair_id) {
-            (TokenKind::Mcp, Some(pair_id)) => Ok(pair_id),
-            _ => Err(ApiError::wrong_kind("an MCP token")),
-        }
+        require_mcp(self.token.kind, self.token.pair_id)
     }
 }
 
-impl FromRequestParts<AppState> for Authed {
+fn require_owner(kind: TokenKind) -> ApiResult<()> {
+    match kind {
+        TokenKind::Owner => Ok(()),
+        TokenKind::Mcp => Err(ApiError::wrong_kind("a signed-in owner's token")),
+    }
+}
+
+fn require_mcp(kind: TokenKind, pair_id: Option<Id16>) -> ApiResult<Id16> {
+    match (kind, pair_id) {
+        (TokenKind::Mcp, Some(pair_id)) => Ok(pair_id),
+        _ => Err(ApiError::wrong_kind("an MCP token")),
+    }
+}
+
+impl FromRequestParts<AppState> for Verified {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> ApiResult<Self> {
@@ -141,28 +185,57 @@ impl FromRequestParts<AppState> for Authed {
             .keys
             .verify(token.trim())
             .ok_or_else(ApiError::unauthorized)?;
-        let owner_id: Id16 = claims.sub.parse().map_err(|_| ApiError::unauthorized())?;
-        let sid: Id16 = claims.sid.parse().map_err(|_| ApiError::unauthorized())?;
-        let row = state
-            .store
-            .active_token(sid, now_ms())
-            .await?
-            .ok_or_else(ApiError::unauthorized)?;
-        let pair_id = claims
-            .pair_id
-            .as_deref()
-            .map(str::parse::<Id16>)
-            .transpose()
-            .map_err(|_| ApiError::unauthorized())?;
-        if row.owner_id != owner_id || audience(row.kind) != claims.aud || row.pair_id != pair_id {
-            return Err(ApiError::unauthorized());
-        }
-        if !state.rate.allow(sid) {
+        let bearer = bearer_of(&claims).ok_or_else(ApiError::unauthorized)?;
+        if !state.rate.allow(bearer.token_id) {
             return Err(ApiError::new(
                 ErrorCode::RateLimited,
                 "Too many requests with this token; slow down.",
             ));
         }
-        Ok(Authed { token: row })
+        Ok(Verified(bearer))
+    }
+}
+
+/// The token the claims describe; `None` if they are malformed or mix the two kinds.
+fn bearer_of(claims: &Claims) -> Option<Bearer> {
+    let kind = match claims.aud.as_str() {
+        OWNER_AUDIENCE => TokenKind::Owner,
+        MCP_AUDIENCE => TokenKind::Mcp,
+        _ => return None,
+    };
+    let pair_id = match (kind, claims.pair_id.as_deref()) {
+        (TokenKind::Owner, None) => None,
+        (TokenKind::Mcp, Some(pair_id)) => Some(pair_id.parse().ok()?),
+        _ => return None,
+    };
+    Some(Bearer {
+        token_id: claims.sid.parse().ok()?,
+        owner_id: claims.sub.parse().ok()?,
+        kind,
+        pair_id,
+    })
+}
+
+/// The bearer's row, if it is live and agrees with the claims; else 401.
+async fn live_row(state: &AppState, bearer: &Bearer) -> ApiResult<TokenRow> {
+    let row = state
+        .store
+        .active_token(bearer.token_id, now_ms())
+        .await?
+        .ok_or_else(ApiError::unauthorized)?;
+    if row.owner_id != bearer.owner_id || row.kind != bearer.kind || row.pair_id != bearer.pair_id {
+        return Err(ApiError::unauthorized());
+    }
+    Ok(row)
+}
+
+impl FromRequestParts<AppState> for Authed {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> ApiResult<Self> {
+        let Verified(bearer) = Verified::from_request_parts(parts, state).await?;
+        Ok(Authed {
+            token: live_row(state, &bearer).await?,
+        })
     }
 }

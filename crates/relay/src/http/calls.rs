@@ -17,7 +17,7 @@ use sealpost_protocol::api::{
 use sealpost_protocol::ids::Base64Bytes;
 use tokio::time::Instant;
 
-use super::auth::Authed;
+use super::auth::{Authed, Verified};
 use super::body::read_json;
 use super::error::{ApiError, ApiResult};
 use super::path_id;
@@ -63,12 +63,12 @@ fn timeout(state: &AppState) -> Duration {
 /// `POST /v1/sessions/{session_id}/calls` (MCP token)
 pub async fn post(
     State(state): State<AppState>,
-    auth: Authed,
+    auth: Verified,
     Path(session_id): Path<String>,
     headers: HeaderMap,
     body: Body,
 ) -> ApiResult<(StatusCode, Json<PostCallResponse>)> {
-    let pair_id = auth.require_mcp()?;
+    auth.require_mcp(&state).await?;
     let session_id = path_id(&session_id, "session")?;
     let limits = &state.config.limits;
     let cap = limits.body_cap_for(limits.max_call_envelope_bytes);
@@ -99,11 +99,7 @@ pub async fn post(
     };
     let expires_at = match state
         .store
-        .post_call(
-            &call,
-            Some(pair_id),
-            Some(limits.max_pending_calls_per_session),
-        )
+        .post_call(auth.0, &call, Some(limits.max_pending_calls_per_session))
         .await
     {
         Err(StoreError::NotFound) => return Err(ApiError::not_found("session")),
@@ -131,11 +127,11 @@ pub async fn post(
 /// `POST /v1/sessions/{session_id}/claims?wait_ms=&max=` (owner)
 pub async fn claim(
     State(state): State<AppState>,
-    auth: Authed,
+    auth: Verified,
     Path(session_id): Path<String>,
     RawQuery(query): RawQuery,
 ) -> ApiResult<Json<ClaimResponse>> {
-    auth.require_owner()?;
+    auth.require_owner(&state).await?;
     let session_id = path_id(&session_id, "session")?;
     let limits = &state.config.limits;
     let wait = wait_ms(&state, &query)?;
@@ -156,7 +152,7 @@ pub async fn claim(
         let now = now_ms();
         let claimed = match state
             .store
-            .claim_calls(owner, session_id, now, max as u32, limits.lease_ms)
+            .claim_calls(auth.0, session_id, now, max as u32, limits.lease_ms)
             .await
         {
             Err(StoreError::NotFound) => return Err(ApiError::not_found("session")),
@@ -188,12 +184,12 @@ pub async fn claim(
 /// `PUT /v1/calls/{call_id}/reply` (owner)
 pub async fn reply(
     State(state): State<AppState>,
-    auth: Authed,
+    auth: Verified,
     Path(call_id): Path<String>,
     headers: HeaderMap,
     body: Body,
 ) -> ApiResult<StatusCode> {
-    auth.require_owner()?;
+    auth.require_owner(&state).await?;
     let call_id = path_id(&call_id, "call")?;
     let limits = &state.config.limits;
     let cap = limits.body_cap_for(limits.max_reply_envelope_bytes);
@@ -210,7 +206,7 @@ pub async fn reply(
     let bytes = request.envelope.0.len();
     match state
         .store
-        .reply_call(auth.owner_id(), call_id, request.envelope.0, now_ms())
+        .reply_call(auth.0, call_id, request.envelope.0, now_ms())
         .await
     {
         Err(StoreError::NotFound) => return Err(ApiError::not_found("call")),
@@ -266,7 +262,7 @@ pub async fn cancel(
 /// call is pending or claimed; the first read of an answer marks the call delivered.
 pub async fn read(
     State(state): State<AppState>,
-    auth: Authed,
+    auth: Verified,
     Path(call_id): Path<String>,
     RawQuery(query): RawQuery,
 ) -> ApiResult<Json<CallStatusResponse>> {
@@ -281,7 +277,7 @@ pub async fn read(
         let now = now_ms();
         let view = state
             .store
-            .read_call(scope(&auth), call_id, now)
+            .read_call(auth.0, call_id, now)
             .await?
             .ok_or_else(|| ApiError::not_found("call"))?;
         if view.state.is_final() || Instant::now() >= deadline || state.shutdown.is_cancelled() {

@@ -88,6 +88,7 @@ impl From<StoreError> for ApiError {
                 ErrorCode::TooManySessions,
                 "You already have the most live sessions allowed. End one in the web app.",
             ),
+            StoreError::TokenNotLive => ApiError::unauthorized(),
             StoreError::Db(detail) => {
                 tracing::error!(error = %detail, "store error");
                 crate::metrics::store_error();

@@ -24,8 +24,8 @@ mod rows;
 pub mod sqlite;
 mod sqlite_accounts;
 mod sqlite_batch;
+mod sqlite_batch_read;
 mod sqlite_calls;
-mod sqlite_reads;
 mod sqlite_writer;
 
 /// Unix milliseconds.
@@ -48,6 +48,9 @@ pub enum StoreError {
     TooManyPending,
     #[error("too many live sessions for this owner")]
     TooManySessions,
+    /// The presented token's row is revoked, expired, of a disabled owner, or does not match.
+    #[error("the token is not live")]
+    TokenNotLive,
     /// The database failed; the text is the driver's message (never contains row data we bind).
     #[error("database error: {0}")]
     Db(String),
@@ -144,6 +147,31 @@ pub struct CallView {
     /// When the call's state can next change on its own (expiry or lease end); readers wait no
     /// longer than this.
     pub next_change_at: Option<Ms>,
+}
+
+/// The bearer token a request presented, as its verified JWT names it. The call loop's
+/// operations (post, claim, reply, read) check the row themselves, in the statement that does
+/// the work (SQLite) or its transaction (PostgreSQL), instead of in a read before it: the token
+/// is live if its row is unrevoked, unexpired at the operation's `now`, of an enabled owner,
+/// and agrees with the claims (owner, kind, pairing). A token that is not live changes nothing
+/// and the operation fails with [`StoreError::TokenNotLive`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Bearer {
+    pub token_id: Id16,
+    pub owner_id: Id16,
+    pub kind: TokenKind,
+    /// Set for MCP tokens: the pairing the token acts for.
+    pub pair_id: Option<Id16>,
+}
+
+impl Bearer {
+    /// What the token may see: its owner's calls, and for an MCP token only its pairing's.
+    pub fn scope(&self) -> Scope {
+        Scope {
+            owner_id: self.owner_id,
+            pair_id: self.pair_id,
+        }
+    }
 }
 
 /// Who is asking about a call: always an owner, and for an MCP token also its pairing.
@@ -272,19 +300,20 @@ pub trait Store: Send + Sync + std::fmt::Debug {
         now: Ms,
     ) -> StoreResult<EndedSessions>;
 
-    /// Posts a call to a live session (of `pair_id`, when given). Returns the effective expiry.
-    /// `max_pending`: refuse when the session already holds this many pending calls.
+    /// Posts a call to a live session of the bearer's owner (and pairing, for an MCP token).
+    /// Returns the effective expiry. `max_pending`: refuse when the session already holds this
+    /// many pending calls. The four call-loop operations check the bearer (see [`Bearer`]).
     async fn post_call(
         &self,
+        bearer: Bearer,
         call: &NewCall,
-        pair_id: Option<Id16>,
         max_pending: Option<u32>,
     ) -> StoreResult<Ms>;
     /// Atomically moves up to `max` pending calls of a live session to claimed, oldest first,
     /// with a lease that never runs past a call's expiry. Records that the tab polled.
     async fn claim_calls(
         &self,
-        owner_id: Id16,
+        bearer: Bearer,
         session_id: Id16,
         now: Ms,
         max: u32,
@@ -293,7 +322,7 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     /// Answers a claimed call whose lease has not run out.
     async fn reply_call(
         &self,
-        owner_id: Id16,
+        bearer: Bearer,
         call_id: Id16,
         reply: Vec<u8>,
         now: Ms,
@@ -306,11 +335,11 @@ pub trait Store: Send + Sync + std::fmt::Debug {
         reason: CancelReason,
         now: Ms,
     ) -> StoreResult<()>;
-    /// Reads a call; reading an answered call marks it delivered (the reply stays readable
-    /// until the call expires).
+    /// Reads a call in the bearer's scope; reading an answered call marks it delivered (the
+    /// reply stays readable until the call expires).
     async fn read_call(
         &self,
-        scope: Scope,
+        bearer: Bearer,
         call_id: Id16,
         now: Ms,
     ) -> StoreResult<Option<CallView>>;

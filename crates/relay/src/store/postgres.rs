@@ -22,8 +22,8 @@ use super::hot_path::SeenThrottle;
 use super::postgres_accounts as accounts;
 use super::rows::{self, Columns};
 use super::{
-    CallView, ClaimedRow, EndedSessions, HeldBytes, LiveSession, Ms, NewCall, NewSession, OwnerRow,
-    Scope, SessionInfo, Store, StoreError, StoreResult, SweepStats, TokenRow, b,
+    Bearer, CallView, ClaimedRow, EndedSessions, HeldBytes, LiveSession, Ms, NewCall, NewSession,
+    OwnerRow, Scope, SessionInfo, Store, StoreError, StoreResult, SweepStats, TokenRow, b,
     is_unique_violation, migrate,
 };
 use crate::wake::{Hub, Topic};
@@ -162,6 +162,27 @@ async fn listen_loop(pool: PgPool, hub: Arc<Hub>, shutdown: CancellationToken) {
                 }
             }
         }
+    }
+}
+
+/// Checks the bearer's token row just before a call-loop operation (see [`Bearer`]).
+async fn require_live(pool: &PgPool, bearer: &Bearer, now: Ms) -> StoreResult<()> {
+    let live: bool = sqlx::query_scalar(
+        "SELECT EXISTS (SELECT 1 FROM tokens t JOIN owners o ON o.id = t.owner_id \
+         WHERE t.id = $1 AND t.owner_id = $2 AND t.kind = $3 AND t.pair_id IS NOT DISTINCT FROM $4 \
+         AND t.revoked_at IS NULL AND t.expires_at > $5 AND o.disabled_at IS NULL)",
+    )
+    .bind(b(bearer.token_id))
+    .bind(b(bearer.owner_id))
+    .bind(bearer.kind.as_str())
+    .bind(bearer.pair_id.map(b))
+    .bind(now)
+    .fetch_one(pool)
+    .await?;
+    if live {
+        Ok(())
+    } else {
+        Err(StoreError::TokenNotLive)
     }
 }
 
@@ -355,35 +376,44 @@ impl Store for PgStore {
 
     async fn post_call(
         &self,
+        bearer: Bearer,
         c: &NewCall,
-        pair_id: Option<Id16>,
         max_pending: Option<u32>,
     ) -> StoreResult<Ms> {
-        super::postgres_calls::post_call(&self.pool, c, pair_id, max_pending).await
+        require_live(&self.pool, &bearer, c.created_at).await?;
+        super::postgres_calls::post_call(&self.pool, c, bearer.pair_id, max_pending).await
     }
 
     async fn claim_calls(
         &self,
-        owner_id: Id16,
+        bearer: Bearer,
         session_id: Id16,
         now: Ms,
         max: u32,
         lease_ms: Ms,
     ) -> StoreResult<Vec<ClaimedRow>> {
+        require_live(&self.pool, &bearer, now).await?;
         super::postgres_calls::claim_calls(
-            &self.pool, &self.seen, owner_id, session_id, now, max, lease_ms,
+            &self.pool,
+            &self.seen,
+            bearer.scope(),
+            session_id,
+            now,
+            max,
+            lease_ms,
         )
         .await
     }
 
     async fn reply_call(
         &self,
-        owner_id: Id16,
+        bearer: Bearer,
         call_id: Id16,
         reply: Vec<u8>,
         now: Ms,
     ) -> StoreResult<()> {
-        super::postgres_calls::reply_call(&self.pool, owner_id, call_id, reply, now).await
+        require_live(&self.pool, &bearer, now).await?;
+        super::postgres_calls::reply_call(&self.pool, bearer.scope(), call_id, reply, now).await
     }
 
     async fn cancel_call(
@@ -398,10 +428,12 @@ impl Store for PgStore {
 
     async fn read_call(
         &self,
-        scope: Scope,
+        bearer: Bearer,
         call_id: Id16,
         now: Ms,
     ) -> StoreResult<Option<CallView>> {
+        require_live(&self.pool, &bearer, now).await?;
+        let scope = bearer.scope();
         // One statement: the SELECT sees the snapshot from before the UPDATE, so the first
         // read reports `answered` and marks the call delivered in the same round trip.
         let row = sqlx::query(

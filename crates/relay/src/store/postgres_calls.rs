@@ -73,25 +73,27 @@ pub(super) async fn post_call(
 pub(super) async fn claim_calls(
     pool: &PgPool,
     seen: &SeenThrottle,
-    owner_id: Id16,
+    scope: Scope,
     session_id: Id16,
     now: Ms,
     max: u32,
     lease_ms: Ms,
 ) -> StoreResult<Vec<ClaimedRow>> {
+    let (owner_id, pair_id) = (scope.owner_id, scope.pair_id.map(b));
     let write_seen = seen.due(owner_id, session_id, now);
     if write_seen {
         let live = sqlx::query(
             "UPDATE sessions SET claimer_seen_at = $3 WHERE owner_id = $1 AND session_id = $2 \
-             AND ended_at IS NULL AND expires_at > $3",
+             AND ended_at IS NULL AND expires_at > $3 AND ($4::bytea IS NULL OR pair_id = $4)",
         )
         .bind(b(owner_id))
         .bind(b(session_id))
         .bind(now)
+        .bind(pair_id.clone())
         .execute(pool)
         .await?;
         if live.rows_affected() == 0 {
-            return Err(why_not_live(pool, owner_id, session_id).await);
+            return Err(why_not_live(pool, scope, session_id).await);
         }
     }
     // SKIP LOCKED: concurrent claimers (on any replica) take disjoint rows instead of queueing;
@@ -102,7 +104,7 @@ pub(super) async fn claim_calls(
             SELECT owner_id, call_id FROM calls \
             WHERE owner_id = $1 AND session_id = $2 AND state = 'pending' AND expires_at > $3 \
             AND EXISTS (SELECT 1 FROM sessions WHERE owner_id = $1 AND session_id = $2 \
-                AND ended_at IS NULL AND expires_at > $3) \
+                AND ended_at IS NULL AND expires_at > $3 AND ($6::bytea IS NULL OR pair_id = $6)) \
             ORDER BY created_at LIMIT $4 FOR UPDATE SKIP LOCKED) \
          UPDATE calls c SET state = 'claimed', lease_expires_at = LEAST($3 + $5, c.expires_at) \
          FROM picked WHERE c.owner_id = picked.owner_id AND c.call_id = picked.call_id \
@@ -114,20 +116,22 @@ pub(super) async fn claim_calls(
     .bind(now)
     .bind(i64::from(max))
     .bind(lease_ms)
+    .bind(pair_id.clone())
     .fetch_all(pool)
     .await?;
     if claimed.is_empty() && !write_seen {
         let live: Option<i32> = sqlx::query_scalar(
             "SELECT 1 FROM sessions WHERE owner_id = $1 AND session_id = $2 \
-             AND ended_at IS NULL AND expires_at > $3",
+             AND ended_at IS NULL AND expires_at > $3 AND ($4::bytea IS NULL OR pair_id = $4)",
         )
         .bind(b(owner_id))
         .bind(b(session_id))
         .bind(now)
+        .bind(pair_id)
         .fetch_optional(pool)
         .await?;
         if live.is_none() {
-            return Err(why_not_live(pool, owner_id, session_id).await);
+            return Err(why_not_live(pool, scope, session_id).await);
         }
     }
     rows::claimed(claimed)
@@ -135,20 +139,23 @@ pub(super) async fn claim_calls(
 
 pub(super) async fn reply_call(
     pool: &PgPool,
-    owner_id: Id16,
+    scope: Scope,
     call_id: Id16,
     reply: Vec<u8>,
     now: Ms,
 ) -> StoreResult<()> {
+    let (owner_id, pair_id) = (scope.owner_id, scope.pair_id.map(b));
     let mut tx = pool.begin().await?;
     let done = sqlx::query(
         "UPDATE calls SET state = 'answered', reply = $3, envelope = NULL, answered_at = $4 \
-         WHERE owner_id = $1 AND call_id = $2 AND state = 'claimed' AND lease_expires_at > $4",
+         WHERE owner_id = $1 AND call_id = $2 AND state = 'claimed' AND lease_expires_at > $4 \
+         AND ($5::bytea IS NULL OR pair_id = $5)",
     )
     .bind(b(owner_id))
     .bind(b(call_id))
     .bind(&reply)
     .bind(now)
+    .bind(pair_id.clone())
     .execute(&mut *tx)
     .await?;
     if done.rows_affected() == 1 {
@@ -157,10 +164,12 @@ pub(super) async fn reply_call(
         return Ok(());
     }
     let row = sqlx::query(
-        "SELECT state, expires_at, lease_expires_at FROM calls WHERE owner_id = $1 AND call_id = $2 FOR UPDATE",
+        "SELECT state, expires_at, lease_expires_at FROM calls WHERE owner_id = $1 AND call_id = $2 \
+         AND ($3::bytea IS NULL OR pair_id = $3) FOR UPDATE",
     )
     .bind(b(owner_id))
     .bind(b(call_id))
+    .bind(pair_id)
     .fetch_optional(&mut *tx)
     .await?;
     let Some(row) = row else {
@@ -280,13 +289,16 @@ pub(super) async fn sweep(pool: &PgPool, now: Ms, grace_ms: Ms) -> StoreResult<S
 }
 
 /// A claim found its session not live: missing (404) or ended (410)?
-async fn why_not_live(pool: &PgPool, owner_id: Id16, session_id: Id16) -> StoreError {
-    let exists: Result<Option<i32>, sqlx::Error> =
-        sqlx::query_scalar("SELECT 1 FROM sessions WHERE owner_id = $1 AND session_id = $2")
-            .bind(b(owner_id))
-            .bind(b(session_id))
-            .fetch_optional(pool)
-            .await;
+async fn why_not_live(pool: &PgPool, scope: Scope, session_id: Id16) -> StoreError {
+    let exists: Result<Option<i32>, sqlx::Error> = sqlx::query_scalar(
+        "SELECT 1 FROM sessions WHERE owner_id = $1 AND session_id = $2 \
+         AND ($3::bytea IS NULL OR pair_id = $3)",
+    )
+    .bind(b(scope.owner_id))
+    .bind(b(session_id))
+    .bind(scope.pair_id.map(b))
+    .fetch_optional(pool)
+    .await;
     match exists {
         Ok(Some(_)) => StoreError::SessionEnded,
         Ok(None) => StoreError::NotFound,

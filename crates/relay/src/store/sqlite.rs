@@ -2,9 +2,10 @@
 //!
 //! WAL with `synchronous=NORMAL`: readers never block the writer, and a commit costs no fsync
 //! (durability across power loss is bounded by the last checkpoint; a process crash loses
-//! nothing committed). Every write goes through one task that owns the only write connection
-//! (see `sqlite_writer`), which puts the writes of concurrent requests into one transaction and
-//! answers each request only after that transaction commits.
+//! nothing committed). Every write, and every read of the call loop, goes through one task that
+//! owns the only write connection (see `sqlite_writer`), which runs each kind of call-loop
+//! request of concurrent requests as one statement and answers each request once its statement
+//! is done. Other reads use a small pool of read-only connections.
 //!
 //! This file opens the store, holds the writer's plumbing and the session operations; accounts
 //! live in `sqlite_accounts`, calls in `sqlite_calls`, and row mapping shared with PostgreSQL
@@ -25,21 +26,23 @@ use sqlx::sqlite::{
     SqliteSynchronous,
 };
 
-use super::hot_path::{DeliveryMarks, MarkOutcome, SeenThrottle};
+use super::hot_path::SeenThrottle;
 use super::rows::{self, Columns};
-use super::sqlite_reads::TokenReader;
-use super::sqlite_writer::{Completion, Job, Writer};
+use super::sqlite_batch_read::ReadOp;
+use super::sqlite_writer::Writer;
 use super::{
-    CallView, ClaimedRow, EndedSessions, HeldBytes, LiveSession, Ms, NewCall, NewSession, OwnerRow,
-    Scope, SessionInfo, Store, StoreError, StoreResult, SweepStats, TokenRow, b,
+    Bearer, CallView, ClaimedRow, EndedSessions, HeldBytes, LiveSession, Ms, NewCall, NewSession,
+    OwnerRow, Scope, SessionInfo, Store, StoreError, StoreResult, SweepStats, TokenRow, b,
     is_unique_violation, migrate,
 };
 use crate::wake::Hub;
 
-/// Read connections: enough for the HTTP workers on a small machine; reads are short.
+/// Read connections, for the reads outside the call loop (tokens of other requests, sessions,
+/// metrics): enough for the HTTP workers on a small machine; reads are short.
 const READ_POOL_SIZE: u32 = 4;
-/// Prepared statements the writer keeps: three grouped kinds × up to 128 row counts, and the rest.
-const WRITER_STATEMENT_CACHE: usize = 512;
+/// Prepared statements the writer keeps: four grouped kinds × up to 128 row counts, the
+/// delivery marks × up to 100, and the rest.
+const WRITER_STATEMENT_CACHE: usize = 700;
 /// How long a connection waits on a lock held by another process (e.g. the admin CLI).
 const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 
@@ -48,9 +51,7 @@ const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 pub struct SqliteStore {
     pub(super) writer: Writer,
     pub(super) readers: SqlitePool,
-    pub(super) tokens: TokenReader,
     pub(super) seen: SeenThrottle,
-    deliveries: Arc<DeliveryMarks>,
 }
 
 impl SqliteStore {
@@ -75,10 +76,8 @@ impl SqliteStore {
             .await?;
         Ok(Self {
             writer: Writer::spawn(conn),
-            tokens: TokenReader::spawn(readers.clone()),
             readers,
             seen: SeenThrottle::default(),
-            deliveries: Arc::default(),
         })
     }
 
@@ -102,68 +101,6 @@ impl SqliteStore {
     {
         self.writer.run(true, f).await
     }
-
-    /// Queues one write of every delivery mark taken so far; reads do not wait for it.
-    async fn flush_delivery_marks(&self) -> StoreResult<()> {
-        let deliveries = self.deliveries.clone();
-        // If the job is dropped unrun (the writer could not begin a transaction, or has stopped),
-        // the guard hands its marks back so later reads start a new flush.
-        let unrun = AbandonOnDrop(Some(deliveries.clone()));
-        let job: Job = Box::new(move |conn| {
-            Box::pin(async move {
-                unrun.disarm();
-                let marks = deliveries.take_queued();
-                let written = mark_delivered(conn, &marks).await;
-                if let Err(error) = &written {
-                    tracing::warn!(%error, marks = marks.len(), "could not mark calls delivered");
-                }
-                let completion: Completion = Box::new(move |_| deliveries.settled(&marks));
-                (written.is_ok(), completion)
-            })
-        });
-        self.writer.submit(job).await
-    }
-}
-
-/// Abandons the queued delivery marks when dropped while still holding them.
-struct AbandonOnDrop(Option<Arc<DeliveryMarks>>);
-
-impl AbandonOnDrop {
-    /// The job runs: its completion settles the marks instead.
-    fn disarm(mut self) {
-        self.0 = None;
-    }
-}
-
-impl Drop for AbandonOnDrop {
-    fn drop(&mut self) {
-        if let Some(deliveries) = self.0.take() {
-            deliveries.abandon_queued();
-        }
-    }
-}
-
-/// Most delivery marks one statement carries.
-const MARKS_PER_STATEMENT: usize = 100;
-
-async fn mark_delivered(
-    conn: &mut SqliteConnection,
-    marks: &[(Id16, Id16)],
-) -> Result<(), sqlx::Error> {
-    for chunk in marks.chunks(MARKS_PER_STATEMENT) {
-        let pairs = vec!["(?, ?)"; chunk.len()].join(", ");
-        let sql = format!(
-            "UPDATE calls SET state = 'delivered' WHERE state = 'answered' \
-             AND (owner_id, call_id) IN (VALUES {pairs})"
-        );
-        // Safe: the text varies only in how many placeholders it has; every value is bound.
-        let mut query = sqlx::query(sqlx::AssertSqlSafe(sql));
-        for (owner_id, call_id) in chunk {
-            query = query.bind(b(*owner_id)).bind(b(*call_id));
-        }
-        query.execute(&mut *conn).await?;
-    }
-    Ok(())
 }
 
 async fn run_migrations(conn: &mut SqliteConnection) -> StoreResult<()> {
@@ -423,33 +360,33 @@ impl Store for SqliteStore {
 
     async fn post_call(
         &self,
+        bearer: Bearer,
         call: &NewCall,
-        pair_id: Option<Id16>,
         max_pending: Option<u32>,
     ) -> StoreResult<Ms> {
-        self.post_call_impl(call, pair_id, max_pending).await
+        self.post_call_impl(bearer, call, max_pending).await
     }
 
     async fn claim_calls(
         &self,
-        owner_id: Id16,
+        bearer: Bearer,
         session_id: Id16,
         now: Ms,
         max: u32,
         lease_ms: Ms,
     ) -> StoreResult<Vec<ClaimedRow>> {
-        self.claim_calls_impl(owner_id, session_id, now, max, lease_ms)
+        self.claim_calls_impl(bearer, session_id, now, max, lease_ms)
             .await
     }
 
     async fn reply_call(
         &self,
-        owner_id: Id16,
+        bearer: Bearer,
         call_id: Id16,
         reply: Vec<u8>,
         now: Ms,
     ) -> StoreResult<()> {
-        self.reply_call_impl(owner_id, call_id, reply, now).await
+        self.reply_call_impl(bearer, call_id, reply, now).await
     }
 
     async fn cancel_call(
@@ -464,29 +401,18 @@ impl Store for SqliteStore {
 
     async fn read_call(
         &self,
-        scope: Scope,
+        bearer: Bearer,
         call_id: Id16,
         now: Ms,
     ) -> StoreResult<Option<CallView>> {
-        let row = sqlx::query(
-            "SELECT state, reply, cancel_reason, expires_at, lease_expires_at FROM calls \
-             WHERE owner_id = ?1 AND call_id = ?2 AND (?3 IS NULL OR pair_id = ?3)",
-        )
-        .bind(b(scope.owner_id))
-        .bind(b(call_id))
-        .bind(scope.pair_id.map(b))
-        .fetch_optional(&self.readers)
-        .await?;
-        let Some(row) = row else { return Ok(None) };
-        let mut view = rows::view_at(&row, now)?;
-        if view.state == CallState::Answered {
-            match self.deliveries.mark(scope.owner_id, call_id) {
-                MarkOutcome::AlreadyMarked => view.state = CallState::Delivered,
-                MarkOutcome::MarkedStartFlush => self.flush_delivery_marks().await?,
-                MarkOutcome::Marked => {}
-            }
-        }
-        Ok(Some(view))
+        self.writer
+            .read(|answer| ReadOp {
+                bearer,
+                call_id,
+                now,
+                answer,
+            })
+            .await
     }
 
     async fn sweep(&self, now: Ms, grace_ms: Ms) -> StoreResult<SweepStats> {
@@ -509,27 +435,5 @@ impl Store for SqliteStore {
             .fetch_all(&self.readers)
             .await?;
         found.iter().map(rows::state_count).collect()
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_flush_dropped_unrun_hands_its_marks_back() {
-        let deliveries = Arc::new(DeliveryMarks::default());
-        let (owner, call) = (Id16([1; 16]), Id16([2; 16]));
-        assert_eq!(deliveries.mark(owner, call), MarkOutcome::MarkedStartFlush);
-        drop(AbandonOnDrop(Some(deliveries.clone())));
-        assert_eq!(deliveries.mark(owner, call), MarkOutcome::MarkedStartFlush);
-
-        let ran = AbandonOnDrop(Some(deliveries.clone()));
-        ran.disarm();
-        assert_eq!(
-            deliveries.mark(Id16([3; 16]), call),
-            MarkOutcome::Marked,
-            "still queued"
-        );
     }
 }

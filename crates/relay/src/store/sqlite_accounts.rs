@@ -174,7 +174,15 @@ impl SqliteStore {
         id: Id16,
         now: Ms,
     ) -> StoreResult<Option<TokenRow>> {
-        self.tokens.active_token(id, now).await
+        let row = sqlx::query(
+            "SELECT t.* FROM tokens t JOIN owners o ON o.id = t.owner_id \
+             WHERE t.id = ?1 AND t.revoked_at IS NULL AND t.expires_at > ?2 AND o.disabled_at IS NULL",
+        )
+        .bind(b(id))
+        .bind(now)
+        .fetch_optional(&self.readers)
+        .await?;
+        row.as_ref().map(rows::token).transpose()
     }
 
     pub(super) async fn extend_token_impl(

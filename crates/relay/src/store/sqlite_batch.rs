@@ -3,9 +3,11 @@
 //! (and one for N claims, one for N replies) is what lets the single writer keep up.
 //!
 //! Each grouped statement is the single-call statement over a `VALUES` list, with the same
-//! conditions per row. A request the grouped statement did not satisfy is then explained (or,
-//! for a second request on the same call or session in one batch, run alone) by the per-call
-//! statements, so every answer is what the call would have got on its own.
+//! conditions per row, the bearer's token check among them ([`token_live`]): a request whose
+//! token is not live changes nothing. A request the grouped statement did not satisfy is then
+//! explained (or, for a second request on the same call or session in one batch, run alone) by
+//! the per-call statements, token first, so every answer is what the call would have got on
+//! its own.
 
 use std::collections::{HashMap, HashSet};
 
@@ -16,23 +18,22 @@ use sqlx::sqlite::{SqliteConnection, SqliteRow};
 use tokio::sync::oneshot;
 
 use super::rows::{self, Columns};
-use super::sqlite_writer::{Completion, answer_on_commit};
-use super::{ClaimedRow, Ms, NewCall, StoreError, StoreResult, b};
+use super::{Bearer, ClaimedRow, Ms, NewCall, StoreError, StoreResult, b};
 
 /// Rows per grouped statement (SQLite allows 32,766 bound values; a post binds 9).
 const ROWS_PER_STATEMENT: usize = 128;
 
 /// A post waiting for the writer.
 pub(crate) struct PostOp {
+    pub bearer: Bearer,
     pub call: NewCall,
-    pub pair_id: Option<Id16>,
     pub max_pending: Option<u32>,
     pub answer: oneshot::Sender<StoreResult<Ms>>,
 }
 
 /// A claim waiting for the writer. `write_seen`: also refresh the session's `claimer_seen_at`.
 pub(crate) struct ClaimOp {
-    pub owner_id: Id16,
+    pub bearer: Bearer,
     pub session_id: Id16,
     pub now: Ms,
     pub max: u32,
@@ -43,20 +44,54 @@ pub(crate) struct ClaimOp {
 
 /// A reply waiting for the writer.
 pub(crate) struct ReplyOp {
-    pub owner_id: Id16,
+    pub bearer: Bearer,
     pub call_id: Id16,
     pub reply: Vec<u8>,
     pub now: Ms,
     pub answer: oneshot::Sender<StoreResult<()>>,
 }
 
-fn placeholders(rows: usize, columns: usize) -> String {
+/// The token check of every call-loop statement, as SQL over the expressions that hold the
+/// token's id, owner, kind and pairing and the operation's `now`: the row exists, agrees with
+/// the claims, is unrevoked and unexpired, and its owner is enabled.
+pub(crate) fn token_live(token: &str, owner: &str, kind: &str, pair: &str, now: &str) -> String {
+    format!(
+        "EXISTS (SELECT 1 FROM tokens t JOIN owners o ON o.id = t.owner_id \
+         WHERE t.id = {token} AND t.owner_id = {owner} AND t.kind = {kind} AND t.pair_id IS {pair} \
+         AND t.revoked_at IS NULL AND t.expires_at > {now} AND o.disabled_at IS NULL)"
+    )
+}
+
+/// Whether `bearer`'s token is live at `now`: how a request that changed nothing learns
+/// whether its token is why.
+pub(crate) async fn bearer_live(
+    conn: &mut SqliteConnection,
+    bearer: &Bearer,
+    now: Ms,
+) -> StoreResult<bool> {
+    let sql = format!(
+        "SELECT {} AS live",
+        token_live("?1", "?2", "?3", "?4", "?5")
+    );
+    // Safe: the text is fixed; every value is bound.
+    let live: bool = sqlx::query_scalar(AssertSqlSafe(sql))
+        .bind(b(bearer.token_id))
+        .bind(b(bearer.owner_id))
+        .bind(bearer.kind.as_str())
+        .bind(bearer.pair_id.map(b))
+        .bind(now)
+        .fetch_one(&mut *conn)
+        .await?;
+    Ok(live)
+}
+
+pub(crate) fn placeholders(rows: usize, columns: usize) -> String {
     let row = format!("({})", vec!["?"; columns].join(", "));
     vec![row; rows].join(", ")
 }
 
 /// Splits `ops` into the first request per key (run grouped) and the repeats (run alone after).
-fn first_per_key<T, K: std::hash::Hash + Eq>(
+pub(crate) fn first_per_key<T, K: std::hash::Hash + Eq>(
     ops: Vec<T>,
     key: impl Fn(&T) -> K,
 ) -> (Vec<T>, Vec<T>) {
@@ -69,9 +104,8 @@ fn db_error(error: &StoreError) -> StoreError {
     StoreError::Db(error.to_string())
 }
 
-pub(crate) async fn post_calls(conn: &mut SqliteConnection, ops: Vec<PostOp>) -> Vec<Completion> {
+pub(crate) async fn post_calls(conn: &mut SqliteConnection, ops: Vec<PostOp>) {
     let (grouped, repeats) = first_per_key(ops, |op| (op.call.owner_id, op.call.call_id));
-    let mut completions = Vec::new();
     for chunk in chunk_owned(grouped)
         .into_iter()
         .chain(repeats.into_iter().map(|op| vec![op]))
@@ -85,13 +119,12 @@ pub(crate) async fn post_calls(conn: &mut SqliteConnection, ops: Vec<PostOp>) ->
                     None => Err(why_not_posted(conn, &op).await),
                 },
             };
-            completions.push(answer_on_commit(op.answer, result));
+            let _ = op.answer.send(result);
         }
     }
-    completions
 }
 
-fn chunk_owned<T>(ops: Vec<T>) -> Vec<Vec<T>> {
+pub(crate) fn chunk_owned<T>(ops: Vec<T>) -> Vec<Vec<T>> {
     let mut chunks = Vec::new();
     let mut ops = ops.into_iter().peekable();
     while ops.peek().is_some() {
@@ -100,8 +133,8 @@ fn chunk_owned<T>(ops: Vec<T>) -> Vec<Vec<T>> {
     chunks
 }
 
-/// One INSERT for every post: each row only if its session is live, belongs to the token's
-/// pairing, and has room under the pending limit (counting the rows before it in this batch).
+/// One INSERT for every post: each row only if its token is live, its session is live and
+/// belongs to the token's pairing, and has room under the pending limit (counting the rows before it in this batch).
 /// `INDEXED BY` the pending queue: left to itself the planner counts through every call the
 /// session ever had.
 async fn insert_posts(
@@ -120,11 +153,18 @@ async fn insert_posts(
             FROM (VALUES {}) AS v \
             JOIN sessions s ON s.owner_id = v.column1 AND s.session_id = v.column6 \
             WHERE s.ended_at IS NULL AND s.expires_at > v.column4 \
-              AND (v.column7 IS NULL OR s.pair_id = v.column7)) \
+              AND (v.column7 IS NULL OR s.pair_id = v.column7) AND {}) \
          WHERE max_pending IS NULL OR pending + nth <= max_pending \
          ON CONFLICT DO NOTHING \
          RETURNING owner_id, call_id, expires_at",
-        placeholders(ops.len(), 9)
+        placeholders(ops.len(), 11),
+        token_live(
+            "v.column10",
+            "v.column1",
+            "v.column11",
+            "v.column7",
+            "v.column4"
+        ),
     );
     // Safe: the text varies only in how many placeholders it has; every value is bound.
     let mut query = sqlx::query(AssertSqlSafe(sql));
@@ -137,9 +177,11 @@ async fn insert_posts(
             .bind(c.created_at)
             .bind(c.expires_at)
             .bind(b(c.session_id))
-            .bind(op.pair_id.map(b))
+            .bind(op.bearer.pair_id.map(b))
             .bind(op.max_pending.map(i64::from))
-            .bind(n as i64);
+            .bind(n as i64)
+            .bind(b(op.bearer.token_id))
+            .bind(op.bearer.kind.as_str());
     }
     let mut inserted = HashMap::new();
     for row in query.fetch_all(&mut *conn).await? {
@@ -154,6 +196,11 @@ async fn insert_posts(
 /// Why a post was not inserted, in the order a client can act on.
 async fn why_not_posted(conn: &mut SqliteConnection, op: &PostOp) -> StoreError {
     let c = &op.call;
+    match bearer_live(conn, &op.bearer, c.created_at).await {
+        Ok(true) => {}
+        Ok(false) => return StoreError::TokenNotLive,
+        Err(error) => return error,
+    }
     let session = sqlx::query("SELECT pair_id, expires_at, ended_at FROM sessions WHERE owner_id = ?1 AND session_id = ?2")
         .bind(b(c.owner_id))
         .bind(b(c.session_id))
@@ -163,7 +210,7 @@ async fn why_not_posted(conn: &mut SqliteConnection, op: &PostOp) -> StoreError 
         Ok(session) => session,
         Err(error) => return error.into(),
     };
-    let why = rows::why_not_posted(session.as_ref(), op.pair_id, c.created_at);
+    let why = rows::why_not_posted(session.as_ref(), op.bearer.pair_id, c.created_at);
     if !matches!(why, StoreError::TooManyPending) {
         return why;
     }
@@ -181,20 +228,21 @@ async fn why_not_posted(conn: &mut SqliteConnection, op: &PostOp) -> StoreError 
     }
 }
 
-pub(crate) async fn claim_calls(conn: &mut SqliteConnection, ops: Vec<ClaimOp>) -> Vec<Completion> {
-    let mut completions = Vec::new();
+pub(crate) async fn claim_calls(conn: &mut SqliteConnection, ops: Vec<ClaimOp>) {
     let mut live_ops = Vec::new();
     for op in ops {
         if op.write_seen {
             match write_claimer_seen(conn, &op).await {
                 Ok(()) => live_ops.push(op),
-                Err(error) => completions.push(answer_on_commit(op.answer, Err(error))),
+                Err(error) => {
+                    let _ = op.answer.send(Err(error));
+                }
             }
         } else {
             live_ops.push(op);
         }
     }
-    let (grouped, repeats) = first_per_key(live_ops, |op| (op.owner_id, op.session_id));
+    let (grouped, repeats) = first_per_key(live_ops, |op| (op.bearer.owner_id, op.session_id));
     for chunk in chunk_owned(grouped)
         .into_iter()
         .chain(repeats.into_iter().map(|op| vec![op]))
@@ -205,7 +253,7 @@ pub(crate) async fn claim_calls(conn: &mut SqliteConnection, ops: Vec<ClaimOp>) 
                 Err(error) => Err(db_error(error)),
                 Ok(claimed) => {
                     let rows = claimed
-                        .remove(&(op.owner_id, op.session_id))
+                        .remove(&(op.bearer.owner_id, op.session_id))
                         .unwrap_or_default();
                     if rows.is_empty() && !op.write_seen {
                         session_live(conn, &op).await.map(|()| rows)
@@ -214,30 +262,36 @@ pub(crate) async fn claim_calls(conn: &mut SqliteConnection, ops: Vec<ClaimOp>) 
                     }
                 }
             };
-            completions.push(answer_on_commit(op.answer, result));
+            let _ = op.answer.send(result);
         }
     }
-    completions
 }
 
+/// Records that the tab polled; fails like the claim would if the token or session is not live.
 async fn write_claimer_seen(conn: &mut SqliteConnection, op: &ClaimOp) -> StoreResult<()> {
-    let live = sqlx::query(
+    let sql = format!(
         "UPDATE sessions SET claimer_seen_at = ?3 WHERE owner_id = ?1 AND session_id = ?2 \
-         AND ended_at IS NULL AND expires_at > ?3",
-    )
-    .bind(b(op.owner_id))
-    .bind(b(op.session_id))
-    .bind(op.now)
-    .execute(&mut *conn)
-    .await?;
+         AND ended_at IS NULL AND expires_at > ?3 AND (?6 IS NULL OR pair_id = ?6) AND {}",
+        token_live("?4", "?1", "?5", "?6", "?3")
+    );
+    // Safe: the text is fixed; every value is bound.
+    let live = sqlx::query(AssertSqlSafe(sql))
+        .bind(b(op.bearer.owner_id))
+        .bind(b(op.session_id))
+        .bind(op.now)
+        .bind(b(op.bearer.token_id))
+        .bind(op.bearer.kind.as_str())
+        .bind(op.bearer.pair_id.map(b))
+        .execute(&mut *conn)
+        .await?;
     if live.rows_affected() == 0 {
-        return Err(why_not_live(conn, op.owner_id, op.session_id).await);
+        return Err(why_not_live(conn, op).await);
     }
     Ok(())
 }
 
 /// One UPDATE for every claim: per session, its oldest pending unexpired calls, at most `max`,
-/// and only while the session is live. The pick and the state change are one statement, so a
+/// and only while the session and the token are live. The pick and the state change are one statement, so a
 /// call is handed out once. Calls posted in the same millisecond go in posting order (`rowid`).
 /// `INDEXED BY` the pending queue, as for posts.
 async fn claim_grouped(
@@ -252,6 +306,7 @@ async fn claim_grouped(
             FROM (VALUES {}) AS v \
             JOIN sessions s ON s.owner_id = v.column1 AND s.session_id = v.column2 \
                  AND s.ended_at IS NULL AND s.expires_at > v.column3 \
+                 AND (v.column8 IS NULL OR s.pair_id = v.column8) AND {} \
             JOIN calls AS c INDEXED BY calls_pending_by_session \
                  ON c.owner_id = v.column1 AND c.session_id = v.column2 \
                  AND c.state = 'pending' AND c.expires_at > v.column3) AS picked \
@@ -259,17 +314,27 @@ async fn claim_grouped(
            AND picked.nth <= picked.max AND calls.state = 'pending' \
          RETURNING calls.owner_id, calls.session_id, calls.call_id, calls.envelope, \
                    calls.lease_expires_at, calls.created_at",
-        placeholders(ops.len(), 5)
+        placeholders(ops.len(), 8),
+        token_live(
+            "v.column6",
+            "v.column1",
+            "v.column7",
+            "v.column8",
+            "v.column3"
+        ),
     );
     // Safe: the text varies only in how many placeholders it has; every value is bound.
     let mut query = sqlx::query(AssertSqlSafe(sql));
     for op in ops {
         query = query
-            .bind(b(op.owner_id))
+            .bind(b(op.bearer.owner_id))
             .bind(b(op.session_id))
             .bind(op.now)
             .bind(i64::from(op.max))
-            .bind(op.lease_ms);
+            .bind(op.lease_ms)
+            .bind(b(op.bearer.token_id))
+            .bind(op.bearer.kind.as_str())
+            .bind(op.bearer.pair_id.map(b));
     }
     let mut by_session: HashMap<(Id16, Id16), Vec<SqliteRow>> = HashMap::new();
     for row in query.fetch_all(&mut *conn).await? {
@@ -283,31 +348,41 @@ async fn claim_grouped(
         .collect()
 }
 
-/// A claim that found nothing and skipped the `claimer_seen_at` write: is its session live?
+/// A claim that found nothing and skipped the `claimer_seen_at` write: are its token and its
+/// session live?
 async fn session_live(conn: &mut SqliteConnection, op: &ClaimOp) -> StoreResult<()> {
     let live: Option<i64> = sqlx::query_scalar(
         "SELECT 1 FROM sessions WHERE owner_id = ?1 AND session_id = ?2 \
-         AND ended_at IS NULL AND expires_at > ?3",
+         AND ended_at IS NULL AND expires_at > ?3 AND (?4 IS NULL OR pair_id = ?4)",
     )
-    .bind(b(op.owner_id))
+    .bind(b(op.bearer.owner_id))
     .bind(b(op.session_id))
     .bind(op.now)
+    .bind(op.bearer.pair_id.map(b))
     .fetch_optional(&mut *conn)
     .await?;
-    match live {
-        Some(_) => Ok(()),
-        None => Err(why_not_live(conn, op.owner_id, op.session_id).await),
+    if live.is_some() && bearer_live(conn, &op.bearer, op.now).await? {
+        return Ok(());
     }
+    Err(why_not_live(conn, op).await)
 }
 
-/// A claim found its session not live: missing (404) or ended (410)?
-async fn why_not_live(conn: &mut SqliteConnection, owner_id: Id16, session_id: Id16) -> StoreError {
-    let exists: Result<Option<i64>, sqlx::Error> =
-        sqlx::query_scalar("SELECT 1 FROM sessions WHERE owner_id = ?1 AND session_id = ?2")
-            .bind(b(owner_id))
-            .bind(b(session_id))
-            .fetch_optional(&mut *conn)
-            .await;
+/// A claim found its token or session not live: which answer (401, 404 or 410)?
+async fn why_not_live(conn: &mut SqliteConnection, op: &ClaimOp) -> StoreError {
+    match bearer_live(conn, &op.bearer, op.now).await {
+        Ok(true) => {}
+        Ok(false) => return StoreError::TokenNotLive,
+        Err(error) => return error,
+    }
+    let exists: Result<Option<i64>, sqlx::Error> = sqlx::query_scalar(
+        "SELECT 1 FROM sessions WHERE owner_id = ?1 AND session_id = ?2 \
+         AND (?3 IS NULL OR pair_id = ?3)",
+    )
+    .bind(b(op.bearer.owner_id))
+    .bind(b(op.session_id))
+    .bind(op.bearer.pair_id.map(b))
+    .fetch_optional(&mut *conn)
+    .await;
     match exists {
         Ok(Some(_)) => StoreError::SessionEnded,
         Ok(None) => StoreError::NotFound,
@@ -315,9 +390,8 @@ async fn why_not_live(conn: &mut SqliteConnection, owner_id: Id16, session_id: I
     }
 }
 
-pub(crate) async fn reply_calls(conn: &mut SqliteConnection, ops: Vec<ReplyOp>) -> Vec<Completion> {
-    let (grouped, repeats) = first_per_key(ops, |op| (op.owner_id, op.call_id));
-    let mut completions = Vec::new();
+pub(crate) async fn reply_calls(conn: &mut SqliteConnection, ops: Vec<ReplyOp>) {
+    let (grouped, repeats) = first_per_key(ops, |op| (op.bearer.owner_id, op.call_id));
     for chunk in chunk_owned(grouped)
         .into_iter()
         .chain(repeats.into_iter().map(|op| vec![op]))
@@ -326,16 +400,16 @@ pub(crate) async fn reply_calls(conn: &mut SqliteConnection, ops: Vec<ReplyOp>) 
         for op in chunk {
             let result = match &answered {
                 Err(error) => Err(db_error(error)),
-                Ok(answered) if answered.contains(&(op.owner_id, op.call_id)) => Ok(()),
+                Ok(answered) if answered.contains(&(op.bearer.owner_id, op.call_id)) => Ok(()),
                 Ok(_) => Err(why_not_answered(conn, &op).await),
             };
-            completions.push(answer_on_commit(op.answer, result));
+            let _ = op.answer.send(result);
         }
     }
-    completions
 }
 
-/// One UPDATE for every reply: each call must be claimed with its lease still running.
+/// One UPDATE for every reply: each call must be claimed with its lease still running, and in
+/// the scope of a live token.
 async fn answer_grouped(
     conn: &mut SqliteConnection,
     ops: &[ReplyOp],
@@ -345,17 +419,28 @@ async fn answer_grouped(
          FROM (VALUES {}) AS v \
          WHERE calls.owner_id = v.column1 AND calls.call_id = v.column2 \
            AND calls.state = 'claimed' AND calls.lease_expires_at > v.column4 \
+           AND (v.column7 IS NULL OR calls.pair_id = v.column7) AND {} \
          RETURNING calls.owner_id, calls.call_id",
-        placeholders(ops.len(), 4)
+        placeholders(ops.len(), 7),
+        token_live(
+            "v.column5",
+            "v.column1",
+            "v.column6",
+            "v.column7",
+            "v.column4"
+        ),
     );
     // Safe: the text varies only in how many placeholders it has; every value is bound.
     let mut query = sqlx::query(AssertSqlSafe(sql));
     for op in ops {
         query = query
-            .bind(b(op.owner_id))
+            .bind(b(op.bearer.owner_id))
             .bind(b(op.call_id))
             .bind(&op.reply)
-            .bind(op.now);
+            .bind(op.now)
+            .bind(b(op.bearer.token_id))
+            .bind(op.bearer.kind.as_str())
+            .bind(op.bearer.pair_id.map(b));
     }
     let mut answered = HashSet::new();
     for row in query.fetch_all(&mut *conn).await? {
@@ -368,12 +453,18 @@ async fn answer_grouped(
 /// (at-most-once execution).
 async fn why_not_answered(conn: &mut SqliteConnection, op: &ReplyOp) -> StoreError {
     let explain = async {
-        let row: Option<SqliteRow> =
-            sqlx::query("SELECT state, expires_at, lease_expires_at FROM calls WHERE owner_id = ?1 AND call_id = ?2")
-                .bind(b(op.owner_id))
-                .bind(b(op.call_id))
-                .fetch_optional(&mut *conn)
-                .await?;
+        if !bearer_live(conn, &op.bearer, op.now).await? {
+            return Ok(StoreError::TokenNotLive);
+        }
+        let row: Option<SqliteRow> = sqlx::query(
+            "SELECT state, expires_at, lease_expires_at FROM calls \
+             WHERE owner_id = ?1 AND call_id = ?2 AND (?3 IS NULL OR pair_id = ?3)",
+        )
+        .bind(b(op.bearer.owner_id))
+        .bind(b(op.call_id))
+        .bind(op.bearer.pair_id.map(b))
+        .fetch_optional(&mut *conn)
+        .await?;
         let Some(row) = row else {
             return Ok(StoreError::NotFound);
         };
@@ -382,7 +473,7 @@ async fn why_not_answered(conn: &mut SqliteConnection, op: &ReplyOp) -> StoreErr
                 "UPDATE calls SET state = 'expired', envelope = NULL \
                  WHERE owner_id = ?1 AND call_id = ?2 AND state = 'claimed'",
             )
-            .bind(b(op.owner_id))
+            .bind(b(op.bearer.owner_id))
             .bind(b(op.call_id))
             .execute(&mut *conn)
             .await?;

@@ -1,26 +1,26 @@
 //! SQLite call operations: post, claim and reply (handed to the writer as data, which runs them
-//! grouped; see `sqlite_batch`), cancel, and the sweeper. Every write runs on the single writer,
+//! grouped; see `sqlite_batch`), cancel, and the sweeper. Reads are in `sqlite.rs`. Every write runs on the single writer,
 //! so one statement is atomic.
 
 use super::rows;
 use super::sqlite::{SqliteStore, cancel_open_calls};
 use super::sqlite_batch::{ClaimOp, PostOp, ReplyOp};
-use super::{ClaimedRow, Ms, NewCall, Scope, StoreError, StoreResult, SweepStats, b};
+use super::{Bearer, ClaimedRow, Ms, NewCall, Scope, StoreError, StoreResult, SweepStats, b};
 use sealpost_protocol::content::CancelReason;
 use sealpost_protocol::ids::Id16;
 
 impl SqliteStore {
     pub(super) async fn post_call_impl(
         &self,
+        bearer: Bearer,
         call: &NewCall,
-        pair_id: Option<Id16>,
         max_pending: Option<u32>,
     ) -> StoreResult<Ms> {
         let call = call.clone();
         self.writer
             .post(|answer| PostOp {
+                bearer,
                 call,
-                pair_id,
                 max_pending,
                 answer,
             })
@@ -29,16 +29,16 @@ impl SqliteStore {
 
     pub(super) async fn claim_calls_impl(
         &self,
-        owner_id: Id16,
+        bearer: Bearer,
         session_id: Id16,
         now: Ms,
         max: u32,
         lease_ms: Ms,
     ) -> StoreResult<Vec<ClaimedRow>> {
-        let write_seen = self.seen.due(owner_id, session_id, now);
+        let write_seen = self.seen.due(bearer.owner_id, session_id, now);
         self.writer
             .claim(|answer| ClaimOp {
-                owner_id,
+                bearer,
                 session_id,
                 now,
                 max,
@@ -51,14 +51,14 @@ impl SqliteStore {
 
     pub(super) async fn reply_call_impl(
         &self,
-        owner_id: Id16,
+        bearer: Bearer,
         call_id: Id16,
         reply: Vec<u8>,
         now: Ms,
     ) -> StoreResult<()> {
         self.writer
             .reply(|answer| ReplyOp {
-                owner_id,
+                bearer,
                 call_id,
                 reply,
                 now,

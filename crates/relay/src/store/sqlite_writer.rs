@@ -1,62 +1,54 @@
-//! The SQLite writer task: the only write connection, with group commit.
+//! The SQLite writer task: the only write connection, and the connection of the call loop.
 //!
 //! Requests queue on a channel. The writer takes the first one and every request already
-//! queued behind it (up to `MAX_BATCH`), runs them in one transaction, commits, and only then
-//! answers each request of the batch. A batch closes when the queue is empty, never on a timer,
-//! so a lone write is not delayed; a lone write that needs no savepoint even skips the explicit
-//! transaction (its statements autocommit).
+//! queued behind it (up to `MAX_BATCH`) and runs them as one batch. A batch closes when the
+//! queue is empty, never on a timer, so a lone request is not delayed.
 //!
-//! Most requests are closures ([`Job`]). The three of the call loop (post, claim, reply) are
-//! data instead, so the writer can run each kind for the whole batch in one statement
-//! (`sqlite_batch`): a statement costs a round trip to sqlx's worker thread, which under load is
-//! the relay's bottleneck. Within a batch, jobs run first in arrival order (each atomic one in a
-//! savepoint), then the posts, the claims and the replies; the requests of one batch are
-//! concurrent, so any order is a valid one.
+//! Every statement is a round trip to sqlx's worker thread, which under load is the relay's
+//! bottleneck, so the batch is built to make few of them:
+//! - the four requests of the call loop (post, claim, reply, read) are data, not closures, and
+//!   each kind runs for the whole batch in one statement (`sqlite_batch`, `sqlite_batch_read`),
+//!   with the bearer's token row checked inside that statement;
+//! - statements autocommit: with WAL and `synchronous=NORMAL` a commit costs no fsync, so one
+//!   transaction around the batch would only add two round trips. An operation of several
+//!   statements that must be all-or-nothing runs in its own transaction (`atomic`).
+//!
+//! Within a batch, jobs run first in arrival order, then the posts, the claims, the replies and
+//! the reads; the requests of one batch are concurrent, so any order is a valid one, and reads
+//! last see the batch's own answers. Each request is answered as soon as its statement is done.
 
 use futures_util::future::BoxFuture;
 use sqlx::sqlite::SqliteConnection;
 use tokio::sync::{mpsc, oneshot};
 
 use super::sqlite_batch::{self, ClaimOp, PostOp, ReplyOp};
+use super::sqlite_batch_read::{self, ReadOp};
 use super::{StoreError, StoreResult};
 
-/// Most operations one transaction takes, so one batch cannot grow without bound.
+/// Most operations one batch takes, so one batch cannot grow without bound.
 const MAX_BATCH: usize = 256;
 /// Queued write requests before callers wait for room.
 const QUEUE_DEPTH: usize = 4096;
 
-/// Called once the batch's fate is known: `true` if it committed.
-pub(crate) type Completion = Box<dyn FnOnce(bool) + Send>;
-/// Runs one operation on the writer's connection; says whether it succeeded.
+/// Runs one operation on the writer's connection and says whether it succeeded; the closure it
+/// returns answers the caller, given whether the operation's transaction committed.
 pub(crate) type Job =
-    Box<dyn for<'c> FnOnce(&'c mut SqliteConnection) -> BoxFuture<'c, (bool, Completion)> + Send>;
+    Box<dyn for<'c> FnOnce(&'c mut SqliteConnection) -> BoxFuture<'c, (bool, Answer)> + Send>;
+/// Answers a job's caller: `true` if its writes are committed (or it wrote nothing).
+pub(crate) type Answer = Box<dyn FnOnce(bool) + Send>;
 
 enum Request {
     Job { atomic: bool, job: Job },
     Post(PostOp),
     Claim(ClaimOp),
     Reply(ReplyOp),
+    Read(ReadOp),
 }
 
 /// Handle to the writer task.
 #[derive(Debug, Clone)]
 pub(crate) struct Writer {
     queue: mpsc::Sender<Request>,
-}
-
-/// The answer a request gets once its batch has committed, or an error if it did not.
-pub(crate) fn answer_on_commit<T: Send + 'static>(
-    answer: oneshot::Sender<StoreResult<T>>,
-    result: StoreResult<T>,
-) -> Completion {
-    Box::new(move |committed| {
-        let result = if committed {
-            result
-        } else {
-            Err(StoreError::Db("the transaction did not commit".into()))
-        };
-        let _ = answer.send(result);
-    })
 }
 
 impl Writer {
@@ -66,7 +58,8 @@ impl Writer {
         Self { queue }
     }
 
-    /// Runs `f` in the writer's current batch and returns its result once the batch commits.
+    /// Runs `f` on the writer's connection and returns its result once it is committed.
+    /// `atomic`: `f` runs in a transaction of its own, rolled back if it fails.
     pub(crate) async fn run<T, F>(&self, atomic: bool, f: F) -> StoreResult<T>
     where
         T: Send + 'static,
@@ -78,17 +71,20 @@ impl Writer {
         let job: Job = Box::new(move |conn| {
             Box::pin(async move {
                 let result = f(conn).await;
-                (result.is_ok(), answer_on_commit(answer, result))
+                let ok = result.is_ok();
+                let answer: Answer = Box::new(move |committed| {
+                    let result = if committed {
+                        result
+                    } else {
+                        Err(StoreError::Db("the transaction did not commit".into()))
+                    };
+                    let _ = answer.send(result);
+                });
+                (ok, answer)
             })
         });
         self.send(Request::Job { atomic, job }).await?;
         receive(answered).await
-    }
-
-    /// Queues a job without waiting for its batch to commit (its completion still runs then).
-    /// Returns once the job is in the queue, so later writes of this caller run after it.
-    pub(crate) async fn submit(&self, job: Job) -> StoreResult<()> {
-        self.send(Request::Job { atomic: false, job }).await
     }
 
     pub(crate) async fn post(
@@ -115,6 +111,15 @@ impl Writer {
     ) -> StoreResult<()> {
         let (answer, answered) = oneshot::channel();
         self.send(Request::Reply(op(answer))).await?;
+        receive(answered).await
+    }
+
+    pub(crate) async fn read(
+        &self,
+        op: impl FnOnce(oneshot::Sender<StoreResult<Option<super::CallView>>>) -> ReadOp,
+    ) -> StoreResult<Option<super::CallView>> {
+        let (answer, answered) = oneshot::channel();
+        self.send(Request::Read(op(answer))).await?;
         receive(answered).await
     }
 
@@ -145,65 +150,50 @@ async fn writer_loop(mut conn: SqliteConnection, mut requests: mpsc::Receiver<Re
                 Err(_) => break,
             }
         }
-        // A lone request that needs no savepoint autocommits each statement as it runs.
-        let in_transaction =
-            batch.len() > 1 || matches!(batch[0], Request::Job { atomic: true, .. });
-        if in_transaction && let Err(error) = exec(&mut conn, "BEGIN IMMEDIATE").await {
-            tracing::error!(%error, "sqlite writer could not begin a transaction");
-            // Dropping the requests drops their answer channels: callers see a store error.
-            continue;
-        }
-        let completions = run_batch(&mut conn, batch, in_transaction).await;
-        let committed = !in_transaction
-            || match exec(&mut conn, "COMMIT").await {
-                Ok(()) => true,
-                Err(error) => {
-                    tracing::error!(%error, batch = completions.len(), "sqlite commit failed");
-                    let _ = exec(&mut conn, "ROLLBACK").await;
-                    false
-                }
-            };
-        for completion in completions {
-            completion(committed);
-        }
+        run_batch(&mut conn, batch).await;
     }
 }
 
-async fn run_batch(
-    conn: &mut SqliteConnection,
-    batch: Vec<Request>,
-    in_transaction: bool,
-) -> Vec<Completion> {
-    let mut completions = Vec::with_capacity(batch.len());
-    let (mut posts, mut claims, mut replies) = (Vec::new(), Vec::new(), Vec::new());
+async fn run_batch(conn: &mut SqliteConnection, batch: Vec<Request>) {
+    let (mut posts, mut claims, mut replies, mut reads) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     for request in batch {
         match request {
-            Request::Job { atomic, job } => {
-                completions.extend(run_job(conn, atomic && in_transaction, job).await)
-            }
+            Request::Job { atomic, job } => run_job(conn, atomic, job).await,
             Request::Post(op) => posts.push(op),
             Request::Claim(op) => claims.push(op),
             Request::Reply(op) => replies.push(op),
+            Request::Read(op) => reads.push(op),
         }
     }
-    completions.extend(sqlite_batch::post_calls(conn, posts).await);
-    completions.extend(sqlite_batch::claim_calls(conn, claims).await);
-    completions.extend(sqlite_batch::reply_calls(conn, replies).await);
-    completions
+    sqlite_batch::post_calls(conn, posts).await;
+    sqlite_batch::claim_calls(conn, claims).await;
+    sqlite_batch::reply_calls(conn, replies).await;
+    sqlite_batch_read::read_calls(conn, reads).await;
 }
 
-async fn run_job(conn: &mut SqliteConnection, savepoint: bool, job: Job) -> Option<Completion> {
-    if !savepoint {
-        return Some(job(conn).await.1);
+async fn run_job(conn: &mut SqliteConnection, atomic: bool, job: Job) {
+    if !atomic {
+        let (_, answer) = job(conn).await;
+        return answer(true);
     }
-    if let Err(error) = exec(conn, "SAVEPOINT op").await {
-        tracing::error!(%error, "sqlite savepoint failed");
-        return None;
+    if let Err(error) = exec(conn, "BEGIN IMMEDIATE").await {
+        tracing::error!(%error, "sqlite writer could not begin a transaction");
+        // Dropping the job drops its answer channel: the caller sees a store error.
+        return;
     }
-    let (ok, completion) = job(conn).await;
+    let (ok, answer) = job(conn).await;
     if !ok {
-        let _ = exec(conn, "ROLLBACK TO op").await;
+        // The job's own error is its answer; its partial writes go.
+        let _ = exec(conn, "ROLLBACK").await;
+        return answer(true);
     }
-    let _ = exec(conn, "RELEASE op").await;
-    Some(completion)
+    match exec(conn, "COMMIT").await {
+        Ok(()) => answer(true),
+        Err(error) => {
+            tracing::error!(%error, "sqlite commit failed");
+            let _ = exec(conn, "ROLLBACK").await;
+            answer(false)
+        }
+    }
 }

@@ -23,7 +23,7 @@ pub(super) async fn check_concurrent_claimers_take_every_call_exactly_once(store
                 for i in 0..CALLS_PER_POSTER {
                     let call_id = id();
                     w.store
-                        .post_call(&w.call(call_id, T0 + i as i64, HOUR), None, None)
+                        .post_call(w.mcp, &w.call(call_id, T0 + i as i64, HOUR), None)
                         .await
                         .unwrap();
                     ids.push(call_id);
@@ -43,7 +43,7 @@ pub(super) async fn check_concurrent_claimers_take_every_call_exactly_once(store
                     let max = 1 + (n as u32 * 7) % 50;
                     let got = w
                         .store
-                        .claim_calls(w.owner, w.session, T0 + 10, max, 30_000)
+                        .claim_calls(w.tab, w.session, T0 + 10, max, 30_000)
                         .await
                         .unwrap();
                     assert!(got.len() <= max as usize, "a claim takes at most max calls");
@@ -86,7 +86,7 @@ pub(super) async fn check_a_lapsed_lease_expires_the_call_and_it_is_never_offere
     let call = w.post(T0, 60_000).await;
     let got = w
         .store
-        .claim_calls(w.owner, w.session, T0 + 1, 10, 1_000)
+        .claim_calls(w.tab, w.session, T0 + 1, 10, 1_000)
         .await
         .unwrap();
     assert_eq!(got.len(), 1);
@@ -94,34 +94,34 @@ pub(super) async fn check_a_lapsed_lease_expires_the_call_and_it_is_never_offere
     let later = T0 + 2_000;
     assert!(
         w.store
-            .claim_calls(w.owner, w.session, later, 10, 1_000)
+            .claim_calls(w.tab, w.session, later, 10, 1_000)
             .await
             .unwrap()
             .is_empty()
     );
     let view = w
         .store
-        .read_call(w.scope(), call, later)
+        .read_call(w.mcp, call, later)
         .await
         .unwrap()
         .unwrap();
     assert_eq!(view.state, CallState::Expired);
     let reply = w
         .store
-        .reply_call(w.owner, call, b"late".to_vec(), later)
+        .reply_call(w.tab, call, b"late".to_vec(), later)
         .await;
     assert!(matches!(reply, Err(StoreError::LeaseExpired)), "{reply:?}");
     w.store.sweep(later, HOUR).await.unwrap();
     assert!(
         w.store
-            .claim_calls(w.owner, w.session, later, 10, 1_000)
+            .claim_calls(w.tab, w.session, later, 10, 1_000)
             .await
             .unwrap()
             .is_empty()
     );
     assert_eq!(
         w.store
-            .read_call(w.scope(), call, later)
+            .read_call(w.mcp, call, later)
             .await
             .unwrap()
             .unwrap()
@@ -135,7 +135,7 @@ pub(super) async fn check_a_lease_never_runs_past_the_call_expiry(store: Arc<dyn
     w.post(T0, 5_000).await;
     let got = w
         .store
-        .claim_calls(w.owner, w.session, T0 + 1, 10, 30_000)
+        .claim_calls(w.tab, w.session, T0 + 1, 10, 30_000)
         .await
         .unwrap();
     assert_eq!(got[0].lease_expires_at, T0 + 5_000);
@@ -146,7 +146,7 @@ pub(super) async fn check_answer_then_read_marks_delivered_and_reads_repeat(stor
     let call = w.post(T0, 60_000).await;
     assert_eq!(
         w.store
-            .read_call(w.scope(), call, T0)
+            .read_call(w.mcp, call, T0)
             .await
             .unwrap()
             .unwrap()
@@ -154,12 +154,12 @@ pub(super) async fn check_answer_then_read_marks_delivered_and_reads_repeat(stor
         CallState::Pending
     );
     w.store
-        .claim_calls(w.owner, w.session, T0 + 1, 10, 30_000)
+        .claim_calls(w.tab, w.session, T0 + 1, 10, 30_000)
         .await
         .unwrap();
     assert_eq!(
         w.store
-            .read_call(w.scope(), call, T0 + 1)
+            .read_call(w.mcp, call, T0 + 1)
             .await
             .unwrap()
             .unwrap()
@@ -167,12 +167,12 @@ pub(super) async fn check_answer_then_read_marks_delivered_and_reads_repeat(stor
         CallState::Claimed
     );
     w.store
-        .reply_call(w.owner, call, b"sealed reply".to_vec(), T0 + 2)
+        .reply_call(w.tab, call, b"sealed reply".to_vec(), T0 + 2)
         .await
         .unwrap();
     let first = w
         .store
-        .read_call(w.scope(), call, T0 + 3)
+        .read_call(w.mcp, call, T0 + 3)
         .await
         .unwrap()
         .unwrap();
@@ -180,7 +180,7 @@ pub(super) async fn check_answer_then_read_marks_delivered_and_reads_repeat(stor
     assert_eq!(first.reply.as_deref(), Some(&b"sealed reply"[..]));
     let again = w
         .store
-        .read_call(w.scope(), call, T0 + 4)
+        .read_call(w.mcp, call, T0 + 4)
         .await
         .unwrap()
         .unwrap();
@@ -191,7 +191,7 @@ pub(super) async fn check_answer_then_read_marks_delivered_and_reads_repeat(stor
     );
     let twice = w
         .store
-        .reply_call(w.owner, call, b"again".to_vec(), T0 + 5)
+        .reply_call(w.tab, call, b"again".to_vec(), T0 + 5)
         .await;
     assert!(
         matches!(twice, Err(StoreError::WrongState(CallState::Delivered))),
@@ -208,7 +208,7 @@ pub(super) async fn check_cancel_applies_to_open_calls_only(store: Arc<dyn Store
         .unwrap();
     let view = w
         .store
-        .read_call(w.scope(), pending, T0 + 1)
+        .read_call(w.mcp, pending, T0 + 1)
         .await
         .unwrap()
         .unwrap();
@@ -218,7 +218,7 @@ pub(super) async fn check_cancel_applies_to_open_calls_only(store: Arc<dyn Store
     );
     assert!(
         w.store
-            .claim_calls(w.owner, w.session, T0 + 2, 10, 30_000)
+            .claim_calls(w.tab, w.session, T0 + 2, 10, 30_000)
             .await
             .unwrap()
             .is_empty()
@@ -226,7 +226,7 @@ pub(super) async fn check_cancel_applies_to_open_calls_only(store: Arc<dyn Store
 
     let claimed = w.post(T0 + 3, 60_000).await;
     w.store
-        .claim_calls(w.owner, w.session, T0 + 4, 10, 30_000)
+        .claim_calls(w.tab, w.session, T0 + 4, 10, 30_000)
         .await
         .unwrap();
     let owner_scope = Scope {
@@ -239,7 +239,7 @@ pub(super) async fn check_cancel_applies_to_open_calls_only(store: Arc<dyn Store
         .unwrap();
     let late = w
         .store
-        .reply_call(w.owner, claimed, b"x".to_vec(), T0 + 6)
+        .reply_call(w.tab, claimed, b"x".to_vec(), T0 + 6)
         .await;
     assert!(
         matches!(late, Err(StoreError::WrongState(CallState::Cancelled))),
@@ -248,11 +248,11 @@ pub(super) async fn check_cancel_applies_to_open_calls_only(store: Arc<dyn Store
 
     let answered = w.post(T0 + 7, 60_000).await;
     w.store
-        .claim_calls(w.owner, w.session, T0 + 8, 10, 30_000)
+        .claim_calls(w.tab, w.session, T0 + 8, 10, 30_000)
         .await
         .unwrap();
     w.store
-        .reply_call(w.owner, answered, b"r".to_vec(), T0 + 9)
+        .reply_call(w.tab, answered, b"r".to_vec(), T0 + 9)
         .await
         .unwrap();
     let cancel = w
@@ -285,7 +285,7 @@ pub(super) async fn check_duplicate_ids_are_refused_per_owner(store: Arc<dyn Sto
     let call_id = w.post(T0, 60_000).await;
     let again = w
         .store
-        .post_call(&w.call(call_id, T0 + 1, 60_000), None, None)
+        .post_call(w.mcp, &w.call(call_id, T0 + 1, 60_000), None)
         .await;
     assert!(matches!(again, Err(StoreError::Duplicate)), "{again:?}");
     let dup_session = w
@@ -308,7 +308,7 @@ pub(super) async fn check_duplicate_ids_are_refused_per_owner(store: Arc<dyn Sto
     let other = world(store).await;
     other
         .store
-        .post_call(&other.call(call_id, T0, 60_000), None, None)
+        .post_call(other.mcp, &other.call(call_id, T0, 60_000), None)
         .await
         .unwrap();
 }
@@ -320,14 +320,14 @@ pub(super) async fn check_expired_calls_are_not_claimable_and_read_as_expired(
     let call = w.post(T0, 1_000).await;
     assert!(
         w.store
-            .claim_calls(w.owner, w.session, T0 + 1_000, 10, 30_000)
+            .claim_calls(w.tab, w.session, T0 + 1_000, 10, 30_000)
             .await
             .unwrap()
             .is_empty()
     );
     assert_eq!(
         w.store
-            .read_call(w.scope(), call, T0 + 1_000)
+            .read_call(w.mcp, call, T0 + 1_000)
             .await
             .unwrap()
             .unwrap()
@@ -339,17 +339,17 @@ pub(super) async fn check_expired_calls_are_not_claimable_and_read_as_expired(
     let s2 = id();
     short
         .store
-        .create_session(&new_session(short.owner, s2, id(), T0 + 500), 10)
+        .create_session(&new_session(short.owner, s2, short.pair, T0 + 500), 10)
         .await
         .unwrap();
     let e = short
         .store
         .post_call(
+            short.mcp,
             &NewCall {
                 session_id: s2,
                 ..short.call(id(), T0, 60_000)
             },
-            None,
             None,
         )
         .await
@@ -365,7 +365,7 @@ pub(super) async fn check_another_owner_sees_nothing(store: Arc<dyn Store>) {
         owner_id: other.owner,
         pair_id: None,
     };
-    assert_eq!(w.store.read_call(theirs, call, T0).await.unwrap(), None);
+    assert_eq!(w.store.read_call(other.mcp, call, T0).await.unwrap(), None);
     assert!(matches!(
         w.store
             .cancel_call(theirs, call, CancelReason::ClientCancelled, T0)
@@ -374,7 +374,7 @@ pub(super) async fn check_another_owner_sees_nothing(store: Arc<dyn Store>) {
     ));
     assert!(matches!(
         w.store
-            .claim_calls(other.owner, w.session, T0, 10, 1_000)
+            .claim_calls(other.tab, w.session, T0, 10, 1_000)
             .await,
         Err(StoreError::NotFound)
     ));
@@ -392,22 +392,22 @@ pub(super) async fn check_another_owner_sees_nothing(store: Arc<dyn Store>) {
     let post = w
         .store
         .post_call(
+            other.mcp,
             &NewCall {
                 owner_id: other.owner,
                 ..w.call(id(), T0, 60_000)
             },
             None,
-            None,
         )
         .await;
     assert!(matches!(post, Err(StoreError::NotFound)), "{post:?}");
     w.store
-        .claim_calls(w.owner, w.session, T0 + 1, 10, 30_000)
+        .claim_calls(w.tab, w.session, T0 + 1, 10, 30_000)
         .await
         .unwrap();
     assert!(matches!(
         w.store
-            .reply_call(other.owner, call, b"x".to_vec(), T0 + 2)
+            .reply_call(other.tab, call, b"x".to_vec(), T0 + 2)
             .await,
         Err(StoreError::NotFound)
     ));
@@ -419,7 +419,7 @@ pub(super) async fn check_a_claim_takes_at_most_max_calls_oldest_first(store: Ar
     for age in [5, 1, 4, 2, 3] {
         let call_id = id();
         w.store
-            .post_call(&w.call(call_id, T0 + age, HOUR), None, None)
+            .post_call(w.mcp, &w.call(call_id, T0 + age, HOUR), None)
             .await
             .unwrap();
         posted.push((age, call_id));
@@ -428,7 +428,7 @@ pub(super) async fn check_a_claim_takes_at_most_max_calls_oldest_first(store: Ar
     let oldest: Vec<_> = posted.iter().map(|(_, call_id)| *call_id).collect();
     let first = w
         .store
-        .claim_calls(w.owner, w.session, T0 + 10, 2, 30_000)
+        .claim_calls(w.tab, w.session, T0 + 10, 2, 30_000)
         .await
         .unwrap();
     assert_eq!(
@@ -437,7 +437,7 @@ pub(super) async fn check_a_claim_takes_at_most_max_calls_oldest_first(store: Ar
     );
     let rest = w
         .store
-        .claim_calls(w.owner, w.session, T0 + 10, 50, 30_000)
+        .claim_calls(w.tab, w.session, T0 + 10, 50, 30_000)
         .await
         .unwrap();
     assert_eq!(

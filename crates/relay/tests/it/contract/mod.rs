@@ -4,17 +4,20 @@
 
 use std::sync::Arc;
 
+use sealpost_protocol::api::TokenKind;
 use sealpost_protocol::ids::Id16;
-use sealpost_relay::store::{NewCall, NewSession, Scope, Store};
+use sealpost_relay::store::{Bearer, NewCall, NewSession, Store, TokenRow};
 
 use crate::support::id;
 
 mod accounts;
+mod bearer;
 mod calls;
 mod sessions;
 mod sweeper;
 
 use accounts::*;
+use bearer::*;
 use calls::*;
 use sessions::*;
 use sweeper::*;
@@ -27,6 +30,10 @@ struct World {
     owner: Id16,
     session: Id16,
     pair: Id16,
+    /// The owner's MCP token for `pair` (the plugin's).
+    mcp: Bearer,
+    /// The owner's own token (the tab's).
+    tab: Bearer,
 }
 
 async fn world(store: Arc<dyn Store>) -> World {
@@ -40,11 +47,40 @@ async fn world(store: Arc<dyn Store>) -> World {
         .create_session(&new_session(owner, session, pair, T0 + HOUR), 10)
         .await
         .unwrap();
+    let mcp = token(&*store, owner, Some(pair)).await;
+    let tab = token(&*store, owner, None).await;
     World {
         store,
         owner,
         session,
         pair,
+        mcp,
+        tab,
+    }
+}
+
+/// A live token row of `owner` (an MCP token when `pair` is given), lasting far past `T0`.
+async fn token(store: &dyn Store, owner: Id16, pair: Option<Id16>) -> Bearer {
+    let kind = if pair.is_some() {
+        TokenKind::Mcp
+    } else {
+        TokenKind::Owner
+    };
+    let row = TokenRow {
+        id: id(),
+        owner_id: owner,
+        kind,
+        pair_id: pair,
+        label: "contract".into(),
+        created_at: T0,
+        expires_at: T0 + 1_000 * HOUR,
+    };
+    store.create_token(&row).await.unwrap();
+    Bearer {
+        token_id: row.id,
+        owner_id: owner,
+        kind,
+        pair_id: pair,
     }
 }
 
@@ -74,17 +110,14 @@ impl World {
     async fn post(&self, at: i64, ttl: i64) -> Id16 {
         let call_id = id();
         self.store
-            .post_call(&self.call(call_id, at, ttl), Some(self.pair), Some(1000))
+            .post_call(self.mcp, &self.call(call_id, at, ttl), Some(1000))
             .await
             .unwrap();
         call_id
     }
 
-    fn scope(&self) -> Scope {
-        Scope {
-            owner_id: self.owner,
-            pair_id: Some(self.pair),
-        }
+    fn scope(&self) -> sealpost_relay::store::Scope {
+        self.mcp.scope()
     }
 }
 
@@ -126,4 +159,7 @@ contract!(
     check_another_owner_sees_nothing,
     check_limits_on_pending_calls_and_live_sessions,
     check_signin_codes_work_once_and_tokens_are_revocable,
+    check_a_revoked_token_changes_nothing,
+    check_an_expired_token_changes_nothing,
+    check_a_token_that_does_not_match_its_row_changes_nothing,
 );

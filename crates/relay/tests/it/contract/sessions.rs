@@ -15,16 +15,16 @@ pub(super) async fn check_ending_a_session_cancels_only_open_calls(store: Arc<dy
     let w = world(store).await;
     let answered = w.post(T0, 60_000).await;
     w.store
-        .claim_calls(w.owner, w.session, T0 + 1, 1, 30_000)
+        .claim_calls(w.tab, w.session, T0 + 1, 1, 30_000)
         .await
         .unwrap();
     w.store
-        .reply_call(w.owner, answered, b"r".to_vec(), T0 + 2)
+        .reply_call(w.tab, answered, b"r".to_vec(), T0 + 2)
         .await
         .unwrap();
     let claimed = w.post(T0 + 3, 60_000).await;
     w.store
-        .claim_calls(w.owner, w.session, T0 + 4, 1, 30_000)
+        .claim_calls(w.tab, w.session, T0 + 4, 1, 30_000)
         .await
         .unwrap();
     let pending = w.post(T0 + 5, 60_000).await;
@@ -47,7 +47,7 @@ pub(super) async fn check_ending_a_session_cancels_only_open_calls(store: Arc<dy
     for call in [claimed, pending] {
         let view = w
             .store
-            .read_call(w.scope(), call, T0 + 6)
+            .read_call(w.mcp, call, T0 + 6)
             .await
             .unwrap()
             .unwrap();
@@ -58,7 +58,7 @@ pub(super) async fn check_ending_a_session_cancels_only_open_calls(store: Arc<dy
     }
     assert_eq!(
         w.store
-            .read_call(w.scope(), answered, T0 + 6)
+            .read_call(w.mcp, answered, T0 + 6)
             .await
             .unwrap()
             .unwrap()
@@ -76,12 +76,12 @@ pub(super) async fn check_ending_a_session_cancels_only_open_calls(store: Arc<dy
     );
     let claim = w
         .store
-        .claim_calls(w.owner, w.session, T0 + 7, 1, 30_000)
+        .claim_calls(w.tab, w.session, T0 + 7, 1, 30_000)
         .await;
     assert!(matches!(claim, Err(StoreError::SessionEnded)), "{claim:?}");
     let post = w
         .store
-        .post_call(&w.call(id(), T0 + 7, 60_000), None, None)
+        .post_call(w.mcp, &w.call(id(), T0 + 7, 60_000), None)
         .await;
     assert!(matches!(post, Err(StoreError::SessionEnded)), "{post:?}");
     let ended = w.store.end_session(w.owner, next, T0 + 8).await.unwrap();
@@ -100,13 +100,13 @@ pub(super) async fn check_limits_on_pending_calls_and_live_sessions(store: Arc<d
     let w = world(store).await;
     for _ in 0..3 {
         w.store
-            .post_call(&w.call(id(), T0, 60_000), None, Some(3))
+            .post_call(w.mcp, &w.call(id(), T0, 60_000), Some(3))
             .await
             .unwrap();
     }
     let over = w
         .store
-        .post_call(&w.call(id(), T0, 60_000), None, Some(3))
+        .post_call(w.mcp, &w.call(id(), T0, 60_000), Some(3))
         .await;
     assert!(matches!(over, Err(StoreError::TooManyPending)), "{over:?}");
     // Live sessions: the world holds one; a limit of 2 allows one more pairing.

@@ -13,11 +13,11 @@ pub(super) async fn check_sweeper_drops_bytes_then_rows(store: Arc<dyn Store>) {
     let answered = w.post(T0, 10_000).await;
     let pending = w.post(T0, 10_000).await;
     w.store
-        .claim_calls(w.owner, w.session, T0 + 1, 1, 30_000)
+        .claim_calls(w.tab, w.session, T0 + 1, 1, 30_000)
         .await
         .unwrap();
     w.store
-        .reply_call(w.owner, answered, b"reply".to_vec(), T0 + 2)
+        .reply_call(w.tab, answered, b"reply".to_vec(), T0 + 2)
         .await
         .unwrap();
     let held = w
@@ -41,7 +41,7 @@ pub(super) async fn check_sweeper_drops_bytes_then_rows(store: Arc<dyn Store>) {
     }
     assert_eq!(
         w.store
-            .read_call(w.scope(), pending, T0 + 10_000)
+            .read_call(w.mcp, pending, T0 + 10_000)
             .await
             .unwrap()
             .unwrap()
@@ -56,7 +56,7 @@ pub(super) async fn check_sweeper_drops_bytes_then_rows(store: Arc<dyn Store>) {
     );
     assert_eq!(
         w.store
-            .read_call(w.scope(), answered, T0 + 70_000)
+            .read_call(w.mcp, answered, T0 + 70_000)
             .await
             .unwrap(),
         None
@@ -72,7 +72,7 @@ pub(super) async fn check_the_sweeper_ends_expired_sessions_and_names_them(store
     assert_eq!(stats.ended.sessions, vec![(w.owner, w.session)]);
     let claim = w
         .store
-        .claim_calls(w.owner, w.session, T0 + HOUR, 1, 30_000)
+        .claim_calls(w.tab, w.session, T0 + HOUR, 1, 30_000)
         .await;
     assert!(matches!(claim, Err(StoreError::SessionEnded)), "{claim:?}");
     let again = w.store.sweep(T0 + HOUR + 1, 60_000).await.unwrap();
