@@ -11,7 +11,12 @@
 //!   added latency), and one call at a time;
 //! - wake-up: from sending a post to the answer of a claim already waiting for it.
 //!
-//! `SEALPOST_BENCH_STORE_ONLY=sqlite:///tmp/p.db` measures the store ceiling alone (profiling).
+//! For profiling, one measurement alone: `SEALPOST_BENCH_STORE_ONLY=sqlite:///tmp/p.db` (the
+//! store ceiling) or `SEALPOST_BENCH_RELAY_ONLY=sqlite:///tmp/p.db` (the relay at full load).
+
+// The relay binary's allocator, so the relay measured here is the one that ships.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 use std::future::Future;
 use std::sync::Arc;
@@ -481,6 +486,13 @@ async fn relay_runs(label: &str, url: &str, echo: &Echo) {
 
 #[tokio::main]
 async fn main() {
+    if let Ok(url) = std::env::var("SEALPOST_BENCH_RELAY_ONLY") {
+        let relay = LiveRelay::start(&url).await.unwrap();
+        let clients = Arc::new(http_clients(&relay, Some(relay.store())).await);
+        let loaded = http_run(Arc::new(relay), clients, CLIENTS, None, false).await;
+        println!("{}", loaded.line(&format!("relay ({CLIENTS} clients)")));
+        return;
+    }
     if let Ok(url) = std::env::var("SEALPOST_BENCH_STORE_ONLY") {
         println!("{}", store_ceiling(&url).await.line("store ceiling"));
         return;

@@ -13,7 +13,7 @@ use tokio_util::sync::CancellationToken;
 use crate::clock::now_ms;
 use crate::config::Config;
 use crate::http::auth::Keys;
-use crate::http::state::AppState;
+use crate::http::state::{AppState, Shared};
 use crate::ids::random_id;
 use crate::ratelimit::RateLimiter;
 use crate::store::{self, Store, StoreError};
@@ -100,7 +100,7 @@ pub async fn start_with_store(config: Config, store: Arc<dyn Store>) -> anyhow::
     let hub = Hub::new();
     store.start_wakeup_listener(hub.clone(), shutdown.clone());
     let limits = config.limits.clone();
-    let state = AppState {
+    let state = AppState::new(Shared {
         store: store.clone(),
         hub: hub.clone(),
         keys,
@@ -110,7 +110,7 @@ pub async fn start_with_store(config: Config, store: Arc<dyn Store>) -> anyhow::
         )),
         config: Arc::new(config),
         shutdown: shutdown.clone(),
-    };
+    });
     tokio::spawn(sweeper(state.clone()));
     let app = crate::http::router(state).into_make_service_with_connect_info::<SocketAddr>();
     let stop = shutdown.clone();

@@ -10,8 +10,27 @@ use crate::ratelimit::RateLimiter;
 use crate::store::Store;
 use crate::wake::Hub;
 
+/// Cloned for every request (axum's `State`), so it is one `Arc`: one reference count to
+/// bump, not one per field.
 #[derive(Debug, Clone)]
-pub struct AppState {
+pub struct AppState(Arc<Shared>);
+
+impl AppState {
+    pub fn new(shared: Shared) -> Self {
+        Self(Arc::new(shared))
+    }
+}
+
+impl std::ops::Deref for AppState {
+    type Target = Shared;
+
+    fn deref(&self) -> &Shared {
+        &self.0
+    }
+}
+
+#[derive(Debug)]
+pub struct Shared {
     pub store: Arc<dyn Store>,
     pub hub: Arc<Hub>,
     pub keys: Keys,
