@@ -26,6 +26,7 @@ mod sqlite_accounts;
 mod sqlite_batch;
 mod sqlite_batch_read;
 mod sqlite_calls;
+mod sqlite_checkpoint;
 mod sqlite_writer;
 
 /// Unix milliseconds.

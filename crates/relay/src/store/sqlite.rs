@@ -25,10 +25,12 @@ use sqlx::sqlite::{
     SqliteConnectOptions, SqliteConnection, SqliteJournalMode, SqlitePool, SqlitePoolOptions,
     SqliteSynchronous,
 };
+use tokio_util::sync::{CancellationToken, DropGuard};
 
 use super::hot_path::SeenThrottle;
 use super::rows::{self, Columns};
 use super::sqlite_batch_read::ReadOp;
+use super::sqlite_checkpoint;
 use super::sqlite_writer::Writer;
 use super::{
     Bearer, CallView, ClaimedRow, EndedSessions, HeldBytes, LiveSession, Ms, NewCall, NewSession,
@@ -52,6 +54,8 @@ pub struct SqliteStore {
     pub(super) writer: Writer,
     pub(super) readers: SqlitePool,
     pub(super) seen: SeenThrottle,
+    /// Stops the checkpointer when the store goes.
+    _checkpointer: DropGuard,
 }
 
 impl SqliteStore {
@@ -65,11 +69,16 @@ impl SqliteStore {
             .foreign_keys(true);
         // The writer's grouped statements differ by row count (see `sqlite_batch`): room for
         // all of them in the prepared-statement cache, so none is parsed twice.
+        // Checkpoints run on their own connection (`sqlite_checkpoint`), never in a commit.
+        let options = options.pragma("journal_size_limit", sqlite_checkpoint::JOURNAL_SIZE_LIMIT);
         let writer_options = options
             .clone()
-            .statement_cache_capacity(WRITER_STATEMENT_CACHE);
+            .statement_cache_capacity(WRITER_STATEMENT_CACHE)
+            .pragma("wal_autocheckpoint", "0");
         let mut conn = SqliteConnection::connect_with(&writer_options).await?;
         run_migrations(&mut conn).await?;
+        let checkpointer = CancellationToken::new();
+        sqlite_checkpoint::spawn(&options, checkpointer.clone()).await?;
         let readers = SqlitePoolOptions::new()
             .max_connections(READ_POOL_SIZE)
             .connect_with(options.read_only(true))
@@ -78,6 +87,7 @@ impl SqliteStore {
             writer: Writer::spawn(conn),
             readers,
             seen: SeenThrottle::default(),
+            _checkpointer: checkpointer.drop_guard(),
         })
     }
 

@@ -11,4 +11,5 @@ mod limits;
 mod openapi;
 mod processes;
 mod session_end;
+mod sqlite_wal;
 mod support;

@@ -18,12 +18,15 @@
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
+mod client;
+
 use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use axum::Router;
 use axum::routing::{get, post, put};
+use client::Conn;
 use sealpost_e2e::{LiveRelay, Pairing, random_id};
 use sealpost_protocol::api::TokenKind;
 use sealpost_protocol::api::{
@@ -35,6 +38,7 @@ use sealpost_seal::{
     BrowserSession, ENVELOPE_OVERHEAD, Header, PairingSecret, PluginSession, SessionKeys,
     open_call, seal_reply, verify_hello,
 };
+use tokio::sync::Mutex;
 
 /// Sealed size of calls and replies.
 const ENVELOPE_BYTES: usize = 1024;
@@ -261,31 +265,33 @@ async fn store_ceiling(url: &str) -> Outcome {
     .await
 }
 
-/// One simulated plugin/tab pair speaking HTTP.
+/// One simulated plugin/tab pair speaking HTTP, each end on its own connection.
 struct HttpClient {
     pairing: Pairing,
     session_id: Id16,
     ends: Ends,
+    plugin: Mutex<Conn>,
+    tab: Mutex<Conn>,
 }
 
 /// The four round trips of one call over HTTP. `echo` says the server keeps nothing, so the
 /// ends open the envelopes they sealed themselves (the same work).
-async fn http_call(relay: &LiveRelay, c: &HttpClient, echo: bool) {
+async fn http_call(c: &HttpClient, echo: bool) {
+    let (mut plugin, mut tab) = (c.plugin.lock().await, c.tab.lock().await);
     let call_id = random_id();
     let (header, envelope) = c.ends.seal_call(call_id);
-    relay
-        .post_call(&c.pairing, c.session_id, call_id, envelope.clone())
-        .await
-        .unwrap();
-    let claimed = relay.claim(c.session_id, 1, 0).await.unwrap();
+    plugin
+        .post_call(c.session_id, call_id, envelope.clone())
+        .await;
+    let claimed = tab.claim(c.session_id, 1).await;
     let call = if echo {
         &envelope
     } else {
         &claimed.calls[0].envelope.0
     };
     let reply = c.ends.answer(call);
-    relay.reply(call_id, reply.clone()).await.unwrap();
-    let read = relay.read_call(&c.pairing, call_id, 0).await.unwrap();
+    tab.reply(call_id, reply.clone()).await;
+    let read = plugin.read_call(call_id).await;
     let sealed = if echo { reply } else { read.reply.unwrap().0 };
     c.ends.open(&header, &sealed);
 }
@@ -314,6 +320,8 @@ async fn http_clients(relay: &LiveRelay, store: Option<&dyn Store>) -> Vec<HttpC
                 .unwrap();
         }
         clients.push(HttpClient {
+            plugin: Mutex::new(Conn::open(&relay.base, &pairing.mcp_token).await),
+            tab: Mutex::new(Conn::open(&relay.base, &relay.owner_token).await),
             pairing,
             session_id,
             ends,
@@ -323,15 +331,14 @@ async fn http_clients(relay: &LiveRelay, store: Option<&dyn Store>) -> Vec<HttpC
 }
 
 async fn http_run(
-    relay: Arc<LiveRelay>,
     clients: Arc<Vec<HttpClient>>,
     n: usize,
     pace: Option<Duration>,
     echo: bool,
 ) -> Outcome {
     drive(n, pace, move |i| {
-        let (relay, clients) = (relay.clone(), clients.clone());
-        async move { http_call(&relay, &clients[i], echo).await }
+        let clients = clients.clone();
+        async move { http_call(&clients[i], echo).await }
     })
     .await
 }
@@ -428,8 +435,8 @@ async fn echo_runs() -> Echo {
     let base = echo_server().await;
     let relay = Arc::new(LiveRelay::echo(base));
     let clients = Arc::new(http_clients(&relay, None).await);
-    let loaded = http_run(relay.clone(), clients.clone(), CLIENTS, None, true).await;
-    let single = http_run(relay, clients, 1, None, true).await;
+    let loaded = http_run(clients.clone(), CLIENTS, None, true).await;
+    let single = http_run(clients, 1, None, true).await;
     println!("== HTTP echo ceiling (same four round trips and sealing, no state) ==");
     println!("{}", loaded.line(&format!("echo ({CLIENTS} clients)")));
     println!("{}", single.line("echo (1 client)"));
@@ -441,19 +448,12 @@ async fn relay_runs(label: &str, url: &str, echo: &Echo) {
     let relay = LiveRelay::start(url).await.unwrap();
     let clients = Arc::new(http_clients(&relay, Some(relay.store())).await);
     let relay = Arc::new(relay);
-    let loaded = http_run(relay.clone(), clients.clone(), CLIENTS, None, false).await;
+    let loaded = http_run(clients.clone(), CLIENTS, None, false).await;
     // Half the peak: PACED_CLIENTS clients sharing half the measured calls/s.
     let half_rate = loaded.per_second() / 2.0;
     let pace = Duration::from_secs_f64(PACED_CLIENTS as f64 / half_rate.max(1.0));
-    let half = http_run(
-        relay.clone(),
-        clients.clone(),
-        PACED_CLIENTS,
-        Some(pace),
-        false,
-    )
-    .await;
-    let single = http_run(relay.clone(), clients.clone(), 1, None, false).await;
+    let half = http_run(clients.clone(), PACED_CLIENTS, Some(pace), false).await;
+    let single = http_run(clients.clone(), 1, None, false).await;
     let wake = wake_latency(relay.clone(), &clients[0], 200).await;
     let echo_p50 = echo.single.pct_ms(0.5);
     println!("\n== {label} ==");
@@ -489,7 +489,7 @@ async fn main() {
     if let Ok(url) = std::env::var("SEALPOST_BENCH_RELAY_ONLY") {
         let relay = LiveRelay::start(&url).await.unwrap();
         let clients = Arc::new(http_clients(&relay, Some(relay.store())).await);
-        let loaded = http_run(Arc::new(relay), clients, CLIENTS, None, false).await;
+        let loaded = http_run(clients, CLIENTS, None, false).await;
         println!("{}", loaded.line(&format!("relay ({CLIENTS} clients)")));
         return;
     }

@@ -1,0 +1,67 @@
+//! SQLite's WAL is checkpointed by a connection of its own (the writer never runs a checkpoint
+//! in a commit): the data reaches the database file while the relay keeps writing.
+
+use std::time::Duration;
+
+use sealpost_protocol::api::TokenKind;
+use sealpost_relay::store::{self, Bearer, NewCall, NewSession, TokenRow};
+
+use crate::support::{TestDb, id};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_wal_is_checkpointed_into_the_database_file_in_the_background() {
+    let db = TestDb::sqlite();
+    let store = store::open(&db.url).await.unwrap();
+    let path = db.url.trim_start_matches("sqlite://").to_owned();
+    let file_size = || std::fs::metadata(&path).unwrap().len();
+    let (owner, session, pair, now) = (id(), id(), id(), sealpost_relay::clock::now_ms());
+    store.create_owner(owner, "wal", now).await.unwrap();
+    let session_row = NewSession {
+        owner_id: owner,
+        session_id: session,
+        pair_id: pair,
+        hello: b"hello".to_vec(),
+        created_at: now,
+        expires_at: now + 3_600_000,
+    };
+    store.create_session(&session_row, 10).await.unwrap();
+    let token = TokenRow {
+        id: id(),
+        owner_id: owner,
+        kind: TokenKind::Mcp,
+        pair_id: Some(pair),
+        label: "wal".into(),
+        created_at: now,
+        expires_at: now + 3_600_000,
+    };
+    store.create_token(&token).await.unwrap();
+    let bearer = Bearer {
+        token_id: token.id,
+        owner_id: owner,
+        kind: TokenKind::Mcp,
+        pair_id: Some(pair),
+    };
+    let before = file_size();
+    // About 4 MiB of envelopes: far more than the file holds before, all first written to the WAL.
+    for _ in 0..1_000 {
+        let call = NewCall {
+            owner_id: owner,
+            session_id: session,
+            call_id: id(),
+            envelope: vec![7; 4096],
+            created_at: now,
+            expires_at: now + 60_000,
+        };
+        store.post_call(bearer, &call, None).await.unwrap();
+    }
+    // The checkpointer copies the WAL into the file within a few of its rounds.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while file_size() < before + 4_000_000 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the database file stayed at {} bytes (was {before})",
+            file_size()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
