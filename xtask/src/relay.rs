@@ -48,7 +48,7 @@ pub fn run() -> Result<()> {
     Ok(())
 }
 
-/// Runs the relay benchmark (crates/relay/benches/relay.rs) on SQLite and on a throwaway
+/// Runs the relay benchmark (tests/benches/relay/) on SQLite and on a throwaway
 /// PostgreSQL cluster, each beside its same-run ceilings.
 pub fn bench() -> Result<()> {
     let cluster = TestCluster::start()?;

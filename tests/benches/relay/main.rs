@@ -9,6 +9,8 @@
 //!   of the same size (the clients still seal and open as much);
 //! - the relay over HTTP on loopback: at full load, paced at half the measured peak (for the
 //!   added latency), and one call at a time;
+//! - the ceiling and the relay at full load are measured in alternating rounds, and reported
+//!   as medians, with the ratio taken within each round;
 //! - wake-up: from sending a post to the answer of a claim already waiting for it.
 //!
 //! For profiling, one measurement alone: `SEALPOST_BENCH_STORE_ONLY=sqlite:///tmp/p.db` (the
@@ -45,6 +47,8 @@ const ENVELOPE_BYTES: usize = 1024;
 const CLIENTS: usize = 32;
 const PACED_CLIENTS: usize = 8;
 const RUN: Duration = Duration::from_secs(5);
+/// Rounds of (store ceiling, relay at full load), alternated; the figures are their medians.
+const ROUNDS: usize = 3;
 
 fn now() -> i64 {
     sealpost_relay::clock::now_ms()
@@ -443,25 +447,88 @@ async fn echo_runs() -> Echo {
     Echo { loaded, single }
 }
 
-async fn relay_runs(label: &str, url: &str, echo: &Echo) {
-    let ceiling = store_ceiling(url).await;
-    let relay = LiveRelay::start(url).await.unwrap();
-    let clients = Arc::new(http_clients(&relay, Some(relay.store())).await);
-    let relay = Arc::new(relay);
-    let loaded = http_run(clients.clone(), CLIENTS, None, false).await;
-    // Half the peak: PACED_CLIENTS clients sharing half the measured calls/s.
-    let half_rate = loaded.per_second() / 2.0;
+/// Median of `values` (rounds are few and the machine noisy: the middle one, not the mean).
+fn median(mut values: Vec<f64>) -> f64 {
+    values.sort_by(f64::total_cmp);
+    values[values.len() / 2]
+}
+
+/// Where each measurement gets an empty database of its own, so none runs on what an
+/// earlier one left (a grown, and on PostgreSQL bloated, `calls` table).
+enum Databases {
+    /// New files in this folder.
+    Sqlite(std::path::PathBuf),
+    /// New databases on the server this URL names.
+    Postgres(String),
+}
+
+impl Databases {
+    async fn fresh(&self) -> String {
+        let name = format!(
+            "sealpost_bench_{}",
+            random_id().to_string().to_lowercase().replace('-', "_")
+        );
+        match self {
+            Databases::Sqlite(dir) => format!("sqlite://{}/{name}.db", dir.display()),
+            Databases::Postgres(url) => {
+                use sqlx::Connection;
+                let mut admin = sqlx::PgConnection::connect(url).await.unwrap();
+                // Safe: the name is made of an id's letters, digits and underscores.
+                sqlx::raw_sql(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}")))
+                    .execute(&mut admin)
+                    .await
+                    .unwrap();
+                let base = url.rsplit_once('/').map_or(url.as_str(), |(base, _)| base);
+                format!("{base}/{name}")
+            }
+        }
+    }
+}
+
+async fn relay_runs(label: &str, databases: &Databases, echo: &Echo) {
+    println!("\n== {label} ==");
+    // The ceiling and the relay at full load, alternated, so both see the same machine.
+    let mut rounds = Vec::new();
+    let mut last = None;
+    for round in 1..=ROUNDS {
+        let ceiling = store_ceiling(&databases.fresh().await).await;
+        if let Some((relay, _)) = last.take() {
+            stop(relay).await;
+        }
+        let relay = LiveRelay::start(&databases.fresh().await).await.unwrap();
+        let clients = Arc::new(http_clients(&relay, Some(relay.store())).await);
+        let loaded = http_run(clients.clone(), CLIENTS, None, false).await;
+        last = Some((Arc::new(relay), clients));
+        println!(
+            "round {round}: store ceiling {:>6.0} calls/s, relay {:>6.0} calls/s ({CLIENTS} clients \
+             each, p50 {:.2} / {:.2} ms): {:.0}%",
+            ceiling.per_second(),
+            loaded.per_second(),
+            ceiling.pct_ms(0.5),
+            loaded.pct_ms(0.5),
+            100.0 * loaded.per_second() / ceiling.per_second()
+        );
+        rounds.push((ceiling, loaded));
+    }
+    let peak = median(rounds.iter().map(|(_, r)| r.per_second()).collect());
+    let ceiling = median(rounds.iter().map(|(c, _)| c.per_second()).collect());
+    let ratio = median(
+        rounds
+            .iter()
+            .map(|(c, r)| r.per_second() / c.per_second())
+            .collect(),
+    );
+    // The last round's relay goes on: half the peak (PACED_CLIENTS clients sharing half the
+    // median calls/s), one call at a time, wake-ups.
+    let (relay, clients) = last.expect("at least one round");
+    let half_rate = peak / 2.0;
     let pace = Duration::from_secs_f64(PACED_CLIENTS as f64 / half_rate.max(1.0));
     let half = http_run(clients.clone(), PACED_CLIENTS, Some(pace), false).await;
     let single = http_run(clients.clone(), 1, None, false).await;
     let wake = wake_latency(relay.clone(), &clients[0], 200).await;
     let echo_p50 = echo.single.pct_ms(0.5);
-    println!("\n== {label} ==");
-    println!(
-        "{}",
-        ceiling.line(&format!("store ceiling ({CLIENTS} clients)"))
-    );
-    println!("{}", loaded.line(&format!("relay ({CLIENTS} clients)")));
+    println!("store ceiling ({CLIENTS} clients), median   {ceiling:>8.0} calls/s");
+    println!("relay ({CLIENTS} clients), median           {peak:>8.0} calls/s");
     println!(
         "{}",
         half.line(&format!("relay at half the peak ({half_rate:.0}/s)"))
@@ -473,13 +540,17 @@ async fn relay_runs(label: &str, url: &str, echo: &Echo) {
         wake.pct_ms(0.99)
     );
     println!(
-        "ratios: relay/store ceiling {:.0}%  relay/echo ceiling {:.0}%  \
+        "ratios: relay/store ceiling {:.0}% (median of rounds)  relay/echo ceiling {:.0}%  \
          single-call p50 {:.1}× echo p50  added latency at half the peak (p50 − echo p50) {:.2} ms",
-        100.0 * loaded.per_second() / ceiling.per_second(),
-        100.0 * loaded.per_second() / echo.loaded.per_second(),
+        100.0 * ratio,
+        100.0 * peak / echo.loaded.per_second(),
         single.pct_ms(0.5) / echo_p50,
         half.pct_ms(0.5) - echo_p50,
     );
+    stop(relay).await;
+}
+
+async fn stop(relay: Arc<LiveRelay>) {
     let relay = Arc::into_inner(relay).expect("every run has ended");
     relay.stop().await.unwrap();
 }
@@ -500,16 +571,15 @@ async fn main() {
     let echo = echo_runs().await;
     let dir = std::env::temp_dir().join(format!("sealpost-relay-bench-{}", random_id()));
     std::fs::create_dir_all(&dir).unwrap();
-    let sqlite = format!("sqlite://{}/bench.db", dir.display());
     relay_runs(
-        "SQLite (WAL, synchronous=NORMAL, group commit)",
-        &sqlite,
+        "SQLite (WAL, synchronous=NORMAL, grouped statements)",
+        &Databases::Sqlite(dir.clone()),
         &echo,
     )
     .await;
     let _ = std::fs::remove_dir_all(&dir);
     match std::env::var("SEALPOST_BENCH_POSTGRES_URL") {
-        Ok(url) => relay_runs("PostgreSQL", &url, &echo).await,
+        Ok(url) => relay_runs("PostgreSQL", &Databases::Postgres(url), &echo).await,
         Err(_) => println!(
             "\n(PostgreSQL skipped: SEALPOST_BENCH_POSTGRES_URL is not set; `cargo xtask bench relay` sets it)"
         ),

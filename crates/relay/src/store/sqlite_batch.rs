@@ -18,6 +18,7 @@ use sqlx::sqlite::{SqliteConnection, SqliteRow};
 use tokio::sync::oneshot;
 
 use super::rows::{self, Columns};
+use super::sqlite_batch_read::Deliveries;
 use super::{Bearer, ClaimedRow, Ms, NewCall, StoreError, StoreResult, b};
 
 /// Rows per grouped statement (SQLite allows 32,766 bound values; a post binds 9).
@@ -390,7 +391,11 @@ async fn why_not_live(conn: &mut SqliteConnection, op: &ClaimOp) -> StoreError {
     }
 }
 
-pub(crate) async fn reply_calls(conn: &mut SqliteConnection, ops: Vec<ReplyOp>) {
+pub(crate) async fn reply_calls(
+    conn: &mut SqliteConnection,
+    deliveries: &Deliveries,
+    ops: Vec<ReplyOp>,
+) {
     let (grouped, repeats) = first_per_key(ops, |op| (op.bearer.owner_id, op.call_id));
     for chunk in chunk_owned(grouped)
         .into_iter()
@@ -401,7 +406,15 @@ pub(crate) async fn reply_calls(conn: &mut SqliteConnection, ops: Vec<ReplyOp>) 
             let result = match &answered {
                 Err(error) => Err(db_error(error)),
                 Ok(answered) if answered.contains(&(op.bearer.owner_id, op.call_id)) => Ok(()),
-                Ok(_) => Err(why_not_answered(conn, &op).await),
+                Ok(_) => Err(match why_not_answered(conn, &op).await {
+                    // Read already; its mark is not written yet.
+                    StoreError::WrongState(CallState::Answered)
+                        if deliveries.is_marked(op.bearer.owner_id, op.call_id) =>
+                    {
+                        StoreError::WrongState(CallState::Delivered)
+                    }
+                    why => why,
+                }),
             };
             let _ = op.answer.send(result);
         }

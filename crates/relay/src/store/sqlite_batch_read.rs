@@ -1,13 +1,16 @@
 //! The call loop's reads, run for a whole writer batch in one statement, on the writer's
 //! connection: after the batch's writes, so a read sees every answer stored before it.
 //!
-//! Reading an answered call marks it delivered. The reads are answered first, then one UPDATE
-//! marks every call they found answered; the next batch runs only after that, so a later read
-//! sees `delivered`. A second read of the same call in the same batch is told `delivered` too.
-//! A crash between the answer and the mark leaves the call `answered`, which reads exactly like
-//! `delivered` (the reply stays readable until the call expires).
+//! Reading an answered call marks it delivered. The mark is advisory (an `answered` call reads
+//! exactly like a `delivered` one: the reply stays readable until the call expires), so it is
+//! not written per read: the writer keeps the marks in [`Deliveries`] and writes them in one
+//! UPDATE when it has nothing else to do, or every [`MARKS_AT_MOST_EVERY`] under load. Until
+//! then a later read of a marked call is told `delivered` from memory, and so is a reply that
+//! finds it; the marks are written before any other kind of request runs. A crash before the
+//! write leaves the call `answered`.
 
 use std::collections::HashSet;
+use std::time::{Duration, Instant};
 
 use sealpost_protocol::api::CallState;
 use sealpost_protocol::ids::Id16;
@@ -34,8 +37,62 @@ enum Found {
     Call(CallView),
 }
 
-pub(crate) async fn read_calls(conn: &mut SqliteConnection, ops: Vec<ReadOp>) {
-    let mut delivered: HashSet<(Id16, Id16)> = HashSet::new();
+/// Under load, marks wait at most this long to be written.
+const MARKS_AT_MOST_EVERY: Duration = Duration::from_millis(50);
+/// Marks past which they are written at once.
+const MOST_MARKS: usize = 1_000;
+
+/// Delivery marks taken by reads and not yet written; owned by the writer task.
+#[derive(Debug, Default)]
+pub(crate) struct Deliveries {
+    unwritten: HashSet<(Id16, Id16)>,
+    oldest: Option<Instant>,
+}
+
+impl Deliveries {
+    /// Records that `call` was read answered; false if it was already (so it reads delivered).
+    fn mark(&mut self, owner_id: Id16, call_id: Id16) -> bool {
+        self.oldest.get_or_insert_with(Instant::now);
+        self.unwritten.insert((owner_id, call_id))
+    }
+
+    /// Whether a read marked `call` and the mark is not written yet.
+    pub(crate) fn is_marked(&self, owner_id: Id16, call_id: Id16) -> bool {
+        self.unwritten.contains(&(owner_id, call_id))
+    }
+
+    /// Writes the marks if the writer is `idle`, or they are many or old enough.
+    pub(crate) async fn write_if_due(&mut self, conn: &mut SqliteConnection, idle: bool) {
+        let due = idle
+            || self.unwritten.len() >= MOST_MARKS
+            || self
+                .oldest
+                .is_some_and(|t| t.elapsed() >= MARKS_AT_MOST_EVERY);
+        if due {
+            self.write(conn).await;
+        }
+    }
+
+    /// Writes the marks now (before work that reads call states other than through here).
+    pub(crate) async fn write(&mut self, conn: &mut SqliteConnection) {
+        if self.unwritten.is_empty() {
+            return;
+        }
+        if let Err(error) = mark_delivered(conn, &self.unwritten).await {
+            // The calls stay `answered`, which reads the same; the marks are dropped so a
+            // failing write is not retried forever.
+            tracing::warn!(%error, marks = self.unwritten.len(), "could not mark calls delivered");
+        }
+        self.unwritten.clear();
+        self.oldest = None;
+    }
+}
+
+pub(crate) async fn read_calls(
+    conn: &mut SqliteConnection,
+    deliveries: &mut Deliveries,
+    ops: Vec<ReadOp>,
+) {
     for chunk in chunk_owned(ops) {
         let found = select_calls(conn, &chunk).await;
         for (n, op) in chunk.into_iter().enumerate() {
@@ -46,9 +103,8 @@ pub(crate) async fn read_calls(conn: &mut SqliteConnection, ops: Vec<ReadOp>) {
                     Found::Missing => Ok(None),
                     Found::Call(view) => {
                         let mut view = view.clone();
-                        if view.state == CallState::Answered
-                            && !delivered.insert((op.bearer.owner_id, op.call_id))
-                        {
+                        let key = (op.bearer.owner_id, op.call_id);
+                        if view.state == CallState::Answered && !deliveries.mark(key.0, key.1) {
                             view.state = CallState::Delivered;
                         }
                         Ok(Some(view))
@@ -57,9 +113,6 @@ pub(crate) async fn read_calls(conn: &mut SqliteConnection, ops: Vec<ReadOp>) {
             };
             let _ = op.answer.send(result);
         }
-    }
-    if let Err(error) = mark_delivered(conn, &delivered).await {
-        tracing::warn!(%error, marks = delivered.len(), "could not mark calls delivered");
     }
 }
 

@@ -16,13 +16,14 @@
 //! Within a batch, jobs run first in arrival order, then the posts, the claims, the replies and
 //! the reads; the requests of one batch are concurrent, so any order is a valid one, and reads
 //! last see the batch's own answers. Each request is answered as soon as its statement is done.
+//! Delivery marks are written between batches, when due (`sqlite_batch_read::Deliveries`).
 
 use futures_util::future::BoxFuture;
 use sqlx::sqlite::SqliteConnection;
 use tokio::sync::{mpsc, oneshot};
 
 use super::sqlite_batch::{self, ClaimOp, PostOp, ReplyOp};
-use super::sqlite_batch_read::{self, ReadOp};
+use super::sqlite_batch_read::{self, Deliveries, ReadOp};
 use super::{StoreError, StoreResult};
 
 /// Most operations one batch takes, so one batch cannot grow without bound.
@@ -142,6 +143,7 @@ async fn exec(conn: &mut SqliteConnection, sql: &'static str) -> Result<(), sqlx
 }
 
 async fn writer_loop(mut conn: SqliteConnection, mut requests: mpsc::Receiver<Request>) {
+    let mut deliveries = Deliveries::default();
     while let Some(first) = requests.recv().await {
         let mut batch = vec![first];
         while batch.len() < MAX_BATCH {
@@ -150,13 +152,20 @@ async fn writer_loop(mut conn: SqliteConnection, mut requests: mpsc::Receiver<Re
                 Err(_) => break,
             }
         }
-        run_batch(&mut conn, batch).await;
+        run_batch(&mut conn, &mut deliveries, batch).await;
+        deliveries
+            .write_if_due(&mut conn, requests.is_empty())
+            .await;
     }
 }
 
-async fn run_batch(conn: &mut SqliteConnection, batch: Vec<Request>) {
+async fn run_batch(conn: &mut SqliteConnection, deliveries: &mut Deliveries, batch: Vec<Request>) {
     let (mut posts, mut claims, mut replies, mut reads) =
         (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    // Jobs (cancels, sessions, the sweeper...) read call states directly: marks first.
+    if batch.iter().any(|r| matches!(r, Request::Job { .. })) {
+        deliveries.write(conn).await;
+    }
     for request in batch {
         match request {
             Request::Job { atomic, job } => run_job(conn, atomic, job).await,
@@ -168,8 +177,8 @@ async fn run_batch(conn: &mut SqliteConnection, batch: Vec<Request>) {
     }
     sqlite_batch::post_calls(conn, posts).await;
     sqlite_batch::claim_calls(conn, claims).await;
-    sqlite_batch::reply_calls(conn, replies).await;
-    sqlite_batch_read::read_calls(conn, reads).await;
+    sqlite_batch::reply_calls(conn, deliveries, replies).await;
+    sqlite_batch_read::read_calls(conn, deliveries, reads).await;
 }
 
 async fn run_job(conn: &mut SqliteConnection, atomic: bool, job: Job) {

@@ -197,6 +197,14 @@ pub(super) async fn check_answer_then_read_marks_delivered_and_reads_repeat(stor
         matches!(twice, Err(StoreError::WrongState(CallState::Delivered))),
         "{twice:?}"
     );
+    let cancel = w
+        .store
+        .cancel_call(w.scope(), call, CancelReason::ClientCancelled, T0 + 6)
+        .await;
+    assert!(
+        matches!(cancel, Err(StoreError::WrongState(CallState::Delivered))),
+        "{cancel:?}"
+    );
 }
 
 pub(super) async fn check_cancel_applies_to_open_calls_only(store: Arc<dyn Store>) {
