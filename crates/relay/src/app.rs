@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context as _;
+use axum::serve::ListenerExt;
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
@@ -115,6 +116,10 @@ pub async fn start_with_store(config: Config, store: Arc<dyn Store>) -> anyhow::
     let app = crate::http::router(state).into_make_service_with_connect_info::<SocketAddr>();
     let stop = shutdown.clone();
     let server = tokio::spawn(async move {
+        // Small JSON answers go out at once rather than waiting on Nagle's algorithm.
+        let listener = listener.tap_io(|tcp| {
+            let _ = tcp.set_nodelay(true);
+        });
         axum::serve(listener, app)
             .with_graceful_shutdown(async move {
                 stop.cancelled().await;

@@ -7,6 +7,7 @@
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use hyper::client::conn::http1::{self, SendRequest};
+use hyper::header::HeaderValue;
 use hyper::{Method, Request, StatusCode};
 use hyper_util::rt::TokioIo;
 use sealpost_protocol::api::{
@@ -19,8 +20,8 @@ use tokio::net::TcpStream;
 /// One connection to the server at `base` (`http://host:port`), used one request at a time.
 pub struct Conn {
     send: SendRequest<Full<Bytes>>,
-    host: String,
-    token: String,
+    host: HeaderValue,
+    bearer: HeaderValue,
 }
 
 impl Conn {
@@ -35,8 +36,8 @@ impl Conn {
         tokio::spawn(connection);
         Self {
             send,
-            host,
-            token: format!("Bearer {token}"),
+            host: HeaderValue::from_str(&host).expect("a host"),
+            bearer: HeaderValue::from_str(&format!("Bearer {token}")).expect("a token"),
         }
     }
 
@@ -49,8 +50,8 @@ impl Conn {
         let mut request = Request::builder()
             .method(method)
             .uri(path)
-            .header(hyper::header::HOST, &self.host)
-            .header(hyper::header::AUTHORIZATION, &self.token);
+            .header(hyper::header::HOST, self.host.clone())
+            .header(hyper::header::AUTHORIZATION, self.bearer.clone());
         if body.is_some() {
             request = request.header(hyper::header::CONTENT_TYPE, "application/json");
         }
