@@ -1,5 +1,8 @@
 //! Bearer tokens: HS256 JWTs whose `sid` names a token row that is checked on every request,
-//! so sign-out, revocation and disabling an owner take effect on the next request.
+//! so sign-out, revocation and disabling an owner take effect on the next request. The call
+//! loop's handlers take [`Verified`] and the store checks the row inside the operation itself
+//! (one database round trip fewer per request); every other handler takes [`Authed`], which
+//! reads the row first.
 //!
 //! Owner tokens and MCP tokens differ in audience, and the row's kind and pairing must agree
 //! with the claims: a token cannot be turned into the other kind by editing its claims.
