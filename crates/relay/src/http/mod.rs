@@ -106,6 +106,8 @@ async fn log_request(request: Request, next: Next) -> Response {
         started.elapsed().as_secs_f64() * 1000.0,
     );
     let route = route.as_ref().map_or("static", MatchedPath::as_str);
+    // Per-request lines are debug-level: at thousands of calls a second they would cost more
+    // than the calls. Server errors are always logged.
     if status >= 500 {
         tracing::warn!(%method, route, status, ms, "request failed");
     } else {

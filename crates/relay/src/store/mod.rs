@@ -151,11 +151,11 @@ pub struct CallView {
 }
 
 /// The bearer token a request presented, as its verified JWT names it. The call loop's
-/// operations (post, claim, reply, read) check the row themselves, in the statement that does
-/// the work (SQLite) or its transaction (PostgreSQL), instead of in a read before it: the token
-/// is live if its row is unrevoked, unexpired at the operation's `now`, of an enabled owner,
-/// and agrees with the claims (owner, kind, pairing). A token that is not live changes nothing
-/// and the operation fails with [`StoreError::TokenNotLive`].
+/// operations (post, claim, reply, read) check its row themselves, in the statement that does
+/// the work (SQLite) or in a query just before it (PostgreSQL), not in the HTTP layer. The
+/// token is live if its row is unrevoked, unexpired at the operation's `now`, of an enabled
+/// owner, and agrees with the claims (owner, kind, pairing). A token that is not live changes
+/// nothing and the operation fails with [`StoreError::TokenNotLive`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Bearer {
     pub token_id: Id16,

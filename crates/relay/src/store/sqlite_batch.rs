@@ -101,7 +101,7 @@ pub(crate) fn first_per_key<T, K: std::hash::Hash + Eq>(
 }
 
 /// The same failure, for each request a failed grouped statement carried.
-fn db_error(error: &StoreError) -> StoreError {
+pub(crate) fn db_error(error: &StoreError) -> StoreError {
     StoreError::Db(error.to_string())
 }
 

@@ -19,7 +19,7 @@ use sqlx::sqlite::SqliteConnection;
 use tokio::sync::oneshot;
 
 use super::rows::{self, Columns};
-use super::sqlite_batch::{chunk_owned, placeholders, token_live};
+use super::sqlite_batch::{chunk_owned, db_error, placeholders, token_live};
 use super::{Bearer, CallView, Ms, StoreError, StoreResult, b};
 
 /// A read waiting for the writer.
@@ -97,7 +97,7 @@ pub(crate) async fn read_calls(
         let found = select_calls(conn, &chunk).await;
         for (n, op) in chunk.into_iter().enumerate() {
             let result = match &found {
-                Err(error) => Err(StoreError::Db(error.to_string())),
+                Err(error) => Err(db_error(error)),
                 Ok(found) => match &found[n] {
                     Found::TokenNotLive => Err(StoreError::TokenNotLive),
                     Found::Missing => Ok(None),

@@ -1,5 +1,5 @@
 //! SQLite call operations: post, claim and reply (handed to the writer as data, which runs them
-//! grouped; see `sqlite_batch`), cancel, and the sweeper. Reads are in `sqlite.rs`. Every write runs on the single writer,
+//! grouped; see `sqlite_batch`), cancel, and the sweeper. Reads are in `sqlite_batch_read`. Every write runs on the single writer,
 //! so one statement is atomic.
 
 use super::rows;
