@@ -7,6 +7,7 @@
 //! - `cargo xtask bench [seal|relay|executor|all]`
 //! - `cargo xtask fuzz [SECONDS]`  each fuzz target for SECONDS (default 20).
 //! - `cargo xtask tools`  installs and checks the prerequisites only.
+//! - `cargo xtask postgres`  starts a throwaway PostgreSQL cluster, queries it, removes it.
 
 mod cmd;
 mod executor;
@@ -20,8 +21,7 @@ use anyhow::{Result, bail};
 
 use crate::cmd::{cargo, cmd, step};
 
-const USAGE: &str =
-    "usage: cargo xtask <test | run | bench [seal|relay|executor|all] | fuzz [SECONDS] | tools>";
+const USAGE: &str = "usage: cargo xtask <test | run | bench [seal|relay|executor|all] | fuzz [SECONDS] | tools | postgres>";
 
 /// Crates that must build for `wasm32-unknown-unknown` (pure: no I/O, no clock).
 const PURE_CRATES: [&str; 3] = ["sealpost-seal", "sealpost-protocol", "sealpost-executor"];
@@ -39,6 +39,7 @@ fn main() -> Result<()> {
         ["fuzz"] => fuzz::smoke(20),
         ["fuzz", seconds] => fuzz::smoke(seconds.parse()?),
         ["tools"] => tools::ensure_all().map(|_| ()),
+        ["postgres"] => postgres::check(),
         _ => bail!("{USAGE}"),
     }
 }

@@ -1,11 +1,14 @@
-//! A throwaway PostgreSQL cluster for tests and benchmarks: `initdb` into a folder under
-//! `target/`, `pg_ctl start` on a free loopback port, stopped and removed on drop.
+//! A throwaway PostgreSQL cluster for tests and benchmarks: `initdb` into a fresh folder of
+//! its own under the system's temporary directory, `pg_ctl start` on a free loopback port,
+//! stopped and removed on drop.
 //!
 //! As root, initdb refuses to run, so the folder is handed to the `postgres` user and both
-//! commands run through `runuser -u postgres --`. Binaries come from `pg_config --bindir`.
+//! commands run through `runuser -u postgres --`. The folder is deliberately not under the
+//! checkout: a clone may sit below a folder `postgres` cannot enter (`/root`, `mktemp -d`),
+//! and initdb then fails with "Permission denied". Binaries come from `pg_config --bindir`.
 
 use std::net::TcpListener;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Command;
 
 use anyhow::{Context as _, Result, bail};
@@ -27,6 +30,15 @@ fn is_root() -> bool {
         .unwrap_or(false)
 }
 
+/// A new, empty folder for one cluster, reachable by every user (the system's temporary
+/// directory is world-traversable; the folder itself is handed to `postgres` later).
+fn cluster_dir(port: u16) -> Result<PathBuf> {
+    let dir = std::env::temp_dir().join(format!("sealpost-pg-{}-{port}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).with_context(|| format!("create {}", dir.display()))?;
+    Ok(dir.canonicalize()?)
+}
+
 fn free_port() -> Result<u16> {
     Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
 }
@@ -46,11 +58,7 @@ impl TestCluster {
             );
         }
         let port = free_port()?;
-        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../target");
-        let dir = root.join(format!("sealpost-pg-{port}"));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).with_context(|| format!("create {}", dir.display()))?;
-        let dir = dir.canonicalize()?;
+        let dir = cluster_dir(port)?;
         let as_postgres_user = is_root();
         let cluster = TestCluster {
             dir,
@@ -152,20 +160,72 @@ impl Drop for TestCluster {
     }
 }
 
+/// `cargo xtask postgres`: starts a throwaway cluster, checks it answers a query, removes it.
+pub fn check() -> Result<()> {
+    let cluster = TestCluster::start()?;
+    let answer = cluster.query("SELECT 40 + 2")?;
+    if answer != "42" {
+        bail!("the throwaway cluster answered {answer:?} to SELECT 40 + 2");
+    }
+    eprintln!(
+        "a throwaway PostgreSQL cluster started in {}, answered and was removed",
+        cluster.dir.display()
+    );
+    cluster.stop();
+    Ok(())
+}
+
+impl TestCluster {
+    fn query(&self, sql: &str) -> Result<String> {
+        let output = Command::new(self.bindir.join("psql"))
+            .args([self.url().as_str(), "-tAc", sql])
+            .output()
+            .context("run psql")?;
+        Ok(String::from_utf8_lossy(&output.stdout).trim().to_owned())
+    }
+}
+
 #[cfg(test)]
 mod tests {
+    use std::os::unix::fs::PermissionsExt as _;
+
     use super::*;
+
+    #[test]
+    fn the_postgres_step_works_from_a_clone_under_a_closed_folder() {
+        // A parent only its owner may enter, as /root is: `postgres` cannot reach the clone.
+        let parent = std::env::temp_dir().join(format!("sealpost-closed-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&parent);
+        std::fs::create_dir_all(&parent).unwrap();
+        std::fs::set_permissions(&parent, std::fs::Permissions::from_mode(0o700)).unwrap();
+        let clone = parent.join("sealpost");
+        let root = crate::cmd::root();
+        let status = Command::new("git")
+            .args(["clone", "-q"])
+            .arg(&root)
+            .arg(&clone)
+            .status()
+            .unwrap();
+        assert!(status.success(), "git clone failed");
+        let output = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
+            .args(["run", "-q", "-p", "xtask", "--", "postgres"])
+            .current_dir(&clone)
+            .env("CARGO_TARGET_DIR", clone.join("target"))
+            .output()
+            .unwrap();
+        let _ = std::fs::remove_dir_all(&parent);
+        assert!(
+            output.status.success(),
+            "`cargo xtask postgres` from a clone under a 0700 folder failed:\n{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
 
     #[test]
     fn a_cluster_starts_answers_and_is_removed() {
         let cluster = TestCluster::start().expect("start cluster");
         let dir = cluster.dir.clone();
-        let psql = cluster.bindir.join("psql");
-        let output = Command::new(psql)
-            .args([cluster.url().as_str(), "-tAc", "SELECT 40 + 2"])
-            .output()
-            .unwrap();
-        assert_eq!(String::from_utf8_lossy(&output.stdout).trim(), "42");
+        assert_eq!(cluster.query("SELECT 40 + 2").unwrap(), "42");
         cluster.stop();
         assert!(!dir.exists());
     }
