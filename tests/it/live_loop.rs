@@ -5,7 +5,7 @@
 
 use std::rc::Rc;
 
-use sealpost_e2e::{LiveRelay, SqliteFile, random_id};
+use sealpost_e2e::{LiveRelay, SqliteFile, postgres_url, random_id};
 use sealpost_executor::{
     Access, Clock, DocId, Document, Executor, Grants, GrantsHandle, MemoryAuditLog, Outcome,
     Workspace,
@@ -204,16 +204,4 @@ async fn a_call_sealed_by_the_plugin_is_answered_by_the_tab_through_the_relay_on
 
 fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
-
-/// The throwaway cluster `cargo xtask test` starts. Without it the test fails loudly, unless
-/// `SEALPOST_SKIP_POSTGRES=1` opts out.
-fn postgres_url() -> Option<String> {
-    match std::env::var("SEALPOST_TEST_POSTGRES_URL") {
-        Ok(url) if !url.is_empty() => Some(url),
-        _ if std::env::var_os("SEALPOST_SKIP_POSTGRES").is_some() => None,
-        _ => panic!(
-            "SEALPOST_TEST_POSTGRES_URL is not set: run `cargo xtask test`, or set SEALPOST_SKIP_POSTGRES=1"
-        ),
-    }
 }

@@ -2,6 +2,8 @@
 //! an owner signed in through the API, pairings with their MCP tokens, and typed requests for
 //! the two ends of a session (the plugin with its MCP token, the tab with the owner token).
 
+pub mod tab;
+
 use std::path::PathBuf;
 
 use anyhow::{Context, Result, ensure};
@@ -19,6 +21,18 @@ use sealpost_relay::store::Store;
 use sealpost_seal::PairingSecret;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
+
+/// The throwaway PostgreSQL cluster `cargo xtask test` starts. Without it a test fails loudly,
+/// unless `SEALPOST_SKIP_POSTGRES=1` opts out.
+pub fn postgres_url() -> Option<String> {
+    match std::env::var("SEALPOST_TEST_POSTGRES_URL") {
+        Ok(url) if !url.is_empty() => Some(url),
+        _ if std::env::var_os("SEALPOST_SKIP_POSTGRES").is_some() => None,
+        _ => panic!(
+            "SEALPOST_TEST_POSTGRES_URL is not set: run `cargo xtask test`, or set SEALPOST_SKIP_POSTGRES=1"
+        ),
+    }
+}
 
 pub fn random_id() -> Id16 {
     Id16(rand::random())
@@ -76,6 +90,19 @@ pub struct Pairing {
     pub secret: PairingSecret,
     pub pair_id: Id16,
     pub mcp_token: String,
+    /// The MCP token's id, for revoking it.
+    pub token_id: Id16,
+}
+
+impl Pairing {
+    /// The pairing code the web app would show for this pairing on the relay at `base`.
+    pub fn code(&self, base: &str) -> String {
+        let secret = PairingSecret::from_bytes(*self.secret.expose());
+        sealpost_seal::PairingCode::new(base, self.mcp_token.clone(), secret)
+            .expect("a loopback relay and a fresh token make a valid code")
+            .encode()
+            .to_string()
+    }
 }
 
 impl LiveRelay {
@@ -106,6 +133,65 @@ impl LiveRelay {
             .await?;
         relay.owner_token = signin.token;
         Ok(relay)
+    }
+
+    /// A client for the same relay acting with `owner_token` (for a tab on its own thread).
+    pub fn with_owner(mut self, owner_token: String) -> Self {
+        self.owner_token = owner_token;
+        self
+    }
+
+    /// The tab cancels a call it cannot answer.
+    pub async fn cancel(
+        &self,
+        call_id: Id16,
+        reason: sealpost_protocol::content::CancelReason,
+    ) -> Result<()> {
+        let response = self
+            .http
+            .post(format!("{}/v1/calls/{call_id}/cancel", self.base))
+            .bearer_auth(&self.owner_token)
+            .json(&sealpost_protocol::api::CancelRequest { reason })
+            .send()
+            .await?;
+        ensure!(
+            response.status() == StatusCode::NO_CONTENT,
+            "cancel answered {}",
+            response.status()
+        );
+        Ok(())
+    }
+
+    /// The tab ends its session (as on `pagehide`): its open calls are cancelled.
+    pub async fn end_session(&self, session_id: Id16) -> Result<()> {
+        let response = self
+            .http
+            .delete(format!("{}/v1/sessions/{session_id}", self.base))
+            .bearer_auth(&self.owner_token)
+            .send()
+            .await?;
+        ensure!(
+            response.status().is_success(),
+            "ending the session answered {}",
+            response.status()
+        );
+        Ok(())
+    }
+
+    /// The owner revokes an MCP token by its id.
+    pub async fn revoke_mcp_token(&self, token_id: Id16) -> Result<()> {
+        let response = self
+            .http
+            .delete(format!("{}/v1/mcp-tokens/{token_id}", self.base))
+            .bearer_auth(&self.owner_token)
+            .send()
+            .await?;
+        ensure!(
+            response.status().is_success(),
+            "revoking the token answered {}",
+            response.status()
+        );
+        Ok(())
     }
 
     /// A client for a server at `base` that only answers like a relay (the benchmark's echo).
@@ -151,6 +237,7 @@ impl LiveRelay {
             secret,
             pair_id,
             mcp_token: token.token,
+            token_id: token.id,
         })
     }
 

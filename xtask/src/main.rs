@@ -4,7 +4,7 @@
 //!   PostgreSQL), wasm tests in headless Chromium, wasm32 builds of the pure crates, an
 //!   independent Python implementation against the vectors, fuzz smoke.
 //! - `cargo xtask run`    the relay on SQLite at 127.0.0.1:8080 serving the web app.
-//! - `cargo xtask bench [seal|relay|executor|all]`
+//! - `cargo xtask bench [seal|relay|executor|plugin|all]`
 //! - `cargo xtask fuzz [SECONDS]`  each fuzz target for SECONDS (default 20).
 //! - `cargo xtask tools`  installs and checks the prerequisites only.
 //! - `cargo xtask postgres`  starts a throwaway PostgreSQL cluster, queries it, removes it.
@@ -21,7 +21,7 @@ use anyhow::{Result, bail};
 
 use crate::cmd::{cargo, cmd, step};
 
-const USAGE: &str = "usage: cargo xtask <test | run | bench [seal|relay|executor|all] | fuzz [SECONDS] | tools | postgres>";
+const USAGE: &str = "usage: cargo xtask <test | run | bench [seal|relay|executor|plugin|all] | fuzz [SECONDS] | tools | postgres>";
 
 /// Crates that must build for `wasm32-unknown-unknown` (pure: no I/O, no clock).
 const PURE_CRATES: [&str; 3] = ["sealpost-seal", "sealpost-protocol", "sealpost-executor"];
@@ -36,6 +36,7 @@ fn main() -> Result<()> {
         ["bench", "seal"] => bench_seal(),
         ["bench", "relay"] => relay::bench(),
         ["bench", "executor"] => executor::bench(),
+        ["bench", "plugin"] => bench_plugin(),
         ["fuzz"] => fuzz::smoke(20),
         ["fuzz", seconds] => fuzz::smoke(seconds.parse()?),
         ["tools"] => tools::ensure_all().map(|_| ()),
@@ -97,8 +98,15 @@ fn bench_seal() -> Result<()> {
     })
 }
 
+fn bench_plugin() -> Result<()> {
+    step("bench plugin", || {
+        cargo(&["bench", "-p", "sealpost", "--bench", "plugin"]).run()
+    })
+}
+
 fn bench_all() -> Result<()> {
     bench_seal()?;
+    bench_plugin()?;
     executor::bench()?;
     relay::bench()
 }

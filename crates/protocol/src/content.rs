@@ -180,7 +180,7 @@ pub enum BadToolName {
     Reserved,
 }
 
-/// Checks a tool name against `[A-Za-z0-9_.-]{1,64}` and the reserved prefix.
+/// Checks a tool name against `[A-Za-z0-9_.-]{1,48}` and the reserved prefix.
 pub fn validate_tool_name(name: &str) -> Result<(), BadToolName> {
     if name.is_empty() || name.len() > MAX_TOOL_NAME_BYTES {
         return Err(BadToolName::Length);
@@ -254,7 +254,7 @@ mod tests {
         assert_eq!(validate_tool_name("a.b-c_1"), Ok(()));
         assert_eq!(validate_tool_name(""), Err(BadToolName::Length));
         assert_eq!(
-            validate_tool_name(&"a".repeat(65)),
+            validate_tool_name(&"a".repeat(MAX_TOOL_NAME_BYTES + 1)),
             Err(BadToolName::Length)
         );
         assert_eq!(validate_tool_name("rm -rf"), Err(BadToolName::Characters));

@@ -17,8 +17,9 @@ pub const DEFAULT_LEASE_MS: u64 = 30_000;
 pub const CLOCK_SKEW_MS: u64 = 120_000;
 /// Most tools a catalog may offer.
 pub const MAX_TOOLS: usize = 100;
-/// Longest tool name, in bytes (names are ASCII: `[A-Za-z0-9_.-]`).
-pub const MAX_TOOL_NAME_BYTES: usize = 64;
+/// Longest tool name, in bytes (names are ASCII: `[A-Za-z0-9_.-]`). Codex shows a tool as
+/// `mcp__sealpost__NAME` and caps that at 64 characters, which leaves 48.
+pub const MAX_TOOL_NAME_BYTES: usize = 48;
 /// Longest tool description kept, in characters, after flattening.
 pub const MAX_TOOL_DESCRIPTION_CHARS: usize = 1024;
 /// Tool names with this prefix belong to the plugin itself and are refused in a catalog.

@@ -312,6 +312,7 @@ async fn http_clients(relay: &LiveRelay, store: Option<&dyn Store>) -> Vec<HttpC
                     secret,
                     pair_id,
                     mcp_token: "echo".into(),
+                    token_id: random_id(),
                 }
             }
         };

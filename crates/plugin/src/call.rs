@@ -1,0 +1,276 @@
+//! One tool call, as DESIGN §4 puts it: find and trust the live session, seal the call with an
+//! expiry no later than the session's, post it, long-poll for the answer (progress while
+//! waiting, cancellation honoured, an absent tab answered at once), open and fence the reply.
+
+use std::future::Future;
+use std::time::{Duration, Instant};
+
+use sealpost_protocol::api::{CallState, PostCallRequest};
+use sealpost_protocol::content::{CancelReason, Reply, ToolCall};
+use sealpost_protocol::ids::{Base64Bytes, Id16};
+use sealpost_protocol::limits::MAX_CALL_ENVELOPE_BYTES;
+use sealpost_seal::{ENVELOPE_OVERHEAD, PairingCode};
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+
+use crate::Plugin;
+use crate::fence;
+use crate::messages::Failure;
+use crate::relay::{RelayClient, RelayError};
+use crate::session::TrustedSession;
+
+/// How a call ended, for the MCP layer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CallOutcome {
+    /// The tab's answer, fenced; `is_error` when the tool reported a failure of its own.
+    Answered { text: String, is_error: bool },
+    /// The call failed; the sentence says what to do.
+    Failed(String),
+    /// The MCP client cancelled: nothing more is sent for this request.
+    Cancelled,
+}
+
+/// Hooks the MCP layer gives a call: progress while waiting, and cancellation.
+pub struct Waiting<P> {
+    /// Sends one progress notification (called every few seconds while waiting).
+    pub progress: P,
+    /// Cancelled when the client cancels the request.
+    pub cancelled: CancellationToken,
+}
+
+impl<P> std::fmt::Debug for Waiting<P> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Waiting").finish_non_exhaustive()
+    }
+}
+
+pub(crate) fn local_now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
+impl Plugin {
+    /// Runs one call of the tab's tool `name`.
+    pub async fn call<P, F>(&self, name: &str, arguments: Value, waiting: Waiting<P>) -> CallOutcome
+    where
+        P: FnMut(u32) -> F,
+        F: Future<Output = ()>,
+    {
+        match self.try_call(name, arguments, waiting).await {
+            Ok(outcome) => outcome,
+            Err(failure) => self.failed(&failure),
+        }
+    }
+
+    fn failed(&self, failure: &Failure) -> CallOutcome {
+        tracing::info!(?failure, "call failed");
+        CallOutcome::Failed(failure.sentence())
+    }
+
+    /// Looks up the pairing's live session and checks it; refreshes the cached catalog.
+    pub(crate) async fn trusted_session(
+        &self,
+        code: &PairingCode,
+        relay: &RelayClient,
+    ) -> Result<TrustedSession, Failure> {
+        let pair_id = Id16(code.secret.pair_id());
+        let live = relay
+            .live_session(pair_id)
+            .await?
+            .ok_or_else(|| Failure::NoSession {
+                origin: code.relay_origin.clone(),
+            })?;
+        let session = self
+            .keys
+            .trust(&code.secret, &live)
+            .map_err(|e| Failure::untrusted(relay.host(), &e))?;
+        self.remember_catalog(pair_id, &session.tools);
+        Ok(session)
+    }
+
+    /// `Some(seconds since seen)` when the tab has not polled within the configured window.
+    pub(crate) fn tab_absent(&self, session: &TrustedSession) -> Option<Option<u64>> {
+        let window = self.options.tab_absent_after.as_millis() as u64;
+        match session.claimer_seen_at_ms {
+            Some(seen) if session.relay_now_ms.saturating_sub(seen) <= window => None,
+            Some(seen) => Some(Some(session.relay_now_ms.saturating_sub(seen) / 1000)),
+            None => Some(None),
+        }
+    }
+
+    async fn try_call<P, F>(
+        &self,
+        name: &str,
+        arguments: Value,
+        mut waiting: Waiting<P>,
+    ) -> Result<CallOutcome, Failure>
+    where
+        P: FnMut(u32) -> F,
+        F: Future<Output = ()>,
+    {
+        let started = Instant::now();
+        let deadline = started + self.options.call_timeout;
+        let code = self.config.load_pairing()?;
+        let relay = RelayClient::new(self.http.clone(), &code.relay_origin, &code.mcp_token);
+        let session = self.trusted_session(&code, &relay).await?;
+        if !crate::tools::accepted(&session.tools).contains_key(name) {
+            return Err(Failure::UnknownTool { name: name.into() });
+        }
+        if let Some(seen_secs_ago) = self.tab_absent(&session) {
+            return Err(Failure::TabNotOpen {
+                origin: code.relay_origin.clone(),
+                seen_secs_ago,
+            });
+        }
+
+        // Times are the relay's clock, which the tab also judges by (within the skew).
+        let now = session.relay_now_ms;
+        let wanted = now + self.options.call_timeout.as_millis() as u64 + 5_000;
+        let expires_at = wanted.min(session.expires_at_ms);
+        if expires_at <= now + 1_000 {
+            return Err(Failure::NoSession {
+                origin: code.relay_origin.clone(),
+            });
+        }
+        let call_id = Id16(rand::random());
+        let header = session.keys.call_header(call_id.0, now, expires_at);
+        let plaintext = serde_json::to_vec(&ToolCall {
+            name: name.to_owned(),
+            arguments,
+        })
+        .expect("JSON values serialise");
+        if plaintext.len() + ENVELOPE_OVERHEAD > MAX_CALL_ENVELOPE_BYTES {
+            return Err(Failure::ArgumentsTooLarge);
+        }
+        let envelope = session
+            .keys
+            .seal_call(&header, &plaintext, &mut rand::rng())
+            .map_err(|_| Failure::ArgumentsTooLarge)?;
+        let request = PostCallRequest {
+            call_id,
+            envelope: Base64Bytes(envelope),
+            ttl_s: (expires_at - now).div_ceil(1000),
+        };
+        match relay.post_call(session.session_id, &request).await {
+            // A retry of a post that landed: the call is there, read it.
+            Ok(_) | Err(RelayError::Duplicate) => {}
+            Err(RelayError::NotFound) => {
+                return Err(Failure::Cancelled {
+                    reason: CancelReason::SessionEnded,
+                });
+            }
+            Err(e) => return Err(e.into()),
+        }
+        tracing::debug!(call = %call_id, tool = name, "call posted");
+
+        let mut polls = 0u32;
+        let cancel = |reason| {
+            let relay = relay.clone();
+            async move {
+                if let Err(error) = relay.cancel_call(call_id, reason).await {
+                    tracing::debug!(%error, "cancel not delivered");
+                }
+            }
+        };
+        loop {
+            let remaining = deadline.saturating_duration_since(Instant::now());
+            if remaining.is_zero() {
+                cancel(CancelReason::ClientCancelled).await;
+                return Err(Failure::TimedOut {
+                    secs: self.options.call_timeout.as_secs(),
+                });
+            }
+            let wait = remaining.min(self.options.progress_every);
+            let status = tokio::select! {
+                status = relay.read_call(call_id, wait) => status,
+                () = waiting.cancelled.cancelled() => {
+                    cancel(CancelReason::ClientCancelled).await;
+                    return Ok(CallOutcome::Cancelled);
+                }
+            };
+            let status = match status {
+                Ok(status) => status,
+                Err(RelayError::NotFound) => return Err(Failure::Expired),
+                // A lost long-poll is retried until the deadline; the call is still there.
+                Err(RelayError::Unreachable { .. }) if !remaining.is_zero() => {
+                    tokio::time::sleep(Duration::from_millis(200).min(remaining)).await;
+                    continue;
+                }
+                Err(e) => return Err(e.into()),
+            };
+            match status.state {
+                CallState::Answered | CallState::Delivered => {
+                    let sealed = status.reply.ok_or(Failure::ReplyDoesNotOpen)?;
+                    let opened = session
+                        .keys
+                        .open_reply(&header, &sealed.0)
+                        .map_err(|_| Failure::ReplyDoesNotOpen)?;
+                    let reply: Reply =
+                        serde_json::from_slice(&opened).map_err(|_| Failure::ReplyDoesNotOpen)?;
+                    return Ok(self.render(name, reply, relay.host()));
+                }
+                CallState::Cancelled => {
+                    return Err(Failure::Cancelled {
+                        reason: status.reason.unwrap_or(CancelReason::SessionEnded),
+                    });
+                }
+                CallState::Expired => return Err(Failure::Expired),
+                CallState::Pending | CallState::Claimed => {
+                    polls += 1;
+                    if waiting.cancelled.is_cancelled() {
+                        cancel(CancelReason::ClientCancelled).await;
+                        return Ok(CallOutcome::Cancelled);
+                    }
+                    (waiting.progress)(polls).await;
+                    if status.state == CallState::Pending {
+                        // Still unclaimed: is the tab still there?
+                        let session = self.trusted_session(&code, &relay).await?;
+                        if let Some(seen_secs_ago) = self.tab_absent(&session) {
+                            cancel(CancelReason::ClientCancelled).await;
+                            return Err(Failure::TabNotOpen {
+                                origin: code.relay_origin.clone(),
+                                seen_secs_ago,
+                            });
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// The tab's reply as the model sees it: text fenced under a fresh nonce.
+    fn render(&self, tool: &str, reply: Reply, host: &str) -> CallOutcome {
+        let nonce = fence::nonce();
+        let source = format!("the tool {tool} in the Sealpost browser tab served by {host}");
+        match reply {
+            Reply::Result(result) => {
+                let mut text = result
+                    .content
+                    .iter()
+                    .map(|sealpost_protocol::content::ContentBlock::Text { text }| text.as_str())
+                    .collect::<Vec<_>>()
+                    .join("\n\n");
+                if text.is_empty()
+                    && let Some(structured) = &result.structured
+                {
+                    text = serde_json::to_string_pretty(structured).unwrap_or_default();
+                }
+                CallOutcome::Answered {
+                    text: fence::fence(&text, &source, &nonce, self.options.max_result_chars),
+                    is_error: result.is_error,
+                }
+            }
+            Reply::Refusal(refusal) => {
+                let sentence = crate::messages::refusal_sentence(refusal.code);
+                let detail = fence::fence(
+                    &refusal.message,
+                    &format!("the Sealpost tab's explanation ({host})"),
+                    &nonce,
+                    self.options.max_result_chars,
+                );
+                CallOutcome::Failed(format!("{sentence}\n\n{detail}"))
+            }
+        }
+    }
+}

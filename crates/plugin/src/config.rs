@@ -1,0 +1,240 @@
+//! The plugin's files: the pairing (the pairing code itself, 0600) and the cached catalog of
+//! the last verified hello, in the platform's config folder (`SEALPOST_CONFIG_DIR` overrides).
+//!
+//! A stored file read back is input: the pairing is parsed with seal's parser on every load,
+//! and a file that is not ours or does not parse is reported with what to do, never trusted
+//! and never a panic. An unreadable catalog reads as no catalog.
+
+use std::fs::{self, File, OpenOptions};
+use std::io::{Read as _, Write as _};
+use std::path::{Path, PathBuf};
+
+use sealpost_protocol::content::CatalogEntry;
+use sealpost_protocol::ids::Id16;
+use sealpost_seal::PairingCode;
+use serde::{Deserialize, Serialize};
+use zeroize::{Zeroize as _, Zeroizing};
+
+/// Environment variable naming the config folder (tests, portable installs).
+pub const CONFIG_DIR_ENV: &str = "SEALPOST_CONFIG_DIR";
+/// The pairing file's name inside the config folder.
+pub const PAIRING_FILE: &str = "pairing.json";
+/// The cached catalog's name inside the config folder.
+pub const CATALOG_FILE: &str = "catalog.json";
+/// Larger files are not ours: a pairing is under 5 KiB, a catalog under the hello's 64 KiB.
+const MAX_FILE_BYTES: u64 = 256 * 1024;
+
+const PAIRING_FORMAT: &str = "sealpost-pairing";
+const CATALOG_FORMAT: &str = "sealpost-catalog";
+const FORMAT_VERSION: u32 = 1;
+
+/// Why the pairing could not be loaded.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// No pairing file: the plugin is not paired.
+    #[error("This plugin is not paired yet.")]
+    NotPaired,
+    /// The file exists but is not a pairing this plugin wrote.
+    #[error(
+        "The pairing file {path} is damaged or was not written by sealpost ({why}). Run `sealpost pair --replace` with a new pairing code from the Sealpost tab."
+    )]
+    Corrupt {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong with it, without its content.
+        why: String,
+    },
+    /// Reading or writing failed.
+    #[error("Could not use {path}: {source}.")]
+    Io {
+        /// The file or folder.
+        path: PathBuf,
+        /// The cause.
+        #[source]
+        source: std::io::Error,
+    },
+    /// No config folder could be determined.
+    #[error("No configuration folder could be found; set {CONFIG_DIR_ENV} to a folder.")]
+    NoConfigDir,
+}
+
+/// Where the plugin keeps its files.
+#[derive(Debug, Clone)]
+pub struct ConfigDir(PathBuf);
+
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PairingFile {
+    format: String,
+    version: u32,
+    code: String,
+}
+
+/// The catalog of the last hello that verified, for `tools/list` without the network.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CachedCatalog {
+    format: String,
+    version: u32,
+    /// The pairing whose hello carried it; a catalog of another pairing is ignored.
+    pub pair_id: Id16,
+    /// The tools, as the tab offered them (filtered when listed).
+    pub tools: Vec<CatalogEntry>,
+}
+
+impl CachedCatalog {
+    /// A catalog for `pair_id`.
+    pub fn new(pair_id: Id16, tools: Vec<CatalogEntry>) -> Self {
+        Self {
+            format: CATALOG_FORMAT.into(),
+            version: FORMAT_VERSION,
+            pair_id,
+            tools,
+        }
+    }
+}
+
+impl ConfigDir {
+    /// `SEALPOST_CONFIG_DIR`, else the platform's config folder for sealpost.
+    pub fn locate() -> Result<Self, ConfigError> {
+        if let Some(dir) = std::env::var_os(CONFIG_DIR_ENV).filter(|d| !d.is_empty()) {
+            return Ok(Self(PathBuf::from(dir)));
+        }
+        directories::ProjectDirs::from("", "", "sealpost")
+            .map(|dirs| Self(dirs.config_dir().to_path_buf()))
+            .ok_or(ConfigError::NoConfigDir)
+    }
+
+    /// A config folder at `path`.
+    pub fn at(path: impl Into<PathBuf>) -> Self {
+        Self(path.into())
+    }
+
+    /// The folder.
+    pub fn path(&self) -> &Path {
+        &self.0
+    }
+
+    fn pairing_path(&self) -> PathBuf {
+        self.0.join(PAIRING_FILE)
+    }
+
+    /// Loads and validates the pairing.
+    pub fn load_pairing(&self) -> Result<PairingCode, ConfigError> {
+        let path = self.pairing_path();
+        let Some(bytes) = read_bounded(&path)? else {
+            return Err(ConfigError::NotPaired);
+        };
+        let corrupt = |why: &str| ConfigError::Corrupt {
+            path: path.clone(),
+            why: why.into(),
+        };
+        let mut file: PairingFile =
+            serde_json::from_slice(&bytes).map_err(|_| corrupt("not a sealpost pairing file"))?;
+        let checked = if file.format != PAIRING_FORMAT {
+            Err(corrupt("not a sealpost pairing file"))
+        } else if file.version != FORMAT_VERSION {
+            Err(corrupt("written by another version of sealpost"))
+        } else {
+            PairingCode::parse(&file.code).map_err(|e| corrupt(&format!("its code: {e}")))
+        };
+        file.code.zeroize();
+        checked
+    }
+
+    /// Stores `code` as the pairing (0600, written whole or not at all).
+    pub fn save_pairing(&self, code: &PairingCode) -> Result<(), ConfigError> {
+        let file = PairingFile {
+            format: PAIRING_FORMAT.into(),
+            version: FORMAT_VERSION,
+            code: code.encode().to_string(),
+        };
+        let mut file = file;
+        let text = Zeroizing::new(serde_json::to_vec_pretty(&file).expect("serialisable"));
+        file.code.zeroize();
+        self.write_private(&self.pairing_path(), &text)
+    }
+
+    /// Deletes the pairing and the cached catalog. Whether a pairing was there.
+    pub fn remove_pairing(&self) -> Result<bool, ConfigError> {
+        let _ = fs::remove_file(self.0.join(CATALOG_FILE));
+        let path = self.pairing_path();
+        match fs::remove_file(&path) {
+            Ok(()) => Ok(true),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
+            Err(source) => Err(ConfigError::Io { path, source }),
+        }
+    }
+
+    /// The cached catalog for `pair_id`, or `None` when absent, unreadable or another pairing's.
+    pub fn load_catalog(&self, pair_id: Id16) -> Option<CachedCatalog> {
+        let bytes = read_bounded(&self.0.join(CATALOG_FILE)).ok()??;
+        let catalog: CachedCatalog = serde_json::from_slice(&bytes).ok()?;
+        (catalog.format == CATALOG_FORMAT
+            && catalog.version == FORMAT_VERSION
+            && catalog.pair_id == pair_id)
+            .then_some(catalog)
+    }
+
+    /// Caches a catalog (0600, written whole or not at all).
+    pub fn save_catalog(&self, catalog: &CachedCatalog) -> Result<(), ConfigError> {
+        let text = serde_json::to_vec(catalog).expect("serialisable");
+        self.write_private(&self.0.join(CATALOG_FILE), &text)
+    }
+
+    /// Writes `bytes` to a temporary file only the user may read, then renames it over `path`,
+    /// so a reader sees the old file or the new one, never half of one.
+    fn write_private(&self, path: &Path, bytes: &[u8]) -> Result<(), ConfigError> {
+        let io = |path: &Path| {
+            let path = path.to_path_buf();
+            move |source| ConfigError::Io { path, source }
+        };
+        create_private_dir(&self.0).map_err(io(&self.0))?;
+        let temporary = path.with_extension(format!("tmp-{}", std::process::id()));
+        let mut options = OpenOptions::new();
+        options.write(true).create(true).truncate(true);
+        #[cfg(unix)]
+        std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+        let mut file = options.open(&temporary).map_err(io(&temporary))?;
+        file.write_all(bytes).map_err(io(&temporary))?;
+        file.sync_all().map_err(io(&temporary))?;
+        drop(file);
+        fs::rename(&temporary, path).map_err(io(path))
+    }
+}
+
+fn create_private_dir(dir: &Path) -> std::io::Result<()> {
+    let mut builder = fs::DirBuilder::new();
+    builder.recursive(true);
+    #[cfg(unix)]
+    std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
+    builder.create(dir)
+}
+
+/// The file's bytes, `None` when it does not exist; a file over the bound is refused unread.
+fn read_bounded(path: &Path) -> Result<Option<Vec<u8>>, ConfigError> {
+    let file = match File::open(path) {
+        Ok(file) => file,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(source) => {
+            return Err(ConfigError::Io {
+                path: path.to_path_buf(),
+                source,
+            });
+        }
+    };
+    let mut bytes = Vec::new();
+    file.take(MAX_FILE_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|source| ConfigError::Io {
+            path: path.to_path_buf(),
+            source,
+        })?;
+    if bytes.len() as u64 > MAX_FILE_BYTES {
+        return Err(ConfigError::Corrupt {
+            path: path.to_path_buf(),
+            why: "far larger than a pairing".into(),
+        });
+    }
+    Ok(Some(bytes))
+}

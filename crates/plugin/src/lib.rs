@@ -1,0 +1,114 @@
+//! `sealpost`, the local plugin: an MCP stdio server that seals every tool call to the browser
+//! tab it is paired with, through the team's relay, and opens and fences the reply.
+//!
+//! - [`config`]: the pairing file and the cached catalog (0600, validated on every load).
+//! - [`relay`]: the relay's API with the MCP token; bodies read under a running cap.
+//! - [`session`]: the live session, trusted only after its hello verifies.
+//! - [`call`]: one tool call from seal to fenced answer.
+//! - [`fence`]: third-party text made safe to show a model.
+//! - [`tools`]: what `tools/list` shows.
+//! - [`server`] and [`stdio`]: MCP over stdio (rmcp), with a line cap.
+//! - [`commands`]: `pair`, `unpair`, `status`.
+//! - [`messages`]: every failure as a sentence a person can act on.
+
+pub mod call;
+pub mod commands;
+pub mod config;
+pub mod fence;
+pub mod messages;
+pub mod relay;
+pub mod server;
+pub mod session;
+pub mod stdio;
+pub mod tools;
+
+use std::time::Duration;
+
+use sealpost_protocol::content::CatalogEntry;
+use sealpost_protocol::ids::Id16;
+
+use crate::config::{CachedCatalog, ConfigDir};
+use crate::session::SessionKeysCache;
+
+/// How the plugin waits. Defaults suit every client checked (DESIGN §4).
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// The whole wait for one call; below the 60 s that Codex and Claude Desktop allow.
+    pub call_timeout: Duration,
+    /// A tab that has not polled for this long is reported as not open, at once.
+    pub tab_absent_after: Duration,
+    /// How often a waiting call sends a progress notification (and re-checks the tab).
+    pub progress_every: Duration,
+    /// Bound on a result's fenced text, in characters.
+    pub max_result_chars: usize,
+}
+
+/// Default [`Options::call_timeout`].
+pub const DEFAULT_CALL_TIMEOUT: Duration = Duration::from_secs(55);
+/// Default [`Options::tab_absent_after`].
+pub const DEFAULT_TAB_ABSENT_AFTER: Duration = Duration::from_secs(15);
+/// Default [`Options::progress_every`].
+pub const DEFAULT_PROGRESS_EVERY: Duration = Duration::from_secs(5);
+
+impl Default for Options {
+    fn default() -> Self {
+        Self {
+            call_timeout: DEFAULT_CALL_TIMEOUT,
+            tab_absent_after: DEFAULT_TAB_ABSENT_AFTER,
+            progress_every: DEFAULT_PROGRESS_EVERY,
+            max_result_chars: fence::DEFAULT_MAX_RESULT_CHARS,
+        }
+    }
+}
+
+/// The plugin's state for one process: where its files are, one HTTP client, session keys.
+#[derive(Debug)]
+pub struct Plugin {
+    config: ConfigDir,
+    http: reqwest::Client,
+    options: Options,
+    keys: SessionKeysCache,
+    /// Bumped whenever the cached catalog changes, so the MCP layer can send `list_changed`.
+    catalog_changed: tokio::sync::watch::Sender<u64>,
+}
+
+impl Plugin {
+    /// A plugin keeping its files in `config`.
+    pub fn new(config: ConfigDir, options: Options) -> Self {
+        Self {
+            config,
+            http: relay::http_client(),
+            options,
+            keys: SessionKeysCache::default(),
+            catalog_changed: tokio::sync::watch::Sender::new(0),
+        }
+    }
+
+    /// The config folder.
+    pub fn config(&self) -> &ConfigDir {
+        &self.config
+    }
+
+    /// Notified when the cached catalog changes.
+    pub fn catalog_changes(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.catalog_changed.subscribe()
+    }
+
+    /// Caches the catalog of a hello that verified, when it differs from the cached one.
+    fn remember_catalog(&self, pair_id: Id16, tools: &[CatalogEntry]) {
+        let cached = self.config.load_catalog(pair_id);
+        if cached.as_ref().is_some_and(|c| c.tools == tools) {
+            return;
+        }
+        match self
+            .config
+            .save_catalog(&CachedCatalog::new(pair_id, tools.to_vec()))
+        {
+            Ok(()) => {
+                self.catalog_changed
+                    .send_modify(|generation| *generation += 1);
+            }
+            Err(error) => tracing::warn!(%error, "could not cache the catalog"),
+        }
+    }
+}

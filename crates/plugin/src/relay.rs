@@ -1,0 +1,288 @@
+//! The plugin's side of the relay's HTTP API, with its MCP token.
+//!
+//! Response bodies are read with a running cap before anything parses them, so a relay that
+//! lies about or omits `Content-Length` cannot make the plugin allocate past the cap. Errors
+//! name the relay's host, never a URL, a token or a code.
+
+use std::time::Duration;
+
+use reqwest::StatusCode;
+use sealpost_protocol::api::{
+    CallStatusResponse, CancelRequest, ErrorBody, LiveSessionResponse, PostCallRequest,
+    PostCallResponse,
+};
+use sealpost_protocol::content::CancelReason;
+use sealpost_protocol::ids::Id16;
+use sealpost_protocol::limits::MAX_REPLY_ENVELOPE_BYTES;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use zeroize::Zeroizing;
+
+/// Largest response body read: a maximal reply envelope as base64 in JSON, with room for the
+/// other fields.
+pub const MAX_RESPONSE_BYTES: usize = MAX_REPLY_ENVELOPE_BYTES.div_ceil(3) * 4 + 16 * 1024;
+/// How long connecting to the relay may take.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+/// Added to a long-poll's wait for the whole request's deadline.
+const REQUEST_SLACK: Duration = Duration::from_secs(10);
+/// Idle connections are dropped after this, so a laptop that slept starts on fresh ones.
+const POOL_IDLE: Duration = Duration::from_secs(20);
+
+/// What went wrong talking to the relay.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RelayError {
+    /// No answer: the relay is down, unreachable, or too slow.
+    #[error("The relay at {host} did not answer.")]
+    Unreachable {
+        /// The relay's host.
+        host: String,
+    },
+    /// 401: the MCP token is revoked, expired or not known.
+    #[error("The relay at {host} refused this plugin's token: it was revoked or has expired.")]
+    TokenRefused {
+        /// The relay's host.
+        host: String,
+    },
+    /// 404: no such session or call (for this token).
+    #[error("not found")]
+    NotFound,
+    /// 409 on a post: the call exists already.
+    #[error("duplicate")]
+    Duplicate,
+    /// Any other refusal, with the relay's stable code.
+    #[error("The relay at {host} answered {status} ({code}).")]
+    Refused {
+        /// The relay's host.
+        host: String,
+        /// HTTP status.
+        status: u16,
+        /// The stable error code (relay-supplied text).
+        code: String,
+        /// The message (relay-supplied text).
+        message: String,
+    },
+    /// The response was over [`MAX_RESPONSE_BYTES`] or not the JSON expected.
+    #[error("The relay at {host} sent a response that is too large or malformed.")]
+    BadResponse {
+        /// The relay's host.
+        host: String,
+    },
+}
+
+/// A client for one relay with one MCP token.
+#[derive(Clone)]
+pub struct RelayClient {
+    origin: String,
+    host: String,
+    token: Zeroizing<String>,
+    http: reqwest::Client,
+}
+
+impl std::fmt::Debug for RelayClient {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RelayClient")
+            .field("host", &self.host)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The host (and port) of an origin such as `https://relay.example:8443`.
+pub fn host_of(origin: &str) -> &str {
+    origin
+        .split_once("://")
+        .map_or(origin, |(_, authority)| authority)
+}
+
+/// One HTTP client for the process: connection reuse matters more than anything else here.
+pub fn http_client() -> reqwest::Client {
+    reqwest::Client::builder()
+        .connect_timeout(CONNECT_TIMEOUT)
+        .pool_idle_timeout(POOL_IDLE)
+        .tcp_nodelay(true)
+        .redirect(reqwest::redirect::Policy::none())
+        .user_agent(concat!("sealpost/", env!("CARGO_PKG_VERSION")))
+        .build()
+        .expect("a client with rustls builds")
+}
+
+impl RelayClient {
+    /// A client for the relay at `origin` (already validated) using `token`.
+    pub fn new(http: reqwest::Client, origin: &str, token: &str) -> Self {
+        Self {
+            origin: origin.to_owned(),
+            host: host_of(origin).to_owned(),
+            token: Zeroizing::new(token.to_owned()),
+            http,
+        }
+    }
+
+    /// The relay's host, for messages.
+    pub fn host(&self) -> &str {
+        &self.host
+    }
+
+    /// The live session of `pair_id`, or `None` when none is live.
+    pub async fn live_session(
+        &self,
+        pair_id: Id16,
+    ) -> Result<Option<LiveSessionResponse>, RelayError> {
+        let path = format!("/v1/pairings/{pair_id}/session");
+        // Idempotent, and the first request after a sleep may meet a dead pooled connection:
+        // one retry on a transport failure.
+        let mut result = self
+            .send(self.request(reqwest::Method::GET, &path), None)
+            .await;
+        if matches!(result, Err(RelayError::Unreachable { .. })) {
+            result = self
+                .send(self.request(reqwest::Method::GET, &path), None)
+                .await;
+        }
+        match result {
+            Ok(session) => Ok(Some(session)),
+            Err(RelayError::NotFound) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Posts a sealed call.
+    pub async fn post_call(
+        &self,
+        session_id: Id16,
+        request: &PostCallRequest,
+    ) -> Result<PostCallResponse, RelayError> {
+        let path = format!("/v1/sessions/{session_id}/calls");
+        self.send_json(reqwest::Method::POST, &path, request, None)
+            .await
+    }
+
+    /// Reads a call, waiting up to `wait` for it to leave pending and claimed.
+    pub async fn read_call(
+        &self,
+        call_id: Id16,
+        wait: Duration,
+    ) -> Result<CallStatusResponse, RelayError> {
+        let wait_ms = wait.as_millis();
+        let path = format!("/v1/calls/{call_id}?wait_ms={wait_ms}");
+        self.send(self.request(reqwest::Method::GET, &path), Some(wait))
+            .await
+    }
+
+    /// Cancels a call with `reason`.
+    pub async fn cancel_call(&self, call_id: Id16, reason: CancelReason) -> Result<(), RelayError> {
+        let path = format!("/v1/calls/{call_id}/cancel");
+        self.send_empty(reqwest::Method::POST, &path, &CancelRequest { reason })
+            .await
+    }
+
+    /// Revokes this plugin's own MCP token.
+    pub async fn sign_out(&self) -> Result<(), RelayError> {
+        self.send_empty(
+            reqwest::Method::POST,
+            "/v1/auth/signout",
+            &serde_json::json!({}),
+        )
+        .await
+    }
+
+    fn request(&self, method: reqwest::Method, path: &str) -> reqwest::RequestBuilder {
+        self.http
+            .request(method, format!("{}{path}", self.origin))
+            .bearer_auth(self.token.as_str())
+    }
+
+    async fn send_json<B: Serialize, T: DeserializeOwned>(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+        body: &B,
+        wait: Option<Duration>,
+    ) -> Result<T, RelayError> {
+        self.send(self.request(method, path).json(body), wait).await
+    }
+
+    async fn send_empty<B: Serialize>(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+        body: &B,
+    ) -> Result<(), RelayError> {
+        let (status, bytes) = self
+            .exchange(self.request(method, path).json(body), None)
+            .await?;
+        if status.is_success() {
+            return Ok(());
+        }
+        Err(self.refusal(status, &bytes))
+    }
+
+    async fn send<T: DeserializeOwned>(
+        &self,
+        request: reqwest::RequestBuilder,
+        wait: Option<Duration>,
+    ) -> Result<T, RelayError> {
+        let (status, bytes) = self.exchange(request, wait).await?;
+        if !status.is_success() {
+            return Err(self.refusal(status, &bytes));
+        }
+        serde_json::from_slice(&bytes).map_err(|_| RelayError::BadResponse {
+            host: self.host.clone(),
+        })
+    }
+
+    /// Sends and reads the body up to [`MAX_RESPONSE_BYTES`], counting as it goes.
+    async fn exchange(
+        &self,
+        request: reqwest::RequestBuilder,
+        wait: Option<Duration>,
+    ) -> Result<(StatusCode, Vec<u8>), RelayError> {
+        let unreachable = || RelayError::Unreachable {
+            host: self.host.clone(),
+        };
+        let deadline = wait.unwrap_or_default() + REQUEST_SLACK;
+        let mut response = request
+            .timeout(deadline)
+            .send()
+            .await
+            .map_err(|_| unreachable())?;
+        let status = response.status();
+        let too_large = || RelayError::BadResponse {
+            host: self.host.clone(),
+        };
+        if response
+            .content_length()
+            .is_some_and(|n| n > MAX_RESPONSE_BYTES as u64)
+        {
+            return Err(too_large());
+        }
+        let mut body = Vec::new();
+        while let Some(chunk) = response.chunk().await.map_err(|_| unreachable())? {
+            if body.len() + chunk.len() > MAX_RESPONSE_BYTES {
+                return Err(too_large());
+            }
+            body.extend_from_slice(&chunk);
+        }
+        Ok((status, body))
+    }
+
+    fn refusal(&self, status: StatusCode, body: &[u8]) -> RelayError {
+        match status {
+            StatusCode::UNAUTHORIZED => RelayError::TokenRefused {
+                host: self.host.clone(),
+            },
+            StatusCode::NOT_FOUND => RelayError::NotFound,
+            StatusCode::CONFLICT => RelayError::Duplicate,
+            _ => {
+                let (code, message) = match serde_json::from_slice::<ErrorBody>(body) {
+                    Ok(body) => (body.error.code.as_str().to_owned(), body.error.message),
+                    Err(_) => ("unknown".to_owned(), String::new()),
+                };
+                RelayError::Refused {
+                    host: self.host.clone(),
+                    status: status.as_u16(),
+                    code,
+                    message,
+                }
+            }
+        }
+    }
+}

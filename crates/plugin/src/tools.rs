@@ -1,0 +1,183 @@
+//! What `tools/list` shows: the plugin's own `sealpost_status`, then the tab's catalog as the
+//! last verified hello offered it, filtered so a hostile or careless tab cannot confuse a
+//! client or the model.
+//!
+//! A catalog entry is dropped when its name is not `[A-Za-z0-9_.-]{1,48}`, uses the reserved
+//! `sealpost_` prefix, or repeats an earlier name; its schema is replaced when it is not an
+//! object schema; at most [`MAX_TOOLS`] are kept, in name order (stable across hellos).
+//! Descriptions are one bounded line, cleaned, and say they come from the tab.
+//! `readOnlyHint` is set only for the executor's built-in read tools: a host tool's own claim
+//! to be harmless is never passed on.
+
+use std::borrow::Cow;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use rmcp::model::{JsonObject, Tool, ToolAnnotations};
+use sealpost_protocol::content::{CatalogEntry, ToolKind, validate_tool_name};
+use sealpost_protocol::limits::{MAX_TOOL_DESCRIPTION_CHARS, MAX_TOOLS};
+use serde_json::{Value, json};
+
+use crate::fence::one_line;
+
+/// The plugin's own tool: pairing and session status, and how to fix what is missing.
+pub const STATUS_TOOL: &str = "sealpost_status";
+
+/// The plugin's own tools, always listed first.
+pub fn own_tools() -> Vec<Tool> {
+    let schema = json!({"type": "object", "properties": {}, "additionalProperties": false});
+    let mut tool = Tool::new(
+        STATUS_TOOL,
+        "Shows whether Sealpost is paired with a browser tab, whether that tab is open and \
+         serving, and what the person needs to do if not. Call it when a Sealpost tool says \
+         the tab is not available.",
+        object(schema),
+    );
+    tool.annotations = Some(ToolAnnotations::new().read_only(true).open_world(false));
+    vec![tool]
+}
+
+fn object(value: Value) -> Arc<JsonObject> {
+    match value {
+        Value::Object(map) => Arc::new(map),
+        _ => Arc::new(JsonObject::new()),
+    }
+}
+
+/// The catalog entries that may be listed and called, by name.
+pub fn accepted(entries: &[CatalogEntry]) -> BTreeMap<String, CatalogEntry> {
+    let mut kept = BTreeMap::new();
+    let mut seen = std::collections::BTreeSet::new();
+    for entry in entries {
+        if !seen.insert(entry.name.clone()) {
+            // A repeated name is ambiguous: drop every entry of that name.
+            kept.remove(&entry.name);
+            continue;
+        }
+        if validate_tool_name(&entry.name).is_ok() {
+            kept.insert(entry.name.clone(), entry.clone());
+        }
+    }
+    while kept.len() > MAX_TOOLS {
+        kept.pop_last();
+    }
+    kept
+}
+
+/// The MCP tool for one accepted catalog entry. `origin_host` is the relay's host, which
+/// serves the tab.
+pub fn listed_tool(entry: &CatalogEntry, origin_host: &str) -> Tool {
+    let mut description = one_line(&entry.description, MAX_TOOL_DESCRIPTION_CHARS);
+    if description.is_empty() {
+        description = "(no description)".into();
+    }
+    let mut description =
+        format!("{description} [From the Sealpost browser tab served by {origin_host}.]");
+    if entry.kind == ToolKind::Proposal {
+        description.push_str(
+            " This tool only proposes a change: a person reviews it in the Sealpost tab \
+             before anything changes.",
+        );
+    }
+    let schema = match &entry.input_schema {
+        Value::Object(map) if map.get("type") == Some(&json!("object")) => {
+            Value::Object(map.clone())
+        }
+        _ => json!({"type": "object"}),
+    };
+    let mut tool = Tool::new(
+        Cow::Owned(entry.name.clone()),
+        Cow::Owned(description),
+        object(schema),
+    );
+    let read_only = entry.builtin && entry.kind == ToolKind::Read;
+    let annotations = if read_only {
+        ToolAnnotations::new().read_only(true)
+    } else {
+        ToolAnnotations::new().read_only(false)
+    };
+    tool.annotations = Some(annotations.open_world(false));
+    tool
+}
+
+/// Everything `tools/list` answers for a catalog.
+pub fn list(entries: &[CatalogEntry], origin_host: &str) -> Vec<Tool> {
+    let mut tools = own_tools();
+    tools.extend(
+        accepted(entries)
+            .values()
+            .map(|entry| listed_tool(entry, origin_host)),
+    );
+    tools
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(name: &str, kind: ToolKind, builtin: bool) -> CatalogEntry {
+        CatalogEntry {
+            name: name.into(),
+            description: format!("Does {name}.\nSecond line\u{202e}"),
+            input_schema: json!({"type": "object"}),
+            kind,
+            builtin,
+        }
+    }
+
+    #[test]
+    fn reserved_invalid_and_repeated_names_are_dropped() {
+        let entries = vec![
+            entry("search_workspace", ToolKind::Read, true),
+            entry("sealpost_status", ToolKind::Read, false),
+            entry("rm -rf", ToolKind::Read, false),
+            entry(&"a".repeat(49), ToolKind::Read, false),
+            entry("twice", ToolKind::Read, false),
+            entry("twice", ToolKind::Proposal, false),
+        ];
+        let names: Vec<_> = list(&entries, "relay.example")
+            .into_iter()
+            .map(|t| t.name.into_owned())
+            .collect();
+        assert_eq!(names, ["sealpost_status", "search_workspace"]);
+    }
+
+    #[test]
+    fn at_most_the_limit_in_name_order() {
+        let entries: Vec<_> = (0..150)
+            .rev()
+            .map(|i| entry(&format!("t{i:03}"), ToolKind::Read, false))
+            .collect();
+        let tools = list(&entries, "h");
+        assert_eq!(tools.len(), 1 + MAX_TOOLS);
+        assert_eq!(tools[1].name, "t000");
+        assert_eq!(tools[MAX_TOOLS].name, "t099");
+    }
+
+    #[test]
+    fn only_builtin_read_tools_claim_to_be_read_only() {
+        let builtin = listed_tool(&entry("a", ToolKind::Read, true), "h");
+        let host = listed_tool(&entry("b", ToolKind::Read, false), "h");
+        let proposal = listed_tool(&entry("c", ToolKind::Proposal, true), "h");
+        let hint = |t: &Tool| t.annotations.as_ref().unwrap().read_only_hint;
+        assert_eq!(hint(&builtin), Some(true));
+        assert_eq!(hint(&host), Some(false));
+        assert_eq!(hint(&proposal), Some(false));
+        assert!(
+            proposal
+                .description
+                .unwrap()
+                .contains("a person reviews it")
+        );
+    }
+
+    #[test]
+    fn descriptions_are_one_clean_attributed_line() {
+        let tool = listed_tool(&entry("a", ToolKind::Read, true), "relay.example");
+        let description = tool.description.unwrap();
+        assert_eq!(
+            description,
+            "Does a. Second line [From the Sealpost browser tab served by relay.example.]"
+        );
+    }
+}

@@ -1,0 +1,209 @@
+//! Raw JSON lines, as a client that does not use rmcp writes them.
+
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use crate::{Mcp, config_dir, result_text, silent_relay, unissued_code, write_pairing};
+
+#[tokio::test]
+async fn both_eras_of_initialize_are_answered_with_the_version_asked_for() {
+    for version in ["2025-06-18", "2025-11-25"] {
+        let config = config_dir();
+        let mut mcp = Mcp::spawn(config.path());
+        let response = mcp.initialize(version).await;
+        assert_eq!(response["result"]["protocolVersion"], version);
+        assert_eq!(response["result"]["serverInfo"]["name"], "sealpost");
+        assert_eq!(
+            response["result"]["capabilities"]["tools"]["listChanged"],
+            true
+        );
+        let tools = mcp.request("tools/list", json!({})).await;
+        assert_eq!(tools["result"]["tools"][0]["name"], "sealpost_status");
+        assert!(mcp.exit().await.success());
+    }
+}
+
+fn modern_meta() -> Value {
+    json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientInfo": {"name": "raw-test-client", "version": "1"},
+        "io.modelcontextprotocol/clientCapabilities": {}
+    })
+}
+
+#[tokio::test]
+async fn server_discover_is_answered_and_requests_carry_their_own_version() {
+    let config = config_dir();
+    let mut mcp = Mcp::spawn(config.path());
+    let discover = mcp
+        .request("server/discover", json!({"_meta": modern_meta()}))
+        .await;
+    let result = &discover["result"];
+    assert!(
+        result["supportedVersions"]
+            .as_array()
+            .is_some_and(|v| v.contains(&json!("2026-07-28"))),
+        "discover lists the modern version: {discover}"
+    );
+    let tools = mcp
+        .request("tools/list", json!({"_meta": modern_meta()}))
+        .await;
+    assert_eq!(
+        tools["result"]["tools"][0]["name"], "sealpost_status",
+        "{tools}"
+    );
+    assert!(mcp.exit().await.success());
+}
+
+#[tokio::test]
+async fn tools_list_answers_from_disk_while_the_relay_hangs() {
+    let (_listener, origin) = silent_relay().await;
+    let config = config_dir();
+    write_pairing(config.path(), &unissued_code(&origin));
+    let mut mcp = Mcp::spawn(config.path());
+    mcp.initialize("2025-11-25").await;
+    let started = Instant::now();
+    let tools = mcp.request("tools/list", json!({})).await;
+    // The relay accepts connections and never answers: any network wait would hang here.
+    assert!(
+        started.elapsed() < Duration::from_secs(1),
+        "tools/list waited"
+    );
+    assert_eq!(tools["result"]["tools"][0]["name"], "sealpost_status");
+    assert!(tools["result"].get("nextCursor").is_none(), "one page");
+}
+
+#[tokio::test]
+async fn sealpost_status_unpaired_says_how_to_pair() {
+    let config = config_dir();
+    let mut mcp = Mcp::spawn(config.path());
+    mcp.initialize("2025-06-18").await;
+    let (text, is_error) = result_text(&mcp.call("sealpost_status", json!({})).await);
+    assert!(!is_error);
+    assert!(text.contains("sealpost pair"), "{text}");
+    assert!(text.contains("paired:          no"), "{text}");
+}
+
+#[tokio::test]
+async fn a_call_while_unpaired_is_an_error_result_that_says_what_to_do() {
+    let config = config_dir();
+    let mut mcp = Mcp::spawn(config.path());
+    mcp.initialize("2025-06-18").await;
+    let response = mcp.call("search_workspace", json!({"query": "x"})).await;
+    assert!(response.get("error").is_none(), "not a protocol error");
+    let (text, is_error) = result_text(&response);
+    assert!(is_error);
+    assert!(text.contains("not paired"), "{text}");
+    assert!(text.contains("sealpost pair"), "{text}");
+}
+
+#[tokio::test]
+async fn a_message_split_across_many_writes_and_many_in_one_write_both_work() {
+    let config = config_dir();
+    let mut mcp = Mcp::spawn(config.path());
+    let init = json!({"jsonrpc":"2.0","id":1,"method":"initialize","params":{
+        "protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}});
+    let bytes = format!("{init}\n").into_bytes();
+    for chunk in bytes.chunks(7) {
+        mcp.write(chunk).await;
+        tokio::task::yield_now().await;
+    }
+    assert_eq!(
+        mcp.response(&json!(1)).await["result"]["protocolVersion"],
+        "2025-11-25"
+    );
+    let mut batch =
+        String::from("{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}\n");
+    for id in 10..15 {
+        batch.push_str(&format!(
+            "{{\"jsonrpc\":\"2.0\",\"id\":{id},\"method\":\"tools/list\"}}\n"
+        ));
+    }
+    mcp.write(batch.as_bytes()).await;
+    for id in 10..15 {
+        assert!(mcp.response(&json!(id)).await["result"]["tools"].is_array());
+    }
+}
+
+#[tokio::test]
+async fn a_one_mib_message_is_served() {
+    let config = config_dir();
+    let mut mcp = Mcp::spawn(config.path());
+    mcp.initialize("2025-11-25").await;
+    let big = "x".repeat(1024 * 1024);
+    let response = mcp.call("sealpost_status", json!({"padding": big})).await;
+    let (text, _) = result_text(&response);
+    assert!(text.contains("paired:"), "{text}");
+}
+
+#[tokio::test]
+async fn an_over_cap_line_gets_an_error_and_the_server_keeps_serving() {
+    let config = config_dir();
+    let mut mcp = Mcp::spawn(config.path());
+    mcp.initialize("2025-11-25").await;
+    let huge = format!(
+        "{{\"jsonrpc\":\"2.0\",\"id\":99,\"method\":\"tools/call\",\"params\":{{\"name\":\"x\",\"arguments\":{{\"p\":\"{}\"}}}}}}\n",
+        "y".repeat(sealpost::stdio::MAX_LINE_BYTES + 10)
+    );
+    mcp.write(huge.as_bytes()).await;
+    let error = mcp.recv().await;
+    assert_eq!(error["id"], Value::Null, "{error}");
+    assert_eq!(error["error"]["code"], -32600);
+    assert!(
+        error["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("longer than"),
+        "{error}"
+    );
+    let tools = mcp.request("tools/list", json!({})).await;
+    assert!(tools["result"]["tools"].is_array());
+}
+
+#[tokio::test]
+async fn stdin_eof_ends_the_process_even_with_a_call_waiting_on_the_relay() {
+    let (_listener, origin) = silent_relay().await;
+    let config = config_dir();
+    write_pairing(config.path(), &unissued_code(&origin));
+    let mut mcp = Mcp::spawn(config.path());
+    mcp.initialize("2025-11-25").await;
+    // A call now waits on a relay that never answers.
+    mcp.send(&json!({"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"search_workspace","arguments":{}}}))
+        .await;
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    mcp.close_stdin();
+    let started = Instant::now();
+    let status = tokio::time::timeout(Duration::from_secs(5), mcp.child.wait())
+        .await
+        .expect("exits after stdin closes")
+        .unwrap();
+    assert!(
+        started.elapsed() < Duration::from_secs(1),
+        "exit took {:?}",
+        started.elapsed()
+    );
+    assert!(status.success());
+}
+
+#[tokio::test]
+async fn garbage_and_unknown_messages_get_errors_on_stdout_and_nothing_else() {
+    let config = config_dir();
+    let mut mcp = Mcp::spawn(config.path());
+    mcp.initialize("2025-11-25").await;
+    mcp.write(b"this is not json\n").await;
+    let parse_error = mcp.recv().await;
+    assert_eq!(parse_error["error"]["code"], -32700);
+    assert_eq!(parse_error["id"], Value::Null);
+    mcp.write(b"{\"jsonrpc\":\"2.0\",\"method\":\"notifications/whatever\"}\n")
+        .await;
+    mcp.write(b"{\"jsonrpc\":\"2.0\",\"id\":5,\"method\":\"no/such/method\"}\n")
+        .await;
+    let unknown = mcp.response(&json!(5)).await;
+    assert!(unknown.get("error").is_some(), "{unknown}");
+    // Every line read so far parsed as JSON-RPC (recv asserts it); a last request proves
+    // nothing stray came between.
+    let tools = mcp.request("tools/list", json!({})).await;
+    assert!(tools["result"]["tools"].is_array());
+    assert!(mcp.notifications.is_empty(), "{:?}", mcp.notifications);
+}

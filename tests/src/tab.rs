@@ -1,0 +1,192 @@
+//! A native stand-in for the browser tab: the real executor (native build) serving one session
+//! over the relay's real HTTP API, on a thread of its own (the executor is not `Send`, as in a
+//! browser). It starts a session with a hello, claims calls by long-poll, runs them, and posts
+//! sealed replies or cancels, until stopped.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+
+use anyhow::{Context as _, Result};
+use sealpost_executor::{Executor, Outcome};
+use sealpost_protocol::ids::Id16;
+use sealpost_seal::PairingSecret;
+use tokio::sync::watch;
+
+use crate::{LiveRelay, random_id};
+
+/// What the tab did, readable from the test while it runs.
+#[derive(Debug, Default)]
+pub struct TabLog {
+    /// Calls answered with a sealed reply.
+    pub replied: AtomicUsize,
+    /// Calls cancelled (undecryptable, replayed, expired, past the session).
+    pub cancelled: AtomicUsize,
+    /// Summaries of the proposals waiting for review, after the last call.
+    pub pending_proposals: Mutex<Vec<String>>,
+    /// Calls claimed and deliberately left unanswered (a tab that holds its calls).
+    pub held: Mutex<Vec<Id16>>,
+}
+
+/// What the tab does with the calls it claims.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TabMode {
+    /// Runs each call and answers it.
+    Serve,
+    /// Claims each call and never answers (a tab stuck in a long tool).
+    Hold,
+}
+
+/// A running tab. Dropping it stops the claim loop (the session stays on the relay, as when a
+/// tab is closed without saying goodbye).
+#[derive(Debug)]
+pub struct Tab {
+    /// The session it serves.
+    pub session_id: Id16,
+    /// What it did.
+    pub log: Arc<TabLog>,
+    stop: watch::Sender<bool>,
+    thread: Option<JoinHandle<()>>,
+}
+
+fn now_ms() -> u64 {
+    sealpost_relay::clock::now_ms() as u64
+}
+
+impl Tab {
+    /// Starts a session of `ttl_s` seconds for `secret` on `relay` and serves it with the
+    /// executor `build` makes (on the tab's own thread).
+    pub async fn start(
+        relay: &LiveRelay,
+        secret: &PairingSecret,
+        ttl_s: u64,
+        build: impl FnOnce() -> Executor + Send + 'static,
+    ) -> Result<Self> {
+        Self::start_in(relay, secret, ttl_s, TabMode::Serve, build).await
+    }
+
+    /// As [`Tab::start`], doing `mode` with each claimed call.
+    pub async fn start_in(
+        relay: &LiveRelay,
+        secret: &PairingSecret,
+        ttl_s: u64,
+        mode: TabMode,
+        build: impl FnOnce() -> Executor + Send + 'static,
+    ) -> Result<Self> {
+        let (stop, stopped) = watch::channel(false);
+        let (ready_tx, ready_rx) = tokio::sync::oneshot::channel::<Result<Id16>>();
+        let log = Arc::new(TabLog::default());
+        let client = LiveRelay::echo(relay.base.clone()).with_owner(relay.owner_token.clone());
+        let secret = PairingSecret::from_bytes(*secret.expose());
+        let thread_log = log.clone();
+        let thread = std::thread::spawn(move || {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("a runtime");
+            let local = tokio::task::LocalSet::new();
+            local.block_on(&runtime, async move {
+                let executor = build();
+                let session_id = random_id();
+                let now = now_ms();
+                let started = async {
+                    let hello = executor
+                        .start_session(
+                            &secret,
+                            session_id.0,
+                            now,
+                            now + ttl_s * 1000,
+                            &mut rand::rng(),
+                        )
+                        .context("start the session")?;
+                    client
+                        .create_session(session_id, Id16(secret.pair_id()), hello, ttl_s)
+                        .await
+                };
+                if let Err(error) = started.await {
+                    let _ = ready_tx.send(Err(error));
+                    return;
+                }
+                let _ = ready_tx.send(Ok(session_id));
+                serve(&client, &executor, session_id, mode, stopped, &thread_log).await;
+            });
+        });
+        let session_id = ready_rx.await.context("the tab thread stopped")??;
+        Ok(Self {
+            session_id,
+            log,
+            stop,
+            thread: Some(thread),
+        })
+    }
+
+    /// Stops claiming; the session stays on the relay.
+    pub fn stop(mut self) {
+        self.halt();
+    }
+
+    fn halt(&mut self) {
+        let _ = self.stop.send(true);
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+impl Drop for Tab {
+    fn drop(&mut self) {
+        self.halt();
+    }
+}
+
+async fn serve(
+    client: &LiveRelay,
+    executor: &Executor,
+    session_id: Id16,
+    mode: TabMode,
+    mut stopped: watch::Receiver<bool>,
+    log: &TabLog,
+) {
+    let clock = now_ms;
+    loop {
+        let claimed = tokio::select! {
+            claimed = client.claim(session_id, 50, 5_000) => claimed,
+            _ = stopped.wait_for(|stop| *stop) => return,
+        };
+        let Ok(claimed) = claimed else {
+            // The session ended or the relay went away: a real tab backs off; this one waits a
+            // moment and tries again until it is stopped.
+            tokio::select! {
+                () = tokio::time::sleep(std::time::Duration::from_millis(100)) => continue,
+                _ = stopped.wait_for(|stop| *stop) => return,
+            }
+        };
+        for call in claimed.calls {
+            if mode == TabMode::Hold {
+                log.held.lock().expect("not poisoned").push(call.call_id);
+                continue;
+            }
+            match executor
+                .handle(&call.envelope.0, &clock, &mut rand::rng())
+                .await
+            {
+                Outcome::Reply { envelope, .. } => {
+                    if client.reply(call.call_id, envelope).await.is_ok() {
+                        log.replied.fetch_add(1, Ordering::SeqCst);
+                    }
+                }
+                Outcome::Cancel { reason, .. } => {
+                    if client.cancel(call.call_id, reason).await.is_ok() {
+                        log.cancelled.fetch_add(1, Ordering::SeqCst);
+                    }
+                }
+            }
+            let pending = executor
+                .pending_proposals()
+                .iter()
+                .map(|p| format!("{p:?}"))
+                .collect();
+            *log.pending_proposals.lock().expect("not poisoned") = pending;
+        }
+    }
+}
