@@ -8,10 +8,12 @@
 //! - `cargo xtask fuzz [SECONDS]`  each fuzz target for SECONDS (default 20).
 //! - `cargo xtask tools`  installs and checks the prerequisites only.
 //! - `cargo xtask postgres`  starts a throwaway PostgreSQL cluster, queries it, removes it.
+//! - `cargo xtask mcpb [--debug]`  the plugin as an MCP Bundle in `target/mcpb/`.
 
 mod cmd;
 mod executor;
 mod fuzz;
+mod mcpb;
 mod postgres;
 mod relay;
 mod tools;
@@ -21,7 +23,7 @@ use anyhow::{Result, bail};
 
 use crate::cmd::{cargo, cmd, step};
 
-const USAGE: &str = "usage: cargo xtask <test | run | bench [seal|relay|executor|plugin|all] | fuzz [SECONDS] | tools | postgres>";
+const USAGE: &str = "usage: cargo xtask <test | run | bench [seal|relay|executor|plugin|all] | fuzz [SECONDS] | tools | postgres | mcpb [--debug]>";
 
 /// Crates that must build for `wasm32-unknown-unknown` (pure: no I/O, no clock).
 const PURE_CRATES: [&str; 3] = ["sealpost-seal", "sealpost-protocol", "sealpost-executor"];
@@ -41,6 +43,8 @@ fn main() -> Result<()> {
         ["fuzz", seconds] => fuzz::smoke(seconds.parse()?),
         ["tools"] => tools::ensure_all().map(|_| ()),
         ["postgres"] => postgres::check(),
+        ["mcpb"] => mcpb::build(true).map(|_| ()),
+        ["mcpb", "--debug"] => mcpb::build(false).map(|_| ()),
         _ => bail!("{USAGE}"),
     }
 }
@@ -76,6 +80,9 @@ fn test() -> Result<()> {
         },
     )?;
     cluster.stop();
+    step("the plugin packs as an MCP Bundle", || {
+        mcpb::build(false).map(|_| ())
+    })?;
     step("wasm tests in headless Chromium", || wasm::test(&tools))?;
     step(
         "an independent implementation (Python, libsodium) agrees with the vectors",

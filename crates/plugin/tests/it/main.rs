@@ -4,6 +4,7 @@
 
 mod clients;
 mod commands;
+mod hostile;
 mod live;
 mod stdio;
 

@@ -1,0 +1,167 @@
+//! A relay that lies: it streams an endless answer, or points the plugin at another session's
+//! hello. Faults a real relay cannot be made to commit, so a small hostile server plays it;
+//! and a session about to end, through the real relay and tab.
+
+use std::rc::Rc;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use axum::Router;
+use axum::body::Body;
+use axum::routing::{get, post};
+use sealpost_e2e::tab::Tab;
+use sealpost_e2e::{LiveRelay, SqliteFile, random_id};
+use sealpost_executor::{
+    Access, BuiltinTool, Executor, Grants, GrantsHandle, MemoryAuditLog, Workspace,
+};
+use sealpost_protocol::api::LiveSessionResponse;
+use sealpost_protocol::ids::Base64Bytes;
+use sealpost_seal::{PairingCode, PairingSecret};
+use serde_json::json;
+
+use crate::{Mcp, config_dir, result_text, write_pairing};
+
+fn executor() -> Executor {
+    let mut workspace = Workspace::default();
+    workspace.add_source("notes").unwrap();
+    let grants = GrantsHandle::new(Grants {
+        access: Access::On,
+        sources: ["notes".to_owned()].into(),
+        tools: BuiltinTool::ALL
+            .iter()
+            .map(|t| t.name().to_owned())
+            .collect(),
+    });
+    Executor::new(workspace, grants, Rc::new(MemoryAuditLog::new()))
+}
+
+fn now_ms() -> u64 {
+    sealpost_relay::clock::now_ms() as u64
+}
+
+/// Serves `session` for every pairing and counts posted calls.
+async fn lying_relay(session: Router) -> (String, Arc<AtomicUsize>) {
+    let posts = Arc::new(AtomicUsize::new(0));
+    let counter = posts.clone();
+    let app = session.route(
+        "/v1/sessions/{id}/calls",
+        post(move || {
+            counter.fetch_add(1, Ordering::SeqCst);
+            async { axum::http::StatusCode::NOT_FOUND }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let origin = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    (origin, posts)
+}
+
+fn pair_with(config: &std::path::Path, origin: &str) -> PairingSecret {
+    let secret = PairingSecret::generate(&mut rand::rng());
+    let copy = PairingSecret::from_bytes(*secret.expose());
+    let code = PairingCode::new(origin, "h.p.s", copy).unwrap().encode();
+    write_pairing(config, &code);
+    secret
+}
+
+#[tokio::test]
+async fn an_endless_answer_is_cut_at_the_cap_before_it_is_parsed() {
+    // A valid-looking answer carrying a 4 MiB hello, streamed without Content-Length: read
+    // whole, it would parse, and only the hello check would refuse it.
+    let hello = Base64Bytes(vec![1u8; 4 * 1024 * 1024]);
+    let body = serde_json::to_vec(&LiveSessionResponse {
+        session_id: random_id(),
+        hello,
+        expires_at: 0,
+        claimer_seen_at: None,
+        now_ms: 0,
+    })
+    .unwrap();
+    let body = Arc::new(body);
+    let session = Router::new().route(
+        "/v1/pairings/{id}/session",
+        get(move || {
+            let body = body.clone();
+            async move {
+                let chunks: Vec<Result<Vec<u8>, std::io::Error>> =
+                    body.chunks(64 * 1024).map(|c| Ok(c.to_vec())).collect();
+                Body::from_stream(futures_util::stream::iter(chunks))
+            }
+        }),
+    );
+    let (origin, posts) = lying_relay(session).await;
+    let config = config_dir();
+    pair_with(config.path(), &origin);
+    let mut mcp = Mcp::spawn(config.path());
+    mcp.initialize("2025-11-25").await;
+    let (text, is_error) = result_text(&mcp.call("search_workspace", json!({"query": "x"})).await);
+    assert!(is_error);
+    assert!(text.contains("too large or malformed"), "{text}");
+    assert_eq!(posts.load(Ordering::SeqCst), 0);
+}
+
+#[tokio::test]
+async fn a_hello_of_another_session_than_the_relay_names_is_not_sealed_to() {
+    let config = config_dir();
+    // The pairing is made first so the lying relay can serve a genuine hello for it.
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let origin = format!("http://{}", listener.local_addr().unwrap());
+    let secret = pair_with(config.path(), &origin);
+    let now = now_ms();
+    let hello = executor()
+        .start_session(&secret, random_id().0, now, now + 600_000, &mut rand::rng())
+        .unwrap();
+    let answer = LiveSessionResponse {
+        session_id: random_id(), // not the hello's
+        hello: Base64Bytes(hello),
+        expires_at: (now + 600_000) as i64,
+        claimer_seen_at: Some(now as i64),
+        now_ms: now as i64,
+    };
+    let posts = Arc::new(AtomicUsize::new(0));
+    let counter = posts.clone();
+    let app = Router::new()
+        .route(
+            "/v1/pairings/{id}/session",
+            get(move || {
+                let answer = answer.clone();
+                async move { axum::Json(answer) }
+            }),
+        )
+        .route(
+            "/v1/sessions/{id}/calls",
+            post(move || {
+                counter.fetch_add(1, Ordering::SeqCst);
+                async { axum::http::StatusCode::NOT_FOUND }
+            }),
+        );
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+
+    let mut mcp = Mcp::spawn(config.path());
+    mcp.initialize("2025-11-25").await;
+    let (text, is_error) = result_text(&mcp.call("search_workspace", json!({"query": "x"})).await);
+    assert!(is_error);
+    assert!(text.contains("could not be trusted"), "{text}");
+    assert_eq!(posts.load(Ordering::SeqCst), 0, "nothing was sealed to it");
+}
+
+#[tokio::test]
+async fn a_call_never_outlives_its_session() {
+    // A session with less time left than a call's usual expiry: the call is capped at the
+    // session's end, so the tab runs it instead of cancelling it as past the session.
+    let db = SqliteFile::new();
+    let relay = LiveRelay::start(&db.url()).await.unwrap();
+    let pairing = relay.pair().await.unwrap();
+    let config = config_dir();
+    write_pairing(config.path(), &pairing.code(&relay.base));
+    let tab = Tab::start(&relay, &pairing.secret, 20, executor)
+        .await
+        .unwrap();
+    let mut mcp = Mcp::spawn(config.path());
+    mcp.initialize("2025-11-25").await;
+    let (text, is_error) = result_text(&mcp.call("list_sources", json!({})).await);
+    assert!(!is_error, "{text}");
+    assert!(text.contains("notes"), "{text}");
+    drop(tab);
+    relay.stop().await.unwrap();
+}
