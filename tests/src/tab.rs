@@ -166,10 +166,19 @@ async fn serve(
                 log.held.lock().expect("not poisoned").push(call.call_id);
                 continue;
             }
-            match executor
+            let outcome = executor
                 .handle(&call.envelope.0, &clock, &mut rand::rng())
-                .await
-            {
+                .await;
+            // Recorded before answering, so whoever reads the answer sees the proposals too.
+            let pending = executor
+                .pending_proposals()
+                .iter()
+                .map(|p| format!("{p:?}"))
+                .collect();
+            *log.pending_proposals
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner()) = pending;
+            match outcome {
                 Outcome::Reply { envelope, .. } => {
                     if client.reply(call.call_id, envelope).await.is_ok() {
                         log.replied.fetch_add(1, Ordering::SeqCst);
@@ -181,12 +190,6 @@ async fn serve(
                     }
                 }
             }
-            let pending = executor
-                .pending_proposals()
-                .iter()
-                .map(|p| format!("{p:?}"))
-                .collect();
-            *log.pending_proposals.lock().expect("not poisoned") = pending;
         }
     }
 }

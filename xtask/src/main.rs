@@ -9,6 +9,7 @@
 //! - `cargo xtask tools`  installs and checks the prerequisites only.
 //! - `cargo xtask postgres`  starts a throwaway PostgreSQL cluster, queries it, removes it.
 //! - `cargo xtask mcpb [--debug]`  the plugin as an MCP Bundle in `target/mcpb/`.
+//! - `cargo xtask web`  the browser module and the web app into `target/web/`.
 
 mod cmd;
 mod executor;
@@ -18,12 +19,13 @@ mod postgres;
 mod relay;
 mod tools;
 mod wasm;
+mod web;
 
 use anyhow::{Result, bail};
 
 use crate::cmd::{cargo, cmd, step};
 
-const USAGE: &str = "usage: cargo xtask <test | run | bench [seal|relay|executor|plugin|all] | fuzz [SECONDS] | tools | postgres | mcpb [--debug]>";
+const USAGE: &str = "usage: cargo xtask <test | run | bench [seal|relay|executor|plugin|all] | fuzz [SECONDS] | tools | postgres | mcpb [--debug] | web>";
 
 /// Crates that must build for `wasm32-unknown-unknown` (pure: no I/O, no clock).
 const PURE_CRATES: [&str; 3] = ["sealpost-seal", "sealpost-protocol", "sealpost-executor"];
@@ -43,6 +45,7 @@ fn main() -> Result<()> {
         ["fuzz", seconds] => fuzz::smoke(seconds.parse()?),
         ["tools"] => tools::ensure_all().map(|_| ()),
         ["postgres"] => postgres::check(),
+        ["web"] => web::build().map(|_| ()),
         ["mcpb"] => mcpb::build(true).map(|_| ()),
         ["mcpb", "--debug"] => mcpb::build(false).map(|_| ()),
         _ => bail!("{USAGE}"),
@@ -57,6 +60,19 @@ fn test() -> Result<()> {
             "clippy",
             "--workspace",
             "--all-targets",
+            "--",
+            "-D",
+            "warnings",
+        ])
+        .run()
+    })?;
+    step("lints of the browser module (wasm32)", || {
+        cargo(&[
+            "clippy",
+            "-p",
+            "sealpost-browser",
+            "--target",
+            "wasm32-unknown-unknown",
             "--",
             "-D",
             "warnings",
@@ -84,6 +100,13 @@ fn test() -> Result<()> {
         mcpb::build(false).map(|_| ())
     })?;
     step("wasm tests in headless Chromium", || wasm::test(&tools))?;
+    step("the browser module and the web app build", || {
+        web::build().map(|_| ())
+    })?;
+    step(
+        "the web app end to end: Chromium, the relay and the real plugin",
+        || web::test(&tools),
+    )?;
     step(
         "an independent implementation (Python, libsodium) agrees with the vectors",
         || {

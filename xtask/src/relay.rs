@@ -16,9 +16,11 @@ fn cargo() -> Command {
     Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
 }
 
-/// Starts the relay at 127.0.0.1:8080 on `target/dev/sealpost-relay.db`. On the first start it
-/// creates a local owner and prints a sign-in link. Serves `web/` when it exists.
+/// Builds the web app, then starts the relay at 127.0.0.1:8080 on
+/// `target/dev/sealpost-relay.db` serving it. On the first start the relay creates a local
+/// owner and prints a sign-in link.
 pub fn run() -> Result<()> {
+    crate::web::build()?;
     let root = workspace();
     std::fs::create_dir_all(root.join("target/dev"))?;
     let mut command = cargo();
@@ -38,9 +40,7 @@ pub fn run() -> Result<()> {
             "SEALPOST_DATABASE_URL",
             "sqlite://target/dev/sealpost-relay.db",
         );
-    if root.join("web").is_dir() {
-        command.args(["--web", "web"]);
-    }
+    command.arg("--web").arg(crate::web::out_dir());
     let status = command.status()?;
     if !status.success() {
         bail!("the relay exited with {status}");

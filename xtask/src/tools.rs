@@ -16,6 +16,7 @@ use crate::cmd::{cargo, cmd, root, step};
 pub struct Tools {
     pub wasm_bindgen_test_runner: PathBuf,
     pub chromedriver: PathBuf,
+    pub chromium: PathBuf,
     pub cargo_fuzz: PathBuf,
     /// A Python with PyNaCl, for the independent implementation of the protocol.
     pub python: PathBuf,
@@ -29,7 +30,10 @@ pub fn ensure_all() -> Result<Tools> {
             "chromedriver",
             "apt-get install -y chromium chromium-driver",
         )?;
-        require_system_binary("chromium", "apt-get install -y chromium chromium-driver")?;
+        let chromium =
+            require_system_binary("chromium", "apt-get install -y chromium chromium-driver")?;
+        require_system_binary("node", "apt-get install -y nodejs npm")?;
+        require_system_binary("npm", "apt-get install -y nodejs npm")?;
         require_postgres()?;
         let wasm_bindgen_test_runner = ensure_wasm_bindgen_cli()?;
         let cargo_fuzz = ensure_cargo_fuzz()?;
@@ -37,6 +41,7 @@ pub fn ensure_all() -> Result<Tools> {
         Ok(Tools {
             wasm_bindgen_test_runner,
             chromedriver,
+            chromium,
             cargo_fuzz,
             python,
         })
@@ -115,6 +120,12 @@ fn locked_wasm_bindgen_version() -> Result<String> {
         }
     }
     bail!("Cargo.lock does not name wasm-bindgen: build a wasm crate first")
+}
+
+/// `wasm-bindgen` itself (same install as the test runner).
+pub fn ensure_wasm_bindgen() -> Result<PathBuf> {
+    let runner = ensure_wasm_bindgen_cli()?;
+    Ok(runner.with_file_name("wasm-bindgen"))
 }
 
 fn ensure_wasm_bindgen_cli() -> Result<PathBuf> {

@@ -109,6 +109,11 @@ impl Executor {
             .read(|grants| registry.catalog(|name| grants.tools.contains(name)))
     }
 
+    /// Every registered tool, granted or not, in the catalog's order (the app's grant picker).
+    pub fn all_tools(&self) -> Catalog {
+        self.registry.borrow().catalog(|_| true)
+    }
+
     /// The workspace, for the host's own reading (browsing, review diffs).
     pub fn workspace(&self) -> Ref<'_, Workspace> {
         self.workspace.borrow()

@@ -113,28 +113,6 @@ impl Plugin {
         let deadline = started + self.options.call_timeout;
         let code = self.config.load_pairing()?;
         let relay = RelayClient::new(self.http.clone(), &code.relay_origin, &code.mcp_token);
-        let session = self.trusted_session(&code, &relay).await?;
-        if !crate::tools::accepted(&session.tools).contains_key(name) {
-            return Err(Failure::UnknownTool { name: name.into() });
-        }
-        if let Some(seen_secs_ago) = self.tab_absent(&session) {
-            return Err(Failure::TabNotOpen {
-                origin: code.relay_origin.clone(),
-                seen_secs_ago,
-            });
-        }
-
-        // Times are the relay's clock, which the tab also judges by (within the skew).
-        let now = session.relay_now_ms;
-        let wanted = now + self.options.call_timeout.as_millis() as u64 + 5_000;
-        let expires_at = wanted.min(session.expires_at_ms);
-        if expires_at <= now + 1_000 {
-            return Err(Failure::NoSession {
-                origin: code.relay_origin.clone(),
-            });
-        }
-        let call_id = Id16(rand::random());
-        let header = session.keys.call_header(call_id.0, now, expires_at);
         let plaintext = serde_json::to_vec(&ToolCall {
             name: name.to_owned(),
             arguments,
@@ -143,25 +121,54 @@ impl Plugin {
         if plaintext.len() + ENVELOPE_OVERHEAD > MAX_CALL_ENVELOPE_BYTES {
             return Err(Failure::ArgumentsTooLarge);
         }
-        let envelope = session
-            .keys
-            .seal_call(&header, &plaintext, &mut rand::rng())
-            .map_err(|_| Failure::ArgumentsTooLarge)?;
-        let request = PostCallRequest {
-            call_id,
-            envelope: Base64Bytes(envelope),
-            ttl_s: (expires_at - now).div_ceil(1000),
-        };
-        match relay.post_call(session.session_id, &request).await {
-            // A retry of a post that landed: the call is there, read it.
-            Ok(_) | Err(RelayError::Duplicate) => {}
-            Err(RelayError::NotFound) => {
-                return Err(Failure::Cancelled {
-                    reason: CancelReason::SessionEnded,
+        let mut attempt = 0;
+        let (session, call_id, header) = loop {
+            attempt += 1;
+            let session = self.trusted_session(&code, &relay).await?;
+            if !crate::tools::accepted(&session.tools).contains_key(name) {
+                return Err(Failure::UnknownTool { name: name.into() });
+            }
+            if let Some(seen_secs_ago) = self.tab_absent(&session) {
+                return Err(Failure::TabNotOpen {
+                    origin: code.relay_origin.clone(),
+                    seen_secs_ago,
                 });
             }
-            Err(e) => return Err(e.into()),
-        }
+            // Times are the relay's clock, which the tab also judges by (within the skew).
+            let now = session.relay_now_ms;
+            let wanted = now + self.options.call_timeout.as_millis() as u64 + 5_000;
+            let expires_at = wanted.min(session.expires_at_ms);
+            if expires_at <= now + 1_000 {
+                return Err(Failure::NoSession {
+                    origin: code.relay_origin.clone(),
+                });
+            }
+            let call_id = Id16(rand::random());
+            let header = session.keys.call_header(call_id.0, now, expires_at);
+            let envelope = session
+                .keys
+                .seal_call(&header, &plaintext, &mut rand::rng())
+                .map_err(|_| Failure::ArgumentsTooLarge)?;
+            let request = PostCallRequest {
+                call_id,
+                envelope: Base64Bytes(envelope),
+                ttl_s: (expires_at - now).div_ceil(1000),
+            };
+            match relay.post_call(session.session_id, &request).await {
+                // A retry of a post that landed: the call is there, read it.
+                Ok(_) | Err(RelayError::Duplicate) => break (session, call_id, header),
+                // The session ended between the look-up and the post (a new one replaced it,
+                // as a tab's reload does): look the live session up again, once.
+                Err(RelayError::NotFound | RelayError::Refused { status: 410, .. })
+                    if attempt == 1 => {}
+                Err(RelayError::NotFound | RelayError::Refused { status: 410, .. }) => {
+                    return Err(Failure::Cancelled {
+                        reason: CancelReason::SessionEnded,
+                    });
+                }
+                Err(e) => return Err(e.into()),
+            }
+        };
         tracing::debug!(call = %call_id, tool = name, "call posted");
 
         let mut polls = 0u32;

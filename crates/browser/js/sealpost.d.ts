@@ -1,0 +1,114 @@
+// TypeScript declarations for sealpost.js, the page's API to Sealpost's browser module.
+
+export type ToolKind = 'read' | 'proposal';
+
+export interface ToolSpec {
+  /** `[A-Za-z0-9_.-]{1,48}`; names starting `sealpost_` are reserved. */
+  name: string;
+  description: string;
+  /** JSON Schema of the arguments object. */
+  inputSchema: Record<string, unknown>;
+  kind: ToolKind;
+}
+
+export type ToolAnswer = string | { text?: string; structured?: unknown; isError?: boolean };
+export type ToolHandler = (args: Record<string, unknown>) => ToolAnswer | Promise<ToolAnswer>;
+
+export interface Grants {
+  access: 'on' | 'off';
+  sources: string[];
+  tools: string[];
+}
+
+export interface Document {
+  id: string;
+  source: string;
+  title: string;
+  body: string;
+  updated_at_ms: number;
+}
+
+export interface DocumentSummary {
+  id: string;
+  source: string;
+  title: string;
+  chars: number;
+  updated_at_ms: number;
+}
+
+export interface PairingInfo {
+  pairId: string;
+  tokenId: string;
+  fingerprint: string;
+  pairingCode: string;
+}
+
+export interface SessionStarted {
+  sessionId: string;
+  expiresAt: number;
+  pairingCode: string;
+  fingerprint: string;
+}
+
+export type StopReason = 'locked' | 'signed_out' | 'session_ended' | 'expired' | 'token_revoked' | 'taken_over';
+
+export type SealpostEvent =
+  | { type: 'audit'; record: AuditRecord }
+  | { type: 'serving' }
+  | { type: 'claimed'; count: number }
+  | { type: 'retrying'; delayMs: number; error: string }
+  | { type: 'stopped'; reason: StopReason }
+  | { type: 'elsewhere'; tabId: string }
+  | { type: 'warning'; message: string };
+
+export interface AuditRecord {
+  at_ms: number;
+  call_id: string | null;
+  tool: string | null;
+  arguments_digest: string | null;
+  outcome: { type: string; [key: string]: unknown };
+  reply_bytes: number;
+}
+
+export interface Restored {
+  problems: string[];
+  pairing: PairingInfo | null;
+  documents: DocumentSummary[];
+  sources: string[];
+  grants: Grants;
+}
+
+export declare class Sealpost {
+  static open(options: { ownerToken: string; relayOrigin?: string; workspace?: string; workerUrl?: string | URL }): Promise<Sealpost>;
+  restored: Restored;
+  on<T extends SealpostEvent['type'] | '*'>(type: T, listener: (event: SealpostEvent) => void): () => void;
+  registerTool(spec: ToolSpec, handler: ToolHandler): Promise<void>;
+  addSource(name: string): Promise<void>;
+  putDocuments(documents: Document[]): Promise<number>;
+  removeDocument(id: string): Promise<void>;
+  document(id: string): Promise<Document | null>;
+  documents(): Promise<DocumentSummary[]>;
+  sources(): Promise<string[]>;
+  setGrants(grants: Grants): Promise<void>;
+  grants(): Promise<Grants>;
+  allTools(): Promise<{ name: string; description: string; kind: ToolKind; builtin: boolean }[]>;
+  pairing(): Promise<PairingInfo | null>;
+  newPairing(label?: string): Promise<PairingInfo>;
+  unpair(): Promise<void>;
+  startSession(ttlS: number): Promise<SessionStarted>;
+  /** Starts a fresh session on the remembered pairing lasting until `until` (Unix ms). */
+  resume(until: number): Promise<SessionStarted | null>;
+  session(): Promise<{ sessionId: string; expiresAt: number } | null>;
+  endSession(options?: { keepalive?: boolean }): Promise<void>;
+  serve(options?: { takeOver?: boolean }): Promise<StopReason | 'already_serving' | 'served_elsewhere'>;
+  stop(reason: 'locked' | 'signed_out' | 'session_ended' | 'taken_over'): Promise<void>;
+  lock(): Promise<void>;
+  pendingProposals(): Promise<unknown[]>;
+  applyProposal(id: string): Promise<string>;
+  rejectProposal(id: string): Promise<void>;
+  auditLog(): Promise<{ entries: AuditRecord[]; unreadable: number }>;
+  setOwnerToken(token: string): Promise<void>;
+  endOnPagehide(): void;
+  /** Ends the worker and every key it held (after sign-out or lock). */
+  close(): void;
+}

@@ -1,0 +1,108 @@
+// The page's API to Sealpost's browser module. The module runs in a dedicated Worker
+// (worker.js); this proxies each method to it and runs host tools' handlers in the page.
+//
+//   const tab = await Sealpost.open({ ownerToken });
+//   await tab.registerTool({ name: 'word_count', description: '…', inputSchema: {...}, kind: 'read' },
+//                          async ({ text }) => ({ text: String(text.split(/\s+/).length) }));
+//   await tab.setGrants({ access: 'on', sources: ['notes'], tools: ['search_workspace', 'word_count'] });
+//   const { pairingCode, fingerprint } = await tab.startSession(3600);
+//   tab.on('stopped', ({ reason }) => …);
+//   tab.serve();
+//
+// TypeScript declarations: sealpost.d.ts.
+
+export class Sealpost {
+  constructor(worker) {
+    this.worker = worker;
+    this.nextId = 1;
+    this.pending = new Map();
+    this.listeners = new Map();
+    this.handlers = new Map();
+    worker.onmessage = (message) => this.receive(message.data);
+    worker.onerror = (error) => this.dispatch({ type: 'warning', message: `the Sealpost worker failed: ${error.message}` });
+  }
+
+  // Starts the worker and opens the workspace. `relayOrigin` defaults to this page's origin.
+  static async open({ ownerToken, relayOrigin = location.origin, workspace = 'default', workerUrl } = {}) {
+    const url = workerUrl ?? new URL('./worker.js', import.meta.url);
+    const tab = new Sealpost(new Worker(url, { type: 'module' }));
+    tab.restored = await tab.call('open', { relayOrigin, ownerToken, workspace });
+    return tab;
+  }
+
+  receive(data) {
+    if (data.event) { this.dispatch(data.event); return; }
+    if (data.tool) { this.runTool(data.tool); return; }
+    const pending = this.pending.get(data.id);
+    if (!pending) return;
+    this.pending.delete(data.id);
+    if (data.ok) pending.resolve(data.result); else pending.reject(new Error(data.error));
+  }
+
+  dispatch(event) {
+    for (const listener of [...(this.listeners.get(event.type) ?? []), ...(this.listeners.get('*') ?? [])]) {
+      try { listener(event); } catch (error) { console.error(error); }
+    }
+  }
+
+  async runTool({ call, name, args }) {
+    const handler = this.handlers.get(name);
+    try {
+      if (!handler) throw new Error(`no handler for ${name}`);
+      const result = await handler(args);
+      this.worker.postMessage({ method: 'toolResult', args: [{ call, ok: true, result }] });
+    } catch (error) {
+      this.worker.postMessage({ method: 'toolResult', args: [{ call, ok: false, error: String(error?.message ?? error) }] });
+    }
+  }
+
+  call(method, ...args) {
+    const id = this.nextId++;
+    return new Promise((resolve, reject) => {
+      this.pending.set(id, { resolve, reject });
+      this.worker.postMessage({ id, method, args });
+    });
+  }
+
+  // Subscribes to events: 'audit', 'serving', 'claimed', 'retrying', 'stopped', 'elsewhere',
+  // 'warning', or '*' for all. Returns a function that unsubscribes.
+  on(type, listener) {
+    if (!this.listeners.has(type)) this.listeners.set(type, new Set());
+    this.listeners.get(type).add(listener);
+    return () => this.listeners.get(type).delete(listener);
+  }
+
+  registerTool(spec, handler) { this.handlers.set(spec.name, handler); return this.call('registerTool', spec); }
+  addSource(name) { return this.call('addSource', name); }
+  putDocuments(documents) { return this.call('putDocuments', documents); }
+  removeDocument(id) { return this.call('removeDocument', id); }
+  document(id) { return this.call('document', id); }
+  documents() { return this.call('documents'); }
+  sources() { return this.call('sources'); }
+  setGrants(grants) { return this.call('setGrants', grants); }
+  grants() { return this.call('grants'); }
+  allTools() { return this.call('allTools'); }
+  pairing() { return this.call('pairing'); }
+  newPairing(label = 'Sealpost tab') { return this.call('newPairing', label); }
+  unpair() { return this.call('unpair'); }
+  startSession(ttlS) { return this.call('startSession', ttlS); }
+  resume(until) { return this.call('resume', until); }
+  session() { return this.call('session'); }
+  endSession({ keepalive = false } = {}) { return this.call('endSession', keepalive); }
+  serve({ takeOver = false } = {}) { return this.call('serve', { takeOver }); }
+  stop(reason) { return this.call('stop', reason); }
+  lock() { return this.call('lock'); }
+  pendingProposals() { return this.call('pendingProposals'); }
+  applyProposal(id) { return this.call('applyProposal', id); }
+  rejectProposal(id) { return this.call('rejectProposal', id); }
+  auditLog() { return this.call('auditLog'); }
+  setOwnerToken(token) { return this.call('setOwnerToken', token); }
+
+  // Ends the worker: every key it held is gone with it. Use after sign-out or lock.
+  close() { this.worker.terminate(); for (const { reject } of this.pending.values()) reject(new Error('closed')); this.pending.clear(); }
+
+  // Ends the session when the page goes away, so the plugin says "tab not open" at once.
+  endOnPagehide() {
+    addEventListener('pagehide', () => { this.worker.postMessage({ id: 0, method: 'endSession', args: [true] }); });
+  }
+}

@@ -1,0 +1,152 @@
+// The tab's dedicated Worker: runs TabCore (the wasm module), holds the Web Lock that makes one
+// tab serve at a time, and keeps the workspace in IndexedDB. A Worker, not the page, so that a
+// hidden tab answers as fast as a visible one: the loop waits on the relay's long-poll, never
+// on the page's (throttled) timers.
+//
+// The page talks to it through sealpost.js: {id, method, args} in, {id, ok, result|error} out,
+// and {event} for status events. Host tools run in the page: the worker asks with {tool} and
+// the page answers with the toolResult method.
+
+import init, { TabCore } from './pkg/sealpost_browser.js';
+import { Store } from './store.js';
+
+const ready = init();
+let core = null;
+let store = null;
+let serving = null;
+let nextToolCall = 1;
+const toolCalls = new Map();
+const channel = new BroadcastChannel('sealpost-serving');
+const tabId = crypto.randomUUID();
+
+function emit(event) {
+  self.postMessage({ event });
+}
+
+channel.onmessage = (message) => {
+  if (message.data?.type === 'serving' && message.data.tabId !== tabId) {
+    emit({ type: 'elsewhere', tabId: message.data.tabId });
+  }
+};
+
+async function persistPairing() {
+  const pairing = core.exportPairing();
+  if (pairing) await store.putSealed('pairing', pairing);
+  else await store.deleteSealed('pairing');
+}
+
+async function persistProposals() {
+  await store.putSealed('proposals', JSON.stringify(core.pendingProposals()));
+}
+
+const methods = {
+  // Opens the workspace for the signed-in person and restores what was kept.
+  async open({ relayOrigin, ownerToken, workspace }) {
+    await ready;
+    core = new TabCore(relayOrigin, ownerToken);
+    store = await Store.open(workspace ?? 'default');
+    const problems = [];
+    core.onEvent((event) => {
+      if (event.type === 'audit') {
+        store.appendAudit(event.record).catch((e) => emit({ type: 'warning', message: `audit not kept: ${e}` }));
+        if (event.record.outcome?.type === 'proposal_saved') persistProposals().catch(() => {});
+      }
+      emit(event);
+    });
+    for (const source of await store.sources()) core.addSource(source);
+    for (const { value, error } of await store.documents()) {
+      if (error) { problems.push(error); continue; }
+      try { core.putDocument(value); } catch (e) { problems.push(`a document could not be restored: ${e.message}`); }
+    }
+    const grants = await store.getPlain('grants');
+    if (grants) { try { core.setGrants(grants); } catch { problems.push('the saved AI access settings were unreadable: access is off'); } }
+    const pairing = await store.getSealed('pairing');
+    if (pairing.error) problems.push(pairing.error);
+    else if (pairing.value) { try { core.importPairing(pairing.value); } catch (e) { problems.push(e.message); } }
+    const proposals = await store.getSealed('proposals');
+    if (proposals.error) problems.push(proposals.error);
+    else if (proposals.value) { try { core.restoreProposals(JSON.parse(proposals.value)); } catch { problems.push('saved proposals were unreadable and were skipped'); } }
+    return { problems, pairing: core.pairing(), documents: core.documents(), sources: core.sources(), grants: core.grants() };
+  },
+  async addSource(name) { core.addSource(name); await store.putSource(name); },
+  async putDocuments(documents) {
+    for (const doc of documents) {
+      core.addSource(doc.source);
+      core.putDocument(doc);
+    }
+    await store.putDocuments(documents);
+    return documents.length;
+  },
+  async removeDocument(id) { core.removeDocument(id); await store.deleteDocument(id); },
+  document(id) { return core.document(id); },
+  documents() { return core.documents(); },
+  sources() { return core.sources(); },
+  async setGrants(grants) { core.setGrants(grants); await store.putPlain('grants', grants); },
+  grants() { return core.grants(); },
+  allTools() { return core.allTools(); },
+  registerTool(spec) {
+    core.registerTool(spec, (args) => new Promise((resolve, reject) => {
+      const call = nextToolCall++;
+      toolCalls.set(call, { resolve, reject });
+      self.postMessage({ tool: { call, name: spec.name, args } });
+    }));
+  },
+  toolResult({ call, ok, result, error }) {
+    const pending = toolCalls.get(call);
+    toolCalls.delete(call);
+    if (!pending) return;
+    if (ok) pending.resolve(result); else pending.reject(new Error(error));
+  },
+  pairing() { return core.pairing(); },
+  async newPairing(label) { const shown = await core.newPairing(label); await persistPairing(); return shown; },
+  async unpair() { await core.unpair(); await persistPairing(); },
+  async startSession(ttlS) {
+    const started = await core.startSession(ttlS);
+    await persistPairing();
+    return started;
+  },
+  session() { return core.session(); },
+  async endSession(keepalive) { await core.endSession(!!keepalive); },
+  // Serves until a stop; with takeOver, steals the lock from another tab of this origin.
+  async serve({ takeOver } = {}) {
+    if (serving) return 'already_serving';
+    const pairId = core.pairing()?.pairId ?? 'none';
+    const options = takeOver ? { steal: true } : { ifAvailable: true };
+    serving = navigator.locks.request(`sealpost-serve-${pairId}`, options, async (lock) => {
+      if (!lock) return 'served_elsewhere';
+      channel.postMessage({ type: 'serving', tabId });
+      return await core.serve();
+    }).catch((error) => {
+      // The lock was stolen by another tab: stop within this long-poll.
+      if (error?.name === 'AbortError') { core.stop('taken_over'); return 'taken_over'; }
+      throw error;
+    }).finally(() => { serving = null; });
+    return await serving;
+  },
+  // A session that was live before a reload, until `until`: a fresh one on the same pairing
+  // (the ephemeral keys of the old one died with the page, as they should).
+  async resume(until) {
+    if (!core.pairing() || !(until > Date.now() + 1000)) return null;
+    return await core.startSession(Math.floor((until - Date.now()) / 1000));
+  },
+  stop(reason) { core.stop(reason); },
+  pendingProposals() { return core.pendingProposals(); },
+  async applyProposal(id) { const written = core.applyProposal(id); await persistProposals(); await store.putDocuments(core.documents().map((d) => core.document(d.id))); return written; },
+  async rejectProposal(id) { core.rejectProposal(id); await persistProposals(); },
+  async auditLog() { return await store.auditLog(); },
+  // Locking stops serving at once, drops the session's keys and ends the session at the relay
+  // (so the plugin's next call is answered at once instead of waiting for a tab), and drops the
+  // sealing key from memory.
+  async lock() { core.stop('locked'); await core.endSession(true).catch(() => {}); store.forgetKey(); },
+  setOwnerToken(token) { core.setOwnerToken(token); },
+};
+
+self.onmessage = async (message) => {
+  const { id, method, args } = message.data;
+  try {
+    const result = await methods[method](...(args ?? []));
+    self.postMessage({ id, ok: true, result });
+  } catch (error) {
+    self.postMessage({ id, ok: false, error: String(error?.message ?? error) });
+  }
+};

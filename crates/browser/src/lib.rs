@@ -1,0 +1,24 @@
+//! Sealpost's browser module: turns a tab (a dedicated Worker of it) into the trusted executor.
+//!
+//! It moves bytes and calls `sealpost-executor`; it decides nothing itself. The parts:
+//! - [`backoff`] and [`stop`]: how the claim loop waits after errors and why it stops (pure,
+//!   tested natively).
+//! - `relay` (wasm32): the relay's API over `fetch` with the owner token.
+//! - `tab` (wasm32): [`TabCore`](tab::TabCore), exported to JavaScript: documents, grants, host
+//!   tools, the pairing, a session, the claim loop, proposals and the audit trail.
+//! - `host_tool` (wasm32): a JavaScript function as an executor `HostTool`, bounded by the
+//!   call's expiry.
+//!
+//! `js/worker.js` runs `TabCore` in a dedicated Worker (so a hidden tab answers as fast as a
+//! visible one: the loop is driven by the long-poll, not by timers), holds the Web Lock that
+//! makes one tab serve a pairing, and persists to IndexedDB; `js/sealpost.js` is the page's API.
+
+pub mod backoff;
+pub mod stop;
+
+#[cfg(target_arch = "wasm32")]
+mod host_tool;
+#[cfg(target_arch = "wasm32")]
+mod relay;
+#[cfg(target_arch = "wasm32")]
+pub mod tab;

@@ -1,0 +1,230 @@
+//! The relay's API as the tab uses it, over the global `fetch` (a Worker's or a window's), with
+//! the owner token. Requests can be aborted, so a stop ends a waiting long-poll at once.
+
+use sealpost_protocol::api::{
+    CancelRequest, ClaimResponse, CreateMcpTokenRequest, CreateMcpTokenResponse,
+    CreateSessionRequest, CreateSessionResponse, ErrorBody, ReplyRequest,
+};
+use sealpost_protocol::content::CancelReason;
+use sealpost_protocol::ids::Id16;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use wasm_bindgen::prelude::*;
+use wasm_bindgen_futures::JsFuture;
+use web_sys::{AbortSignal, Request, RequestInit, Response};
+
+#[wasm_bindgen]
+extern "C" {
+    /// `globalThis.fetch`: present in windows and in workers alike.
+    #[wasm_bindgen(js_name = fetch)]
+    fn global_fetch(request: &Request) -> js_sys::Promise;
+}
+
+/// What a request to the relay came to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RelayError {
+    /// No answer (network down, relay away) or an answer that is not the API's.
+    Unreachable(String),
+    /// The request was aborted by a stop.
+    Aborted,
+    /// The relay answered with an error status and code.
+    Status { status: u16, code: String },
+}
+
+impl RelayError {
+    /// The relay's stable error code, or a description.
+    pub fn describe(&self) -> String {
+        match self {
+            Self::Unreachable(why) => format!("the relay did not answer ({why})"),
+            Self::Aborted => "stopped".into(),
+            Self::Status { status, code } => format!("the relay answered {status} ({code})"),
+        }
+    }
+}
+
+/// The relay at `origin` (`""` for the page's own origin) with an owner token.
+#[derive(Debug, Clone)]
+pub struct Relay {
+    origin: String,
+    token: String,
+}
+
+fn js_error(value: JsValue) -> RelayError {
+    if let Some(error) = value.dyn_ref::<js_sys::Error>()
+        && error.name() == "AbortError"
+    {
+        return RelayError::Aborted;
+    }
+    RelayError::Unreachable(
+        value
+            .dyn_ref::<js_sys::Error>()
+            .map(|e| String::from(e.message()))
+            .unwrap_or_else(|| "network error".into()),
+    )
+}
+
+impl Relay {
+    /// A client for `origin` using `token`.
+    pub fn new(origin: &str, token: &str) -> Self {
+        Self {
+            origin: origin.trim_end_matches('/').to_owned(),
+            token: token.to_owned(),
+        }
+    }
+
+    async fn send(
+        &self,
+        method: &str,
+        path: &str,
+        body: Option<String>,
+        signal: Option<&AbortSignal>,
+        keepalive: bool,
+    ) -> Result<(u16, String), RelayError> {
+        let init = RequestInit::new();
+        init.set_method(method);
+        if let Some(body) = &body {
+            init.set_body(&JsValue::from_str(body));
+        }
+        if let Some(signal) = signal {
+            init.set_signal(Some(signal));
+        }
+        if keepalive {
+            // `keepalive` lets a request outlive the page; web-sys has no stable setter yet.
+            js_sys::Reflect::set(&init, &"keepalive".into(), &JsValue::TRUE).map_err(js_error)?;
+        }
+        let request = Request::new_with_str_and_init(&format!("{}{path}", self.origin), &init)
+            .map_err(js_error)?;
+        let headers = request.headers();
+        headers
+            .set("authorization", &format!("Bearer {}", self.token))
+            .map_err(js_error)?;
+        if body.is_some() {
+            headers
+                .set("content-type", "application/json")
+                .map_err(js_error)?;
+        }
+        let response: Response = JsFuture::from(global_fetch(&request))
+            .await
+            .map_err(js_error)?
+            .dyn_into()
+            .map_err(js_error)?;
+        let status = response.status();
+        let text = JsFuture::from(response.text().map_err(js_error)?)
+            .await
+            .map_err(js_error)?
+            .as_string()
+            .unwrap_or_default();
+        Ok((status, text))
+    }
+
+    async fn json<B: Serialize, T: DeserializeOwned>(
+        &self,
+        method: &str,
+        path: &str,
+        body: &B,
+        signal: Option<&AbortSignal>,
+    ) -> Result<T, RelayError> {
+        let body = serde_json::to_string(body).expect("request types serialise");
+        let (status, text) = self.send(method, path, Some(body), signal, false).await?;
+        if !(200..300).contains(&status) {
+            return Err(refusal(status, &text));
+        }
+        serde_json::from_str(&text)
+            .map_err(|_| RelayError::Unreachable("an answer that is not the relay's".into()))
+    }
+
+    async fn empty<B: Serialize>(
+        &self,
+        method: &str,
+        path: &str,
+        body: Option<&B>,
+        keepalive: bool,
+    ) -> Result<(), RelayError> {
+        let body = body.map(|b| serde_json::to_string(b).expect("request types serialise"));
+        let (status, text) = self.send(method, path, body, None, keepalive).await?;
+        if (200..300).contains(&status) {
+            Ok(())
+        } else {
+            Err(refusal(status, &text))
+        }
+    }
+
+    /// Mints the MCP token of a new pairing.
+    pub async fn create_mcp_token(
+        &self,
+        request: &CreateMcpTokenRequest,
+    ) -> Result<CreateMcpTokenResponse, RelayError> {
+        self.json("POST", "/v1/mcp-tokens", request, None).await
+    }
+
+    /// Revokes an MCP token (unpair).
+    pub async fn revoke_mcp_token(&self, id: Id16) -> Result<(), RelayError> {
+        self.empty::<()>("DELETE", &format!("/v1/mcp-tokens/{id}"), None, false)
+            .await
+    }
+
+    /// Publishes a session's hello.
+    pub async fn create_session(
+        &self,
+        request: &CreateSessionRequest,
+    ) -> Result<CreateSessionResponse, RelayError> {
+        self.json("POST", "/v1/sessions", request, None).await
+    }
+
+    /// Ends a session. `keepalive` lets it outlive the page (`pagehide`).
+    pub async fn end_session(&self, session_id: Id16, keepalive: bool) -> Result<(), RelayError> {
+        self.empty::<()>(
+            "DELETE",
+            &format!("/v1/sessions/{session_id}"),
+            None,
+            keepalive,
+        )
+        .await
+    }
+
+    /// Claims up to `max` calls, waiting up to `wait_ms` for the first.
+    pub async fn claim(
+        &self,
+        session_id: Id16,
+        wait_ms: u64,
+        max: u32,
+        signal: &AbortSignal,
+    ) -> Result<ClaimResponse, RelayError> {
+        let path = format!("/v1/sessions/{session_id}/claims?wait_ms={wait_ms}&max={max}");
+        self.json("POST", &path, &serde_json::json!({}), Some(signal))
+            .await
+    }
+
+    /// Posts a sealed reply.
+    pub async fn reply(&self, call_id: Id16, envelope: Vec<u8>) -> Result<(), RelayError> {
+        let body = ReplyRequest {
+            envelope: sealpost_protocol::ids::Base64Bytes(envelope),
+        };
+        self.empty(
+            "PUT",
+            &format!("/v1/calls/{call_id}/reply"),
+            Some(&body),
+            false,
+        )
+        .await
+    }
+
+    /// Cancels a call the tab cannot answer.
+    pub async fn cancel(&self, call_id: Id16, reason: CancelReason) -> Result<(), RelayError> {
+        let body = CancelRequest { reason };
+        self.empty(
+            "POST",
+            &format!("/v1/calls/{call_id}/cancel"),
+            Some(&body),
+            false,
+        )
+        .await
+    }
+}
+
+fn refusal(status: u16, text: &str) -> RelayError {
+    let code = serde_json::from_str::<ErrorBody>(text)
+        .map(|body| body.error.code.as_str().to_owned())
+        .unwrap_or_else(|_| "unknown".into());
+    RelayError::Status { status, code }
+}

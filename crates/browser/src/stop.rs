@@ -1,0 +1,47 @@
+//! Why the claim loop stopped. The loop stops at once on each, and says which, so the page can
+//! tell the person and the plugin's next call can say the same.
+
+use serde::Serialize;
+
+/// Why serving stopped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StopReason {
+    /// The person locked the app: keys are dropped from memory.
+    Locked,
+    /// The person signed out (the owner token is revoked).
+    SignedOut,
+    /// The session was ended (by the person, by the tab closing, or by a new session).
+    SessionEnded,
+    /// The session's time ran out.
+    Expired,
+    /// The relay refused the owner token: revoked from another device, or expired.
+    TokenRevoked,
+    /// Another tab of this origin took over serving this pairing.
+    TakenOver,
+}
+
+impl StopReason {
+    /// The snake_case name, as JavaScript sees it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Locked => "locked",
+            Self::SignedOut => "signed_out",
+            Self::SessionEnded => "session_ended",
+            Self::Expired => "expired",
+            Self::TokenRevoked => "token_revoked",
+            Self::TakenOver => "taken_over",
+        }
+    }
+
+    /// A stop the page asked for by name (`lock`, `sign_out`, `end`, `take_over`).
+    pub fn requested(name: &str) -> Option<Self> {
+        Some(match name {
+            "locked" => Self::Locked,
+            "signed_out" => Self::SignedOut,
+            "session_ended" => Self::SessionEnded,
+            "taken_over" => Self::TakenOver,
+            _ => return None,
+        })
+    }
+}

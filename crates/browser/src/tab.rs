@@ -1,0 +1,644 @@
+//! `TabCore`, exported to JavaScript: one executor, its pairing, its session and its claim loop.
+//!
+//! Everything that decides is in `sealpost-executor`; this moves bytes. Methods that talk to
+//! the relay return promises; the rest answer at once. Events (each audit record, each change
+//! of serving state) go to the function given to `onEvent`.
+
+use std::cell::{Cell, RefCell};
+use std::rc::Rc;
+
+use base64::Engine as _;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use sealpost_executor::{
+    AuditRecord, AuditSink, DocId, Document, Executor, Grants, GrantsHandle, MemoryAuditLog,
+    Outcome, Proposal, ToolSpec, Workspace,
+};
+use sealpost_protocol::api::{CreateMcpTokenRequest, CreateSessionRequest};
+use sealpost_protocol::content::ToolKind;
+use sealpost_protocol::ids::{Base64Bytes, Id16};
+use sealpost_seal::{PairingCode, PairingSecret};
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+use wasm_bindgen::prelude::*;
+use wasm_bindgen_futures::future_to_promise;
+use web_sys::AbortController;
+
+use crate::backoff::Backoff;
+use crate::host_tool::{JsTool, sleep};
+use crate::relay::{Relay, RelayError};
+use crate::stop::StopReason;
+
+/// Longest one claim waits for a call (the relay allows 30 s).
+const CLAIM_WAIT_MS: u64 = 25_000;
+/// Most calls one claim takes.
+const CLAIM_MAX: u32 = 50;
+
+fn now_ms() -> u64 {
+    js_sys::Date::now() as u64
+}
+
+fn to_js<T: Serialize>(value: &T) -> JsValue {
+    value
+        .serialize(&serde_wasm_bindgen::Serializer::json_compatible())
+        .unwrap_or(JsValue::NULL)
+}
+
+fn from_js<T: for<'de> Deserialize<'de>>(value: JsValue, what: &str) -> Result<T, JsError> {
+    serde_wasm_bindgen::from_value(value).map_err(|e| JsError::new(&format!("{what}: {e}")))
+}
+
+fn relay_error(error: RelayError) -> JsValue {
+    JsError::new(&error.describe()).into()
+}
+
+/// The pairing this tab holds: the secret, and the MCP token minted for it.
+struct Pairing {
+    secret: PairingSecret,
+    token_id: Id16,
+    mcp_token: String,
+}
+
+/// A pairing as the page persists it (encrypted, by `worker.js`).
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct StoredPairing {
+    secret: String,
+    token_id: Id16,
+    mcp_token: String,
+}
+
+/// The callback events go to; shared with the audit sink.
+type Listener = Rc<RefCell<Option<js_sys::Function>>>;
+
+fn emit(listener: &Listener, event: &Value) {
+    if let Some(callback) = listener.borrow().as_ref() {
+        let _ = callback.call1(&JsValue::NULL, &to_js(event));
+    }
+}
+
+/// Keeps records in memory and hands each to the page (which stores it encrypted).
+struct EventAudit {
+    log: MemoryAuditLog,
+    listener: Listener,
+}
+
+impl AuditSink for EventAudit {
+    fn record(&self, record: &AuditRecord) {
+        self.log.record(record);
+        emit(&self.listener, &json!({"type": "audit", "record": record}));
+    }
+}
+
+struct Inner {
+    origin: String,
+    relay: RefCell<Relay>,
+    executor: Executor,
+    grants: GrantsHandle,
+    audit: MemoryAuditLog,
+    listener: Listener,
+    pairing: RefCell<Option<Pairing>>,
+    session: Cell<Option<(Id16, u64)>>,
+    serving: RefCell<Option<AbortController>>,
+    stop: Cell<Option<StopReason>>,
+}
+
+/// The tab's trusted core, as JavaScript holds it.
+#[wasm_bindgen]
+pub struct TabCore {
+    inner: Rc<Inner>,
+}
+
+impl std::fmt::Debug for TabCore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TabCore")
+            .field("session", &self.inner.session.get().map(|(id, _)| id))
+            .finish_non_exhaustive()
+    }
+}
+
+/// A host tool's description, as JavaScript gives it.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct JsToolSpec {
+    name: String,
+    description: String,
+    input_schema: Value,
+    kind: ToolKind,
+}
+
+#[wasm_bindgen]
+impl TabCore {
+    /// A core talking to the relay at `relay_origin` (the origin people open, which the
+    /// pairing code carries) with the signed-in person's owner token.
+    #[wasm_bindgen(constructor)]
+    pub fn new(relay_origin: String, owner_token: String) -> TabCore {
+        let listener: Listener = Rc::default();
+        let audit = MemoryAuditLog::new();
+        let sink = Rc::new(EventAudit {
+            log: audit.clone(),
+            listener: listener.clone(),
+        });
+        let grants = GrantsHandle::new(Grants::default());
+        let executor = Executor::new(Workspace::default(), grants.clone(), sink);
+        TabCore {
+            inner: Rc::new(Inner {
+                relay: RefCell::new(Relay::new(&relay_origin, &owner_token)),
+                origin: relay_origin,
+                executor,
+                grants,
+                audit,
+                listener,
+                pairing: RefCell::new(None),
+                session: Cell::new(None),
+                serving: RefCell::new(None),
+                stop: Cell::new(None),
+            }),
+        }
+    }
+
+    /// Where events go: `{type: "audit", record}`, `{type: "serving"}`, `{type: "claimed",
+    /// count}`, `{type: "retrying", delayMs, error}`, `{type: "stopped", reason}`.
+    #[wasm_bindgen(js_name = onEvent)]
+    pub fn on_event(&self, callback: js_sys::Function) {
+        *self.inner.listener.borrow_mut() = Some(callback);
+    }
+
+    /// Adds a source (a named folder of documents).
+    #[wasm_bindgen(js_name = addSource)]
+    pub fn add_source(&self, name: &str) -> Result<(), JsError> {
+        let mut workspace = self.inner.executor.workspace_mut();
+        if workspace.has_source(name) {
+            return Ok(());
+        }
+        workspace
+            .add_source(name)
+            .map_err(|e| JsError::new(&e.to_string()))
+    }
+
+    /// The sources, in name order.
+    pub fn sources(&self) -> JsValue {
+        let names: Vec<String> = self
+            .inner
+            .executor
+            .workspace()
+            .sources()
+            .map(str::to_owned)
+            .collect();
+        to_js(&names)
+    }
+
+    /// Adds or replaces a document `{id, source, title, body, updated_at_ms}`.
+    #[wasm_bindgen(js_name = putDocument)]
+    pub fn put_document(&self, document: JsValue) -> Result<(), JsError> {
+        let document: Document = from_js(document, "a document")?;
+        self.inner
+            .executor
+            .workspace_mut()
+            .put(document)
+            .map_err(|e| JsError::new(&e.to_string()))
+    }
+
+    /// Removes a document; whether it was there.
+    #[wasm_bindgen(js_name = removeDocument)]
+    pub fn remove_document(&self, id: &str) -> Result<bool, JsError> {
+        let id = DocId::new(id).map_err(|e| JsError::new(&e.to_string()))?;
+        Ok(self.inner.executor.workspace_mut().remove(&id).is_some())
+    }
+
+    /// One document, or `null`.
+    pub fn document(&self, id: &str) -> JsValue {
+        let Ok(id) = DocId::new(id) else {
+            return JsValue::NULL;
+        };
+        self.inner
+            .executor
+            .workspace()
+            .get(&id)
+            .map_or(JsValue::NULL, to_js)
+    }
+
+    /// Every document without its body: `[{id, source, title, chars, updated_at_ms}]`.
+    pub fn documents(&self) -> JsValue {
+        let workspace = self.inner.executor.workspace();
+        let list: Vec<Value> = workspace
+            .documents()
+            .map(|d| {
+                json!({"id": d.id.as_str(), "source": d.source, "title": d.title,
+                       "chars": d.body.chars().count(), "updated_at_ms": d.updated_at_ms})
+            })
+            .collect();
+        to_js(&list)
+    }
+
+    /// Replaces the grants `{access: "on"|"off", sources: [...], tools: [...]}`. Applies to
+    /// the next call, including calls already claimed.
+    #[wasm_bindgen(js_name = setGrants)]
+    pub fn set_grants(&self, grants: JsValue) -> Result<(), JsError> {
+        let grants: Grants = from_js(grants, "grants")?;
+        self.inner.grants.set(grants);
+        Ok(())
+    }
+
+    /// The current grants.
+    pub fn grants(&self) -> JsValue {
+        to_js(&self.inner.grants.read(|g| g.clone()))
+    }
+
+    /// Registers a host tool `{name, description, inputSchema, kind: "read"|"proposal"}` run by
+    /// `handler(arguments)`. Register before starting a session so its catalog lists it.
+    #[wasm_bindgen(js_name = registerTool)]
+    pub fn register_tool(&self, spec: JsValue, handler: js_sys::Function) -> Result<(), JsError> {
+        let spec: JsToolSpec = from_js(spec, "a tool")?;
+        self.inner
+            .executor
+            .register_tool(
+                ToolSpec {
+                    name: spec.name,
+                    description: spec.description,
+                    input_schema: spec.input_schema,
+                    kind: spec.kind,
+                },
+                Rc::new(JsTool::new(handler)),
+            )
+            .map_err(|e| JsError::new(&e.to_string()))
+    }
+
+    /// Every tool the executor knows, granted or not: `[{name, description, kind, builtin}]`.
+    #[wasm_bindgen(js_name = allTools)]
+    pub fn all_tools(&self) -> JsValue {
+        let catalog = self.inner.executor.all_tools();
+        let list: Vec<Value> = catalog
+            .tools
+            .iter()
+            .map(|t| json!({"name": t.name, "description": t.description, "kind": t.kind, "builtin": t.builtin}))
+            .collect();
+        to_js(&list)
+    }
+
+    /// The pairing, without its secrets: `{pairId, fingerprint, pairingCode}` or `null`.
+    pub fn pairing(&self) -> JsValue {
+        let pairing = self.inner.pairing.borrow();
+        let Some(pairing) = pairing.as_ref() else {
+            return JsValue::NULL;
+        };
+        to_js(&json!({
+            "pairId": Id16(pairing.secret.pair_id()).to_string(),
+            "tokenId": pairing.token_id.to_string(),
+            "fingerprint": pairing.secret.fingerprint(&self.inner.origin),
+            "pairingCode": self.pairing_code(pairing),
+        }))
+    }
+
+    fn pairing_code(&self, pairing: &Pairing) -> Option<String> {
+        let secret = PairingSecret::from_bytes(*pairing.secret.expose());
+        PairingCode::new(&self.inner.origin, pairing.mcp_token.clone(), secret)
+            .ok()
+            .map(|code| code.encode().to_string())
+    }
+
+    /// The pairing's secrets as text, for the page to keep encrypted; `null` when unpaired.
+    #[wasm_bindgen(js_name = exportPairing)]
+    pub fn export_pairing(&self) -> Option<String> {
+        let pairing = self.inner.pairing.borrow();
+        let pairing = pairing.as_ref()?;
+        serde_json::to_string(&StoredPairing {
+            secret: URL_SAFE_NO_PAD.encode(pairing.secret.expose()),
+            token_id: pairing.token_id,
+            mcp_token: pairing.mcp_token.clone(),
+        })
+        .ok()
+    }
+
+    /// Restores a pairing [`TabCore::export_pairing`] gave. A damaged one is refused (and the
+    /// tab stays unpaired: a new pairing costs a `sealpost pair`, trusting junk costs more).
+    #[wasm_bindgen(js_name = importPairing)]
+    pub fn import_pairing(&self, text: &str) -> Result<(), JsError> {
+        let stored: StoredPairing = serde_json::from_str(text)
+            .map_err(|_| JsError::new("the remembered pairing is damaged"))?;
+        let secret: [u8; 32] = URL_SAFE_NO_PAD
+            .decode(&stored.secret)
+            .ok()
+            .and_then(|b| b.try_into().ok())
+            .ok_or_else(|| JsError::new("the remembered pairing is damaged"))?;
+        *self.inner.pairing.borrow_mut() = Some(Pairing {
+            secret: PairingSecret::from_bytes(secret),
+            token_id: stored.token_id,
+            mcp_token: stored.mcp_token,
+        });
+        Ok(())
+    }
+
+    /// Makes a new pairing (a fresh secret and an MCP token for it), replacing any other.
+    /// Resolves to what [`TabCore::pairing`] shows.
+    #[wasm_bindgen(js_name = newPairing)]
+    pub fn new_pairing(&self, label: String) -> js_sys::Promise {
+        let core = self.clone_handle();
+        future_to_promise(async move {
+            core.mint_pairing(label).await?;
+            Ok(core.pairing())
+        })
+    }
+
+    async fn mint_pairing(&self, label: String) -> Result<(), JsValue> {
+        let secret = PairingSecret::generate(&mut rand::rng());
+        let pair_id = Id16(secret.pair_id());
+        let relay = self.inner.relay.borrow().clone();
+        let token = relay
+            .create_mcp_token(&CreateMcpTokenRequest {
+                label,
+                pair_id,
+                ttl_s: None,
+            })
+            .await
+            .map_err(relay_error)?;
+        *self.inner.pairing.borrow_mut() = Some(Pairing {
+            secret,
+            token_id: token.id,
+            mcp_token: token.token,
+        });
+        Ok(())
+    }
+
+    /// Unpairs: ends the session, revokes the MCP token, forgets the pairing.
+    pub fn unpair(&self) -> js_sys::Promise {
+        let core = self.clone_handle();
+        future_to_promise(async move {
+            core.request_stop(StopReason::SessionEnded);
+            core.end(false).await;
+            let token = core.inner.pairing.borrow_mut().take().map(|p| p.token_id);
+            if let Some(token) = token {
+                let relay = core.inner.relay.borrow().clone();
+                relay.revoke_mcp_token(token).await.map_err(relay_error)?;
+            }
+            Ok(JsValue::UNDEFINED)
+        })
+    }
+
+    /// Starts a session of `ttl_s` seconds on the pairing (made first when there is none);
+    /// ends any previous one. Resolves to `{sessionId, expiresAt, pairingCode, fingerprint}`.
+    #[wasm_bindgen(js_name = startSession)]
+    pub fn start_session(&self, ttl_s: u32) -> js_sys::Promise {
+        let core = self.clone_handle();
+        future_to_promise(async move {
+            if core.inner.pairing.borrow().is_none() {
+                core.mint_pairing("Sealpost tab".into()).await?;
+            }
+            let session_id = Id16(rand::random());
+            let created = now_ms();
+            let expires = created + u64::from(ttl_s) * 1000;
+            let (hello, pair_id) = {
+                let pairing = core.inner.pairing.borrow();
+                let pairing = pairing.as_ref().expect("made above");
+                let hello = core
+                    .inner
+                    .executor
+                    .start_session(
+                        &pairing.secret,
+                        session_id.0,
+                        created,
+                        expires,
+                        &mut rand::rng(),
+                    )
+                    .map_err(|e| JsError::new(&e.to_string()))?;
+                (hello, Id16(pairing.secret.pair_id()))
+            };
+            let relay = core.inner.relay.borrow().clone();
+            let created_on_relay = relay
+                .create_session(&CreateSessionRequest {
+                    session_id,
+                    pair_id,
+                    hello: Base64Bytes(hello),
+                    ttl_s: u64::from(ttl_s),
+                })
+                .await
+                .map_err(relay_error)?;
+            let expires_at = u64::try_from(created_on_relay.expires_at).unwrap_or(expires);
+            core.inner
+                .session
+                .set(Some((session_id, expires_at.min(expires))));
+            core.inner.stop.set(None);
+            let shown = core.pairing();
+            let result = json!({
+                "sessionId": session_id.to_string(),
+                "expiresAt": expires_at.min(expires),
+                "pairingCode": js_sys::Reflect::get(&shown, &"pairingCode".into()).ok().and_then(|v| v.as_string()),
+                "fingerprint": js_sys::Reflect::get(&shown, &"fingerprint".into()).ok().and_then(|v| v.as_string()),
+            });
+            Ok(to_js(&result))
+        })
+    }
+
+    /// The live session `{sessionId, expiresAt}`, or `null`.
+    pub fn session(&self) -> JsValue {
+        match self.inner.session.get() {
+            Some((id, expires)) => {
+                to_js(&json!({"sessionId": id.to_string(), "expiresAt": expires}))
+            }
+            None => JsValue::NULL,
+        }
+    }
+
+    /// Ends the session: the relay cancels its open calls, the keys are dropped. With
+    /// `keepalive`, the request outlives the page (for `pagehide`).
+    #[wasm_bindgen(js_name = endSession)]
+    pub fn end_session(&self, keepalive: bool) -> js_sys::Promise {
+        let core = self.clone_handle();
+        future_to_promise(async move {
+            // A stop already asked for (a lock, a sign-out) keeps its reason.
+            if core.inner.stop.get().is_none() {
+                core.request_stop(StopReason::SessionEnded);
+            }
+            core.end(keepalive).await;
+            Ok(JsValue::UNDEFINED)
+        })
+    }
+
+    async fn end(&self, keepalive: bool) {
+        self.inner.executor.end_session();
+        if let Some((session_id, _)) = self.inner.session.take() {
+            let relay = self.inner.relay.borrow().clone();
+            if let Err(error) = relay.end_session(session_id, keepalive).await {
+                emit(
+                    &self.inner.listener,
+                    &json!({"type": "warning", "message": format!("ending the session: {}", error.describe())}),
+                );
+            }
+        }
+    }
+
+    /// Stops the claim loop at once: `locked` (also drops the session's keys), `signed_out`,
+    /// `session_ended`, `taken_over`.
+    pub fn stop(&self, reason: &str) -> Result<(), JsError> {
+        let reason = StopReason::requested(reason)
+            .ok_or_else(|| JsError::new(&format!("unknown stop reason {reason:?}")))?;
+        self.request_stop(reason);
+        if reason == StopReason::Locked {
+            self.inner.executor.end_session();
+        }
+        Ok(())
+    }
+
+    fn request_stop(&self, reason: StopReason) {
+        self.inner.stop.set(Some(reason));
+        if let Some(controller) = self.inner.serving.borrow().as_ref() {
+            controller.abort();
+        }
+    }
+
+    /// Serves the session until a stop; resolves to the reason (`locked`, `signed_out`,
+    /// `session_ended`, `expired`, `token_revoked`, `taken_over`).
+    pub fn serve(&self) -> js_sys::Promise {
+        let core = self.clone_handle();
+        future_to_promise(async move {
+            let reason = core.claim_loop().await;
+            emit(
+                &core.inner.listener,
+                &json!({"type": "stopped", "reason": reason}),
+            );
+            Ok(JsValue::from_str(reason.as_str()))
+        })
+    }
+
+    async fn claim_loop(&self) -> StopReason {
+        let mut backoff = Backoff::default();
+        emit(&self.inner.listener, &json!({"type": "serving"}));
+        loop {
+            if let Some(reason) = self.inner.stop.get() {
+                return reason;
+            }
+            let Some((session_id, expires_at)) = self.inner.session.get() else {
+                return StopReason::SessionEnded;
+            };
+            let now = now_ms();
+            if now >= expires_at {
+                self.inner.session.set(None);
+                self.inner.executor.end_session();
+                return StopReason::Expired;
+            }
+            let controller = AbortController::new().expect("AbortController exists");
+            let signal = controller.signal();
+            *self.inner.serving.borrow_mut() = Some(controller);
+            let relay = self.inner.relay.borrow().clone();
+            let wait = CLAIM_WAIT_MS.min(expires_at - now);
+            let claimed = relay.claim(session_id, wait, CLAIM_MAX, &signal).await;
+            self.inner.serving.borrow_mut().take();
+            if let Some(reason) = self.inner.stop.get() {
+                return reason;
+            }
+            match claimed {
+                Ok(claimed) => {
+                    backoff.reset();
+                    if !claimed.calls.is_empty() {
+                        emit(
+                            &self.inner.listener,
+                            &json!({"type": "claimed", "count": claimed.calls.len()}),
+                        );
+                    }
+                    for call in claimed.calls {
+                        self.answer(&relay, call.call_id, &call.envelope.0).await;
+                    }
+                }
+                Err(RelayError::Status { status: 401, .. }) => return StopReason::TokenRevoked,
+                Err(RelayError::Status {
+                    status: 404 | 410, ..
+                }) => {
+                    self.inner.session.set(None);
+                    self.inner.executor.end_session();
+                    return StopReason::SessionEnded;
+                }
+                Err(RelayError::Aborted) => {
+                    return self.inner.stop.get().unwrap_or(StopReason::SessionEnded);
+                }
+                Err(error) => {
+                    let delay = backoff.next_delay_ms(js_sys::Math::random());
+                    emit(
+                        &self.inner.listener,
+                        &json!({"type": "retrying", "delayMs": delay, "error": error.describe()}),
+                    );
+                    self.abortable_sleep(delay as u32).await;
+                }
+            }
+        }
+    }
+
+    /// Sleeps `ms`, or less when a stop comes first.
+    async fn abortable_sleep(&self, ms: u32) {
+        let step = 100;
+        let mut slept = 0;
+        while slept < ms && self.inner.stop.get().is_none() {
+            sleep(step.min(ms - slept)).await;
+            slept += step;
+        }
+    }
+
+    async fn answer(&self, relay: &Relay, call_id: Id16, envelope: &[u8]) {
+        let outcome = self
+            .inner
+            .executor
+            .handle(envelope, &now_ms, &mut rand::rng())
+            .await;
+        let sent = match outcome {
+            Outcome::Reply { envelope, .. } => relay.reply(call_id, envelope).await,
+            Outcome::Cancel { reason, .. } => relay.cancel(call_id, reason).await,
+        };
+        if let Err(error) = sent {
+            emit(
+                &self.inner.listener,
+                &json!({"type": "warning", "message": format!("answering a call: {}", error.describe())}),
+            );
+        }
+    }
+
+    /// Proposals waiting for review.
+    #[wasm_bindgen(js_name = pendingProposals)]
+    pub fn pending_proposals(&self) -> JsValue {
+        to_js(&self.inner.executor.pending_proposals())
+    }
+
+    /// Restores proposals the page kept (encrypted) across a reload.
+    #[wasm_bindgen(js_name = restoreProposals)]
+    pub fn restore_proposals(&self, proposals: JsValue) -> Result<(), JsError> {
+        let proposals: Vec<Proposal> = from_js(proposals, "proposals")?;
+        self.inner.executor.restore_proposals(proposals);
+        Ok(())
+    }
+
+    /// Applies a proposal through the typed write; resolves to the written document's id.
+    #[wasm_bindgen(js_name = applyProposal)]
+    pub fn apply_proposal(&self, id: &str) -> Result<JsValue, JsError> {
+        let id: Id16 = id.parse().map_err(|_| JsError::new("not a proposal id"))?;
+        let applied = self
+            .inner
+            .executor
+            .apply_proposal(id, now_ms())
+            .map_err(|e| JsError::new(&e.to_string()))?;
+        Ok(to_js(&format!("{applied:?}")))
+    }
+
+    /// Rejects a proposal.
+    #[wasm_bindgen(js_name = rejectProposal)]
+    pub fn reject_proposal(&self, id: &str) -> Result<(), JsError> {
+        let id: Id16 = id.parse().map_err(|_| JsError::new("not a proposal id"))?;
+        self.inner
+            .executor
+            .reject_proposal(id, now_ms())
+            .map_err(|e| JsError::new(&e.to_string()))
+    }
+
+    /// The audit records of this page's lifetime (the page keeps older ones).
+    pub fn audit(&self) -> JsValue {
+        to_js(&self.inner.audit.records())
+    }
+
+    /// Replaces the owner token (after a renewal or a new sign-in).
+    #[wasm_bindgen(js_name = setOwnerToken)]
+    pub fn set_owner_token(&self, token: &str) {
+        *self.inner.relay.borrow_mut() = Relay::new(&self.inner.origin, token);
+    }
+
+    fn clone_handle(&self) -> TabCore {
+        TabCore {
+            inner: self.inner.clone(),
+        }
+    }
+}

@@ -1,0 +1,482 @@
+// Sealpost's reference web app: sign in, keep a workspace in this browser, let an AI agent use
+// it through the paired plugin, review what it proposes. Plain ES modules; the trusted work
+// happens in the browser module (sealpost/), in a Worker.
+
+import { Sealpost } from './sealpost/sealpost.js';
+
+const TOKEN_KEY = 'sealpost.owner-token';
+const SESSION_KEY = 'sealpost.session';
+const main = document.getElementById('main');
+const notice = document.getElementById('notice');
+const state = { tab: null, me: null, status: 'Not serving', served: 0, refused: 0, lastCall: null, timeline: [], elsewhere: false, session: null, stopReason: null };
+
+// ---------- small helpers ----------
+
+function h(tag, attrs = {}, ...children) {
+  const el = document.createElement(tag);
+  for (const [key, value] of Object.entries(attrs)) {
+    if (value === false || value === null || value === undefined) continue;
+    if (key.startsWith('on')) el.addEventListener(key.slice(2), value);
+    else if (key === 'text') el.textContent = value;
+    else el.setAttribute(key, value === true ? '' : value);
+  }
+  for (const child of children.flat()) {
+    if (child === null || child === undefined || child === false) continue;
+    el.append(child instanceof Node ? child : document.createTextNode(String(child)));
+  }
+  return el;
+}
+
+function say(message, { error = false } = {}) {
+  notice.hidden = !message;
+  notice.textContent = message ?? '';
+  notice.className = error ? 'bad' : '';
+}
+
+async function api(method, path, body) {
+  const token = localStorage.getItem(TOKEN_KEY);
+  const response = await fetch(path, {
+    method,
+    headers: { ...(token ? { authorization: `Bearer ${token}` } : {}), ...(body ? { 'content-type': 'application/json' } : {}) },
+    body: body ? JSON.stringify(body) : undefined,
+  });
+  const text = await response.text();
+  const json = text ? JSON.parse(text) : null;
+  if (!response.ok) {
+    const error = new Error(json?.error?.message ?? `The relay answered ${response.status}.`);
+    error.status = response.status;
+    error.code = json?.error?.code;
+    throw error;
+  }
+  return json;
+}
+
+function when(ms) {
+  if (!ms) return 'never';
+  return new Date(ms).toLocaleString();
+}
+
+function ago(ms) {
+  if (!ms) return 'never';
+  const s = Math.max(0, Math.round((Date.now() - ms) / 1000));
+  return s < 60 ? `${s} s ago` : `${Math.round(s / 60)} min ago`;
+}
+
+function left(ms) {
+  const s = Math.max(0, Math.round((ms - Date.now()) / 1000));
+  return s >= 3600 ? `${Math.floor(s / 3600)} h ${Math.round((s % 3600) / 60)} min` : `${Math.floor(s / 60)} min ${s % 60} s`;
+}
+
+async function docId(source, path) {
+  const bytes = new TextEncoder().encode(`${source}\u0000${path}`);
+  const digest = new Uint8Array(await crypto.subtle.digest('SHA-256', bytes));
+  return `d_${[...digest.slice(0, 12)].map((b) => b.toString(16).padStart(2, '0')).join('')}`;
+}
+
+function titleOf(name, body) {
+  const heading = body.match(/^#\s+(.+)$/m);
+  return (heading ? heading[1] : name.replace(/\.(md|markdown|txt|text)$/i, '')).trim().slice(0, 300) || name;
+}
+
+// ---------- sign-in ----------
+
+async function signInFromLink() {
+  const match = location.hash.match(/^#signin=([A-Za-z0-9_-]+)/);
+  if (!match) return;
+  // The code is single-use and secret: out of the address bar and history at once.
+  history.replaceState(null, '', location.pathname);
+  try {
+    const signed = await api('POST', '/v1/auth/signin', { code: match[1] });
+    localStorage.setItem(TOKEN_KEY, signed.token);
+  } catch (error) {
+    say(`This sign-in link did not work: ${error.message} Ask for a new link (sealpost-relay owner link NAME prints one).`, { error: true });
+  }
+}
+
+function renderSignIn() {
+  document.getElementById('nav').hidden = true;
+  document.getElementById('account').hidden = true;
+  const input = h('input', { type: 'text', id: 'signin-link', autocomplete: 'off', 'aria-describedby': 'signin-help' });
+  main.replaceChildren(
+    h('h2', { text: 'Sign in' }),
+    h('p', { id: 'signin-help' }, 'Open the sign-in link you were given, or paste it here. Whoever runs this relay makes one with ', h('code', { text: 'sealpost-relay owner add NAME' }), '; each link works once, for a short time.'),
+    h('form', { onsubmit: (event) => { event.preventDefault(); const value = input.value.trim(); const code = value.includes('#signin=') ? value.split('#signin=')[1] : value; location.hash = `signin=${code}`; boot(); } },
+      h('label', { for: 'signin-link' }, 'Sign-in link'), ' ', input, ' ', h('button', { type: 'submit', class: 'primary' }, 'Sign in')),
+  );
+}
+
+// ---------- the module ----------
+
+function onEvent(event) {
+  if (event.type === 'audit') {
+    const r = event.record;
+    const outcome = r.outcome?.type ?? 'unknown';
+    if (['answered', 'answered_with_error', 'proposal_saved'].includes(outcome)) state.served += 1;
+    if (['refused', 'cancelled'].includes(outcome)) state.refused += 1;
+    if (r.call_id) {
+      state.lastCall = r.at_ms;
+      state.timeline.unshift({ at: r.at_ms, tool: r.tool ?? '(unopened call)', outcome });
+      state.timeline.length = Math.min(state.timeline.length, 10);
+    }
+  } else if (event.type === 'serving') {
+    state.status = 'Serving';
+  } else if (event.type === 'stopped') {
+    state.status = 'Not serving';
+    state.stopReason = event.reason;
+    if (event.reason === 'token_revoked') { signedOut('This sign-in was revoked or has expired. Sign in again.'); return; }
+    if (event.reason === 'taken_over') say('Another Sealpost tab took over serving. This tab stopped.');
+    if (event.reason === 'expired') say('The session ended: its time ran out. Start a new one under AI access.');
+  } else if (event.type === 'retrying') {
+    state.status = 'Reconnecting…';
+  } else if (event.type === 'elsewhere') {
+    state.elsewhere = true;
+  } else if (event.type === 'warning') {
+    console.warn(event.message);
+  }
+  updatePill();
+  if (location.hash === '#/access' && !document.querySelector('#access-status')?.contains(document.activeElement)) renderStatus();
+}
+
+function updatePill() {
+  const pill = document.getElementById('status-pill');
+  pill.textContent = state.status;
+  pill.className = state.status === 'Serving' ? 'ok' : 'muted';
+}
+
+function serve({ takeOver = false } = {}) {
+  state.tab.serve({ takeOver }).then((reason) => {
+    if (reason === 'served_elsewhere') { state.status = 'Served by another tab'; updatePill(); render(); }
+  }).catch((error) => say(`Serving stopped: ${error.message}`, { error: true }));
+}
+
+async function openModule(token) {
+  state.tab = await Sealpost.open({ ownerToken: token, workspace: state.me.owner.id });
+  state.tab.on('*', onEvent);
+  state.tab.endOnPagehide();
+  const problems = state.tab.restored.problems;
+  if (problems.length) say(problems.join(' '), { error: true });
+  // A session that was live in this tab before a reload (or a lock) goes on, on the same
+  // pairing. The marker is per tab (sessionStorage): a new tab does not start serving by itself.
+  try {
+    const kept = JSON.parse(sessionStorage.getItem(SESSION_KEY) ?? 'null');
+    const resumed = kept ? await state.tab.resume(kept.until) : null;
+    // Steal the lock: the worker of the page before the reload may not have let go yet.
+    if (resumed) { state.session = resumed; serve({ takeOver: true }); }
+  } catch (error) {
+    say(`The session could not be resumed: ${error.message} Start a new one under AI access.`, { error: true });
+  }
+}
+
+function signedOut(message) {
+  localStorage.removeItem(TOKEN_KEY);
+  sessionStorage.removeItem(SESSION_KEY);
+  state.tab?.stop('signed_out').catch(() => {});
+  state.tab?.close();
+  state.tab = null;
+  say(message);
+  renderSignIn();
+}
+
+// ---------- pages ----------
+
+const pages = {
+  '#/workspace': renderWorkspace,
+  '#/access': renderAccess,
+  '#/review': renderReview,
+  '#/activity': renderActivity,
+  '#/tokens': renderTokens,
+  '#/leaves': renderLeaves,
+};
+
+function render() {
+  if (!state.tab) return;
+  const route = pages[location.hash] ? location.hash : '#/workspace';
+  for (const link of document.querySelectorAll('nav a')) {
+    if (link.getAttribute('href') === route) link.setAttribute('aria-current', 'page'); else link.removeAttribute('aria-current');
+  }
+  pages[route]().catch((error) => say(error.message, { error: true }));
+}
+
+async function renderWorkspace() {
+  const sources = await state.tab.sources();
+  const documents = await state.tab.documents();
+  const sourceInput = h('input', { type: 'text', id: 'source-name', value: sources[0] ?? 'notes', autocomplete: 'off' });
+  const progress = h('progress', { id: 'import-progress', max: 1, value: 0, hidden: true, 'aria-label': 'Import progress' });
+  const progressText = h('p', { id: 'import-status', role: 'status', 'aria-live': 'polite', text: state.importStatus ?? '' });
+  const files = h('input', { type: 'file', id: 'pick-files', multiple: true, accept: '.md,.markdown,.txt,.text,text/*' });
+  const folder = h('input', { type: 'file', id: 'pick-folder', webkitdirectory: true, multiple: true });
+  const importFiles = async (list) => {
+    const source = sourceInput.value.trim() || 'notes';
+    const chosen = list.filter((f) => /\.(md|markdown|txt|text)$/i.test(f.name) || f.type.startsWith('text/'));
+    if (!chosen.length) { progressText.textContent = 'No Markdown or text files were chosen: Sealpost imports .md and .txt files.'; return; }
+    progress.hidden = false; progress.max = chosen.length; progress.value = 0;
+    const batch = [];
+    let done = 0;
+    for (const file of chosen) {
+      const path = file.relativePath || file.webkitRelativePath || file.name;
+      const body = await file.text();
+      batch.push({ id: await docId(source, path), source, title: titleOf(file.name, body), body, updated_at_ms: file.lastModified || Date.now() });
+      if (batch.length === 100) { done += await state.tab.putDocuments(batch.splice(0)); progress.value = done; progressText.textContent = `Imported ${done} of ${chosen.length} files…`; }
+    }
+    if (batch.length) done += await state.tab.putDocuments(batch.splice(0));
+    progress.value = done;
+    state.importStatus = `Imported ${done} files into ${source}.`;
+    renderWorkspace();
+  };
+  files.addEventListener('change', () => importFiles([...files.files]));
+  folder.addEventListener('change', () => importFiles([...folder.files]));
+  const drop = h('div', { class: 'drop', id: 'drop' }, 'Drop Markdown or text files, or whole folders, here.');
+  drop.addEventListener('dragover', (e) => { e.preventDefault(); drop.classList.add('over'); });
+  drop.addEventListener('dragleave', () => drop.classList.remove('over'));
+  drop.addEventListener('drop', async (e) => {
+    e.preventDefault(); drop.classList.remove('over');
+    const collected = [];
+    const walk = async (entry, prefix) => {
+      if (entry.isFile) { const file = await new Promise((ok, fail) => entry.file(ok, fail)); file.relativePath = prefix + file.name; collected.push(file); }
+      else if (entry.isDirectory) {
+        const reader = entry.createReader();
+        for (;;) { const batch = await new Promise((ok, fail) => reader.readEntries(ok, fail)); if (!batch.length) break; for (const child of batch) await walk(child, `${prefix}${entry.name}/`); }
+      }
+    };
+    for (const item of [...e.dataTransfer.items]) { const entry = item.webkitGetAsEntry?.(); if (entry) await walk(entry, ''); }
+    importFiles(collected);
+  });
+  const filter = h('input', { type: 'search', id: 'filter', placeholder: 'Filter by title', 'aria-label': 'Filter documents by title' });
+  const rows = (needle) => documents
+    .filter((d) => !needle || d.title.toLowerCase().includes(needle.toLowerCase()))
+    .sort((a, b) => a.source.localeCompare(b.source) || a.title.localeCompare(b.title))
+    .map((d) => h('tr', {}, h('td', {}, h('a', { href: '#/workspace', onclick: (e) => { e.preventDefault(); editDocument(d.id); } }, d.title)), h('td', { text: d.source }), h('td', { text: `${d.chars}` })));
+  const body = h('tbody', {}, rows(''));
+  filter.addEventListener('input', () => body.replaceChildren(...rows(filter.value)));
+  main.replaceChildren(
+    h('h2', { text: 'Workspace' }),
+    h('p', { class: 'muted' }, 'Your documents live only in this browser. Nothing here leaves it unless you turn on AI access, and then only what you grant, sealed.'),
+    h('section', { class: 'card', 'aria-labelledby': 'import-heading' },
+      h('h3', { id: 'import-heading', text: 'Import' }),
+      h('div', { class: 'row' }, h('label', { for: 'source-name' }, 'Into source'), sourceInput),
+      h('div', { class: 'row' }, h('label', { for: 'pick-files' }, 'Files'), files),
+      h('div', { class: 'row' }, h('label', { for: 'pick-folder' }, 'A folder'), folder),
+      drop, progress, progressText),
+    h('section', { 'aria-labelledby': 'docs-heading' },
+      h('h3', { id: 'docs-heading', text: `Documents (${documents.length}) in ${sources.length} sources` }),
+      h('div', { class: 'row' }, filter),
+      h('table', {}, h('thead', {}, h('tr', {}, h('th', { text: 'Title' }), h('th', { text: 'Source' }), h('th', { text: 'Characters' }))), body)),
+  );
+}
+
+async function editDocument(id) {
+  const doc = await state.tab.document(id);
+  if (!doc) { say('That document is gone.'); return renderWorkspace(); }
+  const title = h('input', { type: 'text', id: 'doc-title', value: doc.title });
+  const text = h('textarea', { id: 'doc-body' }); text.value = doc.body;
+  main.replaceChildren(
+    h('h2', { text: 'Edit document' }),
+    h('p', { class: 'muted', text: `In ${doc.source}` }),
+    h('div', { class: 'row' }, h('label', { for: 'doc-title' }, 'Title'), title),
+    h('label', { for: 'doc-body' }, 'Text'), text,
+    h('div', { class: 'row' },
+      h('button', { class: 'primary', onclick: async () => { await state.tab.putDocuments([{ ...doc, title: title.value, body: text.value, updated_at_ms: Date.now() }]); say('Saved.'); renderWorkspace(); } }, 'Save'),
+      h('button', { onclick: async () => { if (confirm(`Delete “${doc.title}”?`)) { await state.tab.removeDocument(doc.id); say('Deleted.'); renderWorkspace(); } } }, 'Delete'),
+      h('button', { onclick: () => renderWorkspace() }, 'Back')),
+  );
+  title.focus();
+}
+
+async function renderAccess() {
+  const grants = await state.tab.grants();
+  const sources = await state.tab.sources();
+  const tools = await state.tab.allTools();
+  const on = h('input', { type: 'checkbox', id: 'access-on', checked: grants.access === 'on' });
+  const sourceBoxes = sources.map((s) => h('label', {}, h('input', { type: 'checkbox', name: 'grant-source', value: s, checked: grants.sources.includes(s) }), ` ${s}`));
+  const toolBoxes = tools.map((t) => h('label', {}, h('input', { type: 'checkbox', name: 'grant-tool', value: t.name, checked: grants.tools.includes(t.name) }), ` ${t.name}`, t.kind === 'proposal' ? ' (proposes changes for you to review)' : ''));
+  const save = async () => {
+    const chosen = (name) => [...document.querySelectorAll(`input[name="${name}"]:checked`)].map((i) => i.value);
+    await state.tab.setGrants({ access: on.checked ? 'on' : 'off', sources: chosen('grant-source'), tools: chosen('grant-tool') });
+    say('AI access saved. It applies to the next call.');
+  };
+  const ttl = h('select', { id: 'ttl' }, h('option', { value: '900' }, '15 minutes'), h('option', { value: '3600', selected: true }, '1 hour'), h('option', { value: '14400' }, '4 hours'));
+  main.replaceChildren(
+    h('h2', { text: 'AI access' }),
+    h('section', { class: 'card', 'aria-labelledby': 'grants-heading' },
+      h('h3', { id: 'grants-heading', text: 'What an AI agent may use' }),
+      h('div', { class: 'row' }, on, h('label', { for: 'access-on' }, 'Allow AI access (off by default)')),
+      h('fieldset', {}, h('legend', { text: 'Sources' }), sources.length ? sourceBoxes.map((b) => h('div', {}, b)) : h('p', { class: 'muted', text: 'Import documents first.' })),
+      h('fieldset', {}, h('legend', { text: 'Tools' }), toolBoxes.map((b) => h('div', {}, b))),
+      h('button', { class: 'primary', id: 'save-grants', onclick: save }, 'Save access')),
+    h('section', { class: 'card', 'aria-labelledby': 'session-heading' },
+      h('h3', { id: 'session-heading', text: 'Session' }),
+      h('div', { class: 'row' }, h('label', { for: 'ttl' }, 'Length'), ttl,
+        h('button', { class: 'primary', id: 'start-session', onclick: async () => {
+          await save();
+          state.session = await state.tab.startSession(Number(ttl.value));
+          sessionStorage.setItem(SESSION_KEY, JSON.stringify({ until: state.session.expiresAt }));
+          state.served = 0; state.refused = 0; state.timeline = [];
+          serve({ takeOver: true });
+          render();
+        } }, 'Start session'),
+        h('button', { id: 'end-session', onclick: async () => { await state.tab.endSession(); state.session = null; sessionStorage.removeItem(SESSION_KEY); say('Session ended.'); render(); } }, 'End session')),
+      h('div', { id: 'pairing' })),
+    h('section', { class: 'card', id: 'access-status', 'aria-labelledby': 'status-heading' }, h('h3', { id: 'status-heading', text: 'Status' })),
+    h('section', { class: 'card', 'aria-labelledby': 'unpair-heading' },
+      h('h3', { id: 'unpair-heading', text: 'Pairing' }),
+      h('p', {}, 'Unpairing revokes the plugin’s token at once; pair again with a new code.'),
+      h('button', { id: 'unpair', onclick: async () => { await state.tab.unpair(); state.session = null; sessionStorage.removeItem(SESSION_KEY); say('Unpaired: the plugin’s token is revoked.'); render(); } }, 'Unpair')),
+  );
+  await renderPairing();
+  renderStatus();
+}
+
+async function renderPairing() {
+  const box = document.getElementById('pairing');
+  if (!box) return;
+  const pairing = await state.tab.pairing();
+  const session = await state.tab.session();
+  if (!pairing || !session) { box.replaceChildren(h('p', { class: 'muted', text: 'No session is running. Start one to get a pairing code.' })); return; }
+  const code = pairing.pairingCode;
+  box.replaceChildren(
+    h('p', {}, 'On the computer where your MCP client runs, pair once:'),
+    h('p', { class: 'code', id: 'pair-command', text: 'sealpost pair' }),
+    h('p', {}, 'and paste this pairing code when asked (it is a secret: it lets the plugin call this tab):'),
+    h('p', { class: 'code', id: 'pairing-code', text: code }),
+    h('div', { class: 'row' }, h('button', { id: 'copy-code', onclick: async () => { await navigator.clipboard.writeText(code); say('Pairing code copied.'); } }, 'Copy pairing code')),
+    h('p', {}, 'Check that the plugin shows the same fingerprint: ', h('span', { class: 'fingerprint', id: 'fingerprint', text: `${pairing.fingerprint.slice(0, 3)} ${pairing.fingerprint.slice(3)}` })),
+  );
+}
+
+function renderStatus() {
+  const box = document.getElementById('access-status');
+  if (!box) return;
+  const rows = [
+    ['State', state.status],
+    ['Calls served', state.served],
+    ['Calls refused', state.refused],
+    ['Last call', ago(state.lastCall)],
+    ['Time left', state.session ? left(state.session.expiresAt) : '—'],
+  ];
+  box.replaceChildren(
+    h('h3', { id: 'status-heading', text: 'Status' }),
+    h('table', {}, h('tbody', {}, rows.map(([k, v]) => h('tr', {}, h('th', { scope: 'row', text: k }), h('td', { text: String(v) }))))),
+    state.elsewhere ? h('p', {}, 'Another Sealpost tab served this pairing. ', h('button', { onclick: () => serve({ takeOver: true }) }, 'Serve from this tab')) : null,
+    h('h3', { text: 'Recent calls' }),
+    state.timeline.length ? h('ol', { id: 'timeline' }, state.timeline.map((t) => h('li', {}, `${new Date(t.at).toLocaleTimeString()} — ${t.tool}: ${t.outcome.replaceAll('_', ' ')}`))) : h('p', { class: 'muted', text: 'No calls yet.' }),
+  );
+}
+
+function diffLines(before, after) {
+  const a = before.split('\n'); const b = after.split('\n');
+  const out = [];
+  let i = 0; let j = 0;
+  while (i < a.length || j < b.length) {
+    if (i < a.length && j < b.length && a[i] === b[j]) { out.push(h('span', {}, `  ${a[i]}\n`)); i++; j++; }
+    else if (j < b.length && !a.slice(i).includes(b[j])) { out.push(h('ins', {}, `+ ${b[j]}\n`)); j++; }
+    else { out.push(h('del', {}, `- ${a[i]}\n`)); i++; }
+  }
+  return out;
+}
+
+async function renderReview() {
+  const proposals = await state.tab.pendingProposals();
+  const items = [];
+  for (const p of proposals) {
+    const change = p.change;
+    let before = ''; let after = ''; let what = '';
+    if (change.type === 'create_note') { what = `New note “${change.title}” in ${change.source}`; after = change.body; }
+    else {
+      const doc = await state.tab.document(change.doc_id);
+      before = doc?.body ?? '';
+      what = `${change.type === 'append_note' ? 'Append to' : 'Edit'} “${doc?.title ?? change.doc_id}”`;
+      after = change.type === 'append_note' ? `${before}${before.endsWith('\n') || !before ? '' : '\n'}${change.text}` : before.replace(change.find, change.replace);
+    }
+    items.push(h('article', { class: 'card', 'aria-label': what },
+      h('h3', { text: what }),
+      h('p', { class: 'muted', text: `Proposed by ${p.tool} at ${when(p.created_at_ms)}` }),
+      h('pre', { class: 'diff' }, diffLines(before, after)),
+      h('div', { class: 'row' },
+        h('button', { class: 'primary', onclick: async () => { try { await state.tab.applyProposal(p.id); say('Applied.'); } catch (e) { say(`Not applied: ${e.message}`, { error: true }); } renderReview(); } }, 'Approve'),
+        h('button', { onclick: async () => { await state.tab.rejectProposal(p.id); say('Rejected.'); renderReview(); } }, 'Reject'))));
+  }
+  main.replaceChildren(h('h2', { text: 'Review' }),
+    h('p', { class: 'muted', text: 'An AI agent can only propose changes. Nothing changes until you approve it here.' }),
+    ...(items.length ? items : [h('p', { text: 'Nothing to review.' })]));
+}
+
+async function renderActivity() {
+  const { entries, unreadable } = await state.tab.auditLog();
+  const tools = [...new Set(entries.map((e) => e.tool).filter(Boolean))].sort();
+  const outcomes = [...new Set(entries.map((e) => e.outcome.type))].sort();
+  const toolFilter = h('select', { id: 'filter-tool' }, h('option', { value: '' }, 'All tools'), tools.map((t) => h('option', { value: t }, t)));
+  const outcomeFilter = h('select', { id: 'filter-outcome' }, h('option', { value: '' }, 'All outcomes'), outcomes.map((o) => h('option', { value: o }, o.replaceAll('_', ' '))));
+  const body = h('tbody');
+  const fill = () => body.replaceChildren(...entries
+    .filter((e) => (!toolFilter.value || e.tool === toolFilter.value) && (!outcomeFilter.value || e.outcome.type === outcomeFilter.value))
+    .map((e) => h('tr', {}, h('td', { text: when(e.at_ms) }), h('td', { text: e.tool ?? '—' }), h('td', { text: e.outcome.type.replaceAll('_', ' ') + (e.outcome.code ? ` (${e.outcome.code})` : '') + (e.outcome.reason ? ` (${e.outcome.reason})` : '') }), h('td', { text: String(e.reply_bytes) }))));
+  toolFilter.addEventListener('change', fill); outcomeFilter.addEventListener('change', fill);
+  fill();
+  main.replaceChildren(h('h2', { text: 'Activity' }),
+    h('p', { class: 'muted', text: 'Every call and review, kept encrypted in this browser. Arguments are kept only as a digest.' }),
+    h('div', { class: 'row' }, h('label', { for: 'filter-tool' }, 'Tool'), toolFilter, h('label', { for: 'filter-outcome' }, 'Outcome'), outcomeFilter),
+    unreadable ? h('p', { class: 'bad', text: `${unreadable} entries could not be read and are not shown.` }) : null,
+    h('table', {}, h('thead', {}, h('tr', {}, h('th', { text: 'When' }), h('th', { text: 'Tool' }), h('th', { text: 'Outcome' }), h('th', { text: 'Reply bytes' }))), body));
+}
+
+async function renderTokens() {
+  const { tokens } = await api('GET', '/v1/mcp-tokens');
+  main.replaceChildren(h('h2', { text: 'Tokens' }),
+    h('p', { class: 'muted', text: 'Each paired plugin holds one token. Revoking one stops that plugin at its next call.' }),
+    tokens.length ? h('table', {}, h('thead', {}, h('tr', {}, h('th', { text: 'Label' }), h('th', { text: 'Created' }), h('th', { text: 'Expires' }), h('th', { text: '' }))),
+      h('tbody', {}, tokens.map((t) => h('tr', {}, h('td', { text: t.label }), h('td', { text: when(t.created_at) }), h('td', { text: when(t.expires_at) }),
+        h('td', {}, h('button', { 'aria-label': `Revoke ${t.label}`, onclick: async () => { await api('DELETE', `/v1/mcp-tokens/${t.id}`); say('Token revoked.'); renderTokens(); } }, 'Revoke'))))))
+      : h('p', { text: 'No plugin tokens.' }));
+}
+
+async function renderLeaves() {
+  const grants = await state.tab.grants();
+  const session = await state.tab.session();
+  const aiOn = grants.access === 'on' && !!session;
+  main.replaceChildren(h('h2', { text: 'What leaves this tab' }),
+    h('p', {}, `This app talks to one server: the relay at ${location.host}, which also served this page. It makes no other request.`),
+    h('table', {}, h('thead', {}, h('tr', {}, h('th', { text: 'Route' }), h('th', { text: 'Now' }), h('th', { text: 'What crosses it' }))),
+      h('tbody', {},
+        h('tr', {}, h('td', { text: 'Sign-in and sign-out' }), h('td', { text: 'used once per sign-in' }), h('td', { text: 'The one-time sign-in code, then a token that identifies you to the relay. No document text.' })),
+        h('tr', {}, h('td', { text: 'Tokens page' }), h('td', { text: 'on when you open it' }), h('td', { text: 'The labels and dates of your plugin tokens.' })),
+        h('tr', {}, h('td', { text: 'AI access: session and calls' }), h('td', { text: aiOn ? 'on' : 'off' }), h('td', { text: 'A session record (ids, times, and the tool list sealed under your pairing key), then for each call: ids, sizes, timings, and ciphertext only. The relay cannot read a call or its answer.' })),
+        h('tr', {}, h('td', { text: 'Your documents, proposals and activity' }), h('td', { text: 'never sent' }), h('td', { text: 'They stay in this browser’s storage. Only the answer to a call you granted leaves, sealed so that only your paired plugin can open it.' })))),
+    h('p', {}, 'The relay serves this app’s code. Someone who controls the relay could change that code; docs/SECURITY.md says what that means and how to serve a build you checked.'));
+}
+
+// ---------- boot ----------
+
+async function boot() {
+  await signInFromLink();
+  const token = localStorage.getItem(TOKEN_KEY);
+  if (!token) { renderSignIn(); return; }
+  try {
+    state.me = await api('GET', '/v1/me');
+  } catch (error) {
+    if (error.status === 401) { signedOut('Your sign-in has ended. Sign in again with a new link.'); return; }
+    say(`The relay did not answer: ${error.message} Check your connection and reload.`, { error: true });
+    return;
+  }
+  if (state.me.token) localStorage.setItem(TOKEN_KEY, state.me.token);
+  document.getElementById('nav').hidden = false;
+  document.getElementById('account').hidden = false;
+  if (!state.tab) await openModule(localStorage.getItem(TOKEN_KEY));
+  render();
+}
+
+document.getElementById('signout').addEventListener('click', async () => {
+  await state.tab?.stop('signed_out');
+  await state.tab?.endSession().catch(() => {});
+  await api('POST', '/v1/auth/signout', {}).catch(() => {});
+  signedOut('Signed out.');
+});
+document.getElementById('lock').addEventListener('click', async () => {
+  await state.tab?.lock();
+  state.tab?.close();
+  state.tab = null;
+  say('Locked. Reload the page to unlock.');
+  main.replaceChildren(h('h2', { text: 'Locked' }), h('p', { text: 'Sealpost is locked: nothing is served and its keys are out of memory. Reload to unlock.' }));
+});
+addEventListener('hashchange', () => { if (location.hash.startsWith('#signin=')) boot(); else { render(); main.focus(); } });
+setInterval(() => { if (location.hash === '#/access') renderStatus(); }, 5000);
+boot();

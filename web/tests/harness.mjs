@@ -1,0 +1,156 @@
+// What the specs share: a real sealpost-relay on loopback serving the built app, Debian's
+// Chromium through playwright-core, and the real `sealpost` plugin spoken to over stdio as an
+// MCP client speaks to it. xtask passes the binaries' paths; defaults suit a debug build.
+
+import { spawn, execFile } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync, mkdirSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve, dirname } from 'node:path';
+import { createInterface } from 'node:readline';
+import { fileURLToPath } from 'node:url';
+import { chromium } from 'playwright-core';
+
+const root = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
+export const RELAY_BIN = process.env.SEALPOST_RELAY_BIN ?? join(root, 'target/debug/sealpost-relay');
+export const PLUGIN_BIN = process.env.SEALPOST_BIN ?? join(root, 'target/debug/sealpost');
+export const WEB_DIR = process.env.SEALPOST_WEB_DIR ?? join(root, 'target/web');
+export const CHROMIUM = process.env.SEALPOST_CHROMIUM ?? '/usr/bin/chromium';
+export const SCREENSHOTS = join(root, 'target/screenshots');
+
+export function tempDir(prefix) {
+  return mkdtempSync(join(tmpdir(), prefix));
+}
+
+// A relay on a fresh SQLite file; resolves once it listens, with the first owner's sign-in link.
+export async function startRelay() {
+  const dir = tempDir('sealpost-web-relay-');
+  const database = `sqlite://${dir}/relay.db`;
+  const child = spawn(RELAY_BIN, ['serve', '--listen', '127.0.0.1:0', '--database-url', database, '--web', WEB_DIR], {
+    stdio: ['ignore', 'pipe', 'inherit'],
+    env: { ...process.env, RUST_LOG: 'warn' },
+  });
+  const lines = createInterface({ input: child.stdout });
+  let code = null;
+  const base = await new Promise((ok, fail) => {
+    child.once('exit', (status) => fail(new Error(`the relay exited (${status})`)));
+    lines.on('line', (line) => {
+      const signin = line.match(/#signin=([A-Za-z0-9_-]+)/);
+      if (signin) code = signin[1];
+      const listening = line.match(/listening on (http:\/\/\S+)/);
+      if (listening) ok(listening[1]);
+    });
+  });
+  return {
+    base,
+    signinUrl: `${base}/#signin=${code}`,
+    database,
+    async newSigninUrl() {
+      const out = await new Promise((ok, fail) => execFile(RELAY_BIN, ['owner', 'link', 'owner', '--database-url', database], (e, stdout) => (e ? fail(e) : ok(stdout))));
+      return `${base}/#signin=${out.match(/#signin=([A-Za-z0-9_-]+)/)[1]}`;
+    },
+    async stop() {
+      child.kill('SIGTERM');
+      await new Promise((ok) => child.once('exit', ok));
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
+
+export async function launchBrowser() {
+  return await chromium.launch({
+    executablePath: CHROMIUM,
+    headless: true,
+    args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--disable-sync', '--no-first-run'],
+  });
+}
+
+// A page that records every request it makes and every CSP violation it meets.
+export async function openPage(context, url) {
+  const page = await context.newPage();
+  page.requests = [];
+  page.cspViolations = [];
+  page.consoleErrors = [];
+  page.on('request', (request) => page.requests.push(request.url()));
+  page.on('console', (message) => {
+    if (message.type() === 'error') page.consoleErrors.push(message.text());
+    if (/Content Security Policy/i.test(message.text())) page.cspViolations.push(message.text());
+  });
+  await page.addInitScript(() => {
+    document.addEventListener('securitypolicyviolation', (event) => {
+      (window.__csp ??= []).push(`${event.violatedDirective} ${event.blockedURI}`);
+    });
+  });
+  if (url) await page.goto(url);
+  return page;
+}
+
+// Writes a folder of Markdown files; returns its path.
+export function writeFolder(files) {
+  const dir = tempDir('sealpost-web-docs-');
+  for (const [path, body] of Object.entries(files)) {
+    mkdirSync(dirname(join(dir, path)), { recursive: true });
+    writeFileSync(join(dir, path), body);
+  }
+  return dir;
+}
+
+// `sealpost pair` with the code on stdin; resolves to {status, output}.
+export function pairPlugin(configDir, code) {
+  return new Promise((ok) => {
+    const child = spawn(PLUGIN_BIN, ['pair'], { env: { ...process.env, SEALPOST_CONFIG_DIR: configDir }, stdio: ['pipe', 'pipe', 'pipe'] });
+    let output = '';
+    child.stdout.on('data', (d) => { output += d; });
+    child.stderr.on('data', (d) => { output += d; });
+    child.on('exit', (status) => ok({ status, output }));
+    child.stdin.end(`${code}\n`);
+  });
+}
+
+// `sealpost mcp` as an MCP client drives it: JSON-RPC lines on stdio.
+export class McpClient {
+  constructor(configDir) {
+    this.child = spawn(PLUGIN_BIN, ['mcp'], { env: { ...process.env, SEALPOST_CONFIG_DIR: configDir }, stdio: ['pipe', 'pipe', 'inherit'] });
+    this.nextId = 1;
+    this.waiting = new Map();
+    this.notifications = [];
+    createInterface({ input: this.child.stdout }).on('line', (line) => {
+      const message = JSON.parse(line);
+      if (message.id !== undefined && this.waiting.has(message.id)) {
+        this.waiting.get(message.id)(message);
+        this.waiting.delete(message.id);
+      } else {
+        this.notifications.push(message);
+      }
+    });
+  }
+
+  request(method, params = {}) {
+    const id = this.nextId++;
+    return new Promise((ok) => {
+      this.waiting.set(id, ok);
+      this.child.stdin.write(`${JSON.stringify({ jsonrpc: '2.0', id, method, params })}\n`);
+    });
+  }
+
+  async initialize() {
+    const answer = await this.request('initialize', { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 'web-spec', version: '1' } });
+    this.child.stdin.write(`${JSON.stringify({ jsonrpc: '2.0', method: 'notifications/initialized' })}\n`);
+    return answer;
+  }
+
+  // A tool call's text and whether it is an error.
+  async call(name, args = {}) {
+    const answer = await this.request('tools/call', { name, arguments: args });
+    const result = answer.result;
+    return { text: result.content.map((c) => c.text).join('\n'), isError: result.isError === true };
+  }
+
+  close() {
+    this.child.stdin.end();
+  }
+}
+
+export function screenshotPath(name) {
+  mkdirSync(SCREENSHOTS, { recursive: true });
+  return join(SCREENSHOTS, `${name}.png`);
+}

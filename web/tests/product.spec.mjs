@@ -1,0 +1,222 @@
+// The whole product as a person uses it: a real Chromium tab on the real relay, the real
+// `sealpost` plugin paired with the code the tab shows and driven over stdio as an MCP client.
+
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { join } from 'node:path';
+import { readFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import {
+  startRelay, launchBrowser, openPage, writeFolder, tempDir, pairPlugin, McpClient, screenshotPath,
+} from './harness.mjs';
+
+const require = createRequire(import.meta.url);
+const AXE = readFileSync(require.resolve('axe-core/axe.min.js'), 'utf8');
+
+let relay;
+let browser;
+let context;
+const requests = [];
+
+before(async () => {
+  relay = await startRelay();
+  browser = await launchBrowser();
+  context = await browser.newContext({ viewport: { width: 1280, height: 800 } });
+  await context.grantPermissions(['clipboard-read', 'clipboard-write'], { origin: relay.base });
+  context.on('request', (request) => requests.push(request.url()));
+});
+
+after(async () => {
+  await browser?.close();
+  await relay?.stop();
+});
+
+async function signedIn(page) {
+  await page.waitForSelector('#nav:not([hidden])');
+  await page.waitForSelector('main h2:not(:text-is("Sign in"))');
+}
+
+async function go(page, route, heading) {
+  await page.click(`nav a[href="${route}"]`);
+  await page.waitForSelector(`main h2:text-is("${heading}")`);
+}
+
+async function startSession(page) {
+  await go(page, '#/access', 'AI access');
+  await page.click('#start-session');
+  await page.waitForSelector('#pairing-code');
+  await page.waitForSelector('#status-pill:text-is("Serving")');
+  return (await page.textContent('#pairing-code')).trim();
+}
+
+async function paired(code) {
+  const config = tempDir('sealpost-web-plugin-');
+  const result = await pairPlugin(config, code);
+  assert.equal(result.status, 0, result.output);
+  const mcp = new McpClient(config);
+  await mcp.initialize();
+  return { config, mcp, output: result.output };
+}
+
+async function checkAccessibility(page, name) {
+  await page.evaluate(AXE);
+  const results = await page.evaluate(async () => await window.axe.run(document, { resultTypes: ['violations'] }));
+  const serious = results.violations.filter((v) => ['serious', 'critical'].includes(v.impact));
+  assert.deepEqual(serious.map((v) => `${v.id}: ${v.nodes.map((n) => n.target.join(' ')).join(', ')}`), [], `${name}: accessibility`);
+}
+
+test('a person signs in, imports, grants one source of two, pairs, and an MCP client gets answers', async () => {
+  const page = await openPage(context, relay.signinUrl);
+  page.on('pageerror', (error) => page.consoleErrors.push(error.message));
+  try {
+    await person(page);
+  } catch (error) {
+    // What the person saw when it failed, for whoever reads the CI log.
+    if (!page.isClosed()) {
+      await page.screenshot({ path: screenshotPath('failure') }).catch(() => {});
+      console.error('page when it failed:', await page.locator('body').innerText().catch(() => '?'));
+    }
+    console.error('console errors:', page.consoleErrors);
+    throw error;
+  }
+});
+
+async function person(page) {
+  await signedIn(page);
+  assert.ok(!page.url().includes('signin='), 'the sign-in code leaves the address bar at once');
+
+  // Two folders, two sources.
+  const notes = writeFolder({
+    'notes/rotation.md': '# Key rotation\nRotate the signing keys every ninety days.\n',
+    'notes/lunch.md': '# Lunch\nThe lunch menu rotation is weekly.\n',
+  });
+  await page.fill('#source-name', 'notes');
+  await page.setInputFiles('#pick-folder', join(notes, 'notes'));
+  await page.waitForSelector('#import-status:text("Imported 2 files into notes.")');
+  const secret = writeFolder({ 'private/salary.md': '# Salary\nThe rotation of salaries is secret.\n' });
+  await page.fill('#source-name', 'private');
+  await page.setInputFiles('#pick-folder', join(secret, 'private'));
+  await page.waitForSelector('#import-status:text("Imported 1 files into private.")');
+
+  // AI access: on, one source, every tool.
+  await go(page, '#/access', 'AI access');
+  await page.check('#access-on');
+  await page.check('input[name="grant-source"][value="notes"]');
+  for (const box of await page.$$('input[name="grant-tool"]')) await box.check();
+  await page.click('#save-grants');
+  const code = await startSession(page);
+  assert.match(code, /^sppair1_/);
+  await page.click('#copy-code');
+  assert.equal(await page.evaluate(() => navigator.clipboard.readText()), code);
+  const shownFingerprint = (await page.textContent('#fingerprint')).trim();
+
+  // The real plugin pairs with the code and is driven over stdio.
+  const { mcp, output } = await paired(code);
+  assert.ok(output.includes(shownFingerprint), `the plugin shows the tab's fingerprint: ${output}`);
+  const found = await mcp.call('search_workspace', { query: 'rotation' });
+  assert.equal(found.isError, false, found.text);
+  assert.ok(found.text.includes('Key rotation'), found.text);
+  assert.ok(!found.text.includes('Salary'), 'an ungranted source never answers');
+
+  // A proposal shows in Review; approving changes the document; Activity shows it.
+  const docId = found.text.match(/"doc_id":\s*"(d_[0-9a-f]+)"/)?.[1] ?? found.text.match(/(d_[0-9a-f]{24})/)[1];
+  const proposed = await mcp.call('propose_edit_note', { doc_id: docId, find: 'ninety', replace: 'thirty' });
+  assert.equal(proposed.isError, false, proposed.text);
+  await go(page, '#/review', 'Review');
+  await page.waitForSelector('article h3:text("Key rotation")');
+  await page.click('article button:text-is("Approve")');
+  await page.waitForSelector('#notice:text("Applied.")');
+  const excerpt = await mcp.call('get_source_excerpt', { doc_id: docId });
+  assert.ok(excerpt.text.includes('thirty days'), excerpt.text);
+  await go(page, '#/activity', 'Activity');
+  await page.waitForSelector('td:text("proposal applied")');
+
+  // A reload keeps serving, without pairing again.
+  await page.reload();
+  await signedIn(page);
+  await page.waitForSelector('#status-pill:text-is("Serving")');
+  const again = await mcp.call('search_workspace', { query: 'lunch' });
+  assert.equal(again.isError, false, again.text);
+
+  // Hidden behind another tab, it answers as it does in front.
+  const other = await context.newPage();
+  await other.goto(`${relay.base}/healthz`);
+  await other.bringToFront();
+  const hidden = await mcp.call('list_sources');
+  assert.equal(hidden.isError, false, hidden.text);
+  await other.close();
+  await page.bringToFront();
+
+  // Every page: screenshots at both sizes, no serious accessibility violation.
+  for (const [route, heading, name] of [
+    ['#/workspace', 'Workspace', 'workspace'], ['#/access', 'AI access', 'access'], ['#/review', 'Review', 'review'],
+    ['#/activity', 'Activity', 'activity'], ['#/tokens', 'Tokens', 'tokens'], ['#/leaves', 'What leaves this tab', 'leaves'],
+  ]) {
+    await go(page, route, heading);
+    await checkAccessibility(page, name);
+    for (const [width, height] of [[1280, 800], [390, 844]]) {
+      await page.setViewportSize({ width, height });
+      await page.screenshot({ path: screenshotPath(`${name}-${width}x${height}`), fullPage: true });
+    }
+    await page.setViewportSize({ width: 1280, height: 800 });
+  }
+
+  // Ending the session: the next call says the tab is not open.
+  await go(page, '#/access', 'AI access');
+  await page.click('#end-session');
+  await page.waitForSelector('#notice:text("Session ended.")');
+  const ended = await mcp.call('search_workspace', { query: 'rotation' });
+  assert.equal(ended.isError, true);
+  assert.ok(ended.text.includes('no session is live'), ended.text);
+
+  // Revoking the plugin's token: the next call says so.
+  await startSession(page);
+  assert.equal((await mcp.call('list_sources')).isError, false);
+  await go(page, '#/tokens', 'Tokens');
+  await page.click('td button:text-is("Revoke")');
+  await page.waitForSelector('#notice:text("Token revoked.")');
+  const revoked = await mcp.call('list_sources');
+  assert.equal(revoked.isError, true);
+  assert.ok(revoked.text.includes('revoked or has expired'), revoked.text);
+  mcp.close();
+
+  // A new pairing; then locking stops serving at once.
+  await go(page, '#/access', 'AI access');
+  await page.click('#unpair');
+  await page.waitForSelector('#notice:text("Unpaired")');
+  const second = await paired(await startSession(page));
+  assert.equal((await second.mcp.call('list_sources')).isError, false);
+  await page.click('#lock');
+  await page.waitForSelector('main h2:text-is("Locked")');
+  const locked = await second.mcp.call('list_sources');
+  assert.equal(locked.isError, true);
+  assert.ok(locked.text.includes('not open'), locked.text);
+
+  // Unlocking (a reload) serves again; signing out stops it.
+  await page.reload();
+  await signedIn(page);
+  await page.waitForSelector('#status-pill:text-is("Serving")');
+  assert.equal((await second.mcp.call('list_sources')).isError, false);
+  await page.click('#signout');
+  await page.waitForSelector('main h2:text-is("Sign in")');
+  const signedOut = await second.mcp.call('list_sources');
+  assert.equal(signedOut.isError, true);
+  assert.ok(signedOut.text.includes('not open'), signedOut.text);
+
+  // Signed in again, serving; closing the tab ends the session.
+  await page.goto(await relay.newSigninUrl());
+  await signedIn(page);
+  await startSession(page);
+  assert.equal((await second.mcp.call('list_sources')).isError, false);
+  await page.close({ runBeforeUnload: true });
+  // The page's last request (ending the session) may land just before or just after the call.
+  const closed = await second.mcp.call('list_sources');
+  assert.equal(closed.isError, true);
+  assert.ok(/not open|session ended/.test(closed.text), closed.text);
+  second.mcp.close();
+
+  // No request left for anywhere but the relay, and the strict CSP was never violated.
+  const foreign = requests.filter((url) => !url.startsWith(relay.base) && !url.startsWith('blob:') && !url.startsWith('data:'));
+  assert.deepEqual(foreign, [], 'requests only to its own relay');
+  assert.deepEqual(page.cspViolations, [], 'no CSP violation');
+}

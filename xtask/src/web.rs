@@ -1,0 +1,172 @@
+//! Builds what the relay serves at `/`: the browser module (`crates/browser`, wasm-bindgen
+//! `--target web`, then binaryen's `wasm-opt -Oz`) and the web app (`web/`), into `target/web/`.
+//! The module and its JavaScript land in `target/web/sealpost/`.
+//!
+//! `wasm-opt` comes from npm (`binaryen`, pinned in `web/package-lock.json`), not from Debian:
+//! Debian's binaryen 108 predates wasm-bindgen's reference-types output and emits a module
+//! whose function table Chromium rejects.
+
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context as _, Result};
+
+use crate::cmd::{cargo, cmd, root};
+use crate::tools::{self, find_in_path};
+
+/// Installs `web/`'s pinned packages (playwright-core, axe-core, binaryen) when missing.
+pub fn npm_ci() -> Result<()> {
+    let web = root().join("web");
+    if web.join("node_modules/.package-lock.json").exists() {
+        return Ok(());
+    }
+    let npm = find_in_path("npm")
+        .context("npm is not installed: run `apt-get install -y nodejs npm` (as root)")?;
+    cmd(npm, &["ci", "--no-audit", "--no-fund"]).dir(&web).run()
+}
+
+/// Where the built app goes (the relay's `--web`).
+pub fn out_dir() -> PathBuf {
+    root().join("target/web")
+}
+
+fn copy_dir(from: &Path, to: &Path, skip: &[&str]) -> Result<()> {
+    std::fs::create_dir_all(to)?;
+    for entry in std::fs::read_dir(from)? {
+        let entry = entry?;
+        let name = entry.file_name();
+        let name = name.to_string_lossy();
+        if skip.contains(&name.as_ref()) || name.starts_with('.') {
+            continue;
+        }
+        let target = to.join(entry.file_name());
+        if entry.file_type()?.is_dir() {
+            copy_dir(&entry.path(), &target, skip)?;
+        } else {
+            std::fs::copy(entry.path(), &target)
+                .with_context(|| format!("copy {}", entry.path().display()))?;
+        }
+    }
+    Ok(())
+}
+
+fn gzip_len(bytes: &[u8]) -> Result<usize> {
+    let mut encoder = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
+    encoder.write_all(bytes)?;
+    Ok(encoder.finish()?.len())
+}
+
+/// Sizes of the module, for the build's report.
+#[derive(Debug)]
+pub struct Built {
+    pub wasm_bytes: usize,
+    pub wasm_gzip_bytes: usize,
+    pub optimised: bool,
+}
+
+/// Builds the module and the app into [`out_dir`].
+pub fn build() -> Result<Built> {
+    let bindgen = tools::ensure_wasm_bindgen()?;
+    cargo(&[
+        "build",
+        "-p",
+        "sealpost-browser",
+        "--target",
+        "wasm32-unknown-unknown",
+        "--profile",
+        "wasm",
+    ])
+    .run()?;
+    let out = out_dir();
+    let _ = std::fs::remove_dir_all(&out);
+    let module = out.join("sealpost");
+    let pkg = module.join("pkg");
+    let wasm = root().join("target/wasm32-unknown-unknown/wasm/sealpost_browser.wasm");
+    cmd(&bindgen, &["--target", "web", "--out-dir"])
+        .arg_path(&pkg)
+        .arg_path(&wasm)
+        .run()?;
+    let bg = pkg.join("sealpost_browser_bg.wasm");
+    npm_ci()?;
+    let wasm_opt = root().join("web/node_modules/.bin/wasm-opt");
+    let optimised = match wasm_opt.exists().then_some(wasm_opt) {
+        Some(wasm_opt) => {
+            cmd(
+                wasm_opt,
+                &[
+                    "-Oz",
+                    "--enable-bulk-memory",
+                    "--enable-sign-ext",
+                    "--enable-mutable-globals",
+                    "--enable-nontrapping-float-to-int",
+                    "--enable-reference-types",
+                    "--enable-multivalue",
+                    "-o",
+                ],
+            )
+            .arg_path(&bg)
+            .arg_path(&bg)
+            .run()?;
+            true
+        }
+        None => {
+            eprintln!(
+                "wasm-opt not found (apt-get install binaryen): the module is not size-optimised"
+            );
+            false
+        }
+    };
+    copy_dir(&root().join("crates/browser/js"), &module, &[])?;
+    let app = root().join("web");
+    if app.is_dir() {
+        copy_dir(
+            &app,
+            &out,
+            &["tests", "node_modules", "package.json", "package-lock.json"],
+        )?;
+    }
+    let bytes = std::fs::read(&bg)?;
+    let built = Built {
+        wasm_bytes: bytes.len(),
+        wasm_gzip_bytes: gzip_len(&bytes)?,
+        optimised,
+    };
+    eprintln!(
+        "browser module: {} KiB, {} KiB gzipped{} (target ≤ 600 KiB gzipped); app in {}",
+        built.wasm_bytes / 1024,
+        built.wasm_gzip_bytes / 1024,
+        if built.optimised {
+            " after wasm-opt -Oz"
+        } else {
+            ""
+        },
+        out.display()
+    );
+    Ok(built)
+}
+
+/// The specs in `web/tests/`: Debian's Chromium through playwright-core against a relay they
+/// start on the built app, with the real `sealpost` plugin. Screenshots go to
+/// `target/screenshots/`.
+pub fn test(tools: &tools::Tools) -> Result<()> {
+    npm_ci()?;
+    cargo(&["build", "-p", "sealpost", "-p", "sealpost-relay"]).run()?;
+    let node = find_in_path("node")
+        .context("Node.js is not installed: run `apt-get install -y nodejs npm` (as root)")?;
+    let debug = root().join("target/debug");
+    let specs: Vec<String> = std::fs::read_dir(root().join("web/tests"))?
+        .filter_map(|e| e.ok())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|name| name.ends_with(".spec.mjs"))
+        .map(|name| format!("tests/{name}"))
+        .collect();
+    let mut args = vec!["--test", "--test-concurrency=1"];
+    args.extend(specs.iter().map(String::as_str));
+    cmd(node, &args)
+        .dir(root().join("web"))
+        .env("SEALPOST_RELAY_BIN", debug.join("sealpost-relay"))
+        .env("SEALPOST_BIN", debug.join("sealpost"))
+        .env("SEALPOST_WEB_DIR", out_dir())
+        .env("SEALPOST_CHROMIUM", &tools.chromium)
+        .run()
+}
