@@ -367,3 +367,32 @@ async fn two_plugin_processes_share_one_pairing() {
     drop(tab);
     setup.relay.stop().await.unwrap();
 }
+
+#[tokio::test]
+async fn after_every_connection_dies_the_next_call_works_without_a_restart() {
+    // As after a laptop sleeps: the plugin's pooled connection to the relay is dead. Here the
+    // relay stops (closing every connection) and comes back on the same address and database.
+    let setup = setup(None).await;
+    let tab = Tab::start(&setup.relay, &setup.pairing.secret, 600, tab_executor)
+        .await
+        .unwrap();
+    let mut mcp = started_mcp(&setup).await;
+    let (text, is_error) = result_text(&mcp.call("list_sources", json!({})).await);
+    assert!(!is_error, "{text}");
+
+    let addr: std::net::SocketAddr = setup.relay.base["http://".len()..].parse().unwrap();
+    let database = setup._db.as_ref().unwrap().url();
+    let Setup { relay, _db, .. } = setup;
+    relay.stop().await.unwrap();
+    let mut config = sealpost_relay::config::Config::new(&database);
+    config.listen = addr;
+    config.limits.rate_per_token_per_s = 0;
+    let again = sealpost_relay::app::start(config).await.unwrap();
+
+    let (text, is_error) = result_text(&mcp.call("list_sources", json!({})).await);
+    assert!(!is_error, "the call after the outage works: {text}");
+    assert!(text.contains("notes"), "{text}");
+    drop(tab);
+    again.stop().await.unwrap();
+    drop(_db);
+}
