@@ -97,7 +97,7 @@ fn test() -> Result<()> {
     )?;
     cluster.stop();
     step("the plugin packs as an MCP Bundle", || {
-        mcpb::build(false).map(|_| ())
+        mcpb::pack_tested().map(|_| ())
     })?;
     step("wasm tests in headless Chromium", || wasm::test(&tools))?;
     step("the browser module and the web app build", || {

@@ -138,7 +138,21 @@ pub fn build(release: bool) -> Result<PathBuf> {
     }
     cargo(&args).run()?;
     let profile = if release { "release" } else { "debug" };
-    let binary = root().join("target").join(profile).join("sealpost");
+    pack(&root().join("target").join(profile).join("sealpost"))
+}
+
+/// Packs the debug binary `cargo xtask test`'s native step has just built (building it
+/// alone would rebuild its dependencies without the test-only features).
+pub fn pack_tested() -> Result<PathBuf> {
+    let binary = root().join("target/debug/sealpost");
+    if !binary.exists() {
+        return build(false);
+    }
+    pack(&binary)
+}
+
+fn pack(binary: &Path) -> Result<PathBuf> {
+    let binary = binary.to_path_buf();
     let mode = std::fs::metadata(&binary)?.permissions().mode();
     ensure!(mode & 0o111 != 0, "{} is not executable", binary.display());
     let platform = platform()?;

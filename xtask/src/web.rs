@@ -150,10 +150,14 @@ pub fn build() -> Result<Built> {
 /// `target/screenshots/`.
 pub fn test(tools: &tools::Tools) -> Result<()> {
     npm_ci()?;
-    cargo(&["build", "-p", "sealpost", "-p", "sealpost-relay"]).run()?;
+    let debug = root().join("target/debug");
+    // The native step has just built both binaries; building them alone would rebuild their
+    // dependencies without the test-only features.
+    if !debug.join("sealpost").exists() || !debug.join("sealpost-relay").exists() {
+        cargo(&["build", "-p", "sealpost", "-p", "sealpost-relay"]).run()?;
+    }
     let node = find_in_path("node")
         .context("Node.js is not installed: run `apt-get install -y nodejs npm` (as root)")?;
-    let debug = root().join("target/debug");
     let specs: Vec<String> = std::fs::read_dir(root().join("web/tests"))?
         .filter_map(|e| e.ok())
         .map(|e| e.file_name().to_string_lossy().into_owned())

@@ -26,6 +26,8 @@ export class Sealpost {
   static async open({ ownerToken, relayOrigin = location.origin, workspace = 'default', workerUrl } = {}) {
     const url = workerUrl ?? new URL('./worker.js', import.meta.url);
     const tab = new Sealpost(new Worker(url, { type: 'module' }));
+    tab.relayOrigin = relayOrigin;
+    tab.ownerToken = ownerToken;
     tab.restored = await tab.call('open', { relayOrigin, ownerToken, workspace });
     return tab;
   }
@@ -84,11 +86,16 @@ export class Sealpost {
   allTools() { return this.call('allTools'); }
   pairing() { return this.call('pairing'); }
   newPairing(label = 'Sealpost tab') { return this.call('newPairing', label); }
-  unpair() { return this.call('unpair'); }
-  startSession(ttlS) { return this.call('startSession', ttlS); }
-  resume(until) { return this.call('resume', until); }
+  unpair() { this.sessionId = null; return this.call('unpair'); }
+  async startSession(ttlS) { return this.remember(await this.call('startSession', ttlS)); }
+  async resume(until) { return this.remember(await this.call('resume', until)); }
+
+  remember(started) {
+    this.sessionId = started?.sessionId ?? this.sessionId;
+    return started;
+  }
   session() { return this.call('session'); }
-  endSession({ keepalive = false } = {}) { return this.call('endSession', keepalive); }
+  endSession({ keepalive = false } = {}) { this.sessionId = null; return this.call('endSession', keepalive); }
   serve({ takeOver = false } = {}) { return this.call('serve', { takeOver }); }
   stop(reason) { return this.call('stop', reason); }
   lock() { return this.call('lock'); }
@@ -96,13 +103,21 @@ export class Sealpost {
   applyProposal(id) { return this.call('applyProposal', id); }
   rejectProposal(id) { return this.call('rejectProposal', id); }
   auditLog() { return this.call('auditLog'); }
-  setOwnerToken(token) { return this.call('setOwnerToken', token); }
+  setOwnerToken(token) { this.ownerToken = token; return this.call('setOwnerToken', token); }
 
   // Ends the worker: every key it held is gone with it. Use after sign-out or lock.
   close() { this.worker.terminate(); for (const { reject } of this.pending.values()) reject(new Error('closed')); this.pending.clear(); }
 
-  // Ends the session when the page goes away, so the plugin says "tab not open" at once.
+  // Ends the session when the page goes away, so the plugin says "tab not open" at once. The
+  // page sends the request itself (keepalive): the worker may be gone before it could.
   endOnPagehide() {
-    addEventListener('pagehide', () => { this.worker.postMessage({ id: 0, method: 'endSession', args: [true] }); });
+    addEventListener('pagehide', () => {
+      if (this.sessionId && this.ownerToken) {
+        fetch(`${this.relayOrigin}/v1/sessions/${this.sessionId}`, {
+          method: 'DELETE', keepalive: true, headers: { authorization: `Bearer ${this.ownerToken}` },
+        }).catch(() => {});
+      }
+      this.worker.postMessage({ id: 0, method: 'endSession', args: [true] });
+    });
   }
 }
