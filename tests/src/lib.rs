@@ -147,48 +147,35 @@ impl LiveRelay {
         call_id: Id16,
         reason: sealpost_protocol::content::CancelReason,
     ) -> Result<()> {
-        let response = self
+        let request = self
             .http
             .post(format!("{}/v1/calls/{call_id}/cancel", self.base))
-            .bearer_auth(&self.owner_token)
-            .json(&sealpost_protocol::api::CancelRequest { reason })
-            .send()
-            .await?;
-        ensure!(
-            response.status() == StatusCode::NO_CONTENT,
-            "cancel answered {}",
-            response.status()
-        );
-        Ok(())
+            .json(&sealpost_protocol::api::CancelRequest { reason });
+        self.owner_no_content(request, "cancel").await
     }
 
     /// The tab ends its session (as on `pagehide`): its open calls are cancelled.
     pub async fn end_session(&self, session_id: Id16) -> Result<()> {
-        let response = self
+        let request = self
             .http
-            .delete(format!("{}/v1/sessions/{session_id}", self.base))
-            .bearer_auth(&self.owner_token)
-            .send()
-            .await?;
-        ensure!(
-            response.status().is_success(),
-            "ending the session answered {}",
-            response.status()
-        );
-        Ok(())
+            .delete(format!("{}/v1/sessions/{session_id}", self.base));
+        self.owner_no_content(request, "ending the session").await
     }
 
     /// The owner revokes an MCP token by its id.
     pub async fn revoke_mcp_token(&self, token_id: Id16) -> Result<()> {
-        let response = self
+        let request = self
             .http
-            .delete(format!("{}/v1/mcp-tokens/{token_id}", self.base))
-            .bearer_auth(&self.owner_token)
-            .send()
-            .await?;
+            .delete(format!("{}/v1/mcp-tokens/{token_id}", self.base));
+        self.owner_no_content(request, "revoking the token").await
+    }
+
+    /// Sends `request` with the owner token; it must answer 204.
+    async fn owner_no_content(&self, request: reqwest::RequestBuilder, what: &str) -> Result<()> {
+        let response = request.bearer_auth(&self.owner_token).send().await?;
         ensure!(
-            response.status().is_success(),
-            "revoking the token answered {}",
+            response.status() == StatusCode::NO_CONTENT,
+            "{what} answered {}",
             response.status()
         );
         Ok(())
@@ -297,21 +284,13 @@ impl LiveRelay {
 
     /// The tab posts a sealed reply.
     pub async fn reply(&self, call_id: Id16, envelope: Vec<u8>) -> Result<()> {
-        let response = self
+        let request = self
             .http
             .put(format!("{}/v1/calls/{call_id}/reply", self.base))
-            .bearer_auth(&self.owner_token)
             .json(&ReplyRequest {
                 envelope: Base64Bytes(envelope),
-            })
-            .send()
-            .await?;
-        ensure!(
-            response.status() == StatusCode::NO_CONTENT,
-            "reply answered {}",
-            response.status()
-        );
-        Ok(())
+            });
+        self.owner_no_content(request, "reply").await
     }
 
     /// The plugin reads its call, waiting up to `wait_ms` for an answer.

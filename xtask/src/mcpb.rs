@@ -152,12 +152,11 @@ pub fn pack_tested() -> Result<PathBuf> {
 }
 
 fn pack(binary: &Path) -> Result<PathBuf> {
-    let binary = binary.to_path_buf();
-    let mode = std::fs::metadata(&binary)?.permissions().mode();
+    let mode = std::fs::metadata(binary)?.permissions().mode();
     ensure!(mode & 0o111 != 0, "{} is not executable", binary.display());
     let platform = platform()?;
     let out = bundle_path(platform);
-    package(&binary, VERSION, platform, &out)?;
+    package(binary, VERSION, platform, &out)?;
     verify(&out, platform)?;
     eprintln!("wrote {}", out.display());
     Ok(out)

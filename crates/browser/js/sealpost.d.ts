@@ -104,7 +104,7 @@ export declare class Sealpost {
   stop(reason: 'locked' | 'signed_out' | 'session_ended' | 'taken_over'): Promise<void>;
   lock(): Promise<void>;
   pendingProposals(): Promise<unknown[]>;
-  applyProposal(id: string): Promise<string>;
+  applyProposal(id: string): Promise<{ docId: string } | { hostTool: { tool: string; arguments: unknown } }>;
   rejectProposal(id: string): Promise<void>;
   auditLog(): Promise<{ entries: AuditRecord[]; unreadable: number }>;
   setOwnerToken(token: string): Promise<void>;

@@ -114,12 +114,6 @@ export class Store {
     return await request(tx.objectStore('plain').get(name));
   }
 
-  async deletePlain(name) {
-    const tx = this.db.transaction('plain', 'readwrite');
-    tx.objectStore('plain').delete(name);
-    await done(tx);
-  }
-
   async putSource(name) {
     const tx = this.db.transaction('sources', 'readwrite');
     tx.objectStore('sources').put(true, name);

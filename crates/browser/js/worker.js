@@ -131,7 +131,12 @@ const methods = {
   },
   stop(reason) { core.stop(reason); },
   pendingProposals() { return core.pendingProposals(); },
-  async applyProposal(id) { const written = core.applyProposal(id); await persistProposals(); await store.putDocuments(core.documents().map((d) => core.document(d.id))); return written; },
+  async applyProposal(id) {
+    const applied = core.applyProposal(id);
+    await persistProposals();
+    if (applied.docId) await store.putDocuments([core.document(applied.docId)]);
+    return applied;
+  },
   async rejectProposal(id) { core.rejectProposal(id); await persistProposals(); },
   async auditLog() { return await store.auditLog(); },
   // Locking stops serving at once, drops the session's keys and ends the session at the relay

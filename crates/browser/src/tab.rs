@@ -10,8 +10,8 @@ use std::rc::Rc;
 use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use sealpost_executor::{
-    AuditRecord, AuditSink, DocId, Document, Executor, Grants, GrantsHandle, MemoryAuditLog,
-    Outcome, Proposal, ToolSpec, Workspace,
+    Applied, AuditRecord, AuditSink, DocId, Document, Executor, Grants, GrantsHandle,
+    MemoryAuditLog, Outcome, Proposal, ToolSpec, Workspace,
 };
 use sealpost_protocol::api::{CreateMcpTokenRequest, CreateSessionRequest};
 use sealpost_protocol::content::ToolKind;
@@ -275,13 +275,17 @@ impl TabCore {
         to_js(&list)
     }
 
-    /// The pairing, without its secrets: `{pairId, fingerprint, pairingCode}` or `null`.
+    /// The pairing, without its secrets: `{pairId, tokenId, fingerprint, pairingCode}` or
+    /// `null`.
     pub fn pairing(&self) -> JsValue {
+        self.shown_pairing()
+            .map_or(JsValue::NULL, |shown| to_js(&shown))
+    }
+
+    fn shown_pairing(&self) -> Option<Value> {
         let pairing = self.inner.pairing.borrow();
-        let Some(pairing) = pairing.as_ref() else {
-            return JsValue::NULL;
-        };
-        to_js(&json!({
+        let pairing = pairing.as_ref()?;
+        Some(json!({
             "pairId": Id16(pairing.secret.pair_id()).to_string(),
             "tokenId": pairing.token_id.to_string(),
             "fingerprint": pairing.secret.fingerprint(&self.inner.origin),
@@ -412,17 +416,18 @@ impl TabCore {
                 })
                 .await
                 .map_err(relay_error)?;
-            let expires_at = u64::try_from(created_on_relay.expires_at).unwrap_or(expires);
-            core.inner
-                .session
-                .set(Some((session_id, expires_at.min(expires))));
+            // The earlier of the relay's and the hello's end: the plugin judges by the hello.
+            let expires_at = u64::try_from(created_on_relay.expires_at)
+                .unwrap_or(expires)
+                .min(expires);
+            core.inner.session.set(Some((session_id, expires_at)));
             core.inner.stop.set(None);
-            let shown = core.pairing();
+            let shown = core.shown_pairing().unwrap_or_default();
             let result = json!({
                 "sessionId": session_id.to_string(),
-                "expiresAt": expires_at.min(expires),
-                "pairingCode": js_sys::Reflect::get(&shown, &"pairingCode".into()).ok().and_then(|v| v.as_string()),
-                "fingerprint": js_sys::Reflect::get(&shown, &"fingerprint".into()).ok().and_then(|v| v.as_string()),
+                "expiresAt": expires_at,
+                "pairingCode": shown["pairingCode"],
+                "fingerprint": shown["fingerprint"],
             });
             Ok(to_js(&result))
         })
@@ -603,7 +608,8 @@ impl TabCore {
         Ok(())
     }
 
-    /// Applies a proposal through the typed write; resolves to the written document's id.
+    /// Applies a proposal through the typed write: `{docId}` of the document written, or
+    /// `{hostTool: {tool, arguments}}` for the host to carry out.
     #[wasm_bindgen(js_name = applyProposal)]
     pub fn apply_proposal(&self, id: &str) -> Result<JsValue, JsError> {
         let id: Id16 = id.parse().map_err(|_| JsError::new("not a proposal id"))?;
@@ -612,7 +618,12 @@ impl TabCore {
             .executor
             .apply_proposal(id, now_ms())
             .map_err(|e| JsError::new(&e.to_string()))?;
-        Ok(to_js(&format!("{applied:?}")))
+        Ok(to_js(&match applied {
+            Applied::DocumentWritten { doc_id } => json!({"docId": doc_id.as_str()}),
+            Applied::HostTool { tool, arguments } => {
+                json!({"hostTool": {"tool": tool, "arguments": arguments}})
+            }
+        }))
     }
 
     /// Rejects a proposal.

@@ -70,6 +70,8 @@ pub struct Plugin {
     keys: SessionKeysCache,
     /// Bumped whenever the cached catalog changes, so the MCP layer can send `list_changed`.
     catalog_changed: tokio::sync::watch::Sender<u64>,
+    /// The catalog this process last read or wrote.
+    known_catalog: std::sync::Mutex<Option<CachedCatalog>>,
 }
 
 impl Plugin {
@@ -81,6 +83,7 @@ impl Plugin {
             options,
             keys: SessionKeysCache::default(),
             catalog_changed: tokio::sync::watch::Sender::new(0),
+            known_catalog: std::sync::Mutex::new(None),
         }
     }
 
@@ -95,16 +98,23 @@ impl Plugin {
     }
 
     /// Caches the catalog of a hello that verified, when it differs from the cached one.
+    /// Every call sees the hello, so the catalog this process last knew is kept in memory and
+    /// the file is read only when there is none yet (at most once per process and pairing).
     fn remember_catalog(&self, pair_id: Id16, tools: &[CatalogEntry]) {
-        let cached = self.config.load_catalog(pair_id);
-        if cached.as_ref().is_some_and(|c| c.tools == tools) {
+        let mut known = self.known_catalog.lock().expect("not poisoned");
+        if known.is_none() {
+            *known = self.config.load_catalog(pair_id);
+        }
+        if known
+            .as_ref()
+            .is_some_and(|c| c.pair_id == pair_id && c.tools == tools)
+        {
             return;
         }
-        match self
-            .config
-            .save_catalog(&CachedCatalog::new(pair_id, tools.to_vec()))
-        {
+        let catalog = CachedCatalog::new(pair_id, tools.to_vec());
+        match self.config.save_catalog(&catalog) {
             Ok(()) => {
+                *known = Some(catalog);
                 self.catalog_changed
                     .send_modify(|generation| *generation += 1);
             }

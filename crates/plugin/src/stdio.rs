@@ -9,9 +9,10 @@
 use std::sync::Arc;
 
 use rmcp::RoleServer;
-use rmcp::model::{ErrorCode, ErrorData};
+use rmcp::model::ErrorCode;
 use rmcp::service::{RxJsonRpcMessage, TxJsonRpcMessage};
 use rmcp::transport::Transport;
+use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt as _, AsyncRead, AsyncWrite, AsyncWriteExt as _, BufReader};
 use tokio::sync::Mutex;
 
@@ -100,14 +101,36 @@ impl<R: AsyncRead + Unpin, W: AsyncWrite + Unpin> LineTransport<R, W> {
         writer.flush().await
     }
 
-    /// An error response to a message whose id could not be read: JSON-RPC says `id: null`.
-    async fn answer_error(writer: &Mutex<W>, error: ErrorData) {
-        let message = serde_json::json!({
+    /// A line that is not a message this server understands. Not JSON: a parse error. JSON
+    /// with an id: an invalid request for that id. A notification (no id): ignored, as
+    /// JSON-RPC requires.
+    async fn unreadable(writer: &Mutex<W>, text: &[u8], error: serde_json::Error) {
+        let Ok(value) = serde_json::from_slice::<Value>(text) else {
+            tracing::debug!(%error, "a line that is not JSON");
+            let message = "The message is not valid JSON.";
+            Self::answer_error(writer, &Value::Null, ErrorCode::PARSE_ERROR, message).await;
+            return;
+        };
+        let Some(id) = value
+            .get("id")
+            .filter(|id| id.is_string() || id.is_number())
+        else {
+            tracing::debug!(%error, "ignored a notification this server does not know");
+            return;
+        };
+        let message = "The request is not one this server understands.";
+        Self::answer_error(writer, id, ErrorCode::INVALID_REQUEST, message).await;
+    }
+
+    /// An error response for request `id`; `null` when the id could not be read, as JSON-RPC
+    /// says.
+    async fn answer_error(writer: &Mutex<W>, id: &Value, code: ErrorCode, message: &str) {
+        let response = json!({
             "jsonrpc": "2.0",
-            "id": null,
-            "error": {"code": error.code.0, "message": error.message},
+            "id": id,
+            "error": {"code": code.0, "message": message},
         });
-        let mut bytes = serde_json::to_vec(&message).expect("an error serialises");
+        let mut bytes = serde_json::to_vec(&response).expect("an error serialises");
         bytes.push(b'\n');
         if let Err(error) = Self::write_line(writer, &bytes).await {
             tracing::debug!(%error, "could not write an error response");
@@ -143,16 +166,15 @@ where
                 Ok(Line::Complete) => {}
                 Ok(Line::TooLong) => {
                     tracing::warn!(max = self.max_line, "discarded a message over the line cap");
+                    let message = format!(
+                        "The message was longer than {} bytes and was discarded.",
+                        self.max_line
+                    );
                     Self::answer_error(
                         &self.writer,
-                        ErrorData::new(
-                            ErrorCode::INVALID_REQUEST,
-                            format!(
-                                "The message was longer than {} bytes and was discarded.",
-                                self.max_line
-                            ),
-                            None,
-                        ),
+                        &Value::Null,
+                        ErrorCode::INVALID_REQUEST,
+                        &message,
                     )
                     .await;
                     continue;
@@ -183,43 +205,5 @@ where
 
     async fn close(&mut self) -> Result<(), Self::Error> {
         self.writer.lock().await.flush().await
-    }
-}
-
-impl<R: AsyncRead + Unpin, W: AsyncWrite + Unpin> LineTransport<R, W> {
-    /// A line that is not a message this server understands. Not JSON: a parse error. JSON
-    /// with an id: an invalid request for that id. A notification (no id): ignored, as
-    /// JSON-RPC requires.
-    async fn unreadable(writer: &Mutex<W>, text: &[u8], error: serde_json::Error) {
-        let Ok(value) = serde_json::from_slice::<serde_json::Value>(text) else {
-            tracing::debug!(%error, "a line that is not JSON");
-            Self::answer_error(
-                writer,
-                ErrorData::new(
-                    ErrorCode::PARSE_ERROR,
-                    "The message is not valid JSON.",
-                    None,
-                ),
-            )
-            .await;
-            return;
-        };
-        let Some(id) = value
-            .get("id")
-            .filter(|id| id.is_string() || id.is_number())
-        else {
-            tracing::debug!(%error, "ignored a notification this server does not know");
-            return;
-        };
-        let response = serde_json::json!({
-            "jsonrpc": "2.0",
-            "id": id,
-            "error": {"code": ErrorCode::INVALID_REQUEST.0, "message": "The request is not one this server understands."},
-        });
-        let mut bytes = serde_json::to_vec(&response).expect("serialises");
-        bytes.push(b'\n');
-        if let Err(error) = Self::write_line(writer, &bytes).await {
-            tracing::debug!(%error, "could not write an error response");
-        }
     }
 }

@@ -2,7 +2,6 @@
 //! hello. Faults a real relay cannot be made to commit, so a small hostile server plays it;
 //! and a session about to end, through the real relay and tab.
 
-use std::rc::Rc;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -11,36 +10,26 @@ use axum::body::Body;
 use axum::routing::{get, post};
 use sealpost_e2e::tab::Tab;
 use sealpost_e2e::{LiveRelay, SqliteFile, random_id};
-use sealpost_executor::{
-    Access, BuiltinTool, Executor, Grants, GrantsHandle, MemoryAuditLog, Workspace,
-};
+use sealpost_executor::{Executor, Workspace};
 use sealpost_protocol::api::LiveSessionResponse;
 use sealpost_protocol::ids::Base64Bytes;
 use sealpost_seal::{PairingCode, PairingSecret};
 use serde_json::json;
 
-use crate::{Mcp, config_dir, result_text, write_pairing};
+use crate::{Mcp, config_dir, granted_executor, result_text, write_pairing};
 
 fn executor() -> Executor {
     let mut workspace = Workspace::default();
     workspace.add_source("notes").unwrap();
-    let grants = GrantsHandle::new(Grants {
-        access: Access::On,
-        sources: ["notes".to_owned()].into(),
-        tools: BuiltinTool::ALL
-            .iter()
-            .map(|t| t.name().to_owned())
-            .collect(),
-    });
-    Executor::new(workspace, grants, Rc::new(MemoryAuditLog::new()))
+    granted_executor(workspace)
 }
 
 fn now_ms() -> u64 {
     sealpost_relay::clock::now_ms() as u64
 }
 
-/// Serves `session` for every pairing and counts posted calls.
-async fn lying_relay(session: Router) -> (String, Arc<AtomicUsize>) {
+/// Serves `session` on `listener` for every pairing, and counts the calls posted to it.
+fn lying_relay(listener: tokio::net::TcpListener, session: Router) -> Arc<AtomicUsize> {
     let posts = Arc::new(AtomicUsize::new(0));
     let counter = posts.clone();
     let app = session.route(
@@ -50,10 +39,14 @@ async fn lying_relay(session: Router) -> (String, Arc<AtomicUsize>) {
             async { axum::http::StatusCode::NOT_FOUND }
         }),
     );
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    posts
+}
+
+async fn listener() -> (tokio::net::TcpListener, String) {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let origin = format!("http://{}", listener.local_addr().unwrap());
-    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
-    (origin, posts)
+    (listener, origin)
 }
 
 fn pair_with(config: &std::path::Path, origin: &str) -> PairingSecret {
@@ -89,7 +82,8 @@ async fn an_endless_answer_is_cut_at_the_cap_before_it_is_parsed() {
             }
         }),
     );
-    let (origin, posts) = lying_relay(session).await;
+    let (listener, origin) = listener().await;
+    let posts = lying_relay(listener, session);
     let config = config_dir();
     pair_with(config.path(), &origin);
     let mut mcp = Mcp::spawn(config.path());
@@ -104,8 +98,7 @@ async fn an_endless_answer_is_cut_at_the_cap_before_it_is_parsed() {
 async fn a_hello_of_another_session_than_the_relay_names_is_not_sealed_to() {
     let config = config_dir();
     // The pairing is made first so the lying relay can serve a genuine hello for it.
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let origin = format!("http://{}", listener.local_addr().unwrap());
+    let (listener, origin) = listener().await;
     let secret = pair_with(config.path(), &origin);
     let now = now_ms();
     let hello = executor()
@@ -118,24 +111,14 @@ async fn a_hello_of_another_session_than_the_relay_names_is_not_sealed_to() {
         claimer_seen_at: Some(now as i64),
         now_ms: now as i64,
     };
-    let posts = Arc::new(AtomicUsize::new(0));
-    let counter = posts.clone();
-    let app = Router::new()
-        .route(
-            "/v1/pairings/{id}/session",
-            get(move || {
-                let answer = answer.clone();
-                async move { axum::Json(answer) }
-            }),
-        )
-        .route(
-            "/v1/sessions/{id}/calls",
-            post(move || {
-                counter.fetch_add(1, Ordering::SeqCst);
-                async { axum::http::StatusCode::NOT_FOUND }
-            }),
-        );
-    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    let session = Router::new().route(
+        "/v1/pairings/{id}/session",
+        get(move || {
+            let answer = answer.clone();
+            async move { axum::Json(answer) }
+        }),
+    );
+    let posts = lying_relay(listener, session);
 
     let mut mcp = Mcp::spawn(config.path());
     mcp.initialize("2025-11-25").await;

@@ -8,7 +8,7 @@ mod hostile;
 mod live;
 mod stdio;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Stdio;
 use std::time::Duration;
 
@@ -208,6 +208,17 @@ pub fn unissued_code(origin: &str) -> String {
         .to_string()
 }
 
-pub fn path_of(dir: &tempfile::TempDir) -> PathBuf {
-    dir.path().to_path_buf()
+/// An executor over `workspace` with AI access on, the `notes` source and every built-in tool
+/// granted.
+pub fn granted_executor(workspace: sealpost_executor::Workspace) -> sealpost_executor::Executor {
+    use sealpost_executor::{Access, BuiltinTool, Grants, GrantsHandle, MemoryAuditLog};
+    let grants = GrantsHandle::new(Grants {
+        access: Access::On,
+        sources: ["notes".to_owned()].into(),
+        tools: BuiltinTool::ALL
+            .iter()
+            .map(|t| t.name().to_owned())
+            .collect(),
+    });
+    sealpost_executor::Executor::new(workspace, grants, std::rc::Rc::new(MemoryAuditLog::new()))
 }
