@@ -153,13 +153,7 @@ impl Executor {
             Vec::new()
         } else {
             tool.validator
-                .iter_errors(&call.arguments)
-                .take(MAX_REPORTED_SCHEMA_ERRORS)
-                .map(|error| match error.instance_path().as_str() {
-                    "" => error.to_string(),
-                    path => format!("{path}: {error}"),
-                })
-                .collect()
+                .errors(&call.arguments, MAX_REPORTED_SCHEMA_ERRORS)
         };
         if !errors.is_empty() {
             return Err(refusal(

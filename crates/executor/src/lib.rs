@@ -21,6 +21,7 @@ mod grants;
 pub mod limits;
 mod proposals;
 mod registry;
+mod schema;
 mod review;
 pub mod search;
 mod session;

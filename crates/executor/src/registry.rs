@@ -75,7 +75,7 @@ pub(crate) enum Action {
 
 pub(crate) struct RegisteredTool {
     pub entry: CatalogEntry,
-    pub validator: jsonschema::Validator,
+    pub validator: crate::schema::Schema,
     pub action: Action,
 }
 
@@ -191,7 +191,7 @@ impl Registry {
         if spec.input_schema.get("type") != Some(&Value::from("object")) {
             return Err(RegistryError::SchemaNotObject { name: spec.name });
         }
-        let validator = jsonschema::validator_for(&spec.input_schema).map_err(|error| {
+        let validator = crate::schema::Schema::compile(&spec.input_schema).map_err(|error| {
             RegistryError::BadSchema {
                 name: spec.name.clone(),
                 reason: error.to_string(),
