@@ -76,10 +76,18 @@ export interface Restored {
   documents: DocumentSummary[];
   sources: string[];
   grants: Grants;
+  /** Whether a passphrase protects this workspace at rest. */
+  passphrase: boolean;
+}
+
+/** An error from the module; `code` is set where the page can act on it. */
+export interface SealpostError extends Error {
+  code?: 'passphrase_required' | 'wrong_passphrase' | 'weak_passphrase' | 'damaged';
 }
 
 export declare class Sealpost {
-  static open(options: { ownerToken: string; relayOrigin?: string; workspace?: string; workerUrl?: string | URL }): Promise<Sealpost>;
+  /** Rejects with a {@link SealpostError} (`passphrase_required`, `wrong_passphrase`) when a passphrase protects the workspace. */
+  static open(options: { ownerToken: string; relayOrigin?: string; workspace?: string; workerUrl?: string | URL; passphrase?: string }): Promise<Sealpost>;
   restored: Restored;
   on<T extends SealpostEvent['type'] | '*'>(type: T, listener: (event: SealpostEvent) => void): () => void;
   registerTool(spec: ToolSpec, handler: ToolHandler): Promise<void>;
@@ -107,6 +115,10 @@ export declare class Sealpost {
   applyProposal(id: string): Promise<{ docId: string } | { hostTool: { tool: string; arguments: unknown } }>;
   rejectProposal(id: string): Promise<void>;
   auditLog(): Promise<{ entries: AuditRecord[]; unreadable: number }>;
+  /** Protects the workspace at rest (PBKDF2-HMAC-SHA-256, 600,000 iterations, per-workspace salt), or with null goes back to the device key. Answers whether a passphrase now protects it. */
+  setPassphrase(passphrase: string | null): Promise<boolean>;
+  /** After `lock`, opens the sealed records again. */
+  unlock(passphrase: string): Promise<void>;
   setOwnerToken(token: string): Promise<void>;
   endOnPagehide(): void;
   /** Ends the worker and every key it held (after sign-out or lock). */

@@ -23,12 +23,19 @@ export class Sealpost {
   }
 
   // Starts the worker and opens the workspace. `relayOrigin` defaults to this page's origin.
-  static async open({ ownerToken, relayOrigin = location.origin, workspace = 'default', workerUrl } = {}) {
+  // A workspace protected by a passphrase opens only with it: without it the promise rejects
+  // with `error.code === 'passphrase_required'`, with a wrong one `'wrong_passphrase'`.
+  static async open({ ownerToken, relayOrigin = location.origin, workspace = 'default', workerUrl, passphrase } = {}) {
     const url = workerUrl ?? new URL('./worker.js', import.meta.url);
     const tab = new Sealpost(new Worker(url, { type: 'module' }));
     tab.relayOrigin = relayOrigin;
     tab.ownerToken = ownerToken;
-    tab.restored = await tab.call('open', { relayOrigin, ownerToken, workspace });
+    try {
+      tab.restored = await tab.call('open', { relayOrigin, ownerToken, workspace, passphrase });
+    } catch (error) {
+      tab.close();
+      throw error;
+    }
     return tab;
   }
 
@@ -38,7 +45,7 @@ export class Sealpost {
     const pending = this.pending.get(data.id);
     if (!pending) return;
     this.pending.delete(data.id);
-    if (data.ok) pending.resolve(data.result); else pending.reject(new Error(data.error));
+    if (data.ok) pending.resolve(data.result); else pending.reject(Object.assign(new Error(data.error), { code: data.code }));
   }
 
   dispatch(event) {
@@ -103,6 +110,8 @@ export class Sealpost {
   applyProposal(id) { return this.call('applyProposal', id); }
   rejectProposal(id) { return this.call('rejectProposal', id); }
   auditLog() { return this.call('auditLog'); }
+  setPassphrase(passphrase) { return this.call('setPassphrase', passphrase); }
+  unlock(passphrase) { return this.call('unlock', passphrase); }
   setOwnerToken(token) { this.ownerToken = token; return this.call('setOwnerToken', token); }
 
   // Ends the worker: every key it held is gone with it. Use after sign-out or lock.

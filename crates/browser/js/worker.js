@@ -41,10 +41,10 @@ async function persistProposals() {
 
 const methods = {
   // Opens the workspace for the signed-in person and restores what was kept.
-  async open({ relayOrigin, ownerToken, workspace }) {
+  async open({ relayOrigin, ownerToken, workspace, passphrase }) {
     await ready;
+    store = await Store.open(workspace ?? 'default', passphrase);
     core = new TabCore(relayOrigin, ownerToken);
-    store = await Store.open(workspace ?? 'default');
     const problems = [];
     core.onEvent((event) => {
       if (event.type === 'audit') {
@@ -66,8 +66,11 @@ const methods = {
     const proposals = await store.getSealed('proposals');
     if (proposals.error) problems.push(proposals.error);
     else if (proposals.value) { try { core.restoreProposals(JSON.parse(proposals.value)); } catch { problems.push('saved proposals were unreadable and were skipped'); } }
-    return { problems, pairing: core.pairing(), documents: core.documents(), sources: core.sources(), grants: core.grants() };
+    return { problems, pairing: core.pairing(), documents: core.documents(), sources: core.sources(), grants: core.grants(), passphrase: store.protectedByPassphrase };
   },
+  // Protects the workspace at rest with a passphrase, or with null goes back to the device key.
+  async setPassphrase(passphrase) { await store.setPassphrase(passphrase); return store.protectedByPassphrase; },
+  async unlock(passphrase) { await store.unlock(passphrase); },
   async addSource(name) { core.addSource(name); await store.putSource(name); },
   async putDocuments(documents) {
     for (const doc of documents) {
@@ -141,7 +144,7 @@ const methods = {
   async auditLog() { return await store.auditLog(); },
   // Locking stops serving at once, drops the session's keys and ends the session at the relay
   // (so the plugin's next call is answered at once instead of waiting for a tab), and drops the
-  // sealing key from memory.
+  // sealing key from memory: under a passphrase, nothing sealed opens again until `unlock`.
   async lock() { core.stop('locked'); await core.endSession(true).catch(() => {}); store.forgetKey(); },
   setOwnerToken(token) { core.setOwnerToken(token); },
 };
@@ -152,6 +155,6 @@ self.onmessage = async (message) => {
     const result = await methods[method](...(args ?? []));
     self.postMessage({ id, ok: true, result });
   } catch (error) {
-    self.postMessage({ id, ok: false, error: String(error?.message ?? error) });
+    self.postMessage({ id, ok: false, error: String(error?.message ?? error), code: error?.code });
   }
 };
