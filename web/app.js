@@ -149,8 +149,18 @@ function serve({ takeOver = false } = {}) {
   }).catch((error) => say(`Serving stopped: ${error.message}`, { error: true }));
 }
 
-async function openModule(token) {
-  state.tab = await Sealpost.open({ ownerToken: token, workspace: state.me.owner.id });
+// Opens the module; a workspace protected by a passphrase asks for it first. Answers whether
+// the workspace is open.
+async function openModule(token, passphrase) {
+  try {
+    state.tab = await Sealpost.open({ ownerToken: token, workspace: state.me.owner.id, passphrase });
+  } catch (error) {
+    if (error.code === 'passphrase_required' || error.code === 'wrong_passphrase') {
+      renderUnlock(token, passphrase ? error.message : null);
+      return false;
+    }
+    throw error;
+  }
   state.tab.on('*', onEvent);
   state.tab.endOnPagehide();
   const problems = state.tab.restored.problems;
@@ -165,6 +175,41 @@ async function openModule(token) {
   } catch (error) {
     say(`The session could not be resumed: ${error.message} Start a new one under AI access.`, { error: true });
   }
+  return true;
+}
+
+function renderUnlock(token, problem) {
+  const input = h('input', { type: 'password', id: 'unlock-passphrase', autocomplete: 'current-password', required: true });
+  main.replaceChildren(
+    h('h2', { text: 'Unlock' }),
+    h('p', { text: 'A passphrase protects this workspace in this browser. Enter it to open your documents and serve calls.' }),
+    problem ? h('p', { class: 'bad', role: 'alert', text: problem }) : null,
+    h('form', { onsubmit: async (event) => {
+      event.preventDefault();
+      if (await openModule(token, input.value)) render();
+    } }, h('label', { for: 'unlock-passphrase' }, 'Passphrase'), ' ', input, ' ', h('button', { type: 'submit', class: 'primary' }, 'Unlock')));
+  input.focus();
+}
+
+function passphraseCard() {
+  const isSet = state.tab.restored.passphrase;
+  const input = h('input', { type: 'password', id: 'new-passphrase', autocomplete: 'new-password', minlength: 8, 'aria-describedby': 'passphrase-help' });
+  const change = async (passphrase) => {
+    try {
+      state.tab.restored.passphrase = await state.tab.setPassphrase(passphrase);
+      say(state.tab.restored.passphrase ? 'A passphrase now protects this workspace. Keep it safe: without it the workspace cannot be opened.' : 'The passphrase is removed.');
+      renderWorkspace();
+    } catch (error) { say(error.message, { error: true }); }
+  };
+  return h('section', { class: 'card', 'aria-labelledby': 'passphrase-heading' },
+    h('h3', { id: 'passphrase-heading', text: 'Passphrase' }),
+    h('p', { id: 'passphrase-help', class: 'muted', text: isSet
+      ? 'A passphrase protects this workspace: documents, proposals, activity and the pairing are sealed under a key made from it, and opening Sealpost asks for it.'
+      : 'Optional. With a passphrase, documents, proposals, activity and the pairing are sealed under a key made from it (at least 8 characters), and opening Sealpost asks for it. Forgotten, it cannot be recovered.' }),
+    h('form', { onsubmit: (event) => { event.preventDefault(); change(input.value); } },
+      h('label', { for: 'new-passphrase' }, isSet ? 'New passphrase' : 'Passphrase'), ' ', input, ' ',
+      h('button', { type: 'submit' }, isSet ? 'Change passphrase' : 'Set passphrase'),
+      isSet ? h('button', { type: 'button', id: 'remove-passphrase', onclick: () => change(null) }, 'Remove passphrase') : null));
 }
 
 function signedOut(message) {
@@ -257,6 +302,7 @@ async function renderWorkspace() {
       h('div', { class: 'row' }, h('label', { for: 'pick-files' }, 'Files'), files),
       h('div', { class: 'row' }, h('label', { for: 'pick-folder' }, 'A folder'), folder),
       drop, progress, progressText),
+    passphraseCard(),
     h('section', { 'aria-labelledby': 'docs-heading' },
       h('h3', { id: 'docs-heading', text: `Documents (${documents.length}) in ${sources.length} sources` }),
       h('div', { class: 'row' }, filter),
@@ -460,7 +506,7 @@ async function boot() {
   if (state.me.token) localStorage.setItem(TOKEN_KEY, state.me.token);
   document.getElementById('nav').hidden = false;
   document.getElementById('account').hidden = false;
-  if (!state.tab) await openModule(localStorage.getItem(TOKEN_KEY));
+  if (!state.tab && !await openModule(localStorage.getItem(TOKEN_KEY))) return;
   render();
 }
 
