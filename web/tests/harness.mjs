@@ -3,7 +3,7 @@
 // MCP client speaks to it. xtask passes the binaries' paths; defaults suit a debug build.
 
 import { spawn, execFile } from 'node:child_process';
-import { mkdtempSync, rmSync, writeFileSync, mkdirSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync, mkdirSync, cpSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve, dirname } from 'node:path';
 import { createInterface } from 'node:readline';
@@ -21,25 +21,33 @@ export function tempDir(prefix) {
   return mkdtempSync(join(tmpdir(), prefix));
 }
 
-// A relay on a fresh SQLite file; resolves once it listens, with the first owner's sign-in link.
-export async function startRelay() {
+// A relay on a fresh SQLite file serving `web` (the built app by default); resolves once it
+// listens, with the first owner's sign-in link. `restart()` stops it and starts it again on the
+// same address and database, as a relay that went away and came back.
+export async function startRelay({ web = WEB_DIR } = {}) {
   const dir = tempDir('sealpost-web-relay-');
   const database = `sqlite://${dir}/relay.db`;
-  const child = spawn(RELAY_BIN, ['serve', '--listen', '127.0.0.1:0', '--database-url', database, '--web', WEB_DIR], {
-    stdio: ['ignore', 'pipe', 'inherit'],
-    env: { ...process.env, RUST_LOG: 'warn' },
-  });
-  const lines = createInterface({ input: child.stdout });
+  let child;
   let code = null;
-  const base = await new Promise((ok, fail) => {
+  const spawnRelay = (listen) => new Promise((ok, fail) => {
+    child = spawn(RELAY_BIN, ['serve', '--listen', listen, '--database-url', database, '--web', web], {
+      stdio: ['ignore', 'pipe', 'inherit'],
+      env: { ...process.env, RUST_LOG: 'warn' },
+    });
     child.once('exit', (status) => fail(new Error(`the relay exited (${status})`)));
-    lines.on('line', (line) => {
+    createInterface({ input: child.stdout }).on('line', (line) => {
       const signin = line.match(/#signin=([A-Za-z0-9_-]+)/);
       if (signin) code = signin[1];
       const listening = line.match(/listening on (http:\/\/\S+)/);
       if (listening) ok(listening[1]);
     });
   });
+  const stopRelay = async () => {
+    const exited = new Promise((ok) => child.once('exit', ok));
+    child.kill('SIGTERM');
+    await exited;
+  };
+  const base = await spawnRelay('127.0.0.1:0');
   return {
     base,
     signinUrl: `${base}/#signin=${code}`,
@@ -48,12 +56,52 @@ export async function startRelay() {
       const out = await new Promise((ok, fail) => execFile(RELAY_BIN, ['owner', 'link', 'owner', '--database-url', database], (e, stdout) => (e ? fail(e) : ok(stdout))));
       return `${base}/#signin=${out.match(/#signin=([A-Za-z0-9_-]+)/)[1]}`;
     },
+    // An owner token, signed in through the API with a fresh link.
+    async ownerToken() {
+      const link = await this.newSigninUrl();
+      const signed = await api(base, 'POST', '/v1/auth/signin', { body: { code: link.split('#signin=')[1] } });
+      return signed.body.token;
+    },
+    async down() {
+      await stopRelay();
+    },
+    async up() {
+      await spawnRelay(new URL(base).host);
+    },
     async stop() {
-      child.kill('SIGTERM');
-      await new Promise((ok) => child.once('exit', ok));
+      await stopRelay();
       rmSync(dir, { recursive: true, force: true });
     },
   };
+}
+
+// One JSON request to the relay: {status, body}.
+export async function api(base, method, path, { token, body } = {}) {
+  const headers = {};
+  if (token) headers.authorization = `Bearer ${token}`;
+  if (body !== undefined) headers['content-type'] = 'application/json';
+  const response = await fetch(`${base}${path}`, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
+  const text = await response.text();
+  return { status: response.status, body: text ? JSON.parse(text) : null };
+}
+
+// The built app plus the host-app fixture (`web/tests/host/`) in one folder for a relay to serve.
+export function webWithHostFixture() {
+  const dir = tempDir('sealpost-web-host-');
+  cpSync(WEB_DIR, dir, { recursive: true });
+  cpSync(join(root, 'web/tests/host'), join(dir, 'host'), { recursive: true });
+  return dir;
+}
+
+// What a pairing code carries (docs/PROTOCOL.md, "Pairing code"): the relay origin and the MCP
+// token, so a spec can speak to the relay as the plugin would.
+export function decodePairingCode(code) {
+  const bytes = Buffer.from(code.trim().replace(/^sppair1_/, ''), 'base64url');
+  let at = 1 + 32;
+  const originLength = bytes[at]; at += 1;
+  const origin = bytes.subarray(at, at + originLength).toString(); at += originLength;
+  const tokenLength = bytes.readUInt16BE(at); at += 2;
+  return { origin, mcpToken: bytes.subarray(at, at + tokenLength).toString() };
 }
 
 export async function launchBrowser() {

@@ -138,12 +138,19 @@ async function person(page) {
   const again = await mcp.call('search_workspace', { query: 'lunch' });
   assert.equal(again.isError, false, again.text);
 
-  // Hidden behind another tab, it answers as it does in front.
+  // Hidden: headless Chromium reports a page behind another as visible, so the spec does what
+  // Chromium does to a background tab at its harshest and freezes the page (no task of the
+  // page runs; its timers stop). The Worker's loop answers all the same. How fast it answers
+  // hidden and in front is measured by `cargo xtask bench web`.
   const other = await context.newPage();
   await other.goto(`${relay.base}/healthz`);
   await other.bringToFront();
-  const hidden = await mcp.call('list_sources');
+  const lifecycle = await context.newCDPSession(page);
+  await lifecycle.send('Page.setWebLifecycleState', { state: 'frozen' });
+  const hidden = await mcp.call('search_workspace', { query: 'rotation' });
+  await lifecycle.send('Page.setWebLifecycleState', { state: 'active' });
   assert.equal(hidden.isError, false, hidden.text);
+  assert.ok(hidden.text.includes('Key rotation'), hidden.text);
   await other.close();
   await page.bringToFront();
 
@@ -153,9 +160,9 @@ async function person(page) {
     ['#/activity', 'Activity', 'activity'], ['#/tokens', 'Tokens', 'tokens'], ['#/leaves', 'What leaves this tab', 'leaves'],
   ]) {
     await go(page, route, heading);
-    await checkAccessibility(page, name);
     for (const [width, height] of [[1280, 800], [390, 844]]) {
       await page.setViewportSize({ width, height });
+      await checkAccessibility(page, `${name} at ${width}×${height}`);
       await page.screenshot({ path: screenshotPath(`${name}-${width}x${height}`), fullPage: true });
     }
     await page.setViewportSize({ width: 1280, height: 800 });
@@ -220,3 +227,101 @@ async function person(page) {
   assert.deepEqual(foreign, [], 'requests only to its own relay');
   assert.deepEqual(page.cspViolations, [], 'no CSP violation');
 }
+
+// Presses Tab until the focused element matches `selector`; fails if it is never reached.
+async function tabTo(page, selector, most = 80) {
+  for (let i = 0; i < most; i += 1) {
+    await page.keyboard.press('Tab');
+    if (await page.evaluate((sel) => document.activeElement?.matches(sel) ?? false, selector)) {
+      assert.ok(await page.evaluate(() => document.activeElement.matches(':focus-visible')), `${selector} shows its focus`);
+      return;
+    }
+  }
+  assert.fail(`${selector} cannot be reached with the keyboard`);
+}
+
+test('everything a person needs to serve is reachable and works by keyboard alone', async () => {
+  const page = await openPage(context, await relay.newSigninUrl());
+  await signedIn(page);
+  await tabTo(page, 'nav a[href="#/access"]');
+  await page.keyboard.press('Enter');
+  await page.waitForSelector('main h2:text-is("AI access")');
+  await tabTo(page, '#access-on');
+  if (!await page.isChecked('#access-on')) await page.keyboard.press('Space');
+  assert.ok(await page.isChecked('#access-on'));
+  await tabTo(page, 'input[name="grant-tool"][value="search_workspace"]');
+  if (!await page.isChecked('input[name="grant-tool"][value="search_workspace"]')) await page.keyboard.press('Space');
+  await tabTo(page, '#save-grants');
+  await page.keyboard.press('Enter');
+  await tabTo(page, '#start-session');
+  await page.keyboard.press('Enter');
+  await page.waitForSelector('#pairing-code');
+  const code = (await page.textContent('#pairing-code')).trim();
+  await tabTo(page, '#copy-code');
+  await page.keyboard.press('Enter');
+  await page.waitForSelector('#notice:text("Pairing code copied.")');
+  assert.equal(await page.evaluate(() => navigator.clipboard.readText()), code);
+  await tabTo(page, '#end-session');
+  await page.keyboard.press('Enter');
+  await page.waitForSelector('#notice:text("Session ended.")');
+  await page.close();
+});
+
+test('a passphrase: set in the workspace, asked for after a reload, a wrong one refused in plain words', async () => {
+  const page = await openPage(context, await relay.newSigninUrl());
+  await signedIn(page);
+  await page.fill('#new-passphrase', 'correct horse battery');
+  await page.click('button:text-is("Set passphrase")');
+  await page.waitForSelector('#notice:text("A passphrase now protects this workspace")');
+
+  await page.reload();
+  await page.waitForSelector('main h2:text-is("Unlock")');
+  for (const [width, height] of [[1280, 800], [390, 844]]) {
+    await page.setViewportSize({ width, height });
+    await checkAccessibility(page, `unlock at ${width}×${height}`);
+    await page.screenshot({ path: screenshotPath(`unlock-${width}x${height}`), fullPage: true });
+  }
+  await page.setViewportSize({ width: 1280, height: 800 });
+  await page.fill('#unlock-passphrase', 'wrong horse battery');
+  await page.press('#unlock-passphrase', 'Enter');
+  await page.waitForSelector('[role="alert"]:text("does not open this workspace")');
+  await page.fill('#unlock-passphrase', 'correct horse battery');
+  await page.press('#unlock-passphrase', 'Enter');
+  await page.waitForSelector('main h2:text-is("Workspace")');
+  await page.waitForSelector('td a:text("Key rotation")');
+
+  await page.click('#remove-passphrase');
+  await page.waitForSelector('#notice:text("The passphrase is removed.")');
+  await page.reload();
+  await page.waitForSelector('main h2:text-is("Workspace")');
+  await page.close();
+});
+
+test('an import of 1,000 files shows its progress and ends with every file in place', async () => {
+  const files = {};
+  for (let i = 0; i < 1000; i += 1) files[`bulk/folder-${i % 10}/note-${i}.md`] = `# Bulk note ${i}\nLine ${i} of a thousand.\n`;
+  const folder = writeFolder(files);
+  const page = await openPage(context, await relay.newSigninUrl());
+  await signedIn(page);
+  // Every status line the person saw, and the longest the page went without painting a frame.
+  await page.evaluate(() => {
+    window.statusLines = [];
+    window.longestFrameGapMs = 0;
+    new MutationObserver(() => window.statusLines.push(document.getElementById('import-status')?.textContent ?? ''))
+      .observe(document.getElementById('main'), { subtree: true, childList: true, characterData: true });
+    let last = performance.now();
+    const frame = (now) => { window.longestFrameGapMs = Math.max(window.longestFrameGapMs, now - last); last = now; requestAnimationFrame(frame); };
+    requestAnimationFrame(frame);
+  });
+  await page.fill('#source-name', 'bulk');
+  await page.setInputFiles('#pick-folder', join(folder, 'bulk'));
+  await page.waitForSelector('#import-status:text("Imported 1000 files into bulk.")', { timeout: 120_000 });
+  const { statusLines, longestFrameGapMs } = await page.evaluate(() => ({ statusLines: window.statusLines, longestFrameGapMs: window.longestFrameGapMs }));
+  const steps = statusLines.filter((line) => /^Imported \d+ of 1000 files…$/.test(line));
+  assert.ok(new Set(steps).size >= 5, `progress shown along the way: ${[...new Set(steps)].join(' | ')}`);
+  console.log(`1,000-file import: ${new Set(steps).size} progress steps, longest frame gap ${Math.round(longestFrameGapMs)} ms`);
+  await page.fill('#filter', 'Bulk note 999');
+  await page.waitForSelector('td a:text-is("Bulk note 999")');
+  assert.equal(await page.locator('tbody tr').count(), 1);
+  await page.close();
+});

@@ -147,7 +147,7 @@ pub fn build() -> Result<Built> {
 
 /// The specs in `web/tests/`: Debian's Chromium through playwright-core against a relay they
 /// start on the built app, with the real `sealpost` plugin. Screenshots go to
-/// `target/screenshots/`.
+/// `target/screenshots/`. First, `tsc` checks the typed host-app example (`web/tests/typed/`).
 pub fn test(tools: &tools::Tools) -> Result<()> {
     npm_ci()?;
     let debug = root().join("target/debug");
@@ -158,6 +158,10 @@ pub fn test(tools: &tools::Tools) -> Result<()> {
     }
     let node = find_in_path("node")
         .context("Node.js is not installed: run `apt-get install -y nodejs npm` (as root)")?;
+    // The typed host-app example against the declarations the build shipped.
+    cmd(&node, &["node_modules/typescript/bin/tsc", "-p", "tests/typed"])
+        .dir(root().join("web"))
+        .run()?;
     let specs: Vec<String> = std::fs::read_dir(root().join("web/tests"))?
         .filter_map(|e| e.ok())
         .map(|e| e.file_name().to_string_lossy().into_owned())

@@ -1,0 +1,313 @@
+// The browser module through its page API, as a host app uses it: a fixture page on the relay's
+// own origin (web/tests/host/), a real relay, the real `sealpost` plugin over stdio. Each stop
+// condition, a call that does not open, the relay going away and coming back, host tools that
+// throw or hang, two tabs on one pairing, and damaged IndexedDB records.
+
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { randomBytes } from 'node:crypto';
+import {
+  startRelay, launchBrowser, openPage, tempDir, pairPlugin, McpClient, webWithHostFixture, api, decodePairingCode,
+} from './harness.mjs';
+
+// Below the claim's 25 s long-poll: a stop that waited for the long-poll to end would miss it.
+const AT_ONCE_MS = 10_000;
+
+let relay;
+let browser;
+let context;
+
+before(async () => {
+  relay = await startRelay({ web: webWithHostFixture() });
+  browser = await launchBrowser();
+  context = await browser.newContext();
+});
+
+after(async () => {
+  await browser?.close();
+  await relay?.stop();
+});
+
+async function hostPage() {
+  const page = await openPage(context, `${relay.base}/host/index.html`);
+  page.on('pageerror', (error) => page.consoleErrors.push(error.message));
+  await page.waitForSelector('html[data-ready="yes"]');
+  return page;
+}
+
+// Opens the module in `page` as `window.tabs[name]`; answers what it restored.
+async function openTab(page, name, workspace, token) {
+  const ownerToken = token ?? await relay.ownerToken();
+  const restored = await page.evaluate(async ({ name, ownerToken, workspace }) => {
+    window.tabs ??= {};
+    window.tabs[name] = await window.openTab({ ownerToken, workspace });
+    return window.tabs[name].restored;
+  }, { name, ownerToken, workspace });
+  return { restored, ownerToken };
+}
+
+function tabCall(page, name, method, ...args) {
+  return page.evaluate(({ name, method, args }) => window.tabs[name][method](...args), { name, method, args });
+}
+
+// Starts serving without waiting; `served(page, name)` waits for the reason it stopped.
+function serve(page, name, options = {}) {
+  return page.evaluate(({ name, options }) => { window.tabs[name].served = window.tabs[name].serve(options); }, { name, options });
+}
+
+function served(page, name, withinMs = 60_000) {
+  return page.evaluate(({ name, withinMs }) => Promise.race([
+    window.tabs[name].served,
+    new Promise((resolve) => setTimeout(() => resolve('still serving'), withinMs)),
+  ]), { name, withinMs });
+}
+
+function waitEvent(page, name, type, timeout = 30_000) {
+  return page.waitForFunction(({ name, type }) => window.tabs[name].events.some((e) => e.type === type), { name, type }, { timeout });
+}
+
+function stops(page, name) {
+  return page.evaluate((name) => window.tabs[name].events.filter((e) => e.type === 'stopped').map((e) => e.reason), name);
+}
+
+async function grantEverything(page, name) {
+  await tabCall(page, name, 'addSource', 'notes');
+  await tabCall(page, name, 'putDocuments', [
+    { id: 'd_rotation', source: 'notes', title: 'Key rotation', body: 'Rotate the signing keys every ninety days.', updated_at_ms: 1 },
+  ]);
+  const tools = (await tabCall(page, name, 'allTools')).map((t) => t.name);
+  await tabCall(page, name, 'setGrants', { access: 'on', sources: ['notes'], tools });
+}
+
+async function pairedClient(code) {
+  const config = tempDir('sealpost-module-plugin-');
+  const result = await pairPlugin(config, code);
+  assert.equal(result.status, 0, result.output);
+  const mcp = new McpClient(config);
+  await mcp.initialize();
+  return mcp;
+}
+
+// A call envelope whose header is sound but whose ciphertext is random: it cannot open.
+function unopenableEnvelope(sessionId) {
+  const header = Buffer.alloc(82);
+  header[0] = 1;
+  header[1] = 1;
+  Buffer.from(sessionId, 'base64url').copy(header, 2);
+  const callId = randomBytes(16);
+  callId.copy(header, 18);
+  randomBytes(32).copy(header, 34);
+  const now = BigInt(Date.now());
+  header.writeBigUInt64BE(now, 66);
+  header.writeBigUInt64BE(now + 60_000n, 74);
+  const envelope = Buffer.concat([header, randomBytes(24), randomBytes(48)]);
+  return { callId: callId.toString('base64url'), envelope: envelope.toString('base64url') };
+}
+
+test('a call the plugin sealed is answered; what cannot be answered is refused or cancelled; the loop survives the relay going away', async () => {
+  const page = await hostPage();
+  await openTab(page, 'a', 'calls');
+  await page.evaluate(async () => {
+    const tab = window.tabs.a;
+    await tab.registerTool({ name: 'host_throws', description: 'Throws.', inputSchema: { type: 'object' }, kind: 'read' },
+      () => { throw new Error('the host app broke'); });
+    await tab.registerTool({ name: 'host_hangs', description: 'Never answers.', inputSchema: { type: 'object' }, kind: 'read' },
+      () => new Promise(() => {}));
+    await tab.registerTool({ name: 'host_echo', description: 'Echoes.', inputSchema: { type: 'object', properties: { say: { type: 'string' } }, required: ['say'] }, kind: 'read' },
+      (args) => `echo: ${args.say}`);
+  });
+  await grantEverything(page, 'a');
+  const started = await tabCall(page, 'a', 'startSession', 3600);
+  await serve(page, 'a');
+  const mcp = await pairedClient(started.pairingCode);
+
+  const found = await mcp.call('search_workspace', { query: 'rotation' });
+  assert.equal(found.isError, false, found.text);
+  assert.ok(found.text.includes('Key rotation'), found.text);
+  const echoed = await mcp.call('host_echo', { say: 'hello' });
+  assert.equal(echoed.isError, false, echoed.text);
+  assert.ok(echoed.text.includes('echo: hello'), echoed.text);
+  const badArgs = await mcp.call('host_echo', { say: 7 });
+  assert.equal(badArgs.isError, true, 'the executor checks a host tool\'s schema before its handler runs');
+
+  const threw = await mcp.call('host_throws');
+  assert.equal(threw.isError, true);
+  assert.ok(threw.text.includes('failed in the Sealpost tab'), threw.text);
+  const hung = await mcp.call('host_hangs');
+  assert.equal(hung.isError, true);
+  assert.ok(hung.text.includes('failed in the Sealpost tab'), hung.text);
+
+  // An envelope that does not open is cancelled with its reason, and serving goes on.
+  const { origin, mcpToken } = decodePairingCode(started.pairingCode);
+  assert.equal(origin, relay.base);
+  const pairId = (await tabCall(page, 'a', 'pairing')).pairId;
+  const session = await api(relay.base, 'GET', `/v1/pairings/${pairId}/session`, { token: mcpToken });
+  assert.equal(session.status, 200, JSON.stringify(session.body));
+  const bad = unopenableEnvelope(session.body.session_id);
+  const posted = await api(relay.base, 'POST', `/v1/sessions/${session.body.session_id}/calls`, { token: mcpToken, body: { call_id: bad.callId, envelope: bad.envelope, ttl_s: 60 } });
+  assert.equal(posted.status, 201, JSON.stringify(posted.body));
+  const outcome = await api(relay.base, 'GET', `/v1/calls/${bad.callId}?wait_ms=20000`, { token: mcpToken });
+  assert.equal(outcome.body.state, 'cancelled', JSON.stringify(outcome.body));
+  assert.equal(outcome.body.reason, 'undecryptable');
+  assert.equal((await mcp.call('list_sources')).isError, false, 'serving goes on after a cancel');
+
+  // The relay goes away: the loop backs off and says so; it comes back: calls are answered.
+  await relay.down();
+  await waitEvent(page, 'a', 'retrying');
+  await relay.up();
+  const after = await mcp.call('search_workspace', { query: 'rotation' });
+  assert.equal(after.isError, false, after.text);
+  assert.deepEqual(await stops(page, 'a'), [], 'the relay going away is not a stop');
+  mcp.close();
+  assert.deepEqual(page.cspViolations, []);
+  assert.deepEqual(page.consoleErrors, []);
+});
+
+test('every stop condition stops the loop and says which', async () => {
+  const page = await hostPage();
+  const cases = [
+    ['locked', (name) => tabCall(page, name, 'lock')],
+    ['signed_out', (name) => tabCall(page, name, 'stop', 'signed_out')],
+    ['session_ended', (name) => tabCall(page, name, 'endSession')],
+    ['expired', null],
+  ];
+  for (const [reason, act] of cases) {
+    await openTab(page, reason, `stop-${reason}`);
+    await tabCall(page, reason, 'startSession', act ? 3600 : 2);
+    await serve(page, reason);
+    await waitEvent(page, reason, 'serving');
+    if (act) await act(reason);
+    assert.equal(await served(page, reason, act ? AT_ONCE_MS : AT_ONCE_MS + 2000), reason);
+    assert.deepEqual(await stops(page, reason), [reason]);
+  }
+
+  // The owner token signed out elsewhere: the next claim is refused and the loop says so.
+  const { ownerToken } = await openTab(page, 'revoked', 'stop-revoked');
+  await tabCall(page, 'revoked', 'startSession', 3600);
+  await serve(page, 'revoked');
+  await waitEvent(page, 'revoked', 'serving');
+  assert.equal((await api(relay.base, 'POST', '/v1/auth/signout', { token: ownerToken })).status, 204);
+  assert.equal(await served(page, 'revoked'), 'token_revoked');
+  assert.deepEqual(await stops(page, 'revoked'), ['token_revoked']);
+});
+
+test('one tab serves a pairing; another sees it and takes over, and the first stops at once', async () => {
+  const first = await hostPage();
+  const second = await hostPage();
+  const { ownerToken } = await openTab(first, 'a', 'shared');
+  const started = await tabCall(first, 'a', 'startSession', 3600);
+  await serve(first, 'a');
+  await waitEvent(first, 'a', 'serving');
+
+  const { restored } = await openTab(second, 'b', 'shared', ownerToken);
+  assert.equal(restored.pairing?.pairingCode, started.pairingCode, 'the pairing is remembered across tabs');
+  assert.equal(await tabCall(second, 'b', 'serve'), 'served_elsewhere');
+
+  await serve(second, 'b', { takeOver: true });
+  assert.equal(await served(first, 'a', AT_ONCE_MS), 'taken_over');
+  await waitEvent(first, 'a', 'elsewhere');
+});
+
+test('a damaged or foreign IndexedDB record is reported and skipped, and nothing else is lost', async () => {
+  const page = await hostPage();
+  const { ownerToken } = await openTab(page, 'a', 'damaged');
+  await tabCall(page, 'a', 'addSource', 'notes');
+  await tabCall(page, 'a', 'putDocuments', [
+    { id: 'd_one', source: 'notes', title: 'One', body: 'first', updated_at_ms: 1 },
+    { id: 'd_two', source: 'notes', title: 'Two', body: 'second', updated_at_ms: 2 },
+  ]);
+  await tabCall(page, 'a', 'setGrants', { access: 'on', sources: ['notes'], tools: ['search_workspace'] });
+  await tabCall(page, 'a', 'startSession', 3600);
+  await tabCall(page, 'a', 'endSession');
+  const audited = (await tabCall(page, 'a', 'auditLog')).entries.length;
+  await openTab(page, 'other', 'elsewhere', ownerToken);
+  await tabCall(page, 'other', 'startSession', 3600);
+  await page.evaluate(() => { window.tabs.a.close(); window.tabs.other.close(); });
+
+  // Damage: a pairing record that does not open, a document that is not one, an audit entry
+  // sealed by another workspace's key (foreign), and one that is not a record at all.
+  await page.evaluate(async () => {
+    const open = (name) => new Promise((ok, fail) => { const r = indexedDB.open(name); r.onsuccess = () => ok(r.result); r.onerror = () => fail(r.error); });
+    const done = (tx) => new Promise((ok, fail) => { tx.oncomplete = ok; tx.onerror = () => fail(tx.error); });
+    const get = (req) => new Promise((ok) => { req.onsuccess = () => ok(req.result); });
+    const damaged = await open('sealpost-damaged');
+    const foreign = await open('sealpost-elsewhere');
+    const foreignPairing = await get(foreign.transaction('sealed').objectStore('sealed').get('pairing'));
+    const tx = damaged.transaction(['sealed', 'documents', 'audit'], 'readwrite');
+    tx.objectStore('sealed').put({ v: 1, iv: new Uint8Array(12), sealed: new Uint8Array(40) }, 'pairing');
+    tx.objectStore('documents').put({ id: 'd_bad', source: 7 });
+    tx.objectStore('audit').add({ ...foreignPairing });
+    tx.objectStore('audit').add('not a record');
+    await done(tx);
+    damaged.close();
+    foreign.close();
+  });
+
+  const { restored } = await openTab(page, 'again', 'damaged', ownerToken);
+  assert.equal(restored.pairing, null, 'the damaged pairing is skipped');
+  assert.ok(restored.problems.some((p) => p.includes('pairing could not be read')), JSON.stringify(restored.problems));
+  assert.ok(restored.problems.some((p) => p.includes('document was damaged')), JSON.stringify(restored.problems));
+  assert.deepEqual(restored.documents.map((d) => d.id).sort(), ['d_one', 'd_two']);
+  assert.deepEqual(restored.grants.sources, ['notes']);
+  const log = await tabCall(page, 'again', 'auditLog');
+  assert.equal(log.entries.length, audited);
+  assert.equal(log.unreadable, 2);
+
+  // It goes on working: a new pairing, a session, serving.
+  await tabCall(page, 'again', 'startSession', 3600);
+  await serve(page, 'again');
+  await waitEvent(page, 'again', 'serving');
+  await tabCall(page, 'again', 'endSession');
+  assert.equal(await served(page, 'again', AT_ONCE_MS), 'session_ended');
+});
+
+test('a passphrase protects the workspace at rest: nothing readable without it, everything back with it', async () => {
+  const page = await hostPage();
+  const { ownerToken } = await openTab(page, 'a', 'secret');
+  await tabCall(page, 'a', 'addSource', 'notes');
+  await tabCall(page, 'a', 'putDocuments', [{ id: 'notes/salary.md', source: 'notes', title: 'Salary review', body: 'The salary bands are confidential.', updated_at_ms: 1 }]);
+  const started = await tabCall(page, 'a', 'startSession', 3600);
+  await tabCall(page, 'a', 'endSession');
+  await assert.rejects(tabCall(page, 'a', 'setPassphrase', 'short'), /at least 8 characters/);
+  assert.equal(await tabCall(page, 'a', 'setPassphrase', 'correct horse battery'), true);
+  await page.evaluate(() => window.tabs.a.close());
+
+  // What IndexedDB holds: no title, body or path in any document record.
+  const stored = await page.evaluate(async () => {
+    const db = await new Promise((ok) => { const r = indexedDB.open('sealpost-secret'); r.onsuccess = () => ok(r.result); });
+    const records = await new Promise((ok) => { const r = db.transaction('documents').objectStore('documents').getAll(); r.onsuccess = () => ok(r.result); });
+    db.close();
+    return records.map((r) => ({ id: r.id, fields: Object.keys(r).sort(), text: new TextDecoder().decode(r.sealed ?? new Uint8Array()) }));
+  });
+  assert.equal(stored.length, 1);
+  assert.match(stored[0].id, /^h_[0-9a-f]{64}$/);
+  assert.deepEqual(stored[0].fields, ['id', 'iv', 'sealed', 'v']);
+  assert.ok(!stored[0].text.includes('salary'));
+
+  const opening = (passphrase) => page.evaluate(async ({ ownerToken, passphrase }) => {
+    try { await window.Sealpost.open({ ownerToken, workspace: 'secret', passphrase }); return 'opened'; } catch (error) { return error.code; }
+  }, { ownerToken, passphrase });
+  assert.equal(await opening(undefined), 'passphrase_required');
+  assert.equal(await opening('wrong horse battery'), 'wrong_passphrase');
+
+  const page2 = await hostPage();
+  const restored = await page2.evaluate(async ({ ownerToken }) => {
+    window.tabs = { b: await window.openTab({ ownerToken, workspace: 'secret', passphrase: 'correct horse battery' }) };
+    return window.tabs.b.restored;
+  }, { ownerToken });
+  assert.equal(restored.passphrase, true);
+  assert.deepEqual(restored.problems, []);
+  assert.equal(restored.pairing?.pairingCode, started.pairingCode, 'the pairing survives');
+  assert.equal((await tabCall(page2, 'b', 'document', 'notes/salary.md')).body, 'The salary bands are confidential.');
+
+  // Locked, nothing sealed opens until the passphrase is given again.
+  await tabCall(page2, 'b', 'lock');
+  await assert.rejects(tabCall(page2, 'b', 'auditLog'), /passphrase/);
+  await tabCall(page2, 'b', 'unlock', 'correct horse battery');
+  await tabCall(page2, 'b', 'auditLog');
+
+  // Back to the device key: opens without a passphrase, with nothing lost.
+  assert.equal(await tabCall(page2, 'b', 'setPassphrase', null), false);
+  await page2.evaluate(() => window.tabs.b.close());
+  assert.equal(await opening(undefined), 'opened');
+});

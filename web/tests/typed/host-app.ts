@@ -1,0 +1,35 @@
+// A host app's use of the browser module, type-checked against the shipped declarations: a
+// registered tool with a handler, grants, a session, status events.
+import { Sealpost, type SealpostEvent, type StopReason, type ToolSpec } from 'sealpost';
+
+const lookupOrder: ToolSpec = {
+  name: 'lookup_order',
+  description: 'Finds an order by its number in this shop\'s tab.',
+  inputSchema: { type: 'object', properties: { number: { type: 'string' } }, required: ['number'] },
+  kind: 'read',
+};
+
+export async function startServing(ownerToken: string): Promise<StopReason | 'already_serving' | 'served_elsewhere'> {
+  const tab = await Sealpost.open({ ownerToken, workspace: 'shop' });
+  for (const problem of tab.restored.problems) console.warn(problem);
+  await tab.registerTool(lookupOrder, async (args) => {
+    const number = String(args.number);
+    return { text: `Order ${number} shipped.`, structured: { number, shipped: true } };
+  });
+  await tab.setGrants({ access: 'on', sources: [], tools: ['lookup_order'] });
+  const started = await tab.startSession(3600);
+  console.log(`pair with ${started.pairingCode} (fingerprint ${started.fingerprint})`);
+  tab.on('stopped', (event: SealpostEvent) => {
+    if (event.type === 'stopped') console.log(`stopped: ${event.reason}`);
+  });
+  tab.endOnPagehide();
+  return await tab.serve();
+}
+
+// The declarations are not `any`: a tool kind that does not exist is a type error.
+const wrong: ToolSpec = {
+  name: 'x', description: 'x', inputSchema: {},
+  // @ts-expect-error 'write' is not a ToolKind
+  kind: 'write',
+};
+void wrong;
