@@ -22,7 +22,9 @@ pub struct Tools {
     pub python: PathBuf,
 }
 
-pub fn ensure_all() -> Result<Tools> {
+/// `postgres`: whether PostgreSQL must be installed (`cargo xtask test --no-postgres` does not
+/// need it).
+pub fn ensure_all(postgres: bool) -> Result<Tools> {
     step("prerequisites", || {
         ensure_wasm_target()?;
         ensure_nightly()?;
@@ -34,7 +36,9 @@ pub fn ensure_all() -> Result<Tools> {
             require_system_binary("chromium", "apt-get install -y chromium chromium-driver")?;
         require_system_binary("node", "apt-get install -y nodejs npm")?;
         require_system_binary("npm", "apt-get install -y nodejs npm")?;
-        require_postgres()?;
+        if postgres {
+            require_postgres()?;
+        }
         let wasm_bindgen_test_runner = ensure_wasm_bindgen_cli()?;
         let cargo_fuzz = ensure_cargo_fuzz()?;
         let python = ensure_python_with_pynacl()?;
@@ -85,9 +89,10 @@ fn require_system_binary(name: &str, install: &str) -> Result<PathBuf> {
 }
 
 fn require_postgres() -> Result<()> {
-    let bindir = cmd("pg_config", &["--bindir"])
-        .read()
-        .context("PostgreSQL is not installed: run `apt-get install -y postgresql` (as root)")?;
+    let bindir = cmd("pg_config", &["--bindir"]).read().context(
+        "PostgreSQL is not installed: run `apt-get install -y postgresql` (as root), or \
+             `cargo xtask test --no-postgres` to skip its tests",
+    )?;
     for tool in ["initdb", "pg_ctl", "postgres"] {
         if !Path::new(bindir.trim()).join(tool).exists() {
             bail!(
