@@ -16,6 +16,7 @@ mod cmd;
 mod executor;
 mod fuzz;
 mod mcpb;
+mod msrv;
 mod postgres;
 mod relay;
 mod skips;
@@ -89,6 +90,11 @@ fn test(postgres: Postgres) -> Result<()> {
         ])
         .run()
     })?;
+    let msrv = msrv::rust_version()?;
+    step(
+        &format!("everything builds with the minimum supported Rust ({msrv})"),
+        || msrv::check(&msrv),
+    )?;
     step("wasm32 builds of the pure crates", || {
         let mut args = vec!["check", "--target", "wasm32-unknown-unknown"];
         for krate in PURE_CRATES {

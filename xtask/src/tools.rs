@@ -1,6 +1,6 @@
 //! Prerequisites: installs what can be installed without root-level package changes (the wasm
-//! target, wasm-bindgen-cli pinned to Cargo.lock, cargo-fuzz) and names the command for what
-//! cannot (Chromium, ChromeDriver, PostgreSQL, the nightly toolchain).
+//! target, the toolchain `rust-version` names, wasm-bindgen-cli pinned to Cargo.lock,
+//! cargo-fuzz) and names the command for what cannot (Chromium, ChromeDriver, PostgreSQL, the nightly toolchain).
 //!
 //! Cargo-installed tools go to a cache outside the checkout (`$SEALPOST_TOOLS_DIR`, default
 //! `~/.cache/sealpost`) so fresh clones of the repository reuse them.
@@ -28,6 +28,7 @@ pub fn ensure_all(postgres: bool) -> Result<Tools> {
     step("prerequisites", || {
         ensure_wasm_target()?;
         ensure_nightly()?;
+        crate::msrv::ensure_toolchain()?;
         let chromedriver = require_system_binary(
             "chromedriver",
             "apt-get install -y chromium chromium-driver",
