@@ -90,6 +90,18 @@ fn test(postgres: Postgres) -> Result<()> {
         ])
         .run()
     })?;
+    step(
+        "dependencies: bans, licenses and sources (cargo deny, offline)",
+        || {
+            // `--offline` also keeps it from fetching the advisory database, which cannot be
+            // fetched here; `advisories` is therefore not checked.
+            cmd(
+                &tools.cargo_deny,
+                &["deny", "--offline", "check", "bans", "licenses", "sources"],
+            )
+            .run()
+        },
+    )?;
     let msrv = msrv::rust_version()?;
     step(
         &format!("everything builds with the minimum supported Rust ({msrv})"),

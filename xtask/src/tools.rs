@@ -1,6 +1,6 @@
 //! Prerequisites: installs what can be installed without root-level package changes (the wasm
 //! target, the toolchain `rust-version` names, wasm-bindgen-cli pinned to Cargo.lock,
-//! cargo-fuzz) and names the command for what cannot (Chromium, ChromeDriver, PostgreSQL, the nightly toolchain).
+//! cargo-fuzz, cargo-deny) and names the command for what cannot (Chromium, ChromeDriver, PostgreSQL, the nightly toolchain).
 //!
 //! Cargo-installed tools go to a cache outside the checkout (`$SEALPOST_TOOLS_DIR`, default
 //! `~/.cache/sealpost`) so fresh clones of the repository reuse them.
@@ -18,6 +18,7 @@ pub struct Tools {
     pub chromedriver: PathBuf,
     pub chromium: PathBuf,
     pub cargo_fuzz: PathBuf,
+    pub cargo_deny: PathBuf,
     /// A Python with PyNaCl, for the independent implementation of the protocol.
     pub python: PathBuf,
 }
@@ -42,12 +43,14 @@ pub fn ensure_all(postgres: bool) -> Result<Tools> {
         }
         let wasm_bindgen_test_runner = ensure_wasm_bindgen_cli()?;
         let cargo_fuzz = ensure_cargo_fuzz()?;
+        let cargo_deny = ensure_cargo_deny()?;
         let python = ensure_python_with_pynacl()?;
         Ok(Tools {
             wasm_bindgen_test_runner,
             chromedriver,
             chromium,
             cargo_fuzz,
+            cargo_deny,
             python,
         })
     })
@@ -171,6 +174,37 @@ fn ensure_cargo_fuzz() -> Result<PathBuf> {
             .run()?;
     }
     Ok(binary)
+}
+
+/// cargo-deny, for `cargo deny check bans licenses sources` (deny.toml).
+const CARGO_DENY_VERSION: &str = "0.20.2";
+
+fn ensure_cargo_deny() -> Result<PathBuf> {
+    ensure_pinned("cargo-deny", CARGO_DENY_VERSION, "cargo-deny")
+}
+
+/// A cargo-installed tool at an exact version with its own lock file, in a folder of the cache
+/// named by both, so bumping the version installs beside the old one instead of over it.
+fn ensure_pinned(krate: &str, version: &str, binary: &str) -> Result<PathBuf> {
+    let install_root = cache_dir().join(format!("{krate}-{version}"));
+    let path = install_root.join("bin").join(binary);
+    if !path.exists() {
+        eprintln!(
+            "installing {krate} {version} into {} (takes a few minutes once)",
+            install_root.display()
+        );
+        cargo(&[
+            "install",
+            krate,
+            "--version",
+            &format!("={version}"),
+            "--locked",
+            "--root",
+        ])
+        .arg_path(&install_root)
+        .run()?;
+    }
+    Ok(path)
 }
 
 /// PyNaCl version the second implementation is checked with.
