@@ -7,6 +7,8 @@
 //! - `cargo xtask run`    the relay on SQLite at 127.0.0.1:8080 serving the web app.
 //! - `cargo xtask bench [seal|relay|executor|plugin|all]`
 //! - `cargo xtask fuzz [SECONDS]`  each fuzz target for SECONDS (default 20).
+//! - `cargo xtask mutants [seal|relay|all]`  mutation testing of the seal and the relay's auth
+//!   and call states (not part of `test`).
 //! - `cargo xtask tools`  installs and checks the prerequisites only.
 //! - `cargo xtask postgres`  starts a throwaway PostgreSQL cluster, queries it, removes it.
 //! - `cargo xtask mcpb [--debug]`  the plugin as an MCP Bundle in `target/mcpb/`.
@@ -17,6 +19,7 @@ mod executor;
 mod fuzz;
 mod mcpb;
 mod msrv;
+mod mutants;
 mod postgres;
 mod relay;
 mod skips;
@@ -28,7 +31,7 @@ use anyhow::{Context as _, Result, bail};
 
 use crate::cmd::{cargo, cmd, step};
 
-const USAGE: &str = "usage: cargo xtask <test [--no-postgres] | run | bench [seal|relay|executor|plugin|all] | fuzz [SECONDS] | tools | postgres | mcpb [--debug] | web>";
+const USAGE: &str = "usage: cargo xtask <test [--no-postgres] | run | bench [seal|relay|executor|plugin|all] | fuzz [SECONDS] | mutants [seal|relay|all] | tools | postgres | mcpb [--debug] | web>";
 
 /// Crates that must build for `wasm32-unknown-unknown` (pure: no I/O, no clock).
 const PURE_CRATES: [&str; 3] = ["sealpost-seal", "sealpost-protocol", "sealpost-executor"];
@@ -47,6 +50,8 @@ fn main() -> Result<()> {
         ["bench", "plugin"] => bench_plugin(),
         ["fuzz"] => fuzz::smoke(20),
         ["fuzz", seconds] => fuzz::smoke(seconds.parse()?),
+        ["mutants"] => mutants::run("all"),
+        ["mutants", part] => mutants::run(part),
         ["tools"] => tools::ensure_all(true).map(|_| ()),
         ["postgres"] => postgres::check(),
         ["web"] => web::build().map(|_| ()),

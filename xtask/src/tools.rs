@@ -1,6 +1,7 @@
 //! Prerequisites: installs what can be installed without root-level package changes (the wasm
 //! target, the toolchain `rust-version` names, wasm-bindgen-cli pinned to Cargo.lock,
-//! cargo-fuzz, cargo-deny) and names the command for what cannot (Chromium, ChromeDriver, PostgreSQL, the nightly toolchain).
+//! cargo-fuzz, cargo-deny; cargo-mutants when `cargo xtask mutants` first runs) and names the
+//! command for what cannot (Chromium, ChromeDriver, PostgreSQL, the nightly toolchain).
 //!
 //! Cargo-installed tools go to a cache outside the checkout (`$SEALPOST_TOOLS_DIR`, default
 //! `~/.cache/sealpost`) so fresh clones of the repository reuse them.
@@ -178,9 +179,15 @@ fn ensure_cargo_fuzz() -> Result<PathBuf> {
 
 /// cargo-deny, for `cargo deny check bans licenses sources` (deny.toml).
 const CARGO_DENY_VERSION: &str = "0.20.2";
+/// cargo-mutants, for `cargo xtask mutants`.
+const CARGO_MUTANTS_VERSION: &str = "27.1.0";
 
 fn ensure_cargo_deny() -> Result<PathBuf> {
     ensure_pinned("cargo-deny", CARGO_DENY_VERSION, "cargo-deny")
+}
+
+pub fn ensure_cargo_mutants() -> Result<PathBuf> {
+    ensure_pinned("cargo-mutants", CARGO_MUTANTS_VERSION, "cargo-mutants")
 }
 
 /// A cargo-installed tool at an exact version with its own lock file, in a folder of the cache
