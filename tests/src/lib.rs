@@ -23,14 +23,38 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 /// The throwaway PostgreSQL cluster `cargo xtask test` starts. Without it a test fails loudly,
-/// unless `SEALPOST_SKIP_POSTGRES=1` opts out.
+/// unless `SEALPOST_SKIP_POSTGRES=1` opts out; a skipped test says so (see [`report_skip`]).
 pub fn postgres_url() -> Option<String> {
     match std::env::var("SEALPOST_TEST_POSTGRES_URL") {
         Ok(url) if !url.is_empty() => Some(url),
-        _ if std::env::var_os("SEALPOST_SKIP_POSTGRES").is_some() => None,
+        _ if std::env::var("SEALPOST_SKIP_POSTGRES").as_deref() == Ok("1") => {
+            report_skip("postgres");
+            None
+        }
         _ => panic!(
             "SEALPOST_TEST_POSTGRES_URL is not set: run `cargo xtask test`, or set SEALPOST_SKIP_POSTGRES=1"
         ),
+    }
+}
+
+/// Prints `SKIPPED: <what> <test>` straight to stderr (the test harness captures `eprintln!`,
+/// not the stream itself) and appends the same line to the file `SEALPOST_SKIP_LOG` names, which
+/// `cargo xtask test` counts.
+pub fn report_skip(what: &str) {
+    use std::io::Write as _;
+    let thread = std::thread::current();
+    let line = format!("SKIPPED: {what} {}\n", thread.name().unwrap_or("unnamed"));
+    let _ = std::io::stderr().write_all(line.as_bytes());
+    if let Some(path) = std::env::var_os("SEALPOST_SKIP_LOG") {
+        // One write of one short line to a file opened for appending: lines from parallel
+        // tests and processes do not interleave.
+        let mut log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&path)
+            .expect("open SEALPOST_SKIP_LOG");
+        log.write_all(line.as_bytes())
+            .expect("write SEALPOST_SKIP_LOG");
     }
 }
 

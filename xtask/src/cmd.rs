@@ -49,6 +49,11 @@ impl Cmd {
         self
     }
 
+    pub fn env_remove(mut self, key: &str) -> Self {
+        self.0.env_remove(key);
+        self
+    }
+
     pub fn arg_path(mut self, path: impl AsRef<Path>) -> Self {
         self.0.arg(path.as_ref());
         self

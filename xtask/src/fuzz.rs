@@ -9,7 +9,7 @@ use crate::tools;
 pub const TARGETS: [&str; 3] = ["envelope", "pairing_code", "hello"];
 
 pub fn smoke(seconds: u32) -> Result<()> {
-    let tools = tools::ensure_all()?;
+    let tools = tools::ensure_all(false)?;
     for target in TARGETS {
         cmd(
             &tools.cargo_fuzz,

@@ -1,11 +1,14 @@
 //! `cargo xtask`: the project's one entry point for building, running, testing and measuring.
 //!
-//! - `cargo xtask test`   every suite: format, lints, native tests (SQLite and a throwaway
-//!   PostgreSQL), wasm tests in headless Chromium, wasm32 builds of the pure crates, an
-//!   independent Python implementation against the vectors, fuzz smoke.
+//! - `cargo xtask test [--no-postgres]`   every suite: format, lints, native tests (SQLite and
+//!   a throwaway PostgreSQL), wasm tests in headless Chromium, wasm32 builds of the pure crates,
+//!   an independent Python implementation against the vectors, fuzz smoke. Without PostgreSQL
+//!   it fails unless `--no-postgres` is given; then the PostgreSQL tests skip and are counted.
 //! - `cargo xtask run`    the relay on SQLite at 127.0.0.1:8080 serving the web app.
 //! - `cargo xtask bench [seal|relay|executor|plugin|all]`
 //! - `cargo xtask fuzz [SECONDS]`  each fuzz target for SECONDS (default 20).
+//! - `cargo xtask mutants [seal|relay|all]`  mutation testing of the seal and the relay's auth
+//!   and call states (not part of `test`).
 //! - `cargo xtask tools`  installs and checks the prerequisites only.
 //! - `cargo xtask postgres`  starts a throwaway PostgreSQL cluster, queries it, removes it.
 //! - `cargo xtask mcpb [--debug]`  the plugin as an MCP Bundle in `target/mcpb/`.
@@ -15,17 +18,20 @@ mod cmd;
 mod executor;
 mod fuzz;
 mod mcpb;
+mod msrv;
+mod mutants;
 mod postgres;
 mod relay;
+mod skips;
 mod tools;
 mod wasm;
 mod web;
 
-use anyhow::{Result, bail};
+use anyhow::{Context as _, Result, bail};
 
 use crate::cmd::{cargo, cmd, step};
 
-const USAGE: &str = "usage: cargo xtask <test | run | bench [seal|relay|executor|plugin|all] | fuzz [SECONDS] | tools | postgres | mcpb [--debug] | web>";
+const USAGE: &str = "usage: cargo xtask <test [--no-postgres] | run | bench [seal|relay|executor|plugin|all] | fuzz [SECONDS] | mutants [seal|relay|all] | tools | postgres | mcpb [--debug] | web>";
 
 /// Crates that must build for `wasm32-unknown-unknown` (pure: no I/O, no clock).
 const PURE_CRATES: [&str; 3] = ["sealpost-seal", "sealpost-protocol", "sealpost-executor"];
@@ -34,7 +40,8 @@ fn main() -> Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     match args.as_slice() {
-        ["test"] => test(),
+        ["test"] => test(Postgres::Required),
+        ["test", "--no-postgres"] => test(Postgres::Skipped),
         ["run"] => relay::run(),
         ["bench"] | ["bench", "all"] => bench_all(),
         ["bench", "seal"] => bench_seal(),
@@ -43,7 +50,9 @@ fn main() -> Result<()> {
         ["bench", "plugin"] => bench_plugin(),
         ["fuzz"] => fuzz::smoke(20),
         ["fuzz", seconds] => fuzz::smoke(seconds.parse()?),
-        ["tools"] => tools::ensure_all().map(|_| ()),
+        ["mutants"] => mutants::run("all"),
+        ["mutants", part] => mutants::run(part),
+        ["tools"] => tools::ensure_all(true).map(|_| ()),
         ["postgres"] => postgres::check(),
         ["web"] => web::build().map(|_| ()),
         ["mcpb"] => mcpb::build(true).map(|_| ()),
@@ -52,8 +61,15 @@ fn main() -> Result<()> {
     }
 }
 
-fn test() -> Result<()> {
-    let tools = tools::ensure_all()?;
+/// Whether `cargo xtask test` runs the PostgreSQL tests. Skipping is explicit, never a fallback.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Postgres {
+    Required,
+    Skipped,
+}
+
+fn test(postgres: Postgres) -> Result<()> {
+    let tools = tools::ensure_all(postgres == Postgres::Required)?;
     step("format", || cargo(&["fmt", "--all", "--check"]).run())?;
     step("lints", || {
         cargo(&[
@@ -79,6 +95,23 @@ fn test() -> Result<()> {
         ])
         .run()
     })?;
+    step(
+        "dependencies: bans, licenses and sources (cargo deny, offline)",
+        || {
+            // `--offline` also keeps it from fetching the advisory database, which cannot be
+            // fetched here; `advisories` is therefore not checked.
+            cmd(
+                &tools.cargo_deny,
+                &["deny", "--offline", "check", "bans", "licenses", "sources"],
+            )
+            .run()
+        },
+    )?;
+    let msrv = msrv::rust_version()?;
+    step(
+        &format!("everything builds with the minimum supported Rust ({msrv})"),
+        || msrv::check(&msrv),
+    )?;
     step("wasm32 builds of the pure crates", || {
         let mut args = vec!["check", "--target", "wasm32-unknown-unknown"];
         for krate in PURE_CRATES {
@@ -86,16 +119,10 @@ fn test() -> Result<()> {
         }
         cargo(&args).run()
     })?;
-    let cluster = step("start a throwaway PostgreSQL", postgres::TestCluster::start)?;
-    step(
+    let skipped = step(
         "native tests (unit, contract on SQLite and PostgreSQL, integration)",
-        || {
-            cargo(&["test", "--workspace"])
-                .env("SEALPOST_TEST_POSTGRES_URL", cluster.url())
-                .run()
-        },
+        || native_tests(postgres),
     )?;
-    cluster.stop();
     step("the plugin packs as an MCP Bundle", || {
         mcpb::pack_tested().map(|_| ())
     })?;
@@ -118,8 +145,55 @@ fn test() -> Result<()> {
         },
     )?;
     step("fuzz smoke", || fuzz::smoke(5))?;
-    eprintln!("\nall suites passed");
+    if skipped.total() == 0 {
+        eprintln!("\nall suites passed");
+    } else {
+        eprintln!(
+            "\nall suites passed, but SKIPPED (--no-postgres):\n{}",
+            skipped.summary()
+        );
+    }
     Ok(())
+}
+
+/// `cargo test --workspace` against a throwaway cluster, or with the PostgreSQL tests told to
+/// skip. Returns what skipped; fails when anything skipped that was not asked to.
+fn native_tests(postgres: Postgres) -> Result<skips::Skips> {
+    let log = cmd::root().join("target").join("xtask").join("skipped.log");
+    std::fs::create_dir_all(log.parent().expect("the log has a folder"))?;
+    let _ = std::fs::remove_file(&log);
+    let tests = cargo(&["test", "--workspace"]).env(skips::LOG_VAR, &log);
+    let allowed: &[&str] = match postgres {
+        Postgres::Required => {
+            let cluster = postgres::TestCluster::start().context(
+                "PostgreSQL is needed for the native tests; `cargo xtask test --no-postgres` \
+                 skips them (and says so)",
+            )?;
+            tests
+                .env("SEALPOST_TEST_POSTGRES_URL", cluster.url())
+                .env_remove("SEALPOST_SKIP_POSTGRES")
+                .run()?;
+            cluster.stop();
+            &[]
+        }
+        Postgres::Skipped => {
+            tests
+                .env("SEALPOST_SKIP_POSTGRES", "1")
+                .env_remove("SEALPOST_TEST_POSTGRES_URL")
+                .run()?;
+            &["postgres"]
+        }
+    };
+    let skipped = skips::Skips::read(&log)?;
+    let unexpected = skipped.other_than(allowed);
+    if unexpected.total() > 0 {
+        bail!("tests skipped that must run:\n{}", unexpected.summary());
+    }
+    eprintln!("skipped: {} tests", skipped.total());
+    if skipped.total() > 0 {
+        eprintln!("{}", skipped.summary());
+    }
+    Ok(skipped)
 }
 
 fn bench_seal() -> Result<()> {

@@ -1,6 +1,7 @@
 //! Prerequisites: installs what can be installed without root-level package changes (the wasm
-//! target, wasm-bindgen-cli pinned to Cargo.lock, cargo-fuzz) and names the command for what
-//! cannot (Chromium, ChromeDriver, PostgreSQL, the nightly toolchain).
+//! target, the toolchain `rust-version` names, wasm-bindgen-cli pinned to Cargo.lock,
+//! cargo-fuzz, cargo-deny; cargo-mutants when `cargo xtask mutants` first runs) and names the
+//! command for what cannot (Chromium, ChromeDriver, PostgreSQL, the nightly toolchain).
 //!
 //! Cargo-installed tools go to a cache outside the checkout (`$SEALPOST_TOOLS_DIR`, default
 //! `~/.cache/sealpost`) so fresh clones of the repository reuse them.
@@ -18,14 +19,18 @@ pub struct Tools {
     pub chromedriver: PathBuf,
     pub chromium: PathBuf,
     pub cargo_fuzz: PathBuf,
+    pub cargo_deny: PathBuf,
     /// A Python with PyNaCl, for the independent implementation of the protocol.
     pub python: PathBuf,
 }
 
-pub fn ensure_all() -> Result<Tools> {
+/// `postgres`: whether PostgreSQL must be installed (`cargo xtask test --no-postgres` does not
+/// need it).
+pub fn ensure_all(postgres: bool) -> Result<Tools> {
     step("prerequisites", || {
         ensure_wasm_target()?;
         ensure_nightly()?;
+        crate::msrv::ensure_toolchain()?;
         let chromedriver = require_system_binary(
             "chromedriver",
             "apt-get install -y chromium chromium-driver",
@@ -34,15 +39,19 @@ pub fn ensure_all() -> Result<Tools> {
             require_system_binary("chromium", "apt-get install -y chromium chromium-driver")?;
         require_system_binary("node", "apt-get install -y nodejs npm")?;
         require_system_binary("npm", "apt-get install -y nodejs npm")?;
-        require_postgres()?;
+        if postgres {
+            require_postgres()?;
+        }
         let wasm_bindgen_test_runner = ensure_wasm_bindgen_cli()?;
         let cargo_fuzz = ensure_cargo_fuzz()?;
+        let cargo_deny = ensure_cargo_deny()?;
         let python = ensure_python_with_pynacl()?;
         Ok(Tools {
             wasm_bindgen_test_runner,
             chromedriver,
             chromium,
             cargo_fuzz,
+            cargo_deny,
             python,
         })
     })
@@ -85,9 +94,10 @@ fn require_system_binary(name: &str, install: &str) -> Result<PathBuf> {
 }
 
 fn require_postgres() -> Result<()> {
-    let bindir = cmd("pg_config", &["--bindir"])
-        .read()
-        .context("PostgreSQL is not installed: run `apt-get install -y postgresql` (as root)")?;
+    let bindir = cmd("pg_config", &["--bindir"]).read().context(
+        "PostgreSQL is not installed: run `apt-get install -y postgresql` (as root), or \
+             `cargo xtask test --no-postgres` to skip its tests",
+    )?;
     for tool in ["initdb", "pg_ctl", "postgres"] {
         if !Path::new(bindir.trim()).join(tool).exists() {
             bail!(
@@ -165,6 +175,43 @@ fn ensure_cargo_fuzz() -> Result<PathBuf> {
             .run()?;
     }
     Ok(binary)
+}
+
+/// cargo-deny, for `cargo deny check bans licenses sources` (deny.toml).
+const CARGO_DENY_VERSION: &str = "0.20.2";
+/// cargo-mutants, for `cargo xtask mutants`.
+const CARGO_MUTANTS_VERSION: &str = "27.1.0";
+
+fn ensure_cargo_deny() -> Result<PathBuf> {
+    ensure_pinned("cargo-deny", CARGO_DENY_VERSION, "cargo-deny")
+}
+
+pub fn ensure_cargo_mutants() -> Result<PathBuf> {
+    ensure_pinned("cargo-mutants", CARGO_MUTANTS_VERSION, "cargo-mutants")
+}
+
+/// A cargo-installed tool at an exact version with its own lock file, in a folder of the cache
+/// named by both, so bumping the version installs beside the old one instead of over it.
+fn ensure_pinned(krate: &str, version: &str, binary: &str) -> Result<PathBuf> {
+    let install_root = cache_dir().join(format!("{krate}-{version}"));
+    let path = install_root.join("bin").join(binary);
+    if !path.exists() {
+        eprintln!(
+            "installing {krate} {version} into {} (takes a few minutes once)",
+            install_root.display()
+        );
+        cargo(&[
+            "install",
+            krate,
+            "--version",
+            &format!("={version}"),
+            "--locked",
+            "--root",
+        ])
+        .arg_path(&install_root)
+        .run()?;
+    }
+    Ok(path)
 }
 
 /// PyNaCl version the second implementation is checked with.

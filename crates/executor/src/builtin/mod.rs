@@ -6,13 +6,14 @@
 mod propose;
 mod read;
 
+use schemars::JsonSchema;
+use schemars::generate::SchemaSettings;
 use sealpost_protocol::content::{ToolKind, ToolResult};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use crate::grants::Grants;
-use crate::limits::*;
 use crate::proposals::ProposedChange;
 use crate::registry::ToolSpec;
 use crate::workspace::{DocId, Document, Workspace};
@@ -74,102 +75,22 @@ impl BuiltinTool {
         }
     }
 
+    /// The tool's catalog entry. Its description and input schema both come from the tool's
+    /// argument type (see [`derived`]), so what a client is told and what `run` parses are one
+    /// definition.
     pub fn spec(self) -> ToolSpec {
         let (description, input_schema) = match self {
-            Self::SearchWorkspace => (
-                "Search the person's workspace documents, best match first. Words match \
-                 regardless of case, accents and word endings; \"quoted words\" must appear in \
-                 that order; word* matches by prefix. Each result has a snippet whose `start` and \
-                 `matches` are character offsets into the document body (pass `start` to \
-                 get_source_excerpt to read on).",
-                json!({
-                    "type": "object",
-                    "properties": {
-                        "query": {"type": "string", "minLength": 1, "maxLength": MAX_QUERY_CHARS},
-                        "source": {"type": "string", "minLength": 1, "maxLength": MAX_SOURCE_NAME_BYTES,
-                                   "description": "Search only this source."},
-                        "limit": {"type": "integer", "minimum": 1, "maximum": MAX_SEARCH_LIMIT,
-                                  "default": DEFAULT_SEARCH_LIMIT}
-                    },
-                    "required": ["query"],
-                    "additionalProperties": false
-                }),
-            ),
-            Self::GetSourceExcerpt => (
-                "Read part of one document's body, from character offset `start` (default 0), \
-                 at most `max_chars` characters.",
-                json!({
-                    "type": "object",
-                    "properties": {
-                        "doc_id": {"type": "string", "minLength": 1, "maxLength": MAX_DOC_ID_BYTES},
-                        "start": {"type": "integer", "minimum": 0},
-                        "max_chars": {"type": "integer", "minimum": 1, "maximum": MAX_EXCERPT_CHARS,
-                                      "default": DEFAULT_EXCERPT_CHARS}
-                    },
-                    "required": ["doc_id"],
-                    "additionalProperties": false
-                }),
-            ),
-            Self::GetWorkspaceOutline => (
-                "List the documents (id, title, length, last change) of every source this \
-                 session may read, or of one source.",
-                json!({
-                    "type": "object",
-                    "properties": {
-                        "source": {"type": "string", "minLength": 1, "maxLength": MAX_SOURCE_NAME_BYTES}
-                    },
-                    "additionalProperties": false
-                }),
-            ),
-            Self::ListSources => (
-                "List the sources this session may read, with their document counts.",
-                json!({"type": "object", "properties": {}, "additionalProperties": false}),
-            ),
-            Self::ProposeCreateNote => (
-                "Propose a new note in a source. Nothing is written: the proposal is saved and a \
-                 person approves or rejects it in the Sealpost app.",
-                json!({
-                    "type": "object",
-                    "properties": {
-                        "source": {"type": "string", "minLength": 1, "maxLength": MAX_SOURCE_NAME_BYTES},
-                        "title": {"type": "string", "minLength": 1, "maxLength": 300},
-                        "body": {"type": "string", "maxLength": MAX_PROPOSAL_TEXT_CHARS}
-                    },
-                    "required": ["source", "title", "body"],
-                    "additionalProperties": false
-                }),
-            ),
-            Self::ProposeAppendNote => (
-                "Propose appending text to the end of a document (on a new line). Nothing is \
-                 written until a person approves it in the Sealpost app.",
-                json!({
-                    "type": "object",
-                    "properties": {
-                        "doc_id": {"type": "string", "minLength": 1, "maxLength": MAX_DOC_ID_BYTES},
-                        "text": {"type": "string", "minLength": 1, "maxLength": MAX_PROPOSAL_TEXT_CHARS}
-                    },
-                    "required": ["doc_id", "text"],
-                    "additionalProperties": false
-                }),
-            ),
-            Self::ProposeEditNote => (
-                "Propose replacing one passage of a document. `find` must occur exactly once in \
-                 the body. Nothing is written until a person approves it in the Sealpost app.",
-                json!({
-                    "type": "object",
-                    "properties": {
-                        "doc_id": {"type": "string", "minLength": 1, "maxLength": MAX_DOC_ID_BYTES},
-                        "find": {"type": "string", "minLength": 1, "maxLength": MAX_EDIT_TEXT_CHARS},
-                        "replace": {"type": "string", "maxLength": MAX_EDIT_TEXT_CHARS}
-                    },
-                    "required": ["doc_id", "find", "replace"],
-                    "additionalProperties": false
-                }),
-            ),
+            Self::SearchWorkspace => derived::<read::SearchArgs>(),
+            Self::GetSourceExcerpt => derived::<read::ExcerptArgs>(),
+            Self::GetWorkspaceOutline => derived::<read::OutlineArgs>(),
+            Self::ListSources => derived::<read::NoArgs>(),
+            Self::ProposeCreateNote => derived::<propose::CreateArgs>(),
+            Self::ProposeAppendNote => derived::<propose::AppendArgs>(),
+            Self::ProposeEditNote => derived::<propose::EditArgs>(),
         };
         ToolSpec {
             name: self.name().to_owned(),
-            description: description.to_owned(),
+            description,
             input_schema,
             kind: self.kind(),
         }
@@ -193,6 +114,53 @@ impl BuiltinTool {
             Self::ProposeAppendNote => propose::append(&view, parse(arguments)?),
             Self::ProposeEditNote => propose::edit(&view, parse(arguments)?),
         }
+    }
+}
+
+/// A tool's description (the argument type's doc comment) and input schema (its JSON Schema).
+///
+/// The schema is schemars' draft 2020-12 output with three changes, so that it accepts exactly
+/// what `parse` accepts and reads like a hand-written one:
+/// - `null` is removed from every `type` list: schemars lets an `Option` field be `null`, which
+///   the executor has never accepted (an optional argument is left out, not null);
+/// - `format` (`uint64`, …) is removed: an annotation validators may ignore or reject;
+/// - `$schema`, `title` (the Rust type's name) and the root `description` (it becomes the tool's
+///   description) are taken out.
+fn derived<T: JsonSchema>() -> (String, Value) {
+    let generator = SchemaSettings::draft2020_12()
+        .with(|settings| {
+            settings.meta_schema = None;
+            settings.inline_subschemas = true;
+        })
+        .into_generator();
+    let mut schema = generator.into_root_schema_for::<T>().to_value();
+    let root = schema
+        .as_object_mut()
+        .expect("an argument type is an object");
+    root.remove("title");
+    let description = match root.remove("description") {
+        Some(Value::String(description)) => description,
+        _ => panic!("a tool's argument type needs a doc comment: it is the tool's description"),
+    };
+    strip_null_and_format(&mut schema);
+    (description, schema)
+}
+
+fn strip_null_and_format(schema: &mut Value) {
+    match schema {
+        Value::Object(map) => {
+            map.remove("format");
+            if let Some(Value::Array(types)) = map.get_mut("type") {
+                types.retain(|t| t != "null");
+                if let [only] = types.as_slice() {
+                    let only = only.clone();
+                    map.insert("type".to_owned(), only);
+                }
+            }
+            map.values_mut().for_each(strip_null_and_format);
+        }
+        Value::Array(items) => items.iter_mut().for_each(strip_null_and_format),
+        _ => {}
     }
 }
 

@@ -1,17 +1,26 @@
 //! The proposal tools. They check the request against the workspace as the session sees it and
 //! describe the change; they never write. The executor saves the change for review.
 
+use schemars::JsonSchema;
 use serde::Deserialize;
 
 use super::{BuiltinAnswer, View, error_answer, no_such_document, no_such_source};
+use crate::limits::{
+    MAX_DOC_ID_BYTES, MAX_EDIT_TEXT_CHARS, MAX_PROPOSAL_TEXT_CHARS, MAX_SOURCE_NAME_BYTES,
+};
 use crate::proposals::{ProposedChange, document_digest};
 use crate::workspace::DocId;
 
-#[derive(Debug, Deserialize)]
+/// Propose a new note in a source. Nothing is written: the proposal is saved and a person
+/// approves or rejects it in the Sealpost app.
+#[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub(super) struct CreateArgs {
+    #[schemars(length(min = 1, max = MAX_SOURCE_NAME_BYTES))]
     source: String,
+    #[schemars(length(min = 1, max = 300))]
     title: String,
+    #[schemars(length(max = MAX_PROPOSAL_TEXT_CHARS))]
     body: String,
 }
 
@@ -29,10 +38,14 @@ pub(super) fn create(view: &View<'_>, args: CreateArgs) -> Result<BuiltinAnswer,
     })
 }
 
-#[derive(Debug, Deserialize)]
+/// Propose appending text to the end of a document (on a new line). Nothing is written until a
+/// person approves it in the Sealpost app.
+#[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub(super) struct AppendArgs {
+    #[schemars(length(min = 1, max = MAX_DOC_ID_BYTES))]
     doc_id: String,
+    #[schemars(length(min = 1, max = MAX_PROPOSAL_TEXT_CHARS))]
     text: String,
 }
 
@@ -49,11 +62,16 @@ pub(super) fn append(view: &View<'_>, args: AppendArgs) -> Result<BuiltinAnswer,
     })
 }
 
-#[derive(Debug, Deserialize)]
+/// Propose replacing one passage of a document. `find` must occur exactly once in the body.
+/// Nothing is written until a person approves it in the Sealpost app.
+#[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub(super) struct EditArgs {
+    #[schemars(length(min = 1, max = MAX_DOC_ID_BYTES))]
     doc_id: String,
+    #[schemars(length(min = 1, max = MAX_EDIT_TEXT_CHARS))]
     find: String,
+    #[schemars(length(max = MAX_EDIT_TEXT_CHARS))]
     replace: String,
 }
 

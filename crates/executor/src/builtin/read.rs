@@ -3,19 +3,31 @@
 
 use std::collections::BTreeMap;
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::{
     BuiltinAnswer, View, error_answer, no_such_document, no_such_source, structured_answer,
 };
-use crate::limits::{DEFAULT_EXCERPT_CHARS, DEFAULT_SEARCH_LIMIT, MAX_OUTLINE_ENTRIES};
+use crate::limits::{
+    DEFAULT_EXCERPT_CHARS, DEFAULT_SEARCH_LIMIT, MAX_DOC_ID_BYTES, MAX_EXCERPT_CHARS,
+    MAX_OUTLINE_ENTRIES, MAX_QUERY_CHARS, MAX_SEARCH_LIMIT, MAX_SOURCE_NAME_BYTES,
+};
 use crate::search::{Snippet, snippet};
 
-#[derive(Debug, Deserialize)]
+/// Search the person's workspace documents, best match first. Words match regardless of case,
+/// accents and word endings; "quoted words" must appear in that order; word* matches by prefix.
+/// Each result has a snippet whose `start` and `matches` are character offsets into the
+/// document body (pass `start` to get_source_excerpt to read on).
+#[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub(super) struct SearchArgs {
+    #[schemars(length(min = 1, max = MAX_QUERY_CHARS))]
     query: String,
+    /// Search only this source.
+    #[schemars(length(min = 1, max = MAX_SOURCE_NAME_BYTES))]
     source: Option<String>,
+    #[schemars(range(min = 1, max = MAX_SEARCH_LIMIT), extend("default" = DEFAULT_SEARCH_LIMIT))]
     limit: Option<u64>,
 }
 
@@ -61,11 +73,15 @@ pub(super) fn search(view: &View<'_>, args: SearchArgs) -> Result<BuiltinAnswer,
     })))
 }
 
-#[derive(Debug, Deserialize)]
+/// Read part of one document's body, from character offset `start` (default 0), at most
+/// `max_chars` characters.
+#[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub(super) struct ExcerptArgs {
+    #[schemars(length(min = 1, max = MAX_DOC_ID_BYTES))]
     doc_id: String,
     start: Option<u64>,
+    #[schemars(range(min = 1, max = MAX_EXCERPT_CHARS), extend("default" = DEFAULT_EXCERPT_CHARS))]
     max_chars: Option<u64>,
 }
 
@@ -110,9 +126,12 @@ pub(super) fn excerpt(view: &View<'_>, args: ExcerptArgs) -> Result<BuiltinAnswe
     }))
 }
 
-#[derive(Debug, Deserialize)]
+/// List the documents (id, title, length, last change) of every source this session may read,
+/// or of one source.
+#[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub(super) struct OutlineArgs {
+    #[schemars(length(min = 1, max = MAX_SOURCE_NAME_BYTES))]
     source: Option<String>,
 }
 
@@ -167,7 +186,8 @@ pub(super) fn outline(view: &View<'_>, args: OutlineArgs) -> Result<BuiltinAnswe
     })))
 }
 
-#[derive(Debug, Deserialize)]
+/// List the sources this session may read, with their document counts.
+#[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub(super) struct NoArgs {}
 

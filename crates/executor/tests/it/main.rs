@@ -8,6 +8,7 @@ wasm_bindgen_test::wasm_bindgen_test_configure!(run_in_browser);
 mod calls;
 mod catalog;
 mod proposals;
+mod schemas;
 mod search_grants;
 mod search_quality;
 mod support;

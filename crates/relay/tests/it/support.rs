@@ -51,7 +51,7 @@ impl TestDb {
     }
 
     /// A new, empty database on the test cluster. Fails loudly when the cluster is not
-    /// configured, unless `SEALPOST_SKIP_POSTGRES=1` (then returns `None`).
+    /// configured, unless `SEALPOST_SKIP_POSTGRES=1` (then reports the skip and returns `None`).
     pub async fn postgres() -> Option<Self> {
         let admin_url = postgres_admin_url()?;
         use sqlx::Connection;
@@ -83,14 +83,39 @@ fn hex_id() -> String {
 }
 
 /// The test cluster's URL. PostgreSQL tests are part of the suite: without a cluster they fail
-/// with the command that provides one, unless the person opted out explicitly.
+/// with the command that provides one, unless the person opted out explicitly; a skipped test
+/// says so (see [`report_skip`]) instead of passing silently.
 pub fn postgres_admin_url() -> Option<String> {
     match std::env::var("SEALPOST_TEST_POSTGRES_URL") {
         Ok(url) if !url.is_empty() => Some(url),
-        _ if std::env::var("SEALPOST_SKIP_POSTGRES").as_deref() == Ok("1") => None,
+        _ if std::env::var("SEALPOST_SKIP_POSTGRES").as_deref() == Ok("1") => {
+            report_skip("postgres");
+            None
+        }
         _ => panic!(
             "SEALPOST_TEST_POSTGRES_URL is not set. Run `cargo xtask test` (it starts a throwaway \
              PostgreSQL cluster), or set SEALPOST_SKIP_POSTGRES=1 to skip the PostgreSQL tests."
         ),
+    }
+}
+
+/// Prints `SKIPPED: <what> <test>` straight to stderr (the test harness captures `eprintln!`,
+/// not the stream itself) and appends the same line to the file `SEALPOST_SKIP_LOG` names, which
+/// `cargo xtask test` counts. The same format as `sealpost_e2e::report_skip`.
+pub fn report_skip(what: &str) {
+    use std::io::Write as _;
+    let thread = std::thread::current();
+    let line = format!("SKIPPED: {what} {}\n", thread.name().unwrap_or("unnamed"));
+    let _ = std::io::stderr().write_all(line.as_bytes());
+    if let Some(path) = std::env::var_os("SEALPOST_SKIP_LOG") {
+        // One write of one short line to a file opened for appending: lines from parallel
+        // tests and processes do not interleave.
+        let mut log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&path)
+            .expect("open SEALPOST_SKIP_LOG");
+        log.write_all(line.as_bytes())
+            .expect("write SEALPOST_SKIP_LOG");
     }
 }
