@@ -159,9 +159,12 @@ pub fn test(tools: &tools::Tools) -> Result<()> {
     let node = find_in_path("node")
         .context("Node.js is not installed: run `apt-get install -y nodejs npm` (as root)")?;
     // The typed host-app example against the declarations the build shipped.
-    cmd(&node, &["node_modules/typescript/bin/tsc", "-p", "tests/typed"])
-        .dir(root().join("web"))
-        .run()?;
+    cmd(
+        &node,
+        &["node_modules/typescript/bin/tsc", "-p", "tests/typed"],
+    )
+    .dir(root().join("web"))
+    .run()?;
     let specs: Vec<String> = std::fs::read_dir(root().join("web/tests"))?
         .filter_map(|e| e.ok())
         .map(|e| e.file_name().to_string_lossy().into_owned())

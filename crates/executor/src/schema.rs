@@ -171,10 +171,10 @@ impl Schema {
     }
 
     fn check_references(&self, node: &Node) -> Result<(), SchemaError> {
-        if let Some(target) = &node.reference {
-            if !self.definitions.contains_key(target) {
-                return refuse("", format!("\"$ref\" {target:?} names no definition"));
-            }
+        if let Some(target) = &node.reference
+            && !self.definitions.contains_key(target)
+        {
+            return refuse("", format!("\"$ref\" {target:?} names no definition"));
         }
         let children = node
             .properties
@@ -216,7 +216,11 @@ impl Schema {
     ) {
         let fail = |errors: &mut Vec<String>, why: String| {
             if errors.len() < most {
-                errors.push(if at.is_empty() { why } else { format!("{at}: {why}") });
+                errors.push(if at.is_empty() {
+                    why
+                } else {
+                    format!("{at}: {why}")
+                });
             }
         };
         if errors.len() >= most {
@@ -234,31 +238,43 @@ impl Schema {
             let target = &self.definitions[target];
             self.check(target, value, at, depth + 1, errors, most);
         }
-        if let Some(types) = &node.types {
-            if !types.iter().any(|t| t.matches(value)) {
-                let names: Vec<_> = types.iter().map(|t| t.name()).collect();
-                fail(errors, format!("{value} is not of type {}", names.join(" or ")));
-                return;
-            }
+        if let Some(types) = &node.types
+            && !types.iter().any(|t| t.matches(value))
+        {
+            let names: Vec<_> = types.iter().map(|t| t.name()).collect();
+            fail(
+                errors,
+                format!("{value} is not of type {}", names.join(" or ")),
+            );
+            return;
         }
-        if let Some(allowed) = &node.enumeration {
-            if !allowed.iter().any(|a| equal(a, value)) {
-                fail(errors, format!("{value} is not one of {}", Value::from(allowed.clone())));
-            }
+        if let Some(allowed) = &node.enumeration
+            && !allowed.iter().any(|a| equal(a, value))
+        {
+            fail(
+                errors,
+                format!("{value} is not one of {}", Value::from(allowed.clone())),
+            );
         }
-        if let Some(constant) = &node.constant {
-            if !equal(constant, value) {
-                fail(errors, format!("{value} is not {constant}"));
-            }
+        if let Some(constant) = &node.constant
+            && !equal(constant, value)
+        {
+            fail(errors, format!("{value} is not {constant}"));
         }
         match value {
             Value::Object(map) => self.check_object(node, map, at, depth, errors, most),
             Value::Array(items) => {
                 if node.min_items.is_some_and(|n| items.len() < n) {
-                    fail(errors, format!("has fewer than {} items", node.min_items.unwrap_or(0)));
+                    fail(
+                        errors,
+                        format!("has fewer than {} items", node.min_items.unwrap_or(0)),
+                    );
                 }
                 if node.max_items.is_some_and(|n| items.len() > n) {
-                    fail(errors, format!("has more than {} items", node.max_items.unwrap_or(0)));
+                    fail(
+                        errors,
+                        format!("has more than {} items", node.max_items.unwrap_or(0)),
+                    );
                 }
                 if node.unique_items && !unique(items) {
                     fail(errors, "has repeated items".into());
@@ -284,7 +300,10 @@ impl Schema {
                     fail(errors, format!("{value} is less than the minimum of {min}"));
                 }
                 if let Some(max) = node.maximum.filter(|&m| n > m) {
-                    fail(errors, format!("{value} is greater than the maximum of {max}"));
+                    fail(
+                        errors,
+                        format!("{value} is greater than the maximum of {max}"),
+                    );
                 }
                 if let Some(min) = node.exclusive_minimum.filter(|&m| n <= m) {
                     fail(errors, format!("{value} is not greater than {min}"));
@@ -315,13 +334,19 @@ impl Schema {
         if !node.one_of.is_empty() {
             let matched = node.one_of.iter().filter(|s| passes(s)).count();
             if matched != 1 {
-                fail(errors, format!("{value} matches {matched} of the forms where exactly one must match"));
+                fail(
+                    errors,
+                    format!("{value} matches {matched} of the forms where exactly one must match"),
+                );
             }
         }
-        if let Some(schema) = &node.not {
-            if passes(schema) {
-                fail(errors, format!("{value} matches a form that is not allowed"));
-            }
+        if let Some(schema) = &node.not
+            && passes(schema)
+        {
+            fail(
+                errors,
+                format!("{value} matches a form that is not allowed"),
+            );
         }
     }
 
@@ -336,7 +361,11 @@ impl Schema {
     ) {
         let fail = |errors: &mut Vec<String>, why: String| {
             if errors.len() < most {
-                errors.push(if at.is_empty() { why } else { format!("{at}: {why}") });
+                errors.push(if at.is_empty() {
+                    why
+                } else {
+                    format!("{at}: {why}")
+                });
             }
         };
         for name in &node.required {
@@ -345,10 +374,22 @@ impl Schema {
             }
         }
         if node.min_properties.is_some_and(|n| map.len() < n) {
-            fail(errors, format!("has fewer than {} properties", node.min_properties.unwrap_or(0)));
+            fail(
+                errors,
+                format!(
+                    "has fewer than {} properties",
+                    node.min_properties.unwrap_or(0)
+                ),
+            );
         }
         if node.max_properties.is_some_and(|n| map.len() > n) {
-            fail(errors, format!("has more than {} properties", node.max_properties.unwrap_or(0)));
+            fail(
+                errors,
+                format!(
+                    "has more than {} properties",
+                    node.max_properties.unwrap_or(0)
+                ),
+            );
         }
         for (name, item) in map {
             let here = format!("{at}/{}", escape_pointer(name));
@@ -415,7 +456,10 @@ fn list(value: &Value, at: &str, keyword: &str, depth: usize) -> Result<Vec<Node
             .enumerate()
             .map(|(i, s)| compile(s, &format!("{at}/{keyword}/{i}"), depth + 1))
             .collect(),
-        _ => refuse(at, format!("\"{keyword}\" must be a non-empty array of schemas")),
+        _ => refuse(
+            at,
+            format!("\"{keyword}\" must be a non-empty array of schemas"),
+        ),
     }
 }
 
@@ -429,7 +473,7 @@ fn compile(schema: &Value, at: &str, depth: usize) -> Result<Node, SchemaError> 
             return Ok(Node {
                 never: true,
                 ..Node::default()
-            })
+            });
         }
         Value::Object(map) => map,
         _ => return refuse(at, "a schema must be an object or a boolean"),
@@ -442,10 +486,17 @@ fn compile(schema: &Value, at: &str, depth: usize) -> Result<Node, SchemaError> 
             // Compiled by `Schema::compile` at the root only.
             "$defs" | "definitions" if depth == 0 => {}
             "$ref" => match value.as_str() {
-                Some(target) if target.starts_with("#/$defs/") || target.starts_with("#/definitions/") => {
+                Some(target)
+                    if target.starts_with("#/$defs/") || target.starts_with("#/definitions/") =>
+                {
                     node.reference = Some(target.to_owned());
                 }
-                _ => return refuse(at, "\"$ref\" may only name a local definition (\"#/$defs/NAME\")"),
+                _ => {
+                    return refuse(
+                        at,
+                        "\"$ref\" may only name a local definition (\"#/$defs/NAME\")",
+                    );
+                }
             },
             "type" => {
                 let names: Vec<&Value> = match value {
@@ -472,13 +523,17 @@ fn compile(schema: &Value, at: &str, depth: usize) -> Result<Node, SchemaError> 
                 };
                 for (name, schema) in properties {
                     let here = format!("{at}/properties/{}", escape_pointer(name));
-                    node.properties.insert(name.clone(), compile(schema, &here, depth + 1)?);
+                    node.properties
+                        .insert(name.clone(), compile(schema, &here, depth + 1)?);
                 }
             }
             "required" => {
-                let names: Option<Vec<String>> = value
-                    .as_array()
-                    .and_then(|names| names.iter().map(|n| n.as_str().map(str::to_owned)).collect());
+                let names: Option<Vec<String>> = value.as_array().and_then(|names| {
+                    names
+                        .iter()
+                        .map(|n| n.as_str().map(str::to_owned))
+                        .collect()
+                });
                 match names {
                     Some(names) => node.required = names,
                     None => return refuse(at, "\"required\" must be an array of strings"),
@@ -519,7 +574,7 @@ fn compile(schema: &Value, at: &str, depth: usize) -> Result<Node, SchemaError> 
                     format!(
                         "\"{other}\" is not supported in a tool's input schema (docs/EXECUTOR.md lists what is)"
                     ),
-                )
+                );
             }
         }
     }
@@ -535,7 +590,11 @@ mod tests {
     fn check(schema: Value, valid: &[Value], invalid: &[Value]) {
         let compiled = Schema::compile(&schema).expect("compiles");
         for value in valid {
-            assert!(compiled.is_valid(value), "{schema} should accept {value}: {:?}", compiled.errors(value, 5));
+            assert!(
+                compiled.is_valid(value),
+                "{schema} should accept {value}: {:?}",
+                compiled.errors(value, 5)
+            );
         }
         for value in invalid {
             assert!(!compiled.is_valid(value), "{schema} should refuse {value}");
@@ -545,9 +604,21 @@ mod tests {
 
     #[test]
     fn types_and_integers() {
-        check(json!({"type": "integer"}), &[json!(1), json!(1.0), json!(-3)], &[json!(1.5), json!("1"), json!(null)]);
-        check(json!({"type": ["string", "null"]}), &[json!("a"), json!(null)], &[json!(1), json!([])]);
-        check(json!({"type": "number"}), &[json!(1), json!(1.5)], &[json!("1.5"), json!(true)]);
+        check(
+            json!({"type": "integer"}),
+            &[json!(1), json!(1.0), json!(-3)],
+            &[json!(1.5), json!("1"), json!(null)],
+        );
+        check(
+            json!({"type": ["string", "null"]}),
+            &[json!("a"), json!(null)],
+            &[json!(1), json!([])],
+        );
+        check(
+            json!({"type": "number"}),
+            &[json!(1), json!(1.5)],
+            &[json!("1.5"), json!(true)],
+        );
     }
 
     #[test]
@@ -561,17 +632,39 @@ mod tests {
         check(
             schema.clone(),
             &[json!({"query": "keys"}), json!({"query": "k", "limit": 50})],
-            &[json!({}), json!({"query": ""}), json!({"query": 7}), json!({"query": "k", "limit": 51}), json!({"query": "k", "extra": 1}), json!("keys")],
+            &[
+                json!({}),
+                json!({"query": ""}),
+                json!({"query": 7}),
+                json!({"query": "k", "limit": 51}),
+                json!({"query": "k", "extra": 1}),
+                json!("keys"),
+            ],
         );
         let compiled = Schema::compile(&schema).unwrap();
-        assert_eq!(compiled.errors(&json!({"query": "k", "limit": 1000}), 5), ["/limit: 1000 is greater than the maximum of 50"]);
-        check(json!({"additionalProperties": {"type": "boolean"}}), &[json!({"a": true})], &[json!({"a": 1})]);
-        check(json!({"minProperties": 1, "maxProperties": 1}), &[json!({"a": 1})], &[json!({}), json!({"a": 1, "b": 2})]);
+        assert_eq!(
+            compiled.errors(&json!({"query": "k", "limit": 1000}), 5),
+            ["/limit: 1000 is greater than the maximum of 50"]
+        );
+        check(
+            json!({"additionalProperties": {"type": "boolean"}}),
+            &[json!({"a": true})],
+            &[json!({"a": 1})],
+        );
+        check(
+            json!({"minProperties": 1, "maxProperties": 1}),
+            &[json!({"a": 1})],
+            &[json!({}), json!({"a": 1, "b": 2})],
+        );
     }
 
     #[test]
     fn strings_count_characters_not_bytes() {
-        check(json!({"type": "string", "maxLength": 2}), &[json!("éé"), json!("")], &[json!("ééé")]);
+        check(
+            json!({"type": "string", "maxLength": 2}),
+            &[json!("éé"), json!("")],
+            &[json!("ééé")],
+        );
     }
 
     #[test]
@@ -579,25 +672,66 @@ mod tests {
         check(
             json!({"type": "array", "items": {"type": "string"}, "minItems": 1, "maxItems": 2, "uniqueItems": true}),
             &[json!(["a"]), json!(["a", "b"])],
-            &[json!([]), json!(["a", "a"]), json!(["a", "b", "c"]), json!([1])],
+            &[
+                json!([]),
+                json!(["a", "a"]),
+                json!(["a", "b", "c"]),
+                json!([1]),
+            ],
         );
-        check(json!({"uniqueItems": true}), &[json!([1, 2])], &[json!([1, 1.0]), json!([{"a": 1}, {"a": 1}])]);
+        check(
+            json!({"uniqueItems": true}),
+            &[json!([1, 2])],
+            &[json!([1, 1.0]), json!([{"a": 1}, {"a": 1}])],
+        );
     }
 
     #[test]
     fn numbers() {
-        check(json!({"exclusiveMinimum": 0, "exclusiveMaximum": 1}), &[json!(0.5)], &[json!(0), json!(1)]);
-        check(json!({"multipleOf": 0.5}), &[json!(1.5), json!(2)], &[json!(1.2)]);
+        check(
+            json!({"exclusiveMinimum": 0, "exclusiveMaximum": 1}),
+            &[json!(0.5)],
+            &[json!(0), json!(1)],
+        );
+        check(
+            json!({"multipleOf": 0.5}),
+            &[json!(1.5), json!(2)],
+            &[json!(1.2)],
+        );
     }
 
     #[test]
     fn enums_consts_and_combinators() {
-        check(json!({"enum": ["a", 1]}), &[json!("a"), json!(1.0)], &[json!("b")]);
-        check(json!({"const": {"x": [1]}}), &[json!({"x": [1.0]})], &[json!({"x": [2]})]);
-        check(json!({"anyOf": [{"type": "string"}, {"type": "integer"}]}), &[json!("a"), json!(1)], &[json!(1.5)]);
-        check(json!({"oneOf": [{"type": "integer"}, {"minimum": 0}]}), &[json!(-1), json!(0.5)], &[json!(1)]);
-        check(json!({"allOf": [{"minimum": 0}, {"maximum": 1}]}), &[json!(0.5)], &[json!(2)]);
-        check(json!({"not": {"type": "null"}}), &[json!(0)], &[json!(null)]);
+        check(
+            json!({"enum": ["a", 1]}),
+            &[json!("a"), json!(1.0)],
+            &[json!("b")],
+        );
+        check(
+            json!({"const": {"x": [1]}}),
+            &[json!({"x": [1.0]})],
+            &[json!({"x": [2]})],
+        );
+        check(
+            json!({"anyOf": [{"type": "string"}, {"type": "integer"}]}),
+            &[json!("a"), json!(1)],
+            &[json!(1.5)],
+        );
+        check(
+            json!({"oneOf": [{"type": "integer"}, {"minimum": 0}]}),
+            &[json!(-1), json!(0.5)],
+            &[json!(1)],
+        );
+        check(
+            json!({"allOf": [{"minimum": 0}, {"maximum": 1}]}),
+            &[json!(0.5)],
+            &[json!(2)],
+        );
+        check(
+            json!({"not": {"type": "null"}}),
+            &[json!(0)],
+            &[json!(null)],
+        );
         check(json!(false), &[], &[json!(0)]);
         check(json!(true), &[json!(0)], &[]);
     }
@@ -610,16 +744,27 @@ mod tests {
             &[json!({"order": "up"})],
         );
         // A reference cycle is bounded while checking, not followed forever.
-        let cyclic = Schema::compile(&json!({"$ref": "#/$defs/A", "$defs": {"A": {"$ref": "#/$defs/A"}}})).unwrap();
+        let cyclic =
+            Schema::compile(&json!({"$ref": "#/$defs/A", "$defs": {"A": {"$ref": "#/$defs/A"}}}))
+                .unwrap();
         assert!(!cyclic.is_valid(&json!(1)));
     }
 
     #[test]
     fn what_is_outside_the_subset_is_refused_by_name() {
         for (schema, named) in [
-            (json!({"type": "object", "properties": {"n": {"type": 12}}}), "12 is not a JSON Schema type"),
-            (json!({"type": "object", "$ref": "https://example.com/schema.json"}), "local definition"),
-            (json!({"type": "string", "pattern": "^a"}), "\"pattern\" is not supported"),
+            (
+                json!({"type": "object", "properties": {"n": {"type": 12}}}),
+                "12 is not a JSON Schema type",
+            ),
+            (
+                json!({"type": "object", "$ref": "https://example.com/schema.json"}),
+                "local definition",
+            ),
+            (
+                json!({"type": "string", "pattern": "^a"}),
+                "\"pattern\" is not supported",
+            ),
             (json!({"if": {}, "then": {}}), "is not supported"),
             (json!({"$ref": "#/$defs/missing"}), "names no definition"),
             (json!({"minLength": -1}), "non-negative integer"),
@@ -627,14 +772,21 @@ mod tests {
             (json!({"anyOf": []}), "non-empty array"),
             (json!(7), "object or a boolean"),
         ] {
-            let error = Schema::compile(&schema).expect_err(&schema.to_string()).to_string();
+            let error = Schema::compile(&schema)
+                .expect_err(&schema.to_string())
+                .to_string();
             assert!(error.contains(named), "{schema}: {error}");
         }
         let mut deep = json!({"type": "string"});
         for _ in 0..40 {
             deep = json!({"items": deep});
         }
-        assert!(Schema::compile(&deep).unwrap_err().to_string().contains("too deeply"));
+        assert!(
+            Schema::compile(&deep)
+                .unwrap_err()
+                .to_string()
+                .contains("too deeply")
+        );
     }
 
     #[test]
