@@ -360,7 +360,9 @@ async fn health_readiness_openapi_and_metrics_answer() {
         relay.send(Method::GET, "/readyz", None, None).await.0,
         StatusCode::OK
     );
-    let (status, spec) = relay.send(Method::GET, "/openapi.json", None, None).await;
+    let (status, spec) = relay
+        .send(Method::GET, "/v1/openapi.json", None, None)
+        .await;
     assert_eq!(status, StatusCode::OK);
     for path in [
         "/v1/auth/signin",
