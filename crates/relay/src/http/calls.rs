@@ -23,7 +23,7 @@ use super::error::{ApiError, ApiResult};
 use super::path_id;
 use super::state::AppState;
 use crate::clock::now_ms;
-use crate::metrics;
+use crate::metrics::LongPoll;
 use crate::store::{NewCall, Scope, StoreError};
 use crate::wake::Topic;
 
@@ -133,7 +133,7 @@ pub async fn post(
         other => other?,
     };
     state.hub.wake(Topic::Session(call.owner_id, session_id));
-    metrics::call_posted();
+    state.metrics.call_posted();
     tracing::debug!(call = %call.call_id, session = %session_id, bytes = call.envelope.len(), "call posted");
     Ok((
         StatusCode::CREATED,
@@ -185,7 +185,9 @@ pub async fn claim(
         ));
     }
     let owner = auth.owner_id();
-    let deadline = Instant::now() + Duration::from_millis(wait);
+    let started = Instant::now();
+    let deadline = started + Duration::from_millis(wait);
+    let _open = (wait > 0).then(|| state.metrics.long_poll(LongPoll::Claim));
     let subscription = state.hub.subscribe(Topic::Session(owner, session_id));
     loop {
         let notified = subscription.notify().notified();
@@ -202,7 +204,7 @@ pub async fn claim(
         };
         if !claimed.is_empty() || Instant::now() >= deadline || state.shutdown.is_cancelled() {
             for call in &claimed {
-                metrics::call_claimed(now - call.created_at);
+                state.metrics.call_claimed(now - call.created_at);
             }
             let calls = claimed
                 .into_iter()
@@ -212,6 +214,7 @@ pub async fn claim(
                     lease_expires_at: c.lease_expires_at,
                 })
                 .collect();
+            state.metrics.claim_answered(started.elapsed());
             return Ok(Json(ClaimResponse { calls, now_ms: now }));
         }
         let fallback = Instant::now() + Duration::from_millis(limits.fallback_poll_ms);
@@ -280,7 +283,7 @@ pub async fn reply(
         other => other?,
     }
     state.hub.wake(Topic::Call(auth.owner_id(), call_id));
-    metrics::reply_stored();
+    state.metrics.reply_stored();
     tracing::debug!(call = %call_id, bytes, "reply stored");
     Ok(StatusCode::NO_CONTENT)
 }
@@ -369,6 +372,7 @@ pub async fn read(
     let call_id = path_id(&call_id, "call")?;
     let wait = wait_ms(&state, &query)?;
     let deadline = Instant::now() + Duration::from_millis(wait);
+    let _open = (wait > 0).then(|| state.metrics.long_poll(LongPoll::Read));
     let subscription = state.hub.subscribe(Topic::Call(auth.owner_id(), call_id));
     loop {
         let notified = subscription.notify().notified();

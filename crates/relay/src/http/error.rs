@@ -8,6 +8,11 @@ use sealpost_protocol::api::{ErrorBody, ErrorCode, ErrorDetail};
 
 use crate::store::StoreError;
 
+/// Marks a response that answers a database failure, so the request middleware counts it
+/// (`sealpost_store_errors_total`) where the relay's metrics are at hand.
+#[derive(Debug, Clone, Copy)]
+pub struct StoreFailure;
+
 /// An error answered as `{"error":{"code","message"}}`.
 #[derive(Debug)]
 pub struct ApiError {
@@ -57,7 +62,11 @@ impl IntoResponse for ApiError {
                 message: self.message,
             },
         };
-        (status, Json(body)).into_response()
+        let mut response = (status, Json(body)).into_response();
+        if self.code == ErrorCode::Unavailable {
+            response.extensions_mut().insert(StoreFailure);
+        }
+        response
     }
 }
 
@@ -91,7 +100,6 @@ impl From<StoreError> for ApiError {
             StoreError::TokenNotLive => ApiError::unauthorized(),
             StoreError::Db(detail) => {
                 tracing::error!(error = %detail, "store error");
-                crate::metrics::store_error();
                 ApiError::new(
                     ErrorCode::Unavailable,
                     "The relay's database is unavailable. Try again shortly.",

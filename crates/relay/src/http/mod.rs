@@ -82,7 +82,10 @@ pub fn router(state: AppState) -> Router {
         .fallback_service(web_service(&state))
         // Bodies are read by `body::read_capped`, which enforces each endpoint's own cap.
         .layer(axum::extract::DefaultBodyLimit::disable())
-        .layer(middleware::from_fn(log_request))
+        .layer(middleware::from_fn_with_state(
+            state.clone(),
+            observe_request,
+        ))
         .layer(SetResponseHeaderLayer::overriding(
             header::CONTENT_SECURITY_POLICY,
             HeaderValue::from_static(CSP),
@@ -111,9 +114,9 @@ fn web_service(state: &AppState) -> Router {
     }
 }
 
-/// One log line per request: method, route template (ids stay out of the path field), status
-/// and duration. Never a body, header value or query string.
-async fn log_request(request: Request, next: Next) -> Response {
+/// One log line and one latency sample per request: method, route template (ids stay out of
+/// the path field), status and duration. Never a body, header value or query string.
+async fn observe_request(State(state): State<AppState>, request: Request, next: Next) -> Response {
     let started = Instant::now();
     let method = request.method().clone();
     // `MatchedPath` is shared text: cloning it allocates nothing.
@@ -124,6 +127,12 @@ async fn log_request(request: Request, next: Next) -> Response {
         started.elapsed().as_secs_f64() * 1000.0,
     );
     let route = route.as_ref().map_or("static", MatchedPath::as_str);
+    state
+        .metrics
+        .request(method.as_str(), route, status, started.elapsed());
+    if response.extensions().get::<error::StoreFailure>().is_some() {
+        state.metrics.store_error();
+    }
     // Per-request lines are debug-level: at thousands of calls a second they would cost more
     // than the calls. Server errors are always logged.
     if status >= 500 {
@@ -185,6 +194,6 @@ async fn metrics(
         return ApiError::not_found("page").into_response();
     }
     let by_state = state.store.count_calls_by_state().await.unwrap_or_default();
-    let text = crate::metrics::render(&by_state, state.hub.waiters());
+    let text = state.metrics.render(&by_state, state.hub.waiters());
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text).into_response()
 }

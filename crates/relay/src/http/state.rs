@@ -6,6 +6,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::auth::Keys;
 use crate::config::Config;
+use crate::metrics::Metrics;
 use crate::ratelimit::RateLimiter;
 use crate::store::Store;
 use crate::wake::Hub;
@@ -36,6 +37,7 @@ pub struct Shared {
     pub keys: Keys,
     pub config: Arc<Config>,
     pub rate: Arc<RateLimiter>,
+    pub metrics: Metrics,
     /// Cancelled at shutdown: long-polls answer at once.
     pub shutdown: CancellationToken,
 }
