@@ -16,7 +16,7 @@ use crate::config::Config;
 use crate::http::auth::Keys;
 use crate::http::state::{AppState, Shared};
 use crate::ids::random_id;
-use crate::ratelimit::RateLimiter;
+use crate::ratelimit::RateLimits;
 use crate::store::{self, Store, StoreError};
 use crate::wake::Hub;
 
@@ -107,10 +107,7 @@ pub async fn start_with_store(config: Config, store: Arc<dyn Store>) -> anyhow::
         store: store.clone(),
         hub: hub.clone(),
         keys,
-        rate: Arc::new(RateLimiter::new(
-            limits.rate_per_token_per_s,
-            limits.rate_burst_per_token,
-        )),
+        rate: RateLimits::new(&limits),
         config: Arc::new(config),
         metrics: crate::metrics::Metrics::new(),
         shutdown: shutdown.clone(),

@@ -13,6 +13,8 @@ use metrics_exporter_prometheus::{
 };
 use sealpost_protocol::api::CallState;
 
+use crate::ratelimit::RateLimits;
+
 const CALLS_POSTED: &str = "sealpost_calls_posted_total";
 const CALLS_CLAIMED: &str = "sealpost_calls_claimed_total";
 const REPLIES: &str = "sealpost_replies_total";
@@ -23,6 +25,7 @@ const LONGPOLLS_OPEN: &str = "sealpost_longpolls_open";
 const CLAIM_LATENCY: &str = "sealpost_claim_latency_seconds";
 const CLAIM_WAIT: &str = "sealpost_claim_wait_seconds";
 const REQUEST_DURATION: &str = "sealpost_http_request_duration_seconds";
+const RATE_LIMIT_KEYS: &str = "sealpost_rate_limit_keys";
 
 /// Post-to-claim latency buckets (seconds): a served call is claimed within milliseconds.
 const CLAIM_LATENCY_BUCKETS: [f64; 10] =
@@ -53,6 +56,7 @@ pub struct Metrics {
     calls_by_state: Vec<(CallState, Gauge)>,
     longpoll_waiters: Gauge,
     longpolls_open: [Gauge; 2],
+    rate_limit_token_keys: Gauge,
 }
 
 impl Default for Metrics {
@@ -95,6 +99,10 @@ impl Metrics {
             "Time a claim request took to answer, long-poll included.",
         );
         describe(
+            RATE_LIMIT_KEYS,
+            "Keys the in-memory rate limiters track now, by kind.",
+        );
+        describe(
             REQUEST_DURATION,
             "Time to answer a request, by method, matched route and status.",
         );
@@ -126,6 +134,7 @@ impl Metrics {
                 gauge(LONGPOLLS_OPEN, Some(("kind", "claim"))),
                 gauge(LONGPOLLS_OPEN, Some(("kind", "read"))),
             ],
+            rate_limit_token_keys: gauge(RATE_LIMIT_KEYS, Some(("kind", "token"))),
             handle: recorder.handle(),
             recorder,
         }
@@ -177,7 +186,12 @@ impl Metrics {
     }
 
     /// The text exposition, with the gauges that are read rather than kept brought up to date.
-    pub fn render(&self, calls_by_state: &[(CallState, i64)], waiters: i64) -> String {
+    pub fn render(
+        &self,
+        calls_by_state: &[(CallState, i64)],
+        waiters: i64,
+        rate: &RateLimits,
+    ) -> String {
         for (state, gauge) in &self.calls_by_state {
             let n = calls_by_state
                 .iter()
@@ -186,6 +200,7 @@ impl Metrics {
             gauge.set(n as f64);
         }
         self.longpoll_waiters.set(waiters as f64);
+        self.rate_limit_token_keys.set(rate.token_keys() as f64);
         self.handle.render()
     }
 

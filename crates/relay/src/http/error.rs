@@ -2,10 +2,14 @@
 //! implies. Store errors map here in one place.
 
 use axum::Json;
-use axum::http::StatusCode;
+use std::time::Duration;
+
+use axum::http::header::RETRY_AFTER;
+use axum::http::{HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use sealpost_protocol::api::{ErrorBody, ErrorCode, ErrorDetail};
 
+use crate::ratelimit::Limited;
 use crate::store::StoreError;
 
 /// Marks a response that answers a database failure, so the request middleware counts it
@@ -18,6 +22,8 @@ pub struct StoreFailure;
 pub struct ApiError {
     pub code: ErrorCode,
     pub message: String,
+    /// Sent as `Retry-After` (whole seconds, at least 1).
+    pub retry_after: Option<Duration>,
 }
 
 pub type ApiResult<T> = Result<T, ApiError>;
@@ -27,6 +33,15 @@ impl ApiError {
         Self {
             code,
             message: message.into(),
+            retry_after: None,
+        }
+    }
+
+    /// 429 `rate_limited`, with when to try again.
+    pub fn rate_limited(limited: Limited, message: &str) -> Self {
+        Self {
+            retry_after: Some(limited.retry_after),
+            ..Self::new(ErrorCode::RateLimited, message)
         }
     }
 
@@ -63,6 +78,12 @@ impl IntoResponse for ApiError {
             },
         };
         let mut response = (status, Json(body)).into_response();
+        if let Some(wait) = self.retry_after {
+            let seconds = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
+            response
+                .headers_mut()
+                .insert(RETRY_AFTER, HeaderValue::from(seconds.max(1)));
+        }
         if self.code == ErrorCode::Unavailable {
             response.extensions_mut().insert(StoreFailure);
         }

@@ -194,6 +194,8 @@ async fn metrics(
         return ApiError::not_found("page").into_response();
     }
     let by_state = state.store.count_calls_by_state().await.unwrap_or_default();
-    let text = state.metrics.render(&by_state, state.hub.waiters());
+    let text = state
+        .metrics
+        .render(&by_state, state.hub.waiters(), &state.rate);
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text).into_response()
 }

@@ -7,7 +7,7 @@ use tokio_util::sync::CancellationToken;
 use super::auth::Keys;
 use crate::config::Config;
 use crate::metrics::Metrics;
-use crate::ratelimit::RateLimiter;
+use crate::ratelimit::RateLimits;
 use crate::store::Store;
 use crate::wake::Hub;
 
@@ -36,7 +36,7 @@ pub struct Shared {
     pub hub: Arc<Hub>,
     pub keys: Keys,
     pub config: Arc<Config>,
-    pub rate: Arc<RateLimiter>,
+    pub rate: RateLimits,
     pub metrics: Metrics,
     /// Cancelled at shutdown: long-polls answer at once.
     pub shutdown: CancellationToken,
