@@ -1,5 +1,6 @@
-//! Request rate limits, in memory and per replica, through `governor`'s keyed GCRA limiter:
-//! per token, for every request that carries one.
+//! Request rate limits, in memory and per replica, through `governor`'s keyed GCRA limiters:
+//! per token (every request that carries one) and per client address (sign-in, the one
+//! endpoint without a token; the address honours `--trust-proxy`, see `http::client`).
 //!
 //! A token is charged only once it has authenticated: its JWT verified under the relay's key,
 //! and, for every endpoint but the call loop's four, its row read and found live. So a forged,
@@ -9,6 +10,7 @@
 //! before the store refuses it: such keys can only be tokens the relay itself issued, and the
 //! sweeper drops every key whose bucket has refilled.
 
+use std::net::IpAddr;
 use std::num::NonZeroU32;
 use std::time::Duration;
 
@@ -28,6 +30,7 @@ pub struct Limited {
 #[derive(Debug)]
 pub struct RateLimits {
     per_token: Option<DefaultKeyedRateLimiter<Id16>>,
+    signin_per_address: Option<DefaultKeyedRateLimiter<IpAddr>>,
     clock: DefaultClock,
 }
 
@@ -52,6 +55,11 @@ impl RateLimits {
                 limits.rate_per_token_per_s,
                 limits.rate_burst_per_token,
             )),
+            signin_per_address: limiter(quota(
+                Duration::from_secs(60),
+                limits.signin_rate_per_address_per_min,
+                limits.signin_burst_per_address,
+            )),
             clock: DefaultClock::default(),
         }
     }
@@ -59,6 +67,11 @@ impl RateLimits {
     /// Charges one request to an authenticated token.
     pub fn check_token(&self, token: Id16) -> Result<(), Limited> {
         self.check(self.per_token.as_ref(), &token)
+    }
+
+    /// Charges one sign-in attempt to a client address.
+    pub fn check_signin(&self, address: IpAddr) -> Result<(), Limited> {
+        self.check(self.signin_per_address.as_ref(), &address)
     }
 
     fn check<K: std::hash::Hash + Eq + Clone>(
@@ -77,6 +90,10 @@ impl RateLimits {
     /// Forgets keys whose buckets have refilled completely (the sweeper calls this).
     pub fn forget_idle(&self) {
         if let Some(limiter) = &self.per_token {
+            limiter.retain_recent();
+            limiter.shrink_to_fit();
+        }
+        if let Some(limiter) = &self.signin_per_address {
             limiter.retain_recent();
             limiter.shrink_to_fit();
         }

@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use axum::Json;
 use axum::body::Body;
-use axum::extract::{Path, State};
+use axum::extract::{Extension, Path, State};
 use axum::http::{HeaderMap, StatusCode};
 use sealpost_protocol::api::{
     CreateMcpTokenRequest, CreateMcpTokenResponse, ErrorBody, ErrorCode, McpTokenInfo,
@@ -15,6 +15,7 @@ use sha2::{Digest, Sha256};
 
 use super::auth::Authed;
 use super::body::read_json;
+use super::client::ClientAddr;
 use super::error::{ApiError, ApiResult};
 use super::path_id;
 use super::state::AppState;
@@ -81,14 +82,23 @@ async fn owner_info(
         (status = 401, description = "`invalid_signin_code`: the code is unknown, used or expired.", body = ErrorBody),
         (status = 408, description = "`body_timeout`", body = ErrorBody),
         (status = 413, description = "`body_too_large`", body = ErrorBody),
+        (status = 429, description = "`rate_limited`: too many sign-in attempts from this address.", body = ErrorBody),
         (status = 503, description = "`unavailable`", body = ErrorBody),
     )
 )]
 pub async fn signin(
     State(state): State<AppState>,
+    Extension(ClientAddr(client)): Extension<ClientAddr>,
     headers: HeaderMap,
     body: Body,
 ) -> ApiResult<Json<SigninResponse>> {
+    // The one endpoint without a token is limited by address, before its body is read.
+    state.rate.check_signin(client).map_err(|limited| {
+        ApiError::rate_limited(
+            limited,
+            "Too many sign-in attempts from this address; wait a minute.",
+        )
+    })?;
     let (cap, timeout) = small_body_timeout(&state);
     let request: SigninRequest = read_json(&headers, body, cap, timeout).await?;
     let now = now_ms();

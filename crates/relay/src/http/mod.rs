@@ -22,6 +22,7 @@ pub mod accounts;
 pub mod auth;
 pub mod body;
 pub mod calls;
+pub mod client;
 pub mod error;
 mod openapi;
 pub mod sessions;
@@ -116,9 +117,19 @@ fn web_service(state: &AppState) -> Router {
 
 /// One log line and one latency sample per request: method, route template (ids stay out of
 /// the path field), status and duration. Never a body, header value or query string.
-async fn observe_request(State(state): State<AppState>, request: Request, next: Next) -> Response {
+async fn observe_request(
+    State(state): State<AppState>,
+    mut request: Request,
+    next: Next,
+) -> Response {
     let started = Instant::now();
     let method = request.method().clone();
+    let peer = request
+        .extensions()
+        .get::<ConnectInfo<SocketAddr>>()
+        .map_or(SocketAddr::from(([0, 0, 0, 0], 0)), |info| info.0);
+    let client = client::client_addr(request.headers(), peer, state.config.trust_proxy);
+    request.extensions_mut().insert(client::ClientAddr(client));
     // `MatchedPath` is shared text: cloning it allocates nothing.
     let route = request.extensions().get::<MatchedPath>().cloned();
     let response = next.run(request).await;
@@ -136,9 +147,9 @@ async fn observe_request(State(state): State<AppState>, request: Request, next: 
     // Per-request lines are debug-level: at thousands of calls a second they would cost more
     // than the calls. Server errors are always logged.
     if status >= 500 {
-        tracing::warn!(%method, route, status, ms, "request failed");
+        tracing::warn!(%method, route, status, ms, %client, "request failed");
     } else {
-        tracing::debug!(%method, route, status, ms, "request");
+        tracing::debug!(%method, route, status, ms, %client, "request");
     }
     response
 }
@@ -182,14 +193,14 @@ async fn readyz(State(state): State<AppState>) -> Response {
     )
 )]
 /// Metrics are for the operator: loopback only unless configured public. A request carrying
-/// `X-Forwarded-For` came through a proxy, so it counts as remote even from loopback (a proxy on
+/// `Forwarded` or `X-Forwarded-For` came through a proxy, so it counts as remote even from loopback (a proxy on
 /// the same host must not publish them), whether or not the relay trusts that header.
 async fn metrics(
     State(state): State<AppState>,
     ConnectInfo(peer): ConnectInfo<SocketAddr>,
     headers: axum::http::HeaderMap,
 ) -> Response {
-    let forwarded = headers.contains_key("x-forwarded-for");
+    let forwarded = client::forwarded(&headers);
     if !state.config.metrics_public && (!peer.ip().is_loopback() || forwarded) {
         return ApiError::not_found("page").into_response();
     }

@@ -424,3 +424,53 @@ async fn bad_tokens_never_enter_the_rate_table_and_a_good_token_is_still_limited
     assert_eq!(retry_after.as_ref().unwrap(), "1");
     assert_eq!(rate_table_tokens(&relay).await, 2.0);
 }
+
+/// Statuses of sign-in attempts with a wrong code, each sent with the given header.
+async fn signin_attempts(relay: &Relay, headers: &[(&str, String)]) -> Vec<u16> {
+    let mut statuses = Vec::new();
+    for (name, value) in headers {
+        let response = relay
+            .client
+            .post(format!("{}/v1/auth/signin", relay.base))
+            .header(*name, value)
+            .json(&json!({"code": "wrong"}))
+            .send()
+            .await
+            .unwrap();
+        if response.status() == StatusCode::TOO_MANY_REQUESTS {
+            assert!(response.headers().contains_key("retry-after"));
+        }
+        statuses.push(response.status().as_u16());
+    }
+    statuses
+}
+
+#[tokio::test]
+async fn a_forwarded_client_address_is_honoured_only_with_trust_proxy() {
+    let spoofed: Vec<_> = (1..=3)
+        .map(|i| ("x-forwarded-for", format!("198.51.100.{i}")))
+        .collect();
+    for trust_proxy in [false, true] {
+        let relay = Relay::start(TestDb::sqlite(), |c| {
+            c.trust_proxy = trust_proxy;
+            c.limits.signin_rate_per_address_per_min = 1;
+            c.limits.signin_burst_per_address = 2;
+        })
+        .await;
+        let statuses = signin_attempts(&relay, &spoofed).await;
+        if trust_proxy {
+            // Three addresses, three buckets: each attempt is judged (and refused) on its code.
+            assert_eq!(statuses, [401, 401, 401]);
+            // One address, whichever header the proxy uses, is limited after its burst.
+            let same = [
+                ("forwarded", "for=203.0.113.5;proto=https".to_owned()),
+                ("x-forwarded-for", "198.51.100.9, 203.0.113.5".to_owned()),
+                ("forwarded", "for=\"203.0.113.5:4711\"".to_owned()),
+            ];
+            assert_eq!(signin_attempts(&relay, &same).await, [401, 401, 429]);
+        } else {
+            // The header is ignored: every attempt counts against the loopback peer.
+            assert_eq!(statuses, [401, 401, 429]);
+        }
+    }
+}
