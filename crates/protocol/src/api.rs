@@ -11,6 +11,7 @@ use crate::ids::{Base64Bytes, Id16};
 
 /// `POST /v1/auth/signin`: exchange a one-time sign-in code for an owner token.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct SigninRequest {
     pub code: String,
@@ -18,6 +19,7 @@ pub struct SigninRequest {
 
 /// Who a token belongs to.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct OwnerInfo {
     pub id: Id16,
     pub name: String,
@@ -26,6 +28,7 @@ pub struct OwnerInfo {
 /// Answer to a sign-in, and to `GET /v1/me` (which hands out a refreshed token, so a sign-in
 /// that keeps being used slides forward).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct SigninResponse {
     pub token: String,
     pub owner: OwnerInfo,
@@ -34,6 +37,7 @@ pub struct SigninResponse {
 
 /// `GET /v1/me`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct MeResponse {
     pub owner: OwnerInfo,
     /// "owner" or "mcp".
@@ -50,6 +54,7 @@ pub struct MeResponse {
 
 /// The two kinds of bearer token the relay issues.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum TokenKind {
     Owner,
@@ -67,6 +72,7 @@ impl TokenKind {
 
 /// `POST /v1/auth/signin-links`: a signed-in owner mints a sign-in link for another device.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct SigninLinkResponse {
     pub link: String,
     pub expires_at: i64,
@@ -74,6 +80,7 @@ pub struct SigninLinkResponse {
 
 /// `POST /v1/mcp-tokens`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct CreateMcpTokenRequest {
     pub label: String,
@@ -84,6 +91,7 @@ pub struct CreateMcpTokenRequest {
 
 /// Answer to `POST /v1/mcp-tokens`. The token is shown once.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct CreateMcpTokenResponse {
     pub id: Id16,
     pub token: String,
@@ -92,6 +100,7 @@ pub struct CreateMcpTokenResponse {
 
 /// One MCP token as listed (never the token itself).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct McpTokenInfo {
     pub id: Id16,
     pub label: String,
@@ -102,12 +111,14 @@ pub struct McpTokenInfo {
 
 /// `GET /v1/mcp-tokens`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct McpTokenList {
     pub tokens: Vec<McpTokenInfo>,
 }
 
 /// `POST /v1/sessions`. The hello is stored and returned byte for byte, never parsed.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct CreateSessionRequest {
     pub session_id: Id16,
@@ -118,6 +129,7 @@ pub struct CreateSessionRequest {
 
 /// Answer to `POST /v1/sessions`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct CreateSessionResponse {
     pub session_id: Id16,
     pub expires_at: i64,
@@ -125,6 +137,7 @@ pub struct CreateSessionResponse {
 
 /// `GET /v1/pairings/{pair_id}/session`: the live session of a pairing.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct LiveSessionResponse {
     pub session_id: Id16,
     pub hello: Base64Bytes,
@@ -137,6 +150,7 @@ pub struct LiveSessionResponse {
 
 /// `POST /v1/sessions/{session_id}/calls`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct PostCallRequest {
     pub call_id: Id16,
@@ -146,6 +160,7 @@ pub struct PostCallRequest {
 
 /// Answer (201) to `POST /v1/sessions/{session_id}/calls`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct PostCallResponse {
     pub call_id: Id16,
     pub expires_at: i64,
@@ -154,6 +169,7 @@ pub struct PostCallResponse {
 
 /// One call handed to an executor by a claim.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ClaimedCall {
     pub call_id: Id16,
     pub envelope: Base64Bytes,
@@ -162,6 +178,7 @@ pub struct ClaimedCall {
 
 /// Answer to `POST /v1/sessions/{session_id}/claims?wait_ms=&max=`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ClaimResponse {
     pub calls: Vec<ClaimedCall>,
     pub now_ms: i64,
@@ -169,6 +186,7 @@ pub struct ClaimResponse {
 
 /// `PUT /v1/calls/{call_id}/reply`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct ReplyRequest {
     pub envelope: Base64Bytes,
@@ -176,6 +194,7 @@ pub struct ReplyRequest {
 
 /// `POST /v1/calls/{call_id}/cancel`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct CancelRequest {
     pub reason: CancelReason,
@@ -184,6 +203,7 @@ pub struct CancelRequest {
 /// Where a call is in its life. `pending → claimed → answered → delivered`;
 /// `pending|claimed → expired | cancelled`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum CallState {
     Pending,
@@ -227,6 +247,7 @@ impl CallState {
 
 /// Answer to `GET /v1/calls/{call_id}?wait_ms=`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct CallStatusResponse {
     pub state: CallState,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -239,12 +260,14 @@ pub struct CallStatusResponse {
 
 /// Every error body: `{"error":{"code","message"}}`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ErrorBody {
     pub error: ErrorDetail,
 }
 
 /// The stable code (for programs) and a message (for people) of an error.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ErrorDetail {
     pub code: ErrorCode,
     pub message: String,
@@ -253,6 +276,7 @@ pub struct ErrorDetail {
 /// Every error code the relay answers with, in one place. Codes never change meaning; new ones
 /// may be added, so clients treat an unknown code by its HTTP status.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum ErrorCode {
     /// 400: the body or a query parameter is malformed.

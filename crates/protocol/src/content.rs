@@ -109,6 +109,7 @@ impl RefusalCode {
 /// Why a call ended without a reply. Set in the clear on the relay, so the plugin treats the
 /// accompanying text as relay-supplied.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum CancelReason {
     ClientCancelled,

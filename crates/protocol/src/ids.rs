@@ -12,6 +12,7 @@ pub const ID_TEXT_LEN: usize = 22;
 
 /// A 16-byte id. Text form: 22 characters of unpadded base64url.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema), schema(value_type = String, example = "AAECAwQFBgcICQoLDA0ODw"))]
 pub struct Id16(pub [u8; 16]);
 
 impl Id16 {
@@ -74,6 +75,7 @@ impl<'de> Deserialize<'de> for Id16 {
 
 /// Bytes carried in JSON as unpadded base64url (envelopes, hellos).
 #[derive(Clone, PartialEq, Eq, Default)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema), schema(value_type = String, format = "base64url"))]
 pub struct Base64Bytes(pub Vec<u8>);
 
 impl fmt::Debug for Base64Bytes {

@@ -16,10 +16,12 @@ use crate::config::Config;
 use crate::http::auth::Keys;
 use crate::http::state::{AppState, Shared};
 use crate::ids::random_id;
-use crate::ratelimit::RateLimiter;
+use crate::ratelimit::RateLimits;
 use crate::store::{self, Store, StoreError};
 use crate::wake::Hub;
 
+/// How often recorded histogram samples are folded into their buckets.
+const METRICS_UPKEEP_INTERVAL: Duration = Duration::from_secs(5);
 /// Name of the stored signing key in `relay_secrets`.
 const SIGNING_KEY_NAME: &str = "jwt_signing_key";
 /// Name of the owner created on a first start with no owners.
@@ -105,14 +107,13 @@ pub async fn start_with_store(config: Config, store: Arc<dyn Store>) -> anyhow::
         store: store.clone(),
         hub: hub.clone(),
         keys,
-        rate: Arc::new(RateLimiter::new(
-            limits.rate_per_token_per_s,
-            limits.rate_burst_per_token,
-        )),
+        rate: RateLimits::new(&limits),
         config: Arc::new(config),
+        metrics: crate::metrics::Metrics::new(),
         shutdown: shutdown.clone(),
     });
     tokio::spawn(sweeper(state.clone()));
+    tokio::spawn(metrics_upkeep(state.clone()));
     let app = crate::http::router(state).into_make_service_with_connect_info::<SocketAddr>();
     let stop = shutdown.clone();
     let server = tokio::spawn(async move {
@@ -164,6 +165,18 @@ async fn sweeper(state: AppState) {
             Err(error) => tracing::warn!(%error, "sweep failed"),
         }
         state.rate.forget_idle();
+    }
+}
+
+/// Folds histogram samples into buckets every few seconds, so they cost fixed memory however
+/// rarely `/metrics` is scraped.
+async fn metrics_upkeep(state: AppState) {
+    loop {
+        tokio::select! {
+            _ = state.shutdown.cancelled() => return,
+            _ = tokio::time::sleep(METRICS_UPKEEP_INTERVAL) => {}
+        }
+        state.metrics.upkeep();
     }
 }
 

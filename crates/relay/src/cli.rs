@@ -55,7 +55,9 @@ struct ServeArgs {
     /// Folder of the web app to serve at `/`.
     #[arg(long, env = "SEALPOST_WEB")]
     web: Option<PathBuf>,
-    /// Take client addresses from X-Forwarded-For (only behind a proxy that sets it).
+    /// Take client addresses (for per-address rate limits and logs) from the last entry of
+    /// Forwarded or X-Forwarded-For. Only behind a proxy that sets it: without the flag those
+    /// headers are ignored.
     #[arg(long, env = "SEALPOST_TRUST_PROXY")]
     trust_proxy: bool,
     /// Serve /metrics to every address, not only loopback.
@@ -71,6 +73,9 @@ struct ServeArgs {
     /// Burst of requests per token above the sustained rate.
     #[arg(long, env = "SEALPOST_RATE_BURST", default_value_t = Limits::default().rate_burst_per_token)]
     rate_burst: u32,
+    /// Sign-in attempts per minute per client address, per replica (0: unlimited).
+    #[arg(long, env = "SEALPOST_SIGNIN_RATE_PER_ADDRESS", default_value_t = Limits::default().signin_rate_per_address_per_min)]
+    signin_rate_per_address: u32,
     /// Pending calls one session may hold.
     #[arg(long, env = "SEALPOST_MAX_PENDING_CALLS", default_value_t = Limits::default().max_pending_calls_per_session)]
     max_pending_calls: u32,
@@ -141,6 +146,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             }
             config.limits.rate_per_token_per_s = args.rate_per_token;
             config.limits.rate_burst_per_token = args.rate_burst;
+            config.limits.signin_rate_per_address_per_min = args.signin_rate_per_address;
             config.limits.max_pending_calls_per_session = args.max_pending_calls;
             config.limits.max_live_sessions_per_owner = args.max_live_sessions;
             config.limits.sweep_interval_ms = args.sweep_interval_ms;

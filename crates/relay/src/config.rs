@@ -15,7 +15,8 @@ pub struct Config {
     pub web_dir: Option<PathBuf>,
     /// Origin used in sign-in links, e.g. `https://relay.example.com`.
     pub public_url: String,
-    /// Take the client address from `X-Forwarded-For` (only behind a proxy that sets it).
+    /// Take the client address from the last `Forwarded` / `X-Forwarded-For` entry (only behind
+    /// a proxy that sets it); otherwise those headers are ignored.
     pub trust_proxy: bool,
     /// Serve `/metrics` to any address, not only loopback.
     pub metrics_public: bool,
@@ -64,6 +65,10 @@ pub struct Limits {
     pub rate_per_token_per_s: u32,
     /// Burst of requests a token may send above the sustained rate.
     pub rate_burst_per_token: u32,
+    /// Sign-in attempts per minute per client address (0 = unlimited), per replica.
+    pub signin_rate_per_address_per_min: u32,
+    /// Burst of sign-in attempts an address may make above that rate.
+    pub signin_burst_per_address: u32,
     /// How often the sweeper runs.
     pub sweep_interval_ms: u64,
     /// How long finished rows (already without bytes) stay before deletion.
@@ -95,6 +100,8 @@ impl Default for Limits {
             max_live_sessions_per_owner: 20,
             rate_per_token_per_s: 50,
             rate_burst_per_token: 200,
+            signin_rate_per_address_per_min: 10,
+            signin_burst_per_address: 20,
             sweep_interval_ms: 30_000,
             sweep_grace_ms: 10 * 60_000,
             fallback_poll_ms: 5_000,

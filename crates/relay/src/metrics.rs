@@ -1,114 +1,225 @@
-//! Prometheus metrics, hand-rolled: a few counters and one histogram in atomics, rendered as
-//! text. Labels never carry ids, so cardinality stays fixed.
+//! Prometheus metrics through the `metrics` facade and `metrics-exporter-prometheus`.
+//!
+//! Each relay owns its recorder instead of installing the process-wide one, so two relays in one
+//! process (the test suite starts many) keep their own figures; handles are registered once,
+//! here, and the hot path only bumps atomics. Labels never carry ids: a route is its matched
+//! template, so cardinality stays fixed.
 
-use std::fmt::Write as _;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
 
+use metrics::{Counter, Gauge, Histogram, Key, KeyName, Label, Recorder as _, SharedString};
+use metrics_exporter_prometheus::{
+    Matcher, PrometheusBuilder, PrometheusHandle, PrometheusRecorder,
+};
 use sealpost_protocol::api::CallState;
 
-static CALLS_POSTED: AtomicU64 = AtomicU64::new(0);
-static CALLS_CLAIMED: AtomicU64 = AtomicU64::new(0);
-static REPLIES: AtomicU64 = AtomicU64::new(0);
-static STORE_ERRORS: AtomicU64 = AtomicU64::new(0);
-/// Claim latency: from a call's post to its claim, in milliseconds.
-const BUCKETS_MS: [u64; 10] = [1, 2, 5, 10, 25, 50, 100, 250, 1000, 5000];
-static CLAIM_LATENCY: [AtomicU64; 11] = [const { AtomicU64::new(0) }; 11];
-static CLAIM_LATENCY_SUM_MS: AtomicU64 = AtomicU64::new(0);
+use crate::ratelimit::RateLimits;
 
-pub fn call_posted() {
-    CALLS_POSTED.fetch_add(1, Ordering::Relaxed);
+const CALLS_POSTED: &str = "sealpost_calls_posted_total";
+const CALLS_CLAIMED: &str = "sealpost_calls_claimed_total";
+const REPLIES: &str = "sealpost_replies_total";
+const STORE_ERRORS: &str = "sealpost_store_errors_total";
+const CALLS_BY_STATE: &str = "sealpost_calls";
+const LONGPOLL_WAITERS: &str = "sealpost_longpoll_waiters";
+const LONGPOLLS_OPEN: &str = "sealpost_longpolls_open";
+const CLAIM_LATENCY: &str = "sealpost_claim_latency_seconds";
+const CLAIM_WAIT: &str = "sealpost_claim_wait_seconds";
+const REQUEST_DURATION: &str = "sealpost_http_request_duration_seconds";
+const RATE_LIMIT_KEYS: &str = "sealpost_rate_limit_keys";
+
+/// Post-to-claim latency buckets (seconds): a served call is claimed within milliseconds.
+const CLAIM_LATENCY_BUCKETS: [f64; 10] =
+    [0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0, 5.0];
+/// Request and claim-wait buckets (seconds), up to the longest long-poll (30 s).
+const WAIT_BUCKETS: [f64; 14] = [
+    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0, 2.5, 10.0, 20.0, 30.0,
+];
+
+/// Which long-poll a request is.
+#[derive(Debug, Clone, Copy)]
+pub enum LongPoll {
+    Claim,
+    Read,
 }
 
-pub fn reply_stored() {
-    REPLIES.fetch_add(1, Ordering::Relaxed);
+/// The relay's metrics: its recorder and the handles the handlers bump.
+#[derive(Debug)]
+pub struct Metrics {
+    recorder: PrometheusRecorder,
+    handle: PrometheusHandle,
+    calls_posted: Counter,
+    calls_claimed: Counter,
+    replies: Counter,
+    store_errors: Counter,
+    claim_latency: Histogram,
+    claim_wait: Histogram,
+    calls_by_state: Vec<(CallState, Gauge)>,
+    longpoll_waiters: Gauge,
+    longpolls_open: [Gauge; 2],
+    rate_limit_token_keys: Gauge,
 }
 
-pub fn store_error() {
-    STORE_ERRORS.fetch_add(1, Ordering::Relaxed);
-}
-
-/// Records one claimed call that waited `latency_ms` since it was posted.
-pub fn call_claimed(latency_ms: i64) {
-    let latency = latency_ms.max(0) as u64;
-    CALLS_CLAIMED.fetch_add(1, Ordering::Relaxed);
-    CLAIM_LATENCY_SUM_MS.fetch_add(latency, Ordering::Relaxed);
-    let bucket = BUCKETS_MS
-        .iter()
-        .position(|&b| latency <= b)
-        .unwrap_or(BUCKETS_MS.len());
-    CLAIM_LATENCY[bucket].fetch_add(1, Ordering::Relaxed);
-}
-
-/// Renders the text exposition format.
-pub fn render(calls_by_state: &[(CallState, i64)], waiters: i64) -> String {
-    let mut out = String::new();
-    let counter = |out: &mut String, name: &str, help: &str, value: u64| {
-        let _ = writeln!(
-            out,
-            "# HELP {name} {help}\n# TYPE {name} counter\n{name} {value}"
-        );
-    };
-    counter(
-        &mut out,
-        "sealpost_calls_posted_total",
-        "Calls accepted.",
-        CALLS_POSTED.load(Ordering::Relaxed),
-    );
-    counter(
-        &mut out,
-        "sealpost_calls_claimed_total",
-        "Calls handed to an executor.",
-        CALLS_CLAIMED.load(Ordering::Relaxed),
-    );
-    counter(
-        &mut out,
-        "sealpost_replies_total",
-        "Replies stored.",
-        REPLIES.load(Ordering::Relaxed),
-    );
-    counter(
-        &mut out,
-        "sealpost_store_errors_total",
-        "Database errors.",
-        STORE_ERRORS.load(Ordering::Relaxed),
-    );
-    let _ = writeln!(
-        out,
-        "# HELP sealpost_calls Stored calls by state.\n# TYPE sealpost_calls gauge"
-    );
-    for state in CallState::ALL {
-        let n = calls_by_state
-            .iter()
-            .find(|(s, _)| *s == state)
-            .map_or(0, |(_, n)| *n);
-        let _ = writeln!(out, "sealpost_calls{{state=\"{}\"}} {n}", state.as_str());
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
     }
-    let _ = writeln!(
-        out,
-        "# HELP sealpost_longpoll_waiters Long-polls waiting now.\n# TYPE sealpost_longpoll_waiters gauge\nsealpost_longpoll_waiters {waiters}"
-    );
-    let _ = writeln!(
-        out,
-        "# HELP sealpost_claim_latency_seconds Time from a call's post to its claim.\n# TYPE sealpost_claim_latency_seconds histogram"
-    );
-    let mut cumulative = 0;
-    for (i, bucket) in BUCKETS_MS.iter().enumerate() {
-        cumulative += CLAIM_LATENCY[i].load(Ordering::Relaxed);
-        let _ = writeln!(
-            out,
-            "sealpost_claim_latency_seconds_bucket{{le=\"{}\"}} {cumulative}",
-            *bucket as f64 / 1000.0
+}
+
+impl Metrics {
+    pub fn new() -> Self {
+        let recorder = PrometheusBuilder::new()
+            .set_buckets_for_metric(Matcher::Full(CLAIM_LATENCY.into()), &CLAIM_LATENCY_BUCKETS)
+            .and_then(|b| b.set_buckets(&WAIT_BUCKETS))
+            .expect("bucket lists are not empty")
+            .build_recorder();
+        let describe = |name: &'static str, help: &'static str| {
+            let (name, help) = (KeyName::from_const_str(name), SharedString::const_str(help));
+            // The kind is only the recorder's bookkeeping: descriptions are shared by name.
+            recorder.describe_counter(name, None, help);
+        };
+        describe(CALLS_POSTED, "Calls accepted.");
+        describe(CALLS_CLAIMED, "Calls handed to an executor.");
+        describe(REPLIES, "Replies stored.");
+        describe(STORE_ERRORS, "Database errors answered as 503.");
+        describe(
+            CALLS_BY_STATE,
+            "Stored calls by state (read at each scrape).",
         );
+        describe(
+            LONGPOLL_WAITERS,
+            "Wake-up subscriptions held by claims and reads now.",
+        );
+        describe(
+            LONGPOLLS_OPEN,
+            "Claims and reads with a wait_ms in progress now.",
+        );
+        describe(CLAIM_LATENCY, "Time from a call's post to its claim.");
+        describe(
+            CLAIM_WAIT,
+            "Time a claim request took to answer, long-poll included.",
+        );
+        describe(
+            RATE_LIMIT_KEYS,
+            "Keys the in-memory rate limiters track now, by kind.",
+        );
+        describe(
+            REQUEST_DURATION,
+            "Time to answer a request, by method, matched route and status.",
+        );
+        let key = |name: &'static str, label: Option<(&'static str, &'static str)>| match label {
+            None => Key::from_static_name(name),
+            Some((k, v)) => Key::from_parts(name, vec![Label::new(k, v)]),
+        };
+        let counter = |name| recorder.register_counter(&key(name, None), &METADATA);
+        let gauge = |name, label| recorder.register_gauge(&key(name, label), &METADATA);
+        let histogram = |name| recorder.register_histogram(&key(name, None), &METADATA);
+        Self {
+            calls_posted: counter(CALLS_POSTED),
+            calls_claimed: counter(CALLS_CLAIMED),
+            replies: counter(REPLIES),
+            store_errors: counter(STORE_ERRORS),
+            claim_latency: histogram(CLAIM_LATENCY),
+            claim_wait: histogram(CLAIM_WAIT),
+            calls_by_state: CallState::ALL
+                .into_iter()
+                .map(|state| {
+                    (
+                        state,
+                        gauge(CALLS_BY_STATE, Some(("state", state.as_str()))),
+                    )
+                })
+                .collect(),
+            longpoll_waiters: gauge(LONGPOLL_WAITERS, None),
+            longpolls_open: [
+                gauge(LONGPOLLS_OPEN, Some(("kind", "claim"))),
+                gauge(LONGPOLLS_OPEN, Some(("kind", "read"))),
+            ],
+            rate_limit_token_keys: gauge(RATE_LIMIT_KEYS, Some(("kind", "token"))),
+            handle: recorder.handle(),
+            recorder,
+        }
     }
-    cumulative += CLAIM_LATENCY[BUCKETS_MS.len()].load(Ordering::Relaxed);
-    let _ = writeln!(
-        out,
-        "sealpost_claim_latency_seconds_bucket{{le=\"+Inf\"}} {cumulative}"
-    );
-    let _ = writeln!(
-        out,
-        "sealpost_claim_latency_seconds_sum {}\nsealpost_claim_latency_seconds_count {cumulative}",
-        CLAIM_LATENCY_SUM_MS.load(Ordering::Relaxed) as f64 / 1000.0
-    );
-    out
+
+    pub fn call_posted(&self) {
+        self.calls_posted.increment(1);
+    }
+
+    pub fn reply_stored(&self) {
+        self.replies.increment(1);
+    }
+
+    pub fn store_error(&self) {
+        self.store_errors.increment(1);
+    }
+
+    /// One claimed call that waited `latency_ms` since it was posted.
+    pub fn call_claimed(&self, latency_ms: i64) {
+        self.calls_claimed.increment(1);
+        self.claim_latency.record(latency_ms.max(0) as f64 / 1000.0);
+    }
+
+    /// A claim request answered after `waited`.
+    pub fn claim_answered(&self, waited: Duration) {
+        self.claim_wait.record(waited.as_secs_f64());
+    }
+
+    /// A request answered: `route` is the matched template (or `static`).
+    pub fn request(&self, method: &str, route: &str, status: u16, took: Duration) {
+        let key = Key::from_parts(
+            REQUEST_DURATION,
+            vec![
+                Label::new("method", method.to_owned()),
+                Label::new("route", route.to_owned()),
+                Label::new("status", status.to_string()),
+            ],
+        );
+        self.recorder
+            .register_histogram(&key, &METADATA)
+            .record(took.as_secs_f64());
+    }
+
+    /// Counts a long-poll as open until the returned guard drops.
+    pub fn long_poll(&self, kind: LongPoll) -> OpenLongPoll {
+        let gauge = self.longpolls_open[kind as usize].clone();
+        gauge.increment(1.0);
+        OpenLongPoll(gauge)
+    }
+
+    /// The text exposition, with the gauges that are read rather than kept brought up to date.
+    pub fn render(
+        &self,
+        calls_by_state: &[(CallState, i64)],
+        waiters: i64,
+        rate: &RateLimits,
+    ) -> String {
+        for (state, gauge) in &self.calls_by_state {
+            let n = calls_by_state
+                .iter()
+                .find(|(s, _)| s == state)
+                .map_or(0, |(_, n)| *n);
+            gauge.set(n as f64);
+        }
+        self.longpoll_waiters.set(waiters as f64);
+        self.rate_limit_token_keys.set(rate.token_keys() as f64);
+        self.handle.render()
+    }
+
+    /// Folds recorded histogram samples into their buckets, so memory stays bounded between
+    /// scrapes (the relay calls this on a timer).
+    pub fn upkeep(&self) {
+        self.handle.run_upkeep();
+    }
+}
+
+static METADATA: metrics::Metadata<'static> =
+    metrics::Metadata::new(module_path!(), metrics::Level::INFO, Some(module_path!()));
+
+/// An open long-poll; dropping it closes it in `sealpost_longpolls_open`.
+#[derive(Debug)]
+pub struct OpenLongPoll(Gauge);
+
+impl Drop for OpenLongPoll {
+    fn drop(&mut self) {
+        self.0.decrement(1.0);
+    }
 }

@@ -4,16 +4,18 @@ use std::time::Duration;
 
 use axum::Json;
 use axum::body::Body;
-use axum::extract::{Path, State};
+use axum::extract::{Extension, Path, State};
 use axum::http::{HeaderMap, StatusCode};
 use sealpost_protocol::api::{
-    CreateMcpTokenRequest, CreateMcpTokenResponse, ErrorCode, McpTokenInfo, McpTokenList,
-    MeResponse, OwnerInfo, SigninLinkResponse, SigninRequest, SigninResponse, TokenKind,
+    CreateMcpTokenRequest, CreateMcpTokenResponse, ErrorBody, ErrorCode, McpTokenInfo,
+    McpTokenList, MeResponse, OwnerInfo, SigninLinkResponse, SigninRequest, SigninResponse,
+    TokenKind,
 };
 use sha2::{Digest, Sha256};
 
 use super::auth::Authed;
 use super::body::read_json;
+use super::client::ClientAddr;
 use super::error::{ApiError, ApiResult};
 use super::path_id;
 use super::state::AppState;
@@ -69,11 +71,34 @@ async fn owner_info(
 }
 
 /// `POST /v1/auth/signin`
+#[utoipa::path(
+    post,
+    path = "/v1/auth/signin",
+    tag = "accounts",
+    request_body = SigninRequest,
+    responses(
+        (status = 200, description = "An owner token for the code's owner.", body = SigninResponse),
+        (status = 400, description = "`bad_request`: the body is malformed.", body = ErrorBody),
+        (status = 401, description = "`invalid_signin_code`: the code is unknown, used or expired.", body = ErrorBody),
+        (status = 408, description = "`body_timeout`", body = ErrorBody),
+        (status = 413, description = "`body_too_large`", body = ErrorBody),
+        (status = 429, description = "`rate_limited`: too many sign-in attempts from this address.", body = ErrorBody),
+        (status = 503, description = "`unavailable`", body = ErrorBody),
+    )
+)]
 pub async fn signin(
     State(state): State<AppState>,
+    Extension(ClientAddr(client)): Extension<ClientAddr>,
     headers: HeaderMap,
     body: Body,
 ) -> ApiResult<Json<SigninResponse>> {
+    // The one endpoint without a token is limited by address, before its body is read.
+    state.rate.check_signin(client).map_err(|limited| {
+        ApiError::rate_limited(
+            limited,
+            "Too many sign-in attempts from this address; wait a minute.",
+        )
+    })?;
     let (cap, timeout) = small_body_timeout(&state);
     let request: SigninRequest = read_json(&headers, body, cap, timeout).await?;
     let now = now_ms();
@@ -106,6 +131,18 @@ pub async fn signin(
 }
 
 /// `POST /v1/auth/signout`: revokes the token used (an MCP token may revoke itself this way).
+#[utoipa::path(
+    post,
+    path = "/v1/auth/signout",
+    tag = "accounts",
+    security(("bearer" = [])),
+    responses(
+        (status = 204, description = "The token used is revoked."),
+        (status = 401, description = "`unauthorized`", body = ErrorBody),
+        (status = 429, description = "`rate_limited`", body = ErrorBody),
+        (status = 503, description = "`unavailable`", body = ErrorBody),
+    )
+)]
 pub async fn signout(State(state): State<AppState>, auth: Authed) -> ApiResult<StatusCode> {
     state
         .store
@@ -116,6 +153,19 @@ pub async fn signout(State(state): State<AppState>, auth: Authed) -> ApiResult<S
 }
 
 /// `GET /v1/me`: who the token belongs to; an owner token comes back renewed (sliding expiry).
+#[utoipa::path(
+    get,
+    path = "/v1/me",
+    tag = "accounts",
+    security(("bearer" = [])),
+    responses(
+        (status = 200, description = "The owner, with a renewed owner token.", body = MeResponse),
+        (status = 401, description = "`unauthorized`", body = ErrorBody),
+        (status = 403, description = "`wrong_token_kind`: an MCP token.", body = ErrorBody),
+        (status = 429, description = "`rate_limited`", body = ErrorBody),
+        (status = 503, description = "`unavailable`", body = ErrorBody),
+    )
+)]
 pub async fn me(State(state): State<AppState>, auth: Authed) -> ApiResult<Json<MeResponse>> {
     // An MCP token grants its pairing's calls and nothing about the account behind it.
     auth.require_owner()?;
@@ -147,6 +197,19 @@ pub async fn me(State(state): State<AppState>, auth: Authed) -> ApiResult<Json<M
 }
 
 /// `POST /v1/auth/signin-links`: a signed-in owner links another device of their own.
+#[utoipa::path(
+    post,
+    path = "/v1/auth/signin-links",
+    tag = "accounts",
+    security(("bearer" = [])),
+    responses(
+        (status = 200, description = "A one-time sign-in link for another device.", body = SigninLinkResponse),
+        (status = 401, description = "`unauthorized`", body = ErrorBody),
+        (status = 403, description = "`wrong_token_kind`: an MCP token.", body = ErrorBody),
+        (status = 429, description = "`rate_limited`", body = ErrorBody),
+        (status = 503, description = "`unavailable`", body = ErrorBody),
+    )
+)]
 pub async fn signin_link(
     State(state): State<AppState>,
     auth: Authed,
@@ -163,6 +226,23 @@ pub async fn signin_link(
 }
 
 /// `POST /v1/mcp-tokens`
+#[utoipa::path(
+    post,
+    path = "/v1/mcp-tokens",
+    tag = "accounts",
+    security(("bearer" = [])),
+    request_body = CreateMcpTokenRequest,
+    responses(
+        (status = 201, description = "The token, shown once.", body = CreateMcpTokenResponse),
+        (status = 400, description = "`bad_request`, `ttl_out_of_range`", body = ErrorBody),
+        (status = 401, description = "`unauthorized`", body = ErrorBody),
+        (status = 403, description = "`wrong_token_kind`: an MCP token.", body = ErrorBody),
+        (status = 408, description = "`body_timeout`", body = ErrorBody),
+        (status = 413, description = "`body_too_large`", body = ErrorBody),
+        (status = 429, description = "`rate_limited`", body = ErrorBody),
+        (status = 503, description = "`unavailable`", body = ErrorBody),
+    )
+)]
 pub async fn create_mcp_token(
     State(state): State<AppState>,
     auth: Authed,
@@ -209,6 +289,19 @@ pub async fn create_mcp_token(
 }
 
 /// `GET /v1/mcp-tokens`
+#[utoipa::path(
+    get,
+    path = "/v1/mcp-tokens",
+    tag = "accounts",
+    security(("bearer" = [])),
+    responses(
+        (status = 200, description = "The owner's live MCP tokens (never the tokens themselves).", body = McpTokenList),
+        (status = 401, description = "`unauthorized`", body = ErrorBody),
+        (status = 403, description = "`wrong_token_kind`: an MCP token.", body = ErrorBody),
+        (status = 429, description = "`rate_limited`", body = ErrorBody),
+        (status = 503, description = "`unavailable`", body = ErrorBody),
+    )
+)]
 pub async fn list_mcp_tokens(
     State(state): State<AppState>,
     auth: Authed,
@@ -234,6 +327,21 @@ pub async fn list_mcp_tokens(
 }
 
 /// `DELETE /v1/mcp-tokens/{id}`
+#[utoipa::path(
+    delete,
+    path = "/v1/mcp-tokens/{id}",
+    tag = "accounts",
+    security(("bearer" = [])),
+    params(("id" = String, Path, description = "The MCP token's id.")),
+    responses(
+        (status = 204, description = "Revoked."),
+        (status = 401, description = "`unauthorized`", body = ErrorBody),
+        (status = 403, description = "`wrong_token_kind`: an MCP token.", body = ErrorBody),
+        (status = 404, description = "`not_found`", body = ErrorBody),
+        (status = 429, description = "`rate_limited`", body = ErrorBody),
+        (status = 503, description = "`unavailable`", body = ErrorBody),
+    )
+)]
 pub async fn revoke_mcp_token(
     State(state): State<AppState>,
     auth: Authed,

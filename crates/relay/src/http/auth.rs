@@ -10,7 +10,7 @@
 use axum::extract::FromRequestParts;
 use axum::http::request::Parts;
 use jsonwebtoken::{Algorithm, DecodingKey, EncodingKey, Header, Validation};
-use sealpost_protocol::api::{ErrorCode, TokenKind};
+use sealpost_protocol::api::TokenKind;
 use sealpost_protocol::ids::Id16;
 use serde::{Deserialize, Serialize};
 
@@ -176,27 +176,36 @@ impl FromRequestParts<AppState> for Verified {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> ApiResult<Self> {
-        let header = parts
-            .headers
-            .get(axum::http::header::AUTHORIZATION)
-            .and_then(|v| v.to_str().ok())
-            .ok_or_else(ApiError::unauthorized)?;
-        let token = header
-            .strip_prefix("Bearer ")
-            .ok_or_else(ApiError::unauthorized)?;
-        let claims = state
-            .keys
-            .verify(token.trim())
-            .ok_or_else(ApiError::unauthorized)?;
-        let bearer = bearer_of(&claims).ok_or_else(ApiError::unauthorized)?;
-        if !state.rate.allow(bearer.token_id) {
-            return Err(ApiError::new(
-                ErrorCode::RateLimited,
-                "Too many requests with this token; slow down.",
-            ));
-        }
-        Ok(Verified(bearer))
+        let verified = verify(parts, state)?;
+        // The call loop's store operation checks the row itself, so the charge comes first: only
+        // a token the relay signed gets here, and the sweeper drops keys that have refilled.
+        charge(state, &verified.0)?;
+        Ok(verified)
     }
+}
+
+fn charge(state: &AppState, bearer: &Bearer) -> ApiResult<()> {
+    state.rate.check_token(bearer.token_id).map_err(|limited| {
+        ApiError::rate_limited(limited, "Too many requests with this token; slow down.")
+    })
+}
+
+/// The bearer token's JWT, verified: HS256 signature, issuer, audience, expiry.
+fn verify(parts: &Parts, state: &AppState) -> ApiResult<Verified> {
+    let header = parts
+        .headers
+        .get(axum::http::header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .ok_or_else(ApiError::unauthorized)?;
+    let token = header
+        .strip_prefix("Bearer ")
+        .ok_or_else(ApiError::unauthorized)?;
+    let claims = state
+        .keys
+        .verify(token.trim())
+        .ok_or_else(ApiError::unauthorized)?;
+    let bearer = bearer_of(&claims).ok_or_else(ApiError::unauthorized)?;
+    Ok(Verified(bearer))
 }
 
 /// The token the claims describe; `None` if they are malformed or mix the two kinds.
@@ -236,9 +245,11 @@ impl FromRequestParts<AppState> for Authed {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> ApiResult<Self> {
-        let Verified(bearer) = Verified::from_request_parts(parts, state).await?;
-        Ok(Authed {
-            token: live_row(state, &bearer).await?,
-        })
+        let Verified(bearer) = verify(parts, state)?;
+        let token = live_row(state, &bearer).await?;
+        // Charged only now that the row is live: a revoked or unknown token never enters the
+        // rate table.
+        charge(state, &bearer)?;
+        Ok(Authed { token })
     }
 }

@@ -11,8 +11,8 @@ use axum::body::Body;
 use axum::extract::{Path, RawQuery, State};
 use axum::http::{HeaderMap, StatusCode};
 use sealpost_protocol::api::{
-    CallStatusResponse, CancelRequest, ClaimResponse, ClaimedCall, ErrorCode, PostCallRequest,
-    PostCallResponse, ReplyRequest,
+    CallStatusResponse, CancelRequest, ClaimResponse, ClaimedCall, ErrorBody, ErrorCode,
+    PostCallRequest, PostCallResponse, ReplyRequest,
 };
 use sealpost_protocol::ids::Base64Bytes;
 use tokio::time::Instant;
@@ -23,7 +23,7 @@ use super::error::{ApiError, ApiResult};
 use super::path_id;
 use super::state::AppState;
 use crate::clock::now_ms;
-use crate::metrics;
+use crate::metrics::LongPoll;
 use crate::store::{NewCall, Scope, StoreError};
 use crate::wake::Topic;
 
@@ -61,6 +61,27 @@ fn timeout(state: &AppState) -> Duration {
 }
 
 /// `POST /v1/sessions/{session_id}/calls` (MCP token)
+#[utoipa::path(
+    post,
+    path = "/v1/sessions/{session_id}/calls",
+    tag = "calls",
+    security(("bearer" = [])),
+    params(("session_id" = String, Path, description = "The live session's id.")),
+    request_body = PostCallRequest,
+    responses(
+        (status = 201, description = "The call is pending.", body = PostCallResponse),
+        (status = 400, description = "`bad_request`, `ttl_out_of_range`", body = ErrorBody),
+        (status = 401, description = "`unauthorized`", body = ErrorBody),
+        (status = 403, description = "`wrong_token_kind`: not an MCP token.", body = ErrorBody),
+        (status = 404, description = "`not_found`", body = ErrorBody),
+        (status = 408, description = "`body_timeout`", body = ErrorBody),
+        (status = 409, description = "`duplicate_call`: read the call instead.", body = ErrorBody),
+        (status = 410, description = "`session_ended`", body = ErrorBody),
+        (status = 413, description = "`body_too_large`, `envelope_too_large`", body = ErrorBody),
+        (status = 429, description = "`too_many_pending_calls`, `rate_limited`", body = ErrorBody),
+        (status = 503, description = "`unavailable`", body = ErrorBody),
+    )
+)]
 pub async fn post(
     State(state): State<AppState>,
     auth: Verified,
@@ -112,7 +133,7 @@ pub async fn post(
         other => other?,
     };
     state.hub.wake(Topic::Session(call.owner_id, session_id));
-    metrics::call_posted();
+    state.metrics.call_posted();
     tracing::debug!(call = %call.call_id, session = %session_id, bytes = call.envelope.len(), "call posted");
     Ok((
         StatusCode::CREATED,
@@ -125,6 +146,27 @@ pub async fn post(
 }
 
 /// `POST /v1/sessions/{session_id}/claims?wait_ms=&max=` (owner)
+#[utoipa::path(
+    post,
+    path = "/v1/sessions/{session_id}/claims",
+    tag = "calls",
+    security(("bearer" = [])),
+    params(
+        ("session_id" = String, Path, description = "The session's id."),
+        ("wait_ms" = Option<u64>, Query, description = "Long-poll up to this long for a call (default 0)."),
+        ("max" = Option<u32>, Query, description = "Most calls to claim (default and ceiling 50)."),
+    ),
+    responses(
+        (status = 200, description = "Claimed calls, possibly none, each with its lease.", body = ClaimResponse),
+        (status = 400, description = "`bad_request`, `wait_too_long`, `claim_batch_out_of_range`", body = ErrorBody),
+        (status = 401, description = "`unauthorized`", body = ErrorBody),
+        (status = 403, description = "`wrong_token_kind`: an MCP token.", body = ErrorBody),
+        (status = 404, description = "`not_found`", body = ErrorBody),
+        (status = 410, description = "`session_ended`", body = ErrorBody),
+        (status = 429, description = "`rate_limited`", body = ErrorBody),
+        (status = 503, description = "`unavailable`", body = ErrorBody),
+    )
+)]
 pub async fn claim(
     State(state): State<AppState>,
     auth: Verified,
@@ -143,7 +185,9 @@ pub async fn claim(
         ));
     }
     let owner = auth.owner_id();
-    let deadline = Instant::now() + Duration::from_millis(wait);
+    let started = Instant::now();
+    let deadline = started + Duration::from_millis(wait);
+    let _open = (wait > 0).then(|| state.metrics.long_poll(LongPoll::Claim));
     let subscription = state.hub.subscribe(Topic::Session(owner, session_id));
     loop {
         let notified = subscription.notify().notified();
@@ -160,7 +204,7 @@ pub async fn claim(
         };
         if !claimed.is_empty() || Instant::now() >= deadline || state.shutdown.is_cancelled() {
             for call in &claimed {
-                metrics::call_claimed(now - call.created_at);
+                state.metrics.call_claimed(now - call.created_at);
             }
             let calls = claimed
                 .into_iter()
@@ -170,6 +214,7 @@ pub async fn claim(
                     lease_expires_at: c.lease_expires_at,
                 })
                 .collect();
+            state.metrics.claim_answered(started.elapsed());
             return Ok(Json(ClaimResponse { calls, now_ms: now }));
         }
         let fallback = Instant::now() + Duration::from_millis(limits.fallback_poll_ms);
@@ -182,6 +227,27 @@ pub async fn claim(
 }
 
 /// `PUT /v1/calls/{call_id}/reply` (owner)
+#[utoipa::path(
+    put,
+    path = "/v1/calls/{call_id}/reply",
+    tag = "calls",
+    security(("bearer" = [])),
+    params(("call_id" = String, Path, description = "The claimed call's id.")),
+    request_body = ReplyRequest,
+    responses(
+        (status = 204, description = "The call is answered."),
+        (status = 400, description = "`bad_request`", body = ErrorBody),
+        (status = 401, description = "`unauthorized`", body = ErrorBody),
+        (status = 403, description = "`wrong_token_kind`: an MCP token.", body = ErrorBody),
+        (status = 404, description = "`not_found`", body = ErrorBody),
+        (status = 408, description = "`body_timeout`", body = ErrorBody),
+        (status = 409, description = "`wrong_call_state`", body = ErrorBody),
+        (status = 410, description = "`lease_expired`, `session_ended`", body = ErrorBody),
+        (status = 413, description = "`body_too_large`, `reply_too_large`", body = ErrorBody),
+        (status = 429, description = "`rate_limited`", body = ErrorBody),
+        (status = 503, description = "`unavailable`", body = ErrorBody),
+    )
+)]
 pub async fn reply(
     State(state): State<AppState>,
     auth: Verified,
@@ -217,7 +283,7 @@ pub async fn reply(
         other => other?,
     }
     state.hub.wake(Topic::Call(auth.owner_id(), call_id));
-    metrics::reply_stored();
+    state.metrics.reply_stored();
     tracing::debug!(call = %call_id, bytes, "reply stored");
     Ok(StatusCode::NO_CONTENT)
 }
@@ -230,6 +296,25 @@ fn scope(auth: &Authed) -> Scope {
 }
 
 /// `POST /v1/calls/{call_id}/cancel` (the call's MCP token, or the owner)
+#[utoipa::path(
+    post,
+    path = "/v1/calls/{call_id}/cancel",
+    tag = "calls",
+    security(("bearer" = [])),
+    params(("call_id" = String, Path, description = "The call's id.")),
+    request_body = CancelRequest,
+    responses(
+        (status = 204, description = "The call is cancelled."),
+        (status = 400, description = "`bad_request`", body = ErrorBody),
+        (status = 401, description = "`unauthorized`", body = ErrorBody),
+        (status = 404, description = "`not_found`", body = ErrorBody),
+        (status = 408, description = "`body_timeout`", body = ErrorBody),
+        (status = 409, description = "`wrong_call_state`", body = ErrorBody),
+        (status = 413, description = "`body_too_large`", body = ErrorBody),
+        (status = 429, description = "`rate_limited`", body = ErrorBody),
+        (status = 503, description = "`unavailable`", body = ErrorBody),
+    )
+)]
 pub async fn cancel(
     State(state): State<AppState>,
     auth: Authed,
@@ -260,6 +345,24 @@ pub async fn cancel(
 
 /// `GET /v1/calls/{call_id}?wait_ms=` (the call's MCP token, or the owner). Waits while the
 /// call is pending or claimed; the first read of an answer marks the call delivered.
+#[utoipa::path(
+    get,
+    path = "/v1/calls/{call_id}",
+    tag = "calls",
+    security(("bearer" = [])),
+    params(
+        ("call_id" = String, Path, description = "The call's id."),
+        ("wait_ms" = Option<u64>, Query, description = "Long-poll up to this long while the call is pending or claimed (default 0)."),
+    ),
+    responses(
+        (status = 200, description = "The call's state, with the reply once answered.", body = CallStatusResponse),
+        (status = 400, description = "`bad_request`, `wait_too_long`", body = ErrorBody),
+        (status = 401, description = "`unauthorized`", body = ErrorBody),
+        (status = 404, description = "`not_found`", body = ErrorBody),
+        (status = 429, description = "`rate_limited`", body = ErrorBody),
+        (status = 503, description = "`unavailable`", body = ErrorBody),
+    )
+)]
 pub async fn read(
     State(state): State<AppState>,
     auth: Verified,
@@ -269,6 +372,7 @@ pub async fn read(
     let call_id = path_id(&call_id, "call")?;
     let wait = wait_ms(&state, &query)?;
     let deadline = Instant::now() + Duration::from_millis(wait);
+    let _open = (wait > 0).then(|| state.metrics.long_poll(LongPoll::Read));
     let subscription = state.hub.subscribe(Topic::Call(auth.owner_id(), call_id));
     loop {
         let notified = subscription.notify().notified();

@@ -2,17 +2,28 @@
 //! implies. Store errors map here in one place.
 
 use axum::Json;
-use axum::http::StatusCode;
+use std::time::Duration;
+
+use axum::http::header::RETRY_AFTER;
+use axum::http::{HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use sealpost_protocol::api::{ErrorBody, ErrorCode, ErrorDetail};
 
+use crate::ratelimit::Limited;
 use crate::store::StoreError;
+
+/// Marks a response that answers a database failure, so the request middleware counts it
+/// (`sealpost_store_errors_total`) where the relay's metrics are at hand.
+#[derive(Debug, Clone, Copy)]
+pub struct StoreFailure;
 
 /// An error answered as `{"error":{"code","message"}}`.
 #[derive(Debug)]
 pub struct ApiError {
     pub code: ErrorCode,
     pub message: String,
+    /// Sent as `Retry-After` (whole seconds, at least 1).
+    pub retry_after: Option<Duration>,
 }
 
 pub type ApiResult<T> = Result<T, ApiError>;
@@ -22,6 +33,15 @@ impl ApiError {
         Self {
             code,
             message: message.into(),
+            retry_after: None,
+        }
+    }
+
+    /// 429 `rate_limited`, with when to try again.
+    pub fn rate_limited(limited: Limited, message: &str) -> Self {
+        Self {
+            retry_after: Some(limited.retry_after),
+            ..Self::new(ErrorCode::RateLimited, message)
         }
     }
 
@@ -57,7 +77,17 @@ impl IntoResponse for ApiError {
                 message: self.message,
             },
         };
-        (status, Json(body)).into_response()
+        let mut response = (status, Json(body)).into_response();
+        if let Some(wait) = self.retry_after {
+            let seconds = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
+            response
+                .headers_mut()
+                .insert(RETRY_AFTER, HeaderValue::from(seconds.max(1)));
+        }
+        if self.code == ErrorCode::Unavailable {
+            response.extensions_mut().insert(StoreFailure);
+        }
+        response
     }
 }
 
@@ -91,7 +121,6 @@ impl From<StoreError> for ApiError {
             StoreError::TokenNotLive => ApiError::unauthorized(),
             StoreError::Db(detail) => {
                 tracing::error!(error = %detail, "store error");
-                crate::metrics::store_error();
                 ApiError::new(
                     ErrorCode::Unavailable,
                     "The relay's database is unavailable. Try again shortly.",

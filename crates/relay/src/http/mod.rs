@@ -1,4 +1,5 @@
-//! The HTTP API: routes, the request log, and the operational endpoints. Handlers live in
+//! The HTTP API: routes (each with its OpenAPI annotation), the request log, and the
+//! operational endpoints. Handlers live in
 //! `accounts`, `sessions` and `calls`; every one is scoped by the token's owner.
 
 use std::net::SocketAddr;
@@ -9,15 +10,19 @@ use axum::extract::{ConnectInfo, MatchedPath, Request, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{delete, get, post, put};
+use sealpost_protocol::api::ErrorBody;
 use sealpost_protocol::ids::Id16;
 use tower_http::services::ServeDir;
 use tower_http::set_header::SetResponseHeaderLayer;
+use utoipa::OpenApi as _;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
 pub mod accounts;
 pub mod auth;
 pub mod body;
 pub mod calls;
+pub mod client;
 pub mod error;
 mod openapi;
 pub mod sessions;
@@ -34,37 +39,54 @@ pub fn path_id(text: &str, what: &str) -> ApiResult<Id16> {
     text.parse().map_err(|_| ApiError::not_found(what))
 }
 
+/// Every route with its OpenAPI annotation: the router and the document are built from this one
+/// list, so a route cannot be served undocumented (`openapi.rs`).
+fn routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::with_openapi(openapi::ApiDoc::openapi())
+        .routes(routes!(accounts::signin))
+        .routes(routes!(accounts::signout))
+        .routes(routes!(accounts::signin_link))
+        .routes(routes!(accounts::me))
+        .routes(routes!(
+            accounts::create_mcp_token,
+            accounts::list_mcp_tokens
+        ))
+        .routes(routes!(accounts::revoke_mcp_token))
+        .routes(routes!(sessions::create))
+        .routes(routes!(sessions::end))
+        .routes(routes!(sessions::live))
+        .routes(routes!(calls::post))
+        .routes(routes!(calls::claim))
+        .routes(routes!(calls::reply))
+        .routes(routes!(calls::cancel))
+        .routes(routes!(calls::read))
+        .routes(routes!(healthz))
+        .routes(routes!(readyz))
+        .routes(routes!(metrics))
+        .routes(routes!(openapi::serve))
+}
+
+/// The OpenAPI document of every route the router serves.
+pub fn document() -> utoipa::openapi::OpenApi {
+    routes().into_openapi()
+}
+
+/// The generated OpenAPI document as served at `/v1/openapi.json` (pretty JSON).
+pub fn document_json() -> &'static str {
+    openapi::document_json()
+}
+
 /// Builds the router.
 pub fn router(state: AppState) -> Router {
-    let api = Router::new()
-        .route("/v1/auth/signin", post(accounts::signin))
-        .route("/v1/auth/signout", post(accounts::signout))
-        .route("/v1/auth/signin-links", post(accounts::signin_link))
-        .route("/v1/me", get(accounts::me))
-        .route(
-            "/v1/mcp-tokens",
-            post(accounts::create_mcp_token).get(accounts::list_mcp_tokens),
-        )
-        .route("/v1/mcp-tokens/{id}", delete(accounts::revoke_mcp_token))
-        .route("/v1/sessions", post(sessions::create))
-        .route("/v1/sessions/{session_id}", delete(sessions::end))
-        .route("/v1/pairings/{pair_id}/session", get(sessions::live))
-        .route("/v1/sessions/{session_id}/calls", post(calls::post))
-        .route("/v1/sessions/{session_id}/claims", post(calls::claim))
-        .route("/v1/calls/{call_id}/reply", put(calls::reply))
-        .route("/v1/calls/{call_id}/cancel", post(calls::cancel))
-        .route("/v1/calls/{call_id}", get(calls::read))
-        .route("/healthz", get(|| async { "ok" }))
-        .route("/readyz", get(readyz))
-        .route("/metrics", get(metrics))
-        .route(
-            "/openapi.json",
-            get(|| async { ([(header::CONTENT_TYPE, "application/json")], openapi::SPEC) }),
-        )
+    let (api, _) = routes().split_for_parts();
+    let api = api
         .fallback_service(web_service(&state))
         // Bodies are read by `body::read_capped`, which enforces each endpoint's own cap.
         .layer(axum::extract::DefaultBodyLimit::disable())
-        .layer(middleware::from_fn(log_request))
+        .layer(middleware::from_fn_with_state(
+            state.clone(),
+            observe_request,
+        ))
         .layer(SetResponseHeaderLayer::overriding(
             header::CONTENT_SECURITY_POLICY,
             HeaderValue::from_static(CSP),
@@ -93,11 +115,21 @@ fn web_service(state: &AppState) -> Router {
     }
 }
 
-/// One log line per request: method, route template (ids stay out of the path field), status
-/// and duration. Never a body, header value or query string.
-async fn log_request(request: Request, next: Next) -> Response {
+/// One log line and one latency sample per request: method, route template (ids stay out of
+/// the path field), status and duration. Never a body, header value or query string.
+async fn observe_request(
+    State(state): State<AppState>,
+    mut request: Request,
+    next: Next,
+) -> Response {
     let started = Instant::now();
     let method = request.method().clone();
+    let peer = request
+        .extensions()
+        .get::<ConnectInfo<SocketAddr>>()
+        .map_or(SocketAddr::from(([0, 0, 0, 0], 0)), |info| info.0);
+    let client = client::client_addr(request.headers(), peer, state.config.trust_proxy);
+    request.extensions_mut().insert(client::ClientAddr(client));
     // `MatchedPath` is shared text: cloning it allocates nothing.
     let route = request.extensions().get::<MatchedPath>().cloned();
     let response = next.run(request).await;
@@ -106,16 +138,41 @@ async fn log_request(request: Request, next: Next) -> Response {
         started.elapsed().as_secs_f64() * 1000.0,
     );
     let route = route.as_ref().map_or("static", MatchedPath::as_str);
+    state
+        .metrics
+        .request(method.as_str(), route, status, started.elapsed());
+    if response.extensions().get::<error::StoreFailure>().is_some() {
+        state.metrics.store_error();
+    }
     // Per-request lines are debug-level: at thousands of calls a second they would cost more
     // than the calls. Server errors are always logged.
     if status >= 500 {
-        tracing::warn!(%method, route, status, ms, "request failed");
+        tracing::warn!(%method, route, status, ms, %client, "request failed");
     } else {
-        tracing::debug!(%method, route, status, ms, "request");
+        tracing::debug!(%method, route, status, ms, %client, "request");
     }
     response
 }
 
+#[utoipa::path(
+    get,
+    path = "/healthz",
+    tag = "operations",
+    responses((status = 200, description = "The process is up.", body = String, content_type = "text/plain"))
+)]
+async fn healthz() -> &'static str {
+    "ok"
+}
+
+#[utoipa::path(
+    get,
+    path = "/readyz",
+    tag = "operations",
+    responses(
+        (status = 200, description = "Ready: the database answers.", body = String, content_type = "text/plain"),
+        (status = 503, description = "Shutting down, or the database is unavailable.", body = String, content_type = "text/plain"),
+    )
+)]
 async fn readyz(State(state): State<AppState>) -> Response {
     if state.shutdown.is_cancelled() {
         return (StatusCode::SERVICE_UNAVAILABLE, "shutting down").into_response();
@@ -126,19 +183,30 @@ async fn readyz(State(state): State<AppState>) -> Response {
     }
 }
 
+#[utoipa::path(
+    get,
+    path = "/metrics",
+    tag = "operations",
+    responses(
+        (status = 200, description = "Prometheus text exposition.", body = String, content_type = "text/plain"),
+        (status = 404, description = "`not_found`: not from loopback, or through a proxy (unless `--metrics-public`).", body = ErrorBody),
+    )
+)]
 /// Metrics are for the operator: loopback only unless configured public. A request carrying
-/// `X-Forwarded-For` came through a proxy, so it counts as remote even from loopback (a proxy on
+/// `Forwarded` or `X-Forwarded-For` came through a proxy, so it counts as remote even from loopback (a proxy on
 /// the same host must not publish them), whether or not the relay trusts that header.
 async fn metrics(
     State(state): State<AppState>,
     ConnectInfo(peer): ConnectInfo<SocketAddr>,
     headers: axum::http::HeaderMap,
 ) -> Response {
-    let forwarded = headers.contains_key("x-forwarded-for");
+    let forwarded = client::forwarded(&headers);
     if !state.config.metrics_public && (!peer.ip().is_loopback() || forwarded) {
         return ApiError::not_found("page").into_response();
     }
     let by_state = state.store.count_calls_by_state().await.unwrap_or_default();
-    let text = crate::metrics::render(&by_state, state.hub.waiters());
+    let text = state
+        .metrics
+        .render(&by_state, state.hub.waiters(), &state.rate);
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text).into_response()
 }

@@ -7,7 +7,8 @@ use axum::body::Body;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
 use sealpost_protocol::api::{
-    CreateSessionRequest, CreateSessionResponse, ErrorCode, LiveSessionResponse, TokenKind,
+    CreateSessionRequest, CreateSessionResponse, ErrorBody, ErrorCode, LiveSessionResponse,
+    TokenKind,
 };
 use sealpost_protocol::ids::Base64Bytes;
 
@@ -20,6 +21,24 @@ use crate::clock::now_ms;
 use crate::store::{NewSession, StoreError};
 
 /// `POST /v1/sessions` (owner)
+#[utoipa::path(
+    post,
+    path = "/v1/sessions",
+    tag = "sessions",
+    security(("bearer" = [])),
+    request_body = CreateSessionRequest,
+    responses(
+        (status = 201, description = "The session is live; the pairing's previous one has ended.", body = CreateSessionResponse),
+        (status = 400, description = "`bad_request`, `ttl_out_of_range`", body = ErrorBody),
+        (status = 401, description = "`unauthorized`", body = ErrorBody),
+        (status = 403, description = "`wrong_token_kind`: an MCP token.", body = ErrorBody),
+        (status = 408, description = "`body_timeout`", body = ErrorBody),
+        (status = 409, description = "`duplicate_session`", body = ErrorBody),
+        (status = 413, description = "`body_too_large`, `hello_too_large`", body = ErrorBody),
+        (status = 429, description = "`too_many_sessions`, `rate_limited`", body = ErrorBody),
+        (status = 503, description = "`unavailable`", body = ErrorBody),
+    )
+)]
 pub async fn create(
     State(state): State<AppState>,
     auth: Authed,
@@ -83,6 +102,21 @@ pub async fn create(
 }
 
 /// `DELETE /v1/sessions/{session_id}` (owner): pending and claimed calls become cancelled.
+#[utoipa::path(
+    delete,
+    path = "/v1/sessions/{session_id}",
+    tag = "sessions",
+    security(("bearer" = [])),
+    params(("session_id" = String, Path, description = "The session's id.")),
+    responses(
+        (status = 204, description = "Ended: its pending and claimed calls are cancelled."),
+        (status = 401, description = "`unauthorized`", body = ErrorBody),
+        (status = 403, description = "`wrong_token_kind`: an MCP token.", body = ErrorBody),
+        (status = 404, description = "`not_found`", body = ErrorBody),
+        (status = 429, description = "`rate_limited`", body = ErrorBody),
+        (status = 503, description = "`unavailable`", body = ErrorBody),
+    )
+)]
 pub async fn end(
     State(state): State<AppState>,
     auth: Authed,
@@ -101,6 +135,20 @@ pub async fn end(
 }
 
 /// `GET /v1/pairings/{pair_id}/session` (the pairing's MCP token, or the owner)
+#[utoipa::path(
+    get,
+    path = "/v1/pairings/{pair_id}/session",
+    tag = "sessions",
+    security(("bearer" = [])),
+    params(("pair_id" = String, Path, description = "The pairing's id.")),
+    responses(
+        (status = 200, description = "The pairing's live session and its hello, byte for byte.", body = LiveSessionResponse),
+        (status = 401, description = "`unauthorized`", body = ErrorBody),
+        (status = 404, description = "`not_found`, `no_live_session`", body = ErrorBody),
+        (status = 429, description = "`rate_limited`", body = ErrorBody),
+        (status = 503, description = "`unavailable`", body = ErrorBody),
+    )
+)]
 pub async fn live(
     State(state): State<AppState>,
     auth: Authed,

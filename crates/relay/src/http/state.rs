@@ -6,7 +6,8 @@ use tokio_util::sync::CancellationToken;
 
 use super::auth::Keys;
 use crate::config::Config;
-use crate::ratelimit::RateLimiter;
+use crate::metrics::Metrics;
+use crate::ratelimit::RateLimits;
 use crate::store::Store;
 use crate::wake::Hub;
 
@@ -35,7 +36,8 @@ pub struct Shared {
     pub hub: Arc<Hub>,
     pub keys: Keys,
     pub config: Arc<Config>,
-    pub rate: Arc<RateLimiter>,
+    pub rate: RateLimits,
+    pub metrics: Metrics,
     /// Cancelled at shutdown: long-polls answer at once.
     pub shutdown: CancellationToken,
 }

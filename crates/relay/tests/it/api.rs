@@ -360,7 +360,9 @@ async fn health_readiness_openapi_and_metrics_answer() {
         relay.send(Method::GET, "/readyz", None, None).await.0,
         StatusCode::OK
     );
-    let (status, spec) = relay.send(Method::GET, "/openapi.json", None, None).await;
+    let (status, spec) = relay
+        .send(Method::GET, "/v1/openapi.json", None, None)
+        .await;
     assert_eq!(status, StatusCode::OK);
     for path in [
         "/v1/auth/signin",
@@ -428,4 +430,112 @@ async fn metrics_that_came_through_a_proxy_are_not_served_even_from_loopback() {
     assert_eq!(through_proxy.status(), StatusCode::NOT_FOUND);
     let (direct, _) = relay.send(Method::GET, "/metrics", None, None).await;
     assert_eq!(direct, StatusCode::OK);
+}
+
+/// The value of the series `name{labels}` whose labels include every one of `labels`.
+fn series(text: &str, name: &str, labels: &[&str]) -> Option<f64> {
+    text.lines().find_map(|line| {
+        let (key, value) = line.rsplit_once(' ')?;
+        let (series_name, rest) = key.split_once('{').unwrap_or((key, ""));
+        (series_name == name && labels.iter().all(|l| rest.contains(l)))
+            .then(|| value.parse().ok())
+            .flatten()
+    })
+}
+
+#[tokio::test]
+async fn metrics_count_calls_time_routes_by_template_and_show_open_long_polls() {
+    let relay = Relay::sqlite().await;
+    let p = pairing(&relay, "alice").await;
+    let call = relay.post_call(&p.mcp, p.session, b"sealed call").await;
+    let (status, claimed) = relay
+        .send(
+            Method::POST,
+            format!("/v1/sessions/{}/claims?wait_ms=1000", p.session),
+            Some(&p.owner),
+            None,
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{claimed}");
+    let (status, _) = relay
+        .send(
+            Method::PUT,
+            format!("/v1/calls/{call}/reply"),
+            Some(&p.owner),
+            Some(json!({"envelope": b64(b"sealed reply")})),
+        )
+        .await;
+    assert_eq!(status, StatusCode::NO_CONTENT);
+    let (status, _) = relay
+        .send(Method::GET, format!("/v1/calls/{call}"), Some(&p.mcp), None)
+        .await;
+    assert_eq!(status, StatusCode::OK);
+
+    // A claim left waiting on the now empty session is an open long-poll.
+    let waiting = relay.send(
+        Method::POST,
+        format!("/v1/sessions/{}/claims?wait_ms=30000", p.session),
+        Some(&p.owner),
+        None,
+    );
+    let scrape = async {
+        relay.wait_for_waiters(1).await;
+        let (status, text) = relay.send(Method::GET, "/metrics", None, None).await;
+        assert_eq!(status, StatusCode::OK);
+        let text = text.as_str().unwrap().to_owned();
+        // Wake the waiting claim: ending the session answers it at once.
+        relay
+            .send(
+                Method::DELETE,
+                format!("/v1/sessions/{}", p.session),
+                Some(&p.owner),
+                None,
+            )
+            .await;
+        text
+    };
+    let (_, text) = woken(async { tokio::join!(waiting, scrape) }).await;
+
+    let at = |name: &str, labels: &[&str]| {
+        series(&text, name, labels).unwrap_or_else(|| panic!("{name}{labels:?} in\n{text}"))
+    };
+    assert_eq!(at("sealpost_calls_posted_total", &[]), 1.0);
+    assert_eq!(at("sealpost_calls_claimed_total", &[]), 1.0);
+    assert_eq!(at("sealpost_replies_total", &[]), 1.0);
+    // Delivery marks are written lazily, so the answered call counts as one or the other.
+    let answered = at("sealpost_calls", &["state=\"answered\""]);
+    assert_eq!(
+        answered + at("sealpost_calls", &["state=\"delivered\""]),
+        1.0
+    );
+    assert_eq!(at("sealpost_calls", &["state=\"pending\""]), 0.0);
+    assert_eq!(at("sealpost_longpolls_open", &["kind=\"claim\""]), 1.0);
+    assert_eq!(at("sealpost_longpolls_open", &["kind=\"read\""]), 0.0);
+    assert!(at("sealpost_longpoll_waiters", &[]) >= 1.0);
+    assert_eq!(at("sealpost_claim_latency_seconds_count", &[]), 1.0);
+    // The first claim found its call at once: it answered within its 1 s wait, in a bucket.
+    assert_eq!(at("sealpost_claim_wait_seconds_count", &[]), 1.0);
+    assert_eq!(
+        at("sealpost_claim_wait_seconds_bucket", &["le=\"+Inf\""]),
+        1.0
+    );
+    let route = "route=\"/v1/sessions/{session_id}/calls\"";
+    let posted = ["method=\"POST\"", route, "status=\"201\""];
+    assert_eq!(
+        at("sealpost_http_request_duration_seconds_count", &posted),
+        1.0
+    );
+    let took = at("sealpost_http_request_duration_seconds_sum", &posted);
+    assert!(took > 0.0 && took < 30.0, "{took}");
+    assert_eq!(
+        at(
+            "sealpost_http_request_duration_seconds_count",
+            &["route=\"/v1/calls/{call_id}/reply\"", "status=\"204\""]
+        ),
+        1.0
+    );
+    // Routes are templates: no id reaches a label.
+    for id in [p.session.to_string(), call.to_string()] {
+        assert!(!text.contains(&id), "{id} appears in the metrics");
+    }
 }

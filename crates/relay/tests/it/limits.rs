@@ -318,3 +318,159 @@ async fn a_body_that_stalls_is_answered_408_body_timeout() {
         "{body}"
     );
 }
+
+/// The number of tokens the relay's rate table holds, read from `/metrics`.
+async fn rate_table_tokens(relay: &Relay) -> f64 {
+    let (_, text) = relay.send(Method::GET, "/metrics", None, None).await;
+    text.as_str()
+        .unwrap()
+        .lines()
+        .find_map(|l| l.strip_prefix("sealpost_rate_limit_keys{kind=\"token\"} "))
+        .and_then(|v| v.trim().parse().ok())
+        .expect("sealpost_rate_limit_keys in the metrics")
+}
+
+#[tokio::test]
+async fn bad_tokens_never_enter_the_rate_table_and_a_good_token_is_still_limited() {
+    use sealpost_protocol::api::TokenKind;
+    use sealpost_relay::http::auth::Keys;
+    use sealpost_relay::store::TokenRow;
+
+    let relay = Relay::start(TestDb::sqlite(), |c| {
+        c.limits.rate_per_token_per_s = 1;
+        c.limits.rate_burst_per_token = 8;
+    })
+    .await;
+    // pairing() and the revoked token below: 4 requests on the owner token, nothing on others.
+    let p = pairing(&relay, "alice").await;
+    let (revoked_id, revoked) = relay.mcp_token(&p.owner, p.pair).await;
+    let (status, _) = relay
+        .send(
+            Method::DELETE,
+            format!("/v1/mcp-tokens/{revoked_id}"),
+            Some(&p.owner),
+            None,
+        )
+        .await;
+    assert_eq!(status, StatusCode::NO_CONTENT);
+    assert_eq!(
+        rate_table_tokens(&relay).await,
+        1.0,
+        "the owner token alone"
+    );
+
+    let now = sealpost_relay::clock::now_ms();
+    let row = |kind| TokenRow {
+        id: id(),
+        owner_id: id(),
+        kind,
+        pair_id: (kind == TokenKind::Mcp).then_some(p.pair),
+        label: "forged".into(),
+        created_at: now,
+        expires_at: now + 3_600_000,
+    };
+    // Signed with the relay's key but naming no row, signed with another key, and not a JWT.
+    let unknown = Keys::new(crate::harness::TEST_KEY).sign(&row(TokenKind::Owner));
+    let foreign = Keys::new(&[7u8; 32]).sign(&row(TokenKind::Owner));
+    let garbage = "not.a.jwt".to_owned();
+    let call = id();
+    let authed_paths = [
+        (Method::GET, "/v1/me".to_owned()),
+        (Method::GET, "/v1/mcp-tokens".to_owned()),
+        (Method::GET, format!("/v1/pairings/{}/session", p.pair)),
+    ];
+    for _ in 0..20 {
+        for token in [&unknown, &foreign, &garbage, &revoked] {
+            for (method, path) in &authed_paths {
+                let (status, _) = relay.send(method.clone(), path, Some(token), None).await;
+                assert_eq!(status, StatusCode::UNAUTHORIZED, "{method} {path}");
+            }
+        }
+        // The call loop checks the row in its own statement, after the charge: tokens the
+        // relay did not sign never get that far.
+        for token in [&foreign, &garbage] {
+            let (status, _) = relay
+                .send(Method::GET, format!("/v1/calls/{call}"), Some(token), None)
+                .await;
+            assert_eq!(status, StatusCode::UNAUTHORIZED);
+        }
+    }
+    assert_eq!(
+        rate_table_tokens(&relay).await,
+        1.0,
+        "no bad token was charged"
+    );
+
+    // The good MCP token: its burst passes, the next request is refused with when to retry.
+    let mut statuses = Vec::new();
+    for _ in 0..12 {
+        let response = relay
+            .client
+            .get(format!("{}/v1/pairings/{}/session", relay.base, p.pair))
+            .bearer_auth(&p.mcp)
+            .send()
+            .await
+            .unwrap();
+        let retry_after = response.headers().get("retry-after").cloned();
+        statuses.push((response.status(), retry_after));
+    }
+    let passed = statuses
+        .iter()
+        .take_while(|(s, _)| *s == StatusCode::OK)
+        .count();
+    assert!((8..12).contains(&passed), "{statuses:?}");
+    let (status, retry_after) = &statuses[passed];
+    assert_eq!(*status, StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(retry_after.as_ref().unwrap(), "1");
+    assert_eq!(rate_table_tokens(&relay).await, 2.0);
+}
+
+/// Statuses of sign-in attempts with a wrong code, each sent with the given header.
+async fn signin_attempts(relay: &Relay, headers: &[(&str, String)]) -> Vec<u16> {
+    let mut statuses = Vec::new();
+    for (name, value) in headers {
+        let response = relay
+            .client
+            .post(format!("{}/v1/auth/signin", relay.base))
+            .header(*name, value)
+            .json(&json!({"code": "wrong"}))
+            .send()
+            .await
+            .unwrap();
+        if response.status() == StatusCode::TOO_MANY_REQUESTS {
+            assert!(response.headers().contains_key("retry-after"));
+        }
+        statuses.push(response.status().as_u16());
+    }
+    statuses
+}
+
+#[tokio::test]
+async fn a_forwarded_client_address_is_honoured_only_with_trust_proxy() {
+    let spoofed: Vec<_> = (1..=3)
+        .map(|i| ("x-forwarded-for", format!("198.51.100.{i}")))
+        .collect();
+    for trust_proxy in [false, true] {
+        let relay = Relay::start(TestDb::sqlite(), |c| {
+            c.trust_proxy = trust_proxy;
+            c.limits.signin_rate_per_address_per_min = 1;
+            c.limits.signin_burst_per_address = 2;
+        })
+        .await;
+        let statuses = signin_attempts(&relay, &spoofed).await;
+        if trust_proxy {
+            // Three addresses, three buckets: each attempt is judged (and refused) on its code.
+            assert_eq!(statuses, [401, 401, 401]);
+            // One address, whichever header the proxy uses, is limited after its burst.
+            let same = [
+                ("forwarded", "for=203.0.113.5;proto=https".to_owned()),
+                ("x-forwarded-for", "198.51.100.9, 203.0.113.5".to_owned()),
+                ("forwarded", "for=\"203.0.113.5:4711\"".to_owned()),
+            ];
+            assert_eq!(signin_attempts(&relay, &same).await, [401, 401, 429]);
+        } else {
+            // The header is ignored: every attempt counts against the loopback peer.
+            assert_eq!(statuses, [401, 401, 429]);
+        }
+    }
+}
