@@ -18,24 +18,9 @@ use crate::wake::{Hub, Topic};
 mod hot_path;
 mod migrate;
 pub mod postgres;
-#[path = "postgres/accounts.rs"]
-mod postgres_accounts;
-#[path = "postgres/calls.rs"]
-mod postgres_calls;
 mod rows;
+mod sql;
 pub mod sqlite;
-#[path = "sqlite/accounts.rs"]
-mod sqlite_accounts;
-#[path = "sqlite/batch.rs"]
-mod sqlite_batch;
-#[path = "sqlite/batch_read.rs"]
-mod sqlite_batch_read;
-#[path = "sqlite/calls.rs"]
-mod sqlite_calls;
-#[path = "sqlite/checkpoint.rs"]
-mod sqlite_checkpoint;
-#[path = "sqlite/writer.rs"]
-mod sqlite_writer;
 
 /// Unix milliseconds.
 pub type Ms = i64;

@@ -17,9 +17,10 @@ use sqlx::AssertSqlSafe;
 use sqlx::sqlite::{SqliteConnection, SqliteRow};
 use tokio::sync::oneshot;
 
-use super::rows::{self, Columns};
-use super::sqlite_batch_read::Deliveries;
-use super::{Bearer, ClaimedRow, Ms, NewCall, StoreError, StoreResult, b};
+use super::batch_read::Deliveries;
+use crate::store::rows::{self, Columns};
+use crate::store::sql;
+use crate::store::{Bearer, ClaimedRow, Ms, NewCall, StoreError, StoreResult, b};
 
 /// Rows per grouped statement (SQLite allows 32,766 bound values; a post binds 9).
 const ROWS_PER_STATEMENT: usize = 128;
@@ -202,7 +203,7 @@ async fn why_not_posted(conn: &mut SqliteConnection, op: &PostOp) -> StoreError 
         Ok(false) => return StoreError::TokenNotLive,
         Err(error) => return error,
     }
-    let session = sqlx::query("SELECT pair_id, expires_at, ended_at FROM sessions WHERE owner_id = ?1 AND session_id = ?2")
+    let session = sqlx::query(sql::SELECT_SESSION_STATE)
         .bind(b(c.owner_id))
         .bind(b(c.session_id))
         .fetch_optional(&mut *conn)
@@ -482,14 +483,11 @@ async fn why_not_answered(conn: &mut SqliteConnection, op: &ReplyOp) -> StoreErr
             return Ok(StoreError::NotFound);
         };
         if rows::stored_state(&row)? == CallState::Claimed {
-            sqlx::query(
-                "UPDATE calls SET state = 'expired', envelope = NULL \
-                 WHERE owner_id = ?1 AND call_id = ?2 AND state = 'claimed'",
-            )
-            .bind(b(op.bearer.owner_id))
-            .bind(b(op.call_id))
-            .execute(&mut *conn)
-            .await?;
+            sqlx::query(sql::EXPIRE_LAPSED_CLAIM)
+                .bind(b(op.bearer.owner_id))
+                .bind(b(op.call_id))
+                .execute(&mut *conn)
+                .await?;
             return Ok(StoreError::LeaseExpired);
         }
         Ok::<_, StoreError>(StoreError::WrongState(rows::state_at(&row, op.now)?))

@@ -18,9 +18,9 @@ use sqlx::AssertSqlSafe;
 use sqlx::sqlite::SqliteConnection;
 use tokio::sync::oneshot;
 
-use super::rows::{self, Columns};
-use super::sqlite_batch::{chunk_owned, db_error, placeholders, token_live};
-use super::{Bearer, CallView, Ms, StoreError, StoreResult, b};
+use super::batch::{chunk_owned, db_error, placeholders, token_live};
+use crate::store::rows::{self, Columns};
+use crate::store::{Bearer, CallView, Ms, StoreError, StoreResult, b};
 
 /// A read waiting for the writer.
 pub(crate) struct ReadOp {

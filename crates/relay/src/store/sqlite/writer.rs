@@ -7,7 +7,7 @@
 //! Every statement is a round trip to sqlx's worker thread, which under load is the relay's
 //! bottleneck, so the batch is built to make few of them:
 //! - the four requests of the call loop (post, claim, reply, read) are data, not closures, and
-//!   each kind runs for the whole batch in one statement (`sqlite_batch`, `sqlite_batch_read`),
+//!   each kind runs for the whole batch in one statement (`batch`, `batch_read`),
 //!   with the bearer's token row checked inside that statement;
 //! - statements autocommit: with WAL and `synchronous=NORMAL` a commit costs no fsync, so one
 //!   transaction around the batch would only add two round trips. An operation of several
@@ -16,15 +16,15 @@
 //! Within a batch, jobs run first in arrival order, then the posts, the claims, the replies and
 //! the reads; the requests of one batch are concurrent, so any order is a valid one, and reads
 //! last see the batch's own answers. Each request is answered as soon as its statement is done.
-//! Delivery marks are written between batches, when due (`sqlite_batch_read::Deliveries`).
+//! Delivery marks are written between batches, when due (`batch_read::Deliveries`).
 
 use futures_util::future::BoxFuture;
 use sqlx::sqlite::SqliteConnection;
 use tokio::sync::{mpsc, oneshot};
 
-use super::sqlite_batch::{self, ClaimOp, PostOp, ReplyOp};
-use super::sqlite_batch_read::{self, Deliveries, ReadOp};
-use super::{StoreError, StoreResult};
+use super::batch::{self, ClaimOp, PostOp, ReplyOp};
+use super::batch_read::{self, Deliveries, ReadOp};
+use crate::store::{CallView, ClaimedRow, StoreError, StoreResult};
 
 /// Most operations one batch takes, so one batch cannot grow without bound.
 const MAX_BATCH: usize = 256;
@@ -99,8 +99,8 @@ impl Writer {
 
     pub(crate) async fn claim(
         &self,
-        op: impl FnOnce(oneshot::Sender<StoreResult<Vec<super::ClaimedRow>>>) -> ClaimOp,
-    ) -> StoreResult<Vec<super::ClaimedRow>> {
+        op: impl FnOnce(oneshot::Sender<StoreResult<Vec<ClaimedRow>>>) -> ClaimOp,
+    ) -> StoreResult<Vec<ClaimedRow>> {
         let (answer, answered) = oneshot::channel();
         self.send(Request::Claim(op(answer))).await?;
         receive(answered).await
@@ -117,8 +117,8 @@ impl Writer {
 
     pub(crate) async fn read(
         &self,
-        op: impl FnOnce(oneshot::Sender<StoreResult<Option<super::CallView>>>) -> ReadOp,
-    ) -> StoreResult<Option<super::CallView>> {
+        op: impl FnOnce(oneshot::Sender<StoreResult<Option<CallView>>>) -> ReadOp,
+    ) -> StoreResult<Option<CallView>> {
         let (answer, answered) = oneshot::channel();
         self.send(Request::Read(op(answer))).await?;
         receive(answered).await
@@ -175,10 +175,10 @@ async fn run_batch(conn: &mut SqliteConnection, deliveries: &mut Deliveries, bat
             Request::Read(op) => reads.push(op),
         }
     }
-    sqlite_batch::post_calls(conn, posts).await;
-    sqlite_batch::claim_calls(conn, claims).await;
-    sqlite_batch::reply_calls(conn, deliveries, replies).await;
-    sqlite_batch_read::read_calls(conn, deliveries, reads).await;
+    batch::post_calls(conn, posts).await;
+    batch::claim_calls(conn, claims).await;
+    batch::reply_calls(conn, deliveries, replies).await;
+    batch_read::read_calls(conn, deliveries, reads).await;
 }
 
 async fn run_job(conn: &mut SqliteConnection, atomic: bool, job: Job) {
