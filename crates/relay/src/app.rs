@@ -161,7 +161,7 @@ async fn sweeper(state: AppState) {
                     "sweep"
                 );
             }
-            Err(error) => tracing::warn!(%error, "sweep failed"),
+            Err(error) => tracing::warn!(error = %store::ErrorChain(&error), "sweep failed"),
         }
         state.rate.forget_idle();
     }

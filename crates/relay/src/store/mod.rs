@@ -45,14 +45,38 @@ pub enum StoreError {
     /// The presented token's row is revoked, expired, of a disabled owner, or does not match.
     #[error("the token is not live")]
     TokenNotLive,
-    /// The database failed; the text is the driver's message (never contains row data we bind).
-    #[error("database error: {0}")]
-    Db(String),
+    /// The database failed. The driver's error is the source (its text never holds the row
+    /// data the relay binds), so a log line can carry the whole chain ([`ErrorChain`]).
+    #[error("database error")]
+    Db(#[from] sqlx::Error),
+    /// A grouped statement of the SQLite writer failed: every request it carried gets this,
+    /// sharing the one failure as the source.
+    #[error("a grouped statement failed")]
+    Grouped(#[source] Arc<StoreError>),
+    /// An operation's statements succeeded but its transaction did not commit.
+    #[error("the transaction did not commit")]
+    NotCommitted(#[source] sqlx::Error),
+    /// A stored value the relay cannot read (an unknown state name, an id of the wrong size).
+    #[error("unreadable stored value: {0}")]
+    Unreadable(String),
+    /// The SQLite writer task has stopped, or dropped the operation before answering it.
+    #[error("the SQLite writer stopped before answering")]
+    WriterStopped,
 }
 
-impl From<sqlx::Error> for StoreError {
-    fn from(error: sqlx::Error) -> Self {
-        StoreError::Db(error.to_string())
+/// Displays an error and each of its sources, `outer: inner: …`, for log lines.
+#[derive(Debug)]
+pub struct ErrorChain<'a>(pub &'a (dyn std::error::Error + 'static));
+
+impl std::fmt::Display for ErrorChain<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", self.0)?;
+        let mut source = self.0.source();
+        while let Some(cause) = source {
+            write!(f, ": {cause}")?;
+            source = cause.source();
+        }
+        Ok(())
     }
 }
 
@@ -360,7 +384,8 @@ pub async fn open(url: &str) -> anyhow::Result<Arc<dyn Store>> {
 
 /// Text names of states and reasons as stored in the `state` / `cancel_reason` columns.
 pub(crate) fn parse_state(text: &str) -> StoreResult<CallState> {
-    CallState::parse(text).ok_or_else(|| StoreError::Db(format!("unknown call state {text:?}")))
+    CallState::parse(text)
+        .ok_or_else(|| StoreError::Unreadable(format!("unknown call state {text:?}")))
 }
 
 pub(crate) fn parse_reason(text: Option<String>) -> Option<CancelReason> {
@@ -372,7 +397,9 @@ pub(crate) fn parse_kind(text: &str) -> StoreResult<TokenKind> {
     match text {
         "owner" => Ok(TokenKind::Owner),
         "mcp" => Ok(TokenKind::Mcp),
-        other => Err(StoreError::Db(format!("unknown token kind {other:?}"))),
+        other => Err(StoreError::Unreadable(format!(
+            "unknown token kind {other:?}"
+        ))),
     }
 }
 
@@ -388,7 +415,7 @@ pub(crate) fn is_unique_violation(error: &sqlx::Error) -> bool {
 pub(crate) fn id_from(bytes: Vec<u8>) -> StoreResult<Id16> {
     let bytes: [u8; 16] = bytes
         .try_into()
-        .map_err(|_| StoreError::Db("stored id is not 16 bytes".into()))?;
+        .map_err(|_| StoreError::Unreadable("stored id is not 16 bytes".into()))?;
     Ok(Id16(bytes))
 }
 

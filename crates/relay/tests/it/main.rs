@@ -12,4 +12,5 @@ mod openapi;
 mod processes;
 mod session_end;
 mod sqlite_wal;
+mod store_errors;
 mod support;

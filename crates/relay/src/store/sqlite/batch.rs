@@ -10,6 +10,7 @@
 //! its own.
 
 use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
 
 use sealpost_protocol::api::CallState;
 use sealpost_protocol::ids::Id16;
@@ -101,21 +102,16 @@ pub(crate) fn first_per_key<T, K: std::hash::Hash + Eq>(
     ops.into_iter().partition(|op| seen.insert(key(op)))
 }
 
-/// The same failure, for each request a failed grouped statement carried.
-pub(crate) fn db_error(error: &StoreError) -> StoreError {
-    StoreError::Db(error.to_string())
-}
-
 pub(crate) async fn post_calls(conn: &mut SqliteConnection, ops: Vec<PostOp>) {
     let (grouped, repeats) = first_per_key(ops, |op| (op.call.owner_id, op.call.call_id));
     for chunk in chunk_owned(grouped)
         .into_iter()
         .chain(repeats.into_iter().map(|op| vec![op]))
     {
-        let inserted = insert_posts(conn, &chunk).await;
+        let inserted = insert_posts(conn, &chunk).await.map_err(Arc::new);
         for op in chunk {
             let result = match &inserted {
-                Err(error) => Err(db_error(error)),
+                Err(error) => Err(StoreError::Grouped(error.clone())),
                 Ok(inserted) => match inserted.get(&(op.call.owner_id, op.call.call_id)) {
                     Some(expires_at) => Ok(*expires_at),
                     None => Err(why_not_posted(conn, &op).await),
@@ -249,10 +245,10 @@ pub(crate) async fn claim_calls(conn: &mut SqliteConnection, ops: Vec<ClaimOp>) 
         .into_iter()
         .chain(repeats.into_iter().map(|op| vec![op]))
     {
-        let mut claimed = claim_grouped(conn, &chunk).await;
+        let mut claimed = claim_grouped(conn, &chunk).await.map_err(Arc::new);
         for op in chunk {
             let result = match &mut claimed {
-                Err(error) => Err(db_error(error)),
+                Err(error) => Err(StoreError::Grouped(error.clone())),
                 Ok(claimed) => {
                     let rows = claimed
                         .remove(&(op.bearer.owner_id, op.session_id))
@@ -402,10 +398,10 @@ pub(crate) async fn reply_calls(
         .into_iter()
         .chain(repeats.into_iter().map(|op| vec![op]))
     {
-        let answered = answer_grouped(conn, &chunk).await;
+        let answered = answer_grouped(conn, &chunk).await.map_err(Arc::new);
         for op in chunk {
             let result = match &answered {
-                Err(error) => Err(db_error(error)),
+                Err(error) => Err(StoreError::Grouped(error.clone())),
                 Ok(answered) if answered.contains(&(op.bearer.owner_id, op.call_id)) => Ok(()),
                 Ok(_) => Err(match why_not_answered(conn, &op).await {
                     // Read already; its mark is not written yet.

@@ -34,7 +34,7 @@ pub(crate) async fn spawn(
                 _ = tokio::time::sleep(EVERY) => {}
             }
             if let Err(error) = checkpoint(&mut conn).await {
-                tracing::warn!(%error, "sqlite checkpoint failed");
+                tracing::warn!(error = %crate::store::ErrorChain(&error), "sqlite checkpoint failed");
             }
         }
         let _ = conn.close().await;

@@ -24,7 +24,7 @@ use tokio::sync::{mpsc, oneshot};
 
 use super::batch::{self, ClaimOp, PostOp, ReplyOp};
 use super::batch_read::{self, Deliveries, ReadOp};
-use crate::store::{CallView, ClaimedRow, StoreError, StoreResult};
+use crate::store::{CallView, ClaimedRow, ErrorChain, StoreError, StoreResult};
 
 /// Most operations one batch takes, so one batch cannot grow without bound.
 const MAX_BATCH: usize = 256;
@@ -32,11 +32,12 @@ const MAX_BATCH: usize = 256;
 const QUEUE_DEPTH: usize = 4096;
 
 /// Runs one operation on the writer's connection and says whether it succeeded; the closure it
-/// returns answers the caller, given whether the operation's transaction committed.
+/// returns answers the caller, given how the operation's transaction ended.
 pub(crate) type Job =
     Box<dyn for<'c> FnOnce(&'c mut SqliteConnection) -> BoxFuture<'c, (bool, Answer)> + Send>;
-/// Answers a job's caller: `true` if its writes are committed (or it wrote nothing).
-pub(crate) type Answer = Box<dyn FnOnce(bool) + Send>;
+/// Answers a job's caller: `Ok` if its writes are committed (or it wrote nothing), else the
+/// commit's error.
+pub(crate) type Answer = Box<dyn FnOnce(Result<(), sqlx::Error>) + Send>;
 
 enum Request {
     Job { atomic: bool, job: Job },
@@ -74,10 +75,9 @@ impl Writer {
                 let result = f(conn).await;
                 let ok = result.is_ok();
                 let answer: Answer = Box::new(move |committed| {
-                    let result = if committed {
-                        result
-                    } else {
-                        Err(StoreError::Db("the transaction did not commit".into()))
+                    let result = match committed {
+                        Ok(()) => result,
+                        Err(error) => Err(StoreError::NotCommitted(error)),
                     };
                     let _ = answer.send(result);
                 });
@@ -128,14 +128,12 @@ impl Writer {
         self.queue
             .send(request)
             .await
-            .map_err(|_| StoreError::Db("the SQLite writer has stopped".into()))
+            .map_err(|_| StoreError::WriterStopped)
     }
 }
 
 async fn receive<T>(answered: oneshot::Receiver<StoreResult<T>>) -> StoreResult<T> {
-    answered
-        .await
-        .map_err(|_| StoreError::Db("the SQLite writer dropped the operation".into()))?
+    answered.await.map_err(|_| StoreError::WriterStopped)?
 }
 
 async fn exec(conn: &mut SqliteConnection, sql: &'static str) -> Result<(), sqlx::Error> {
@@ -184,10 +182,10 @@ async fn run_batch(conn: &mut SqliteConnection, deliveries: &mut Deliveries, bat
 async fn run_job(conn: &mut SqliteConnection, atomic: bool, job: Job) {
     if !atomic {
         let (_, answer) = job(conn).await;
-        return answer(true);
+        return answer(Ok(()));
     }
     if let Err(error) = exec(conn, "BEGIN IMMEDIATE").await {
-        tracing::error!(%error, "sqlite writer could not begin a transaction");
+        tracing::error!(error = %ErrorChain(&error), "sqlite writer could not begin a transaction");
         // Dropping the job drops its answer channel: the caller sees a store error.
         return;
     }
@@ -195,14 +193,13 @@ async fn run_job(conn: &mut SqliteConnection, atomic: bool, job: Job) {
     if !ok {
         // The job's own error is its answer; its partial writes go.
         let _ = exec(conn, "ROLLBACK").await;
-        return answer(true);
+        return answer(Ok(()));
     }
     match exec(conn, "COMMIT").await {
-        Ok(()) => answer(true),
+        Ok(()) => answer(Ok(())),
         Err(error) => {
-            tracing::error!(%error, "sqlite commit failed");
             let _ = exec(conn, "ROLLBACK").await;
-            answer(false)
+            answer(Err(error))
         }
     }
 }
