@@ -72,7 +72,7 @@ pub async fn bootstrap_owner(store: &dyn Store, config: &Config) -> anyhow::Resu
         Err(StoreError::Duplicate) => return Ok(None),
         Err(e) => return Err(e.into()),
     }
-    let (link, _) = crate::http::accounts::create_signin_link(
+    let (link, _) = crate::accounts::create_signin_link(
         store,
         &config.public_url,
         id,

@@ -23,8 +23,8 @@ use super::hot_path::SeenThrottle;
 use super::rows;
 use super::sql;
 use super::{
-    Bearer, CallView, ClaimedRow, EndedSessions, HeldBytes, LiveSession, Ms, NewCall, NewSession,
-    OwnerRow, Scope, SessionInfo, Store, StoreError, StoreResult, SweepStats, TokenRow, b, migrate,
+    Bearer, CallView, ClaimedRow, EndedSessions, HeldBytes, Inspect, LiveSession, Ms, NewCall,
+    NewSession, OwnerRow, Scope, Store, StoreError, StoreResult, SweepStats, TokenRow, b, migrate,
 };
 use crate::wake::{Hub, Topic};
 
@@ -249,22 +249,6 @@ impl Store for PgStore {
         sessions::live_session(&self.pool, owner_id, pair_id, now).await
     }
 
-    async fn session_info(
-        &self,
-        owner_id: Id16,
-        session_id: Id16,
-    ) -> StoreResult<Option<SessionInfo>> {
-        let row = sqlx::query(
-            "SELECT pair_id, expires_at, ended_at FROM sessions WHERE owner_id = $1 AND session_id = $2",
-        )
-        .bind(b(owner_id))
-        .bind(b(session_id))
-        .fetch_optional(&self.pool)
-        .await?;
-        row.map(|row| rows::session_info(&row, session_id))
-            .transpose()
-    }
-
     async fn end_session(
         &self,
         owner_id: Id16,
@@ -355,6 +339,16 @@ impl Store for PgStore {
         calls::sweep(&self.pool, now, grace_ms).await
     }
 
+    async fn count_calls_by_state(&self) -> StoreResult<Vec<(CallState, i64)>> {
+        let found = sqlx::query(sql::COUNT_CALLS_BY_STATE)
+            .fetch_all(&self.pool)
+            .await?;
+        found.iter().map(rows::state_count).collect()
+    }
+}
+
+#[async_trait]
+impl Inspect for PgStore {
     async fn held_bytes(&self, owner_id: Id16, call_id: Id16) -> StoreResult<Option<HeldBytes>> {
         let row = sqlx::query(sql::SELECT_HELD_BYTES)
             .bind(b(owner_id))
@@ -362,12 +356,5 @@ impl Store for PgStore {
             .fetch_optional(&self.pool)
             .await?;
         row.as_ref().map(rows::held_bytes).transpose()
-    }
-
-    async fn count_calls_by_state(&self) -> StoreResult<Vec<(CallState, i64)>> {
-        let found = sqlx::query(sql::COUNT_CALLS_BY_STATE)
-            .fetch_all(&self.pool)
-            .await?;
-        found.iter().map(rows::state_count).collect()
     }
 }

@@ -30,12 +30,13 @@ use tokio_util::sync::{CancellationToken, DropGuard};
 
 use self::batch_read::ReadOp;
 use self::writer::Writer;
+use super::Inspect;
 use super::hot_path::SeenThrottle;
 use super::rows;
 use super::sql;
 use super::{
     Bearer, CallView, ClaimedRow, EndedSessions, HeldBytes, LiveSession, Ms, NewCall, NewSession,
-    OwnerRow, Scope, SessionInfo, Store, StoreResult, SweepStats, TokenRow, b, migrate,
+    OwnerRow, Scope, Store, StoreResult, SweepStats, TokenRow, b, migrate,
 };
 use crate::wake::Hub;
 
@@ -246,22 +247,6 @@ impl Store for SqliteStore {
         self.live_session_impl(owner_id, pair_id, now).await
     }
 
-    async fn session_info(
-        &self,
-        owner_id: Id16,
-        session_id: Id16,
-    ) -> StoreResult<Option<SessionInfo>> {
-        let row = sqlx::query(
-            "SELECT pair_id, expires_at, ended_at FROM sessions WHERE owner_id = ?1 AND session_id = ?2",
-        )
-        .bind(b(owner_id))
-        .bind(b(session_id))
-        .fetch_optional(&self.readers)
-        .await?;
-        row.map(|row| rows::session_info(&row, session_id))
-            .transpose()
-    }
-
     async fn end_session(
         &self,
         owner_id: Id16,
@@ -332,6 +317,16 @@ impl Store for SqliteStore {
         self.sweep_impl(now, grace_ms).await
     }
 
+    async fn count_calls_by_state(&self) -> StoreResult<Vec<(CallState, i64)>> {
+        let found = sqlx::query(sql::COUNT_CALLS_BY_STATE)
+            .fetch_all(&self.readers)
+            .await?;
+        found.iter().map(rows::state_count).collect()
+    }
+}
+
+#[async_trait]
+impl Inspect for SqliteStore {
     async fn held_bytes(&self, owner_id: Id16, call_id: Id16) -> StoreResult<Option<HeldBytes>> {
         let row = sqlx::query(sql::SELECT_HELD_BYTES)
             .bind(b(owner_id))
@@ -339,12 +334,5 @@ impl Store for SqliteStore {
             .fetch_optional(&self.readers)
             .await?;
         row.as_ref().map(rows::held_bytes).transpose()
-    }
-
-    async fn count_calls_by_state(&self) -> StoreResult<Vec<(CallState, i64)>> {
-        let found = sqlx::query(sql::COUNT_CALLS_BY_STATE)
-            .fetch_all(&self.readers)
-            .await?;
-        found.iter().map(rows::state_count).collect()
     }
 }
