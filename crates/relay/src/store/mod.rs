@@ -16,7 +16,6 @@ use sealpost_protocol::ids::Id16;
 use crate::wake::{Hub, Topic};
 
 mod hot_path;
-mod migrate;
 pub mod postgres;
 mod rows;
 mod sql;
@@ -56,6 +55,9 @@ pub enum StoreError {
     /// An operation's statements succeeded but its transaction did not commit.
     #[error("the transaction did not commit")]
     NotCommitted(#[source] sqlx::Error),
+    /// The schema could not be brought up to date.
+    #[error("the database could not be migrated")]
+    Migrate(#[from] sqlx::migrate::MigrateError),
     /// A stored value the relay cannot read (an unknown state name, an id of the wrong size).
     #[error("unreadable stored value: {0}")]
     Unreadable(String),

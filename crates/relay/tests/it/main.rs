@@ -8,6 +8,7 @@ mod deploy;
 mod harness;
 mod isolation;
 mod limits;
+mod migrations;
 mod openapi;
 mod processes;
 mod session_end;

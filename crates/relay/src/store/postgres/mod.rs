@@ -24,12 +24,13 @@ use super::rows;
 use super::sql;
 use super::{
     Bearer, CallView, ClaimedRow, EndedSessions, HeldBytes, Inspect, LiveSession, Ms, NewCall,
-    NewSession, OwnerRow, Scope, Store, StoreError, StoreResult, SweepStats, TokenRow, b, migrate,
+    NewSession, OwnerRow, Scope, Store, StoreError, StoreResult, SweepStats, TokenRow, b,
 };
 use crate::wake::{Hub, Topic};
 
 mod accounts;
 mod calls;
+mod migrate;
 mod sessions;
 
 /// The notification channel every replica listens on.
@@ -39,9 +40,6 @@ const WAKE_CHANNEL: &str = "sealpost_wake";
 const POOL_SIZE: u32 = 16;
 /// Pause before reconnecting a lost listener.
 const LISTENER_RETRY: Duration = Duration::from_secs(1);
-/// Arbitrary key serialising migrations of replicas that start together.
-const MIGRATION_LOCK_KEY: i64 = 0x5ea1_9057;
-
 /// The PostgreSQL store.
 #[derive(Debug, Clone)]
 pub struct PgStore {
@@ -65,28 +63,7 @@ impl PgStore {
             .max_connections(POOL_SIZE)
             .connect(url)
             .await?;
-        let mut tx = pool.begin().await?;
-        sqlx::query("SELECT pg_advisory_xact_lock($1)")
-            .bind(MIGRATION_LOCK_KEY)
-            .execute(&mut *tx)
-            .await?;
-        sqlx::query(migrate::CREATE_TABLE).execute(&mut *tx).await?;
-        for migration in migrate::POSTGRES {
-            let done: Option<i64> =
-                sqlx::query_scalar("SELECT version FROM relay_migrations WHERE version = $1")
-                    .bind(migration.version)
-                    .fetch_optional(&mut *tx)
-                    .await?;
-            if done.is_none() {
-                sqlx::raw_sql(migration.sql).execute(&mut *tx).await?;
-                sqlx::query("INSERT INTO relay_migrations (version, applied_at) VALUES ($1, $2)")
-                    .bind(migration.version)
-                    .bind(crate::clock::now_ms())
-                    .execute(&mut *tx)
-                    .await?;
-            }
-        }
-        tx.commit().await?;
+        migrate::run(&pool).await?;
         Ok(Self {
             pool,
             seen: Arc::default(),

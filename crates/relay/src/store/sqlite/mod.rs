@@ -36,7 +36,7 @@ use super::rows;
 use super::sql;
 use super::{
     Bearer, CallView, ClaimedRow, EndedSessions, HeldBytes, LiveSession, Ms, NewCall, NewSession,
-    OwnerRow, Scope, Store, StoreResult, SweepStats, TokenRow, b, migrate,
+    OwnerRow, Scope, Store, StoreResult, SweepStats, TokenRow, b,
 };
 use crate::wake::Hub;
 
@@ -45,6 +45,7 @@ mod batch;
 mod batch_read;
 mod calls;
 mod checkpoint;
+mod migrate;
 mod sessions;
 mod writer;
 
@@ -85,7 +86,7 @@ impl SqliteStore {
             .statement_cache_capacity(WRITER_STATEMENT_CACHE)
             .pragma("wal_autocheckpoint", "0");
         let mut conn = SqliteConnection::connect_with(&writer_options).await?;
-        run_migrations(&mut conn).await?;
+        migrate::run(&mut conn).await?;
         let checkpointer = CancellationToken::new();
         checkpoint::spawn(&options, checkpointer.clone()).await?;
         let readers = SqlitePoolOptions::new()
@@ -120,31 +121,6 @@ impl SqliteStore {
     {
         self.writer.run(true, f).await
     }
-}
-
-async fn run_migrations(conn: &mut SqliteConnection) -> StoreResult<()> {
-    sqlx::query(migrate::CREATE_TABLE)
-        .execute(&mut *conn)
-        .await?;
-    for migration in migrate::SQLITE {
-        let done: Option<i64> =
-            sqlx::query_scalar("SELECT version FROM relay_migrations WHERE version = ?1")
-                .bind(migration.version)
-                .fetch_optional(&mut *conn)
-                .await?;
-        if done.is_some() {
-            continue;
-        }
-        let mut tx = conn.begin().await?;
-        sqlx::raw_sql(migration.sql).execute(&mut *tx).await?;
-        sqlx::query("INSERT INTO relay_migrations (version, applied_at) VALUES (?1, ?2)")
-            .bind(migration.version)
-            .bind(crate::clock::now_ms())
-            .execute(&mut *tx)
-            .await?;
-        tx.commit().await?;
-    }
-    Ok(())
 }
 
 #[async_trait]
