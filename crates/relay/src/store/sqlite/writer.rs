@@ -203,3 +203,111 @@ async fn run_job(conn: &mut SqliteConnection, atomic: bool, job: Job) {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::str::FromStr;
+
+    use sealpost_protocol::api::{CallState, TokenKind};
+    use sealpost_protocol::ids::Id16;
+    use sqlx::Connection;
+    use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode};
+
+    use super::*;
+    use crate::store::{Bearer, b};
+
+    fn id() -> Id16 {
+        let mut bytes = [0u8; 16];
+        getrandom::fill(&mut bytes).unwrap();
+        Id16(bytes)
+    }
+
+    /// A read marks an answered call delivered in memory only. Jobs (cancels, session changes,
+    /// the sweeper) read call states from the table, so the writer writes the marks before a
+    /// job runs, even when the read's batch left them unwritten because more work was queued.
+    #[tokio::test]
+    async fn a_delivery_mark_is_written_before_the_next_job_reads_call_states() {
+        let dir = std::env::temp_dir().join(format!("sealpost-marks-{}", id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let options =
+            SqliteConnectOptions::from_str(&format!("sqlite://{}/marks.db", dir.display()))
+                .unwrap()
+                .create_if_missing(true)
+                .journal_mode(SqliteJournalMode::Wal);
+        let mut conn = SqliteConnection::connect_with(&options).await.unwrap();
+        super::super::migrate::run(&mut conn).await.unwrap();
+        let (owner, token, pair, session, call) = (id(), id(), id(), id(), id());
+        let now = 1_700_000_000_000_i64;
+        for (sql, binds) in [
+            (
+                "INSERT INTO owners (id, name, created_at) VALUES ($1, 'o', 0)",
+                vec![owner],
+            ),
+            (
+                "INSERT INTO tokens (id, owner_id, kind, pair_id, label, created_at, expires_at) \
+                 VALUES ($1, $2, 'mcp', $3, 'l', 0, 9000000000000)",
+                vec![token, owner, pair],
+            ),
+            (
+                "INSERT INTO sessions (owner_id, session_id, pair_id, hello, created_at, expires_at) \
+                 VALUES ($1, $2, $3, x'00', 0, 9000000000000)",
+                vec![owner, session, pair],
+            ),
+            (
+                "INSERT INTO calls (owner_id, call_id, session_id, pair_id, state, reply, created_at, expires_at) \
+                 VALUES ($1, $2, $3, $4, 'answered', x'01', 0, 9000000000000)",
+                vec![owner, call, session, pair],
+            ),
+        ] {
+            let mut query = sqlx::query(sql);
+            for bind in binds {
+                query = query.bind(b(bind));
+            }
+            query.execute(&mut conn).await.unwrap();
+        }
+        let bearer = Bearer {
+            token_id: token,
+            owner_id: owner,
+            kind: TokenKind::Mcp,
+            pair_id: Some(pair),
+        };
+
+        // One batch: the read. The writer was not idle, so the mark stays in memory.
+        let mut deliveries = Deliveries::default();
+        let (answer, answered) = oneshot::channel();
+        let read = ReadOp {
+            bearer,
+            call_id: call,
+            now,
+            answer,
+        };
+        run_batch(&mut conn, &mut deliveries, vec![Request::Read(read)]).await;
+        let view = answered.await.unwrap().unwrap().unwrap();
+        assert_eq!(view.state, CallState::Answered);
+        assert!(deliveries.is_marked(owner, call));
+
+        // The next batch: a job that reads the call's state from the table.
+        let (seen, state) = oneshot::channel();
+        let job: Job = Box::new(move |conn| {
+            Box::pin(async move {
+                let stored: String = sqlx::query_scalar(
+                    "SELECT state FROM calls WHERE owner_id = $1 AND call_id = $2",
+                )
+                .bind(b(owner))
+                .bind(b(call))
+                .fetch_one(&mut *conn)
+                .await
+                .unwrap();
+                let _ = seen.send(stored);
+                let answer: Answer = Box::new(|_| {});
+                (true, answer)
+            })
+        });
+        let job = Request::Job { atomic: false, job };
+        run_batch(&mut conn, &mut deliveries, vec![job]).await;
+        assert_eq!(state.await.unwrap(), "delivered");
+        assert!(!deliveries.is_marked(owner, call));
+        drop(conn);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
