@@ -1,7 +1,11 @@
--- Sealpost relay schema, SQLite. Ids are 16-byte BLOBs; times are Unix milliseconds.
+-- Sealpost relay schema, SQLite. Ids are 16-byte BLOB values; times are Unix milliseconds.
 -- The relay stores only ciphertext (envelopes, replies) and opaque hellos.
+-- Applied by `sqlx::migrate!` (bookkept in `_sqlx_migrations`); a file, once released, is
+-- never edited: a change is a new numbered file in both migrations/sqlite and migrations/postgres.
 
--- People who may use the relay. `name` is how the admin CLI refers to them.
+-- People who may use the relay: every query about tokens, sessions and calls is scoped by an
+-- owner's id. `name` is how the admin CLI refers to them (unique, so `owner link NAME` is
+-- unambiguous); `disabled_at` stops an owner without deleting what they hold.
 CREATE TABLE owners (
     id          BLOB    PRIMARY KEY,
     name        TEXT    NOT NULL UNIQUE,
@@ -9,7 +13,8 @@ CREATE TABLE owners (
     disabled_at INTEGER
 );
 
--- One-time sign-in codes, stored as SHA-256 so a database reader cannot sign in.
+-- One-time sign-in codes (`owner add`, sign-in links), stored as SHA-256 so a database reader
+-- cannot sign in. The primary key is the lookup of an exchange; a row is deleted when used.
 CREATE TABLE signin_codes (
     code_hash  BLOB    PRIMARY KEY,
     owner_id   BLOB    NOT NULL REFERENCES owners(id),
@@ -28,10 +33,12 @@ CREATE TABLE tokens (
     expires_at INTEGER NOT NULL,
     revoked_at INTEGER
 );
--- Listing an owner's MCP tokens.
+-- Listing an owner's MCP tokens, and revoking all of an owner's tokens when they are disabled.
 CREATE INDEX tokens_by_owner ON tokens (owner_id, kind);
 
--- Browser sessions. The hello is kept byte for byte while the session is live, then dropped.
+-- Browser sessions: one tab executing for one pairing. The hello is kept byte for byte while
+-- the session is live (plugins fetch it), then dropped. `claimer_seen_at` tells a plugin the
+-- tab is still polling.
 CREATE TABLE sessions (
     owner_id        BLOB    NOT NULL,
     session_id      BLOB    NOT NULL,
@@ -45,7 +52,7 @@ CREATE TABLE sessions (
 );
 -- Finding a pairing's live session (and ending the previous one) without scanning ended rows.
 CREATE INDEX sessions_live_by_pair ON sessions (owner_id, pair_id) WHERE ended_at IS NULL;
--- The sweeper's scan for overdue sessions.
+-- The sweeper's scan for overdue sessions, without reading every session.
 CREATE INDEX sessions_by_expiry ON sessions (expires_at);
 
 -- Calls. `envelope` is the sealed call, `reply` the sealed answer; both are cleared when the
@@ -67,16 +74,19 @@ CREATE TABLE calls (
     answered_at      INTEGER,
     PRIMARY KEY (owner_id, call_id)
 );
--- The claim: oldest pending calls of one session. Partial, so it holds only the queue.
+-- The claim and the pending-calls limit: oldest pending calls of one session. Partial, so it
+-- holds only the queue, not every call the session ever had.
 CREATE INDEX calls_pending_by_session ON calls (owner_id, session_id, created_at)
     WHERE state = 'pending';
 -- Cancelling a session's open calls when it ends.
 CREATE INDEX calls_by_session ON calls (owner_id, session_id);
--- The sweeper: overdue calls by expiry, lapsed leases.
+-- The sweeper: calls past their expiry (to expire, clear bytes, delete).
 CREATE INDEX calls_by_expiry ON calls (expires_at);
+-- The sweeper: claimed calls whose lease lapsed (partial: only claimed calls).
 CREATE INDEX calls_claimed_by_lease ON calls (lease_expires_at) WHERE state = 'claimed';
 
--- Secrets the relay generates once and keeps with its data (the token signing key).
+-- Secrets the relay generates once and keeps with its data (the token signing key), so every
+-- replica and every restart signs and verifies with the same key.
 CREATE TABLE relay_secrets (
     name  TEXT PRIMARY KEY,
     value BLOB NOT NULL

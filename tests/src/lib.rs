@@ -16,7 +16,7 @@ use sealpost_protocol::api::{
 use sealpost_protocol::ids::{Base64Bytes, Id16};
 use sealpost_relay::app::{self, Running};
 use sealpost_relay::config::Config;
-use sealpost_relay::http::accounts::create_signin_link;
+use sealpost_relay::accounts::create_signin_link;
 use sealpost_relay::store::Store;
 use sealpost_seal::PairingSecret;
 use serde::Serialize;

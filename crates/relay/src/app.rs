@@ -74,7 +74,7 @@ pub async fn bootstrap_owner(store: &dyn Store, config: &Config) -> anyhow::Resu
         Err(StoreError::Duplicate) => return Ok(None),
         Err(e) => return Err(e.into()),
     }
-    let (link, _) = crate::http::accounts::create_signin_link(
+    let (link, _) = crate::accounts::create_signin_link(
         store,
         &config.public_url,
         id,
@@ -162,7 +162,7 @@ async fn sweeper(state: AppState) {
                     "sweep"
                 );
             }
-            Err(error) => tracing::warn!(%error, "sweep failed"),
+            Err(error) => tracing::warn!(error = %store::ErrorChain(&error), "sweep failed"),
         }
         state.rate.forget_idle();
     }

@@ -176,13 +176,9 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                             }
                             other => other.into(),
                         })?;
-                    let (link, _) = crate::http::accounts::create_signin_link(
-                        store.as_ref(),
-                        &public_url,
-                        id,
-                        ttl,
-                    )
-                    .await?;
+                    let (link, _) =
+                        crate::accounts::create_signin_link(store.as_ref(), &public_url, id, ttl)
+                            .await?;
                     println!(
                         "Owner {name:?} added. One-time sign-in link (valid 15 minutes):\n  {link}"
                     );
@@ -210,7 +206,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                         .await?
                         .with_context(|| format!("no owner named {name:?}"))?;
                     anyhow::ensure!(!owner.disabled, "owner {name:?} is disabled");
-                    let (link, _) = crate::http::accounts::create_signin_link(
+                    let (link, _) = crate::accounts::create_signin_link(
                         store.as_ref(),
                         &public_url,
                         owner.id,

@@ -2,11 +2,13 @@
 //! their browser tab, holding only ciphertext and never a key.
 //!
 //! - [`app`]: start, serve, sweep, shut down.
+//! - [`accounts`]: sign-in links, for the CLI, the first start and the API alike.
 //! - [`http`]: the `/v1` API, health, readiness, metrics, OpenAPI, the web app.
 //! - [`store`]: the only module that knows SQL (SQLite and PostgreSQL behind one trait).
 //! - [`wake`]: in-process wake-ups for long-polls.
 //! - [`config`]: configuration and every limit.
 
+pub mod accounts;
 pub mod app;
 pub mod cli;
 pub mod clock;

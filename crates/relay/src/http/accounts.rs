@@ -11,7 +11,6 @@ use sealpost_protocol::api::{
     McpTokenList, MeResponse, OwnerInfo, SigninLinkResponse, SigninRequest, SigninResponse,
     TokenKind,
 };
-use sha2::{Digest, Sha256};
 
 use super::auth::Authed;
 use super::body::read_json;
@@ -19,34 +18,10 @@ use super::client::ClientAddr;
 use super::error::{ApiError, ApiResult};
 use super::path_id;
 use super::state::AppState;
+use crate::accounts::{code_hash, create_signin_link};
 use crate::clock::now_ms;
 use crate::ids::random_id;
-use crate::store::{Store, StoreResult, TokenRow};
-
-/// SHA-256 of a sign-in code: only the hash is stored.
-pub fn code_hash(code: &str) -> [u8; 32] {
-    Sha256::digest(code.as_bytes()).into()
-}
-
-/// Creates a one-time sign-in code for `owner_id` and returns the link that carries it.
-pub async fn create_signin_link(
-    store: &dyn Store,
-    public_url: &str,
-    owner_id: sealpost_protocol::ids::Id16,
-    ttl_s: u64,
-) -> StoreResult<(String, i64)> {
-    let mut bytes = [0u8; 32];
-    getrandom::fill(&mut bytes).expect("the OS random source works");
-    let code = base64::Engine::encode(&base64::engine::general_purpose::URL_SAFE_NO_PAD, bytes);
-    let expires_at = now_ms() + ttl_s as i64 * 1000;
-    store
-        .create_signin_code(code_hash(&code), owner_id, expires_at)
-        .await?;
-    Ok((
-        format!("{}/#signin={code}", public_url.trim_end_matches('/')),
-        expires_at,
-    ))
-}
+use crate::store::TokenRow;
 
 fn small_body_timeout(state: &AppState) -> (usize, Duration) {
     (

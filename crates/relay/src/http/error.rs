@@ -119,8 +119,9 @@ impl From<StoreError> for ApiError {
                 "You already have the most live sessions allowed. End one in the web app.",
             ),
             StoreError::TokenNotLive => ApiError::unauthorized(),
-            StoreError::Db(detail) => {
-                tracing::error!(error = %detail, "store error");
+            _ => {
+                // The whole cause chain: "database error" alone tells an operator nothing.
+                tracing::error!(error = %crate::store::ErrorChain(&error), "store error");
                 ApiError::new(
                     ErrorCode::Unavailable,
                     "The relay's database is unavailable. Try again shortly.",

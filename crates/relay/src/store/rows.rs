@@ -9,9 +9,8 @@ use sealpost_protocol::ids::Id16;
 use sqlx::{ColumnIndex, Decode, Row, Type};
 
 use super::{
-    CallView, ClaimedRow, HeldBytes, LiveSession, Ms, OwnerRow, SessionInfo, StoreError,
-    StoreResult, TokenRow, call_view, effective_state, id_from, parse_kind, parse_reason,
-    parse_state,
+    CallView, ClaimedRow, HeldBytes, LiveSession, Ms, OwnerRow, StoreError, StoreResult, TokenRow,
+    call_view, effective_state, id_from, parse_kind, parse_reason, parse_state,
 };
 
 /// Typed reads of a row's columns by name.
@@ -98,16 +97,6 @@ pub(crate) fn live_session(row: &impl Columns) -> StoreResult<LiveSession> {
         hello: row.opt_bytes("hello")?.unwrap_or_default(),
         expires_at: row.int("expires_at")?,
         claimer_seen_at: row.opt_int("claimer_seen_at")?,
-    })
-}
-
-/// `pair_id, expires_at, ended_at` of a session.
-pub(crate) fn session_info(row: &impl Columns, session_id: Id16) -> StoreResult<SessionInfo> {
-    Ok(SessionInfo {
-        session_id,
-        pair_id: row.id("pair_id")?,
-        expires_at: row.int("expires_at")?,
-        ended: row.opt_int("ended_at")?.is_some(),
     })
 }
 

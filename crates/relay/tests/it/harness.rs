@@ -79,14 +79,10 @@ impl Relay {
             .create_owner(owner_id, name, sealpost_relay::clock::now_ms())
             .await
             .unwrap();
-        let (link, _) = sealpost_relay::http::accounts::create_signin_link(
-            store.as_ref(),
-            &self.base,
-            owner_id,
-            900,
-        )
-        .await
-        .unwrap();
+        let (link, _) =
+            sealpost_relay::accounts::create_signin_link(store.as_ref(), &self.base, owner_id, 900)
+                .await
+                .unwrap();
         let code = link.split("#signin=").nth(1).unwrap();
         let (status, body) = self
             .send(

@@ -93,14 +93,10 @@ async fn pairing_via(relay: &Relay, database_url: &str) -> crate::harness::Pairi
         )
         .await
         .unwrap();
-    let (link, _) = sealpost_relay::http::accounts::create_signin_link(
-        store.as_ref(),
-        &relay.base,
-        owner_id,
-        900,
-    )
-    .await
-    .unwrap();
+    let (link, _) =
+        sealpost_relay::accounts::create_signin_link(store.as_ref(), &relay.base, owner_id, 900)
+            .await
+            .unwrap();
     let code = link.split("#signin=").nth(1).unwrap();
     let (_, body) = relay
         .send(

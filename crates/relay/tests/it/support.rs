@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use sealpost_protocol::ids::Id16;
-use sealpost_relay::store::{self, Store};
+use sealpost_relay::store::{self, Inspect};
 
 /// A fresh random id.
 pub fn id() -> Id16 {
@@ -73,8 +73,11 @@ impl TestDb {
         })
     }
 
-    pub async fn open(&self) -> Arc<dyn Store> {
-        store::open(&self.url).await.expect("open store")
+    /// Opens the store, with its [`Inspect`] side for the tests that look at held bytes.
+    pub async fn open(&self) -> Arc<dyn Inspect> {
+        store::open_inspectable(&self.url)
+            .await
+            .expect("open store")
     }
 }
 

@@ -3,12 +3,12 @@
 use std::sync::Arc;
 
 use sealpost_protocol::api::TokenKind;
-use sealpost_relay::store::{Store, StoreError, TokenRow};
+use sealpost_relay::store::{Inspect, StoreError, TokenRow};
 
 use super::{HOUR, T0};
 use crate::support::id;
 
-pub(super) async fn check_signin_codes_work_once_and_tokens_are_revocable(store: Arc<dyn Store>) {
+pub(super) async fn check_signin_codes_work_once_and_tokens_are_revocable(store: Arc<dyn Inspect>) {
     let owner = id();
     store.create_owner(owner, "alice", T0).await.unwrap();
     assert!(matches!(

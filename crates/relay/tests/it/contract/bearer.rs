@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use sealpost_protocol::api::{CallState, TokenKind};
-use sealpost_relay::store::{Bearer, Store, StoreError};
+use sealpost_relay::store::{Bearer, Inspect, StoreError};
 
 use super::{HOUR, T0, World, token, world};
 use crate::support::id;
@@ -38,7 +38,7 @@ async fn three_calls(w: &World) -> [sealpost_protocol::ids::Id16; 3] {
     [pending, claimed, answered]
 }
 
-pub(super) async fn check_a_revoked_token_changes_nothing(store: Arc<dyn Store>) {
+pub(super) async fn check_a_revoked_token_changes_nothing(store: Arc<dyn Inspect>) {
     let w = world(store).await;
     let [pending, claimed, answered] = three_calls(&w).await;
     let t = T0 + 10;
@@ -110,7 +110,7 @@ pub(super) async fn check_a_revoked_token_changes_nothing(store: Arc<dyn Store>)
         .expect("the refused reply left the call claimed");
 }
 
-pub(super) async fn check_an_expired_token_changes_nothing(store: Arc<dyn Store>) {
+pub(super) async fn check_an_expired_token_changes_nothing(store: Arc<dyn Inspect>) {
     let w = world(store).await;
     let [pending, claimed, answered] = three_calls(&w).await;
     // Tokens that lapse at T0 + 100, used just after.
@@ -156,7 +156,7 @@ pub(super) async fn check_an_expired_token_changes_nothing(store: Arc<dyn Store>
 }
 
 pub(super) async fn check_a_token_that_does_not_match_its_row_changes_nothing(
-    store: Arc<dyn Store>,
+    store: Arc<dyn Inspect>,
 ) {
     let w = world(store.clone()).await;
     let other = world(store).await;

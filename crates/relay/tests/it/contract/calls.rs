@@ -6,12 +6,14 @@ use std::sync::Arc;
 
 use sealpost_protocol::api::CallState;
 use sealpost_protocol::content::CancelReason;
-use sealpost_relay::store::{NewCall, Scope, Store, StoreError};
+use sealpost_relay::store::{Inspect, NewCall, Scope, StoreError};
 
 use super::{HOUR, T0, new_session, world};
 use crate::support::id;
 
-pub(super) async fn check_concurrent_claimers_take_every_call_exactly_once(store: Arc<dyn Store>) {
+pub(super) async fn check_concurrent_claimers_take_every_call_exactly_once(
+    store: Arc<dyn Inspect>,
+) {
     const CLAIMERS: usize = 8;
     const CALLS_PER_POSTER: usize = 2_000;
     let w = Arc::new(world(store).await);
@@ -80,7 +82,7 @@ pub(super) async fn check_concurrent_claimers_take_every_call_exactly_once(store
 }
 
 pub(super) async fn check_a_lapsed_lease_expires_the_call_and_it_is_never_offered_again(
-    store: Arc<dyn Store>,
+    store: Arc<dyn Inspect>,
 ) {
     let w = world(store).await;
     let call = w.post(T0, 60_000).await;
@@ -130,7 +132,7 @@ pub(super) async fn check_a_lapsed_lease_expires_the_call_and_it_is_never_offere
     );
 }
 
-pub(super) async fn check_a_lease_never_runs_past_the_call_expiry(store: Arc<dyn Store>) {
+pub(super) async fn check_a_lease_never_runs_past_the_call_expiry(store: Arc<dyn Inspect>) {
     let w = world(store).await;
     w.post(T0, 5_000).await;
     let got = w
@@ -141,7 +143,9 @@ pub(super) async fn check_a_lease_never_runs_past_the_call_expiry(store: Arc<dyn
     assert_eq!(got[0].lease_expires_at, T0 + 5_000);
 }
 
-pub(super) async fn check_answer_then_read_marks_delivered_and_reads_repeat(store: Arc<dyn Store>) {
+pub(super) async fn check_answer_then_read_marks_delivered_and_reads_repeat(
+    store: Arc<dyn Inspect>,
+) {
     let w = world(store).await;
     let call = w.post(T0, 60_000).await;
     assert_eq!(
@@ -207,7 +211,7 @@ pub(super) async fn check_answer_then_read_marks_delivered_and_reads_repeat(stor
     );
 }
 
-pub(super) async fn check_cancel_applies_to_open_calls_only(store: Arc<dyn Store>) {
+pub(super) async fn check_cancel_applies_to_open_calls_only(store: Arc<dyn Inspect>) {
     let w = world(store).await;
     let pending = w.post(T0, 60_000).await;
     w.store
@@ -288,7 +292,7 @@ pub(super) async fn check_cancel_applies_to_open_calls_only(store: Arc<dyn Store
     assert!(matches!(foreign, Err(StoreError::NotFound)), "{foreign:?}");
 }
 
-pub(super) async fn check_duplicate_ids_are_refused_per_owner(store: Arc<dyn Store>) {
+pub(super) async fn check_duplicate_ids_are_refused_per_owner(store: Arc<dyn Inspect>) {
     let w = world(store.clone()).await;
     let call_id = w.post(T0, 60_000).await;
     let again = w
@@ -322,7 +326,7 @@ pub(super) async fn check_duplicate_ids_are_refused_per_owner(store: Arc<dyn Sto
 }
 
 pub(super) async fn check_expired_calls_are_not_claimable_and_read_as_expired(
-    store: Arc<dyn Store>,
+    store: Arc<dyn Inspect>,
 ) {
     let w = world(store).await;
     let call = w.post(T0, 1_000).await;
@@ -365,7 +369,7 @@ pub(super) async fn check_expired_calls_are_not_claimable_and_read_as_expired(
     assert_eq!(e, T0 + 500);
 }
 
-pub(super) async fn check_another_owner_sees_nothing(store: Arc<dyn Store>) {
+pub(super) async fn check_another_owner_sees_nothing(store: Arc<dyn Inspect>) {
     let w = world(store.clone()).await;
     let other = world(store).await;
     let call = w.post(T0, 60_000).await;
@@ -421,7 +425,7 @@ pub(super) async fn check_another_owner_sees_nothing(store: Arc<dyn Store>) {
     ));
 }
 
-pub(super) async fn check_a_claim_takes_at_most_max_calls_oldest_first(store: Arc<dyn Store>) {
+pub(super) async fn check_a_claim_takes_at_most_max_calls_oldest_first(store: Arc<dyn Inspect>) {
     let w = world(store).await;
     let mut posted = Vec::new();
     for age in [5, 1, 4, 2, 3] {

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use sealpost_protocol::api::TokenKind;
 use sealpost_protocol::ids::Id16;
-use sealpost_relay::store::{Bearer, NewCall, NewSession, Store, TokenRow};
+use sealpost_relay::store::{Bearer, Inspect, NewCall, NewSession, Store, TokenRow};
 
 use crate::support::id;
 
@@ -26,7 +26,7 @@ const T0: i64 = 1_700_000_000_000;
 const HOUR: i64 = 3_600_000;
 
 struct World {
-    store: Arc<dyn Store>,
+    store: Arc<dyn Inspect>,
     owner: Id16,
     session: Id16,
     pair: Id16,
@@ -36,7 +36,7 @@ struct World {
     tab: Bearer,
 }
 
-async fn world(store: Arc<dyn Store>) -> World {
+async fn world(store: Arc<dyn Inspect>) -> World {
     let owner = id();
     store
         .create_owner(owner, &format!("owner-{owner}"), T0)

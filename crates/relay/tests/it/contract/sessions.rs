@@ -6,12 +6,12 @@ use std::sync::Arc;
 
 use sealpost_protocol::api::CallState;
 use sealpost_protocol::content::CancelReason;
-use sealpost_relay::store::{Store, StoreError};
+use sealpost_relay::store::{Inspect, StoreError};
 
 use super::{HOUR, T0, new_session, world};
 use crate::support::id;
 
-pub(super) async fn check_ending_a_session_cancels_only_open_calls(store: Arc<dyn Store>) {
+pub(super) async fn check_ending_a_session_cancels_only_open_calls(store: Arc<dyn Inspect>) {
     let w = world(store).await;
     let answered = w.post(T0, 60_000).await;
     w.store
@@ -96,7 +96,7 @@ pub(super) async fn check_ending_a_session_cancels_only_open_calls(store: Arc<dy
     );
 }
 
-pub(super) async fn check_limits_on_pending_calls_and_live_sessions(store: Arc<dyn Store>) {
+pub(super) async fn check_limits_on_pending_calls_and_live_sessions(store: Arc<dyn Inspect>) {
     let w = world(store).await;
     for _ in 0..3 {
         w.store

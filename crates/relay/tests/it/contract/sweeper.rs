@@ -4,11 +4,11 @@
 use std::sync::Arc;
 
 use sealpost_protocol::api::CallState;
-use sealpost_relay::store::{Store, StoreError};
+use sealpost_relay::store::{Inspect, StoreError};
 
 use super::{HOUR, T0, world};
 
-pub(super) async fn check_sweeper_drops_bytes_then_rows(store: Arc<dyn Store>) {
+pub(super) async fn check_sweeper_drops_bytes_then_rows(store: Arc<dyn Inspect>) {
     let w = world(store).await;
     let answered = w.post(T0, 10_000).await;
     let pending = w.post(T0, 10_000).await;
@@ -63,7 +63,9 @@ pub(super) async fn check_sweeper_drops_bytes_then_rows(store: Arc<dyn Store>) {
     );
 }
 
-pub(super) async fn check_the_sweeper_ends_expired_sessions_and_names_them(store: Arc<dyn Store>) {
+pub(super) async fn check_the_sweeper_ends_expired_sessions_and_names_them(
+    store: Arc<dyn Inspect>,
+) {
     let w = world(store).await;
     let before = w.store.sweep(T0 + HOUR - 1, 60_000).await.unwrap();
     assert!(before.ended.sessions.is_empty(), "{before:?}");

@@ -7,7 +7,7 @@
 //! Every statement is a round trip to sqlx's worker thread, which under load is the relay's
 //! bottleneck, so the batch is built to make few of them:
 //! - the four requests of the call loop (post, claim, reply, read) are data, not closures, and
-//!   each kind runs for the whole batch in one statement (`sqlite_batch`, `sqlite_batch_read`),
+//!   each kind runs for the whole batch in one statement (`batch`, `batch_read`),
 //!   with the bearer's token row checked inside that statement;
 //! - statements autocommit: with WAL and `synchronous=NORMAL` a commit costs no fsync, so one
 //!   transaction around the batch would only add two round trips. An operation of several
@@ -16,15 +16,15 @@
 //! Within a batch, jobs run first in arrival order, then the posts, the claims, the replies and
 //! the reads; the requests of one batch are concurrent, so any order is a valid one, and reads
 //! last see the batch's own answers. Each request is answered as soon as its statement is done.
-//! Delivery marks are written between batches, when due (`sqlite_batch_read::Deliveries`).
+//! Delivery marks are written between batches, when due (`batch_read::Deliveries`).
 
 use futures_util::future::BoxFuture;
 use sqlx::sqlite::SqliteConnection;
 use tokio::sync::{mpsc, oneshot};
 
-use super::sqlite_batch::{self, ClaimOp, PostOp, ReplyOp};
-use super::sqlite_batch_read::{self, Deliveries, ReadOp};
-use super::{StoreError, StoreResult};
+use super::batch::{self, ClaimOp, PostOp, ReplyOp};
+use super::batch_read::{self, Deliveries, ReadOp};
+use crate::store::{CallView, ClaimedRow, ErrorChain, StoreError, StoreResult};
 
 /// Most operations one batch takes, so one batch cannot grow without bound.
 const MAX_BATCH: usize = 256;
@@ -32,11 +32,12 @@ const MAX_BATCH: usize = 256;
 const QUEUE_DEPTH: usize = 4096;
 
 /// Runs one operation on the writer's connection and says whether it succeeded; the closure it
-/// returns answers the caller, given whether the operation's transaction committed.
+/// returns answers the caller, given how the operation's transaction ended.
 pub(crate) type Job =
     Box<dyn for<'c> FnOnce(&'c mut SqliteConnection) -> BoxFuture<'c, (bool, Answer)> + Send>;
-/// Answers a job's caller: `true` if its writes are committed (or it wrote nothing).
-pub(crate) type Answer = Box<dyn FnOnce(bool) + Send>;
+/// Answers a job's caller: `Ok` if its writes are committed (or it wrote nothing), else the
+/// commit's error.
+pub(crate) type Answer = Box<dyn FnOnce(Result<(), sqlx::Error>) + Send>;
 
 enum Request {
     Job { atomic: bool, job: Job },
@@ -74,10 +75,9 @@ impl Writer {
                 let result = f(conn).await;
                 let ok = result.is_ok();
                 let answer: Answer = Box::new(move |committed| {
-                    let result = if committed {
-                        result
-                    } else {
-                        Err(StoreError::Db("the transaction did not commit".into()))
+                    let result = match committed {
+                        Ok(()) => result,
+                        Err(error) => Err(StoreError::NotCommitted(error)),
                     };
                     let _ = answer.send(result);
                 });
@@ -99,8 +99,8 @@ impl Writer {
 
     pub(crate) async fn claim(
         &self,
-        op: impl FnOnce(oneshot::Sender<StoreResult<Vec<super::ClaimedRow>>>) -> ClaimOp,
-    ) -> StoreResult<Vec<super::ClaimedRow>> {
+        op: impl FnOnce(oneshot::Sender<StoreResult<Vec<ClaimedRow>>>) -> ClaimOp,
+    ) -> StoreResult<Vec<ClaimedRow>> {
         let (answer, answered) = oneshot::channel();
         self.send(Request::Claim(op(answer))).await?;
         receive(answered).await
@@ -117,8 +117,8 @@ impl Writer {
 
     pub(crate) async fn read(
         &self,
-        op: impl FnOnce(oneshot::Sender<StoreResult<Option<super::CallView>>>) -> ReadOp,
-    ) -> StoreResult<Option<super::CallView>> {
+        op: impl FnOnce(oneshot::Sender<StoreResult<Option<CallView>>>) -> ReadOp,
+    ) -> StoreResult<Option<CallView>> {
         let (answer, answered) = oneshot::channel();
         self.send(Request::Read(op(answer))).await?;
         receive(answered).await
@@ -128,14 +128,12 @@ impl Writer {
         self.queue
             .send(request)
             .await
-            .map_err(|_| StoreError::Db("the SQLite writer has stopped".into()))
+            .map_err(|_| StoreError::WriterStopped)
     }
 }
 
 async fn receive<T>(answered: oneshot::Receiver<StoreResult<T>>) -> StoreResult<T> {
-    answered
-        .await
-        .map_err(|_| StoreError::Db("the SQLite writer dropped the operation".into()))?
+    answered.await.map_err(|_| StoreError::WriterStopped)?
 }
 
 async fn exec(conn: &mut SqliteConnection, sql: &'static str) -> Result<(), sqlx::Error> {
@@ -175,19 +173,19 @@ async fn run_batch(conn: &mut SqliteConnection, deliveries: &mut Deliveries, bat
             Request::Read(op) => reads.push(op),
         }
     }
-    sqlite_batch::post_calls(conn, posts).await;
-    sqlite_batch::claim_calls(conn, claims).await;
-    sqlite_batch::reply_calls(conn, deliveries, replies).await;
-    sqlite_batch_read::read_calls(conn, deliveries, reads).await;
+    batch::post_calls(conn, posts).await;
+    batch::claim_calls(conn, claims).await;
+    batch::reply_calls(conn, deliveries, replies).await;
+    batch_read::read_calls(conn, deliveries, reads).await;
 }
 
 async fn run_job(conn: &mut SqliteConnection, atomic: bool, job: Job) {
     if !atomic {
         let (_, answer) = job(conn).await;
-        return answer(true);
+        return answer(Ok(()));
     }
     if let Err(error) = exec(conn, "BEGIN IMMEDIATE").await {
-        tracing::error!(%error, "sqlite writer could not begin a transaction");
+        tracing::error!(error = %ErrorChain(&error), "sqlite writer could not begin a transaction");
         // Dropping the job drops its answer channel: the caller sees a store error.
         return;
     }
@@ -195,14 +193,121 @@ async fn run_job(conn: &mut SqliteConnection, atomic: bool, job: Job) {
     if !ok {
         // The job's own error is its answer; its partial writes go.
         let _ = exec(conn, "ROLLBACK").await;
-        return answer(true);
+        return answer(Ok(()));
     }
     match exec(conn, "COMMIT").await {
-        Ok(()) => answer(true),
+        Ok(()) => answer(Ok(())),
         Err(error) => {
-            tracing::error!(%error, "sqlite commit failed");
             let _ = exec(conn, "ROLLBACK").await;
-            answer(false)
+            answer(Err(error))
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::str::FromStr;
+
+    use sealpost_protocol::api::{CallState, TokenKind};
+    use sealpost_protocol::ids::Id16;
+    use sqlx::Connection;
+    use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode};
+
+    use super::*;
+    use crate::store::{Bearer, b};
+
+    fn id() -> Id16 {
+        let mut bytes = [0u8; 16];
+        getrandom::fill(&mut bytes).unwrap();
+        Id16(bytes)
+    }
+
+    /// A read marks an answered call delivered in memory only. Jobs (cancels, session changes,
+    /// the sweeper) read call states from the table, so the writer writes the marks before a
+    /// job runs, even when the read's batch left them unwritten because more work was queued.
+    #[tokio::test]
+    async fn a_delivery_mark_is_written_before_the_next_job_reads_call_states() {
+        let dir = std::env::temp_dir().join(format!("sealpost-marks-{}", id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let options =
+            SqliteConnectOptions::from_str(&format!("sqlite://{}/marks.db", dir.display()))
+                .unwrap()
+                .create_if_missing(true)
+                .journal_mode(SqliteJournalMode::Wal);
+        let mut conn = SqliteConnection::connect_with(&options).await.unwrap();
+        super::super::migrate::run(&mut conn).await.unwrap();
+        let (owner, token, pair, session, call) = (id(), id(), id(), id(), id());
+        let now = 1_700_000_000_000_i64;
+        for (sql, binds) in [
+            (
+                "INSERT INTO owners (id, name, created_at) VALUES ($1, 'o', 0)",
+                vec![owner],
+            ),
+            (
+                "INSERT INTO tokens (id, owner_id, kind, pair_id, label, created_at, expires_at) \
+                 VALUES ($1, $2, 'mcp', $3, 'l', 0, 9000000000000)",
+                vec![token, owner, pair],
+            ),
+            (
+                "INSERT INTO sessions (owner_id, session_id, pair_id, hello, created_at, expires_at) \
+                 VALUES ($1, $2, $3, x'00', 0, 9000000000000)",
+                vec![owner, session, pair],
+            ),
+            (
+                "INSERT INTO calls (owner_id, call_id, session_id, pair_id, state, reply, created_at, expires_at) \
+                 VALUES ($1, $2, $3, $4, 'answered', x'01', 0, 9000000000000)",
+                vec![owner, call, session, pair],
+            ),
+        ] {
+            let mut query = sqlx::query(sql);
+            for bind in binds {
+                query = query.bind(b(bind));
+            }
+            query.execute(&mut conn).await.unwrap();
+        }
+        let bearer = Bearer {
+            token_id: token,
+            owner_id: owner,
+            kind: TokenKind::Mcp,
+            pair_id: Some(pair),
+        };
+
+        // One batch: the read. The writer was not idle, so the mark stays in memory.
+        let mut deliveries = Deliveries::default();
+        let (answer, answered) = oneshot::channel();
+        let read = ReadOp {
+            bearer,
+            call_id: call,
+            now,
+            answer,
+        };
+        run_batch(&mut conn, &mut deliveries, vec![Request::Read(read)]).await;
+        let view = answered.await.unwrap().unwrap().unwrap();
+        assert_eq!(view.state, CallState::Answered);
+        assert!(deliveries.is_marked(owner, call));
+
+        // The next batch: a job that reads the call's state from the table.
+        let (seen, state) = oneshot::channel();
+        let job: Job = Box::new(move |conn| {
+            Box::pin(async move {
+                let stored: String = sqlx::query_scalar(
+                    "SELECT state FROM calls WHERE owner_id = $1 AND call_id = $2",
+                )
+                .bind(b(owner))
+                .bind(b(call))
+                .fetch_one(&mut *conn)
+                .await
+                .unwrap();
+                let _ = seen.send(stored);
+                let answer: Answer = Box::new(|_| {});
+                (true, answer)
+            })
+        });
+        let job = Request::Job { atomic: false, job };
+        run_batch(&mut conn, &mut deliveries, vec![job]).await;
+        assert_eq!(state.await.unwrap(), "delivered");
+        assert!(!deliveries.is_marked(owner, call));
+        drop(conn);
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -1,33 +1,29 @@
-//! PostgreSQL accounts: owners, one-time sign-in codes, tokens and the stored signing key. Kept
-//! apart from `postgres.rs` (connecting, wake-ups, sessions) and `postgres_calls.rs` (the hot
-//! path).
+//! PostgreSQL accounts: owners, one-time sign-in codes, tokens and the stored signing key.
+//! Most statements are shared with SQLite (`store::sql`).
 
 use sealpost_protocol::api::TokenKind;
 use sealpost_protocol::ids::Id16;
 use sqlx::postgres::PgPool;
 
-use super::{
+use crate::store::sql;
+use crate::store::{
     Ms, OwnerRow, StoreError, StoreResult, TokenRow, b, id_from, is_unique_violation, rows,
 };
 
 pub(super) async fn secret(pool: &PgPool, name: &str, fresh: Vec<u8>) -> StoreResult<Vec<u8>> {
-    sqlx::query(
-        "INSERT INTO relay_secrets (name, value) VALUES ($1, $2) ON CONFLICT (name) DO NOTHING",
-    )
-    .bind(name)
-    .bind(fresh)
-    .execute(pool)
-    .await?;
-    Ok(
-        sqlx::query_scalar("SELECT value FROM relay_secrets WHERE name = $1")
-            .bind(name)
-            .fetch_one(pool)
-            .await?,
-    )
+    sqlx::query(sql::INSERT_SECRET)
+        .bind(name)
+        .bind(fresh)
+        .execute(pool)
+        .await?;
+    Ok(sqlx::query_scalar(sql::SELECT_SECRET)
+        .bind(name)
+        .fetch_one(pool)
+        .await?)
 }
 
 pub(super) async fn create_owner(pool: &PgPool, id: Id16, name: &str, now: Ms) -> StoreResult<()> {
-    match sqlx::query("INSERT INTO owners (id, name, created_at) VALUES ($1, $2, $3)")
+    match sqlx::query(sql::INSERT_OWNER)
         .bind(b(id))
         .bind(name)
         .bind(now)
@@ -40,14 +36,12 @@ pub(super) async fn create_owner(pool: &PgPool, id: Id16, name: &str, now: Ms) -
 }
 
 pub(super) async fn list_owners(pool: &PgPool) -> StoreResult<Vec<OwnerRow>> {
-    let rows = sqlx::query("SELECT * FROM owners ORDER BY name")
-        .fetch_all(pool)
-        .await?;
+    let rows = sqlx::query(sql::SELECT_OWNERS).fetch_all(pool).await?;
     rows.iter().map(rows::owner).collect()
 }
 
 pub(super) async fn owner_by_name(pool: &PgPool, name: &str) -> StoreResult<Option<OwnerRow>> {
-    let row = sqlx::query("SELECT * FROM owners WHERE name = $1")
+    let row = sqlx::query(sql::SELECT_OWNER_BY_NAME)
         .bind(name)
         .fetch_optional(pool)
         .await?;
@@ -55,7 +49,7 @@ pub(super) async fn owner_by_name(pool: &PgPool, name: &str) -> StoreResult<Opti
 }
 
 pub(super) async fn owner_by_id(pool: &PgPool, id: Id16) -> StoreResult<Option<OwnerRow>> {
-    let row = sqlx::query("SELECT * FROM owners WHERE id = $1")
+    let row = sqlx::query(sql::SELECT_OWNER_BY_ID)
         .bind(b(id))
         .fetch_optional(pool)
         .await?;
@@ -64,20 +58,18 @@ pub(super) async fn owner_by_id(pool: &PgPool, id: Id16) -> StoreResult<Option<O
 
 pub(super) async fn disable_owner(pool: &PgPool, name: &str, now: Ms) -> StoreResult<bool> {
     let mut tx = pool.begin().await?;
-    let id: Option<Vec<u8>> = sqlx::query_scalar(
-        "UPDATE owners SET disabled_at = COALESCE(disabled_at, $2) WHERE name = $1 RETURNING id",
-    )
-    .bind(name)
-    .bind(now)
-    .fetch_optional(&mut *tx)
-    .await?;
+    let id: Option<Vec<u8>> = sqlx::query_scalar(sql::DISABLE_OWNER)
+        .bind(name)
+        .bind(now)
+        .fetch_optional(&mut *tx)
+        .await?;
     let Some(id) = id else { return Ok(false) };
-    sqlx::query("UPDATE tokens SET revoked_at = $2 WHERE owner_id = $1 AND revoked_at IS NULL")
+    sqlx::query(sql::REVOKE_OWNER_TOKENS)
         .bind(&id)
         .bind(now)
         .execute(&mut *tx)
         .await?;
-    sqlx::query("DELETE FROM signin_codes WHERE owner_id = $1")
+    sqlx::query(sql::DELETE_OWNER_SIGNIN_CODES)
         .bind(&id)
         .execute(&mut *tx)
         .await?;
@@ -91,7 +83,7 @@ pub(super) async fn create_signin_code(
     owner_id: Id16,
     expires_at: Ms,
 ) -> StoreResult<()> {
-    sqlx::query("INSERT INTO signin_codes (code_hash, owner_id, expires_at) VALUES ($1, $2, $3)")
+    sqlx::query(sql::INSERT_SIGNIN_CODE)
         .bind(code_hash.to_vec())
         .bind(b(owner_id))
         .bind(expires_at)
@@ -105,31 +97,25 @@ pub(super) async fn consume_signin_code(
     code_hash: [u8; 32],
     now: Ms,
 ) -> StoreResult<Option<Id16>> {
-    let owner: Option<Vec<u8>> = sqlx::query_scalar(
-        "DELETE FROM signin_codes WHERE code_hash = $1 AND expires_at > $2 \
-         AND owner_id IN (SELECT id FROM owners WHERE disabled_at IS NULL) RETURNING owner_id",
-    )
-    .bind(code_hash.to_vec())
-    .bind(now)
-    .fetch_optional(pool)
-    .await?;
+    let owner: Option<Vec<u8>> = sqlx::query_scalar(sql::CONSUME_SIGNIN_CODE)
+        .bind(code_hash.to_vec())
+        .bind(now)
+        .fetch_optional(pool)
+        .await?;
     owner.map(id_from).transpose()
 }
 
 pub(super) async fn create_token(pool: &PgPool, t: &TokenRow) -> StoreResult<()> {
-    sqlx::query(
-        "INSERT INTO tokens (id, owner_id, kind, pair_id, label, created_at, expires_at) \
-         VALUES ($1, $2, $3, $4, $5, $6, $7)",
-    )
-    .bind(b(t.id))
-    .bind(b(t.owner_id))
-    .bind(t.kind.as_str())
-    .bind(t.pair_id.map(b))
-    .bind(&t.label)
-    .bind(t.created_at)
-    .bind(t.expires_at)
-    .execute(pool)
-    .await?;
+    sqlx::query(sql::INSERT_TOKEN)
+        .bind(b(t.id))
+        .bind(b(t.owner_id))
+        .bind(t.kind.as_str())
+        .bind(t.pair_id.map(b))
+        .bind(&t.label)
+        .bind(t.created_at)
+        .bind(t.expires_at)
+        .execute(pool)
+        .await?;
     Ok(())
 }
 
@@ -138,14 +124,11 @@ pub(super) async fn active_token(
     id: Id16,
     now: Ms,
 ) -> StoreResult<Option<TokenRow>> {
-    let row = sqlx::query(
-        "SELECT t.* FROM tokens t JOIN owners o ON o.id = t.owner_id \
-         WHERE t.id = $1 AND t.revoked_at IS NULL AND t.expires_at > $2 AND o.disabled_at IS NULL",
-    )
-    .bind(b(id))
-    .bind(now)
-    .fetch_optional(pool)
-    .await?;
+    let row = sqlx::query(sql::SELECT_ACTIVE_TOKEN)
+        .bind(b(id))
+        .bind(now)
+        .fetch_optional(pool)
+        .await?;
     row.as_ref().map(rows::token).transpose()
 }
 
@@ -192,13 +175,10 @@ pub(super) async fn list_mcp_tokens(
     owner_id: Id16,
     now: Ms,
 ) -> StoreResult<Vec<TokenRow>> {
-    let rows = sqlx::query(
-        "SELECT * FROM tokens WHERE owner_id = $1 AND kind = 'mcp' \
-         AND revoked_at IS NULL AND expires_at > $2 ORDER BY created_at",
-    )
-    .bind(b(owner_id))
-    .bind(now)
-    .fetch_all(pool)
-    .await?;
+    let rows = sqlx::query(sql::SELECT_MCP_TOKENS)
+        .bind(b(owner_id))
+        .bind(now)
+        .fetch_all(pool)
+        .await?;
     rows.iter().map(rows::token).collect()
 }

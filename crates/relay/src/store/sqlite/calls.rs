@@ -1,11 +1,14 @@
 //! SQLite call operations: post, claim and reply (handed to the writer as data, which runs them
-//! grouped; see `sqlite_batch`), cancel, and the sweeper. Reads are in `sqlite_batch_read`. Every write runs on the single writer,
-//! so one statement is atomic.
+//! grouped; see `batch`), cancel, and the sweeper. Reads are in `batch_read`. Every write runs
+//! on the single writer, so one statement is atomic.
 
-use super::rows;
-use super::sqlite::{SqliteStore, cancel_open_calls};
-use super::sqlite_batch::{ClaimOp, PostOp, ReplyOp};
-use super::{Bearer, ClaimedRow, Ms, NewCall, Scope, StoreError, StoreResult, SweepStats, b};
+use super::SqliteStore;
+use super::batch::{ClaimOp, PostOp, ReplyOp};
+use super::sessions::cancel_open_calls;
+use crate::store::{
+    Bearer, ClaimedRow, Ms, NewCall, Scope, StoreError, StoreResult, SweepStats, b,
+};
+use crate::store::{rows, sql};
 use sealpost_protocol::content::CancelReason;
 use sealpost_protocol::ids::Id16;
 
@@ -111,45 +114,40 @@ impl SqliteStore {
         self.write_atomic(move |conn| {
             Box::pin(async move {
                 let mut stats = SweepStats::default();
-                for sql in [
-                    "UPDATE calls SET state = 'expired', envelope = NULL WHERE state = 'pending' AND expires_at <= ?1",
-                    "UPDATE calls SET state = 'expired', envelope = NULL WHERE state = 'claimed' AND lease_expires_at <= ?1",
-                ] {
-                    stats.expired_calls += sqlx::query(sql).bind(now).execute(&mut *conn).await?.rows_affected();
+                for statement in [sql::SWEEP_EXPIRE_PENDING, sql::SWEEP_EXPIRE_LAPSED] {
+                    stats.expired_calls += sqlx::query(statement)
+                        .bind(now)
+                        .execute(&mut *conn)
+                        .await?
+                        .rows_affected();
                 }
-                stats.cleared_replies = sqlx::query(
-                    "UPDATE calls SET reply = NULL, envelope = NULL WHERE expires_at <= ?1 \
-                     AND (reply IS NOT NULL OR envelope IS NOT NULL)",
-                )
-                .bind(now)
-                .execute(&mut *conn)
-                .await?
-                .rows_affected();
-                stats.deleted_calls = sqlx::query("DELETE FROM calls WHERE expires_at <= ?1")
+                stats.cleared_replies = sqlx::query(sql::SWEEP_CLEAR_BYTES)
+                    .bind(now)
+                    .execute(&mut *conn)
+                    .await?
+                    .rows_affected();
+                stats.deleted_calls = sqlx::query(sql::SWEEP_DELETE_CALLS)
                     .bind(now - grace_ms)
                     .execute(&mut *conn)
                     .await?
                     .rows_affected();
-                let ended = sqlx::query(
-                    "UPDATE sessions SET ended_at = ?1, hello = NULL WHERE ended_at IS NULL AND expires_at <= ?1 \
-                     RETURNING owner_id, session_id",
-                )
-                .bind(now)
-                .fetch_all(&mut *conn)
-                .await?;
+                let ended = sqlx::query(sql::SWEEP_END_SESSIONS)
+                    .bind(now)
+                    .fetch_all(&mut *conn)
+                    .await?;
                 let ended = rows::owner_sessions(&ended)?;
                 stats.ended_sessions = ended.len() as u64;
                 stats.ended = cancel_open_calls(conn, ended).await?;
-                stats.deleted_sessions = sqlx::query(
-                    "DELETE FROM sessions WHERE ended_at <= ?1 AND NOT EXISTS \
-                     (SELECT 1 FROM calls c WHERE c.owner_id = sessions.owner_id AND c.session_id = sessions.session_id)",
-                )
-                .bind(now - grace_ms)
-                .execute(&mut *conn)
-                .await?
-                .rows_affected();
-                sqlx::query("DELETE FROM signin_codes WHERE expires_at <= ?1").bind(now).execute(&mut *conn).await?;
-                sqlx::query("DELETE FROM tokens WHERE expires_at <= ?1 OR revoked_at <= ?1")
+                stats.deleted_sessions = sqlx::query(sql::SWEEP_DELETE_SESSIONS)
+                    .bind(now - grace_ms)
+                    .execute(&mut *conn)
+                    .await?
+                    .rows_affected();
+                sqlx::query(sql::SWEEP_DELETE_SIGNIN_CODES)
+                    .bind(now)
+                    .execute(&mut *conn)
+                    .await?;
+                sqlx::query(sql::SWEEP_DELETE_TOKENS)
                     .bind(now - grace_ms)
                     .execute(&mut *conn)
                     .await?;

@@ -5,8 +5,9 @@
 //! send `pg_notify` inside their own transaction (delivered only if it commits); each replica
 //! runs one `PgListener` that feeds those into its in-process hub.
 //!
-//! This file connects, listens for wake-ups and holds the session operations; accounts live in
-//! `postgres_accounts`, calls in `postgres_calls`, and row mapping shared with SQLite in `rows`.
+//! This file connects, migrates and listens for wake-ups; `accounts`, `sessions` and `calls`
+//! are the operations. Statements that are the same on SQLite are in `store::sql`, row mapping
+//! in `store::rows`.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -19,14 +20,18 @@ use sqlx::postgres::{PgConnection, PgListener, PgPool, PgPoolOptions};
 use tokio_util::sync::CancellationToken;
 
 use super::hot_path::SeenThrottle;
-use super::postgres_accounts as accounts;
-use super::rows::{self, Columns};
+use super::rows;
+use super::sql;
 use super::{
-    Bearer, CallView, ClaimedRow, EndedSessions, HeldBytes, LiveSession, Ms, NewCall, NewSession,
-    OwnerRow, Scope, SessionInfo, Store, StoreError, StoreResult, SweepStats, TokenRow, b,
-    is_unique_violation, migrate,
+    Bearer, CallView, ClaimedRow, EndedSessions, HeldBytes, Inspect, LiveSession, Ms, NewCall,
+    NewSession, OwnerRow, Scope, Store, StoreError, StoreResult, SweepStats, TokenRow, b,
 };
 use crate::wake::{Hub, Topic};
+
+mod accounts;
+mod calls;
+mod migrate;
+mod sessions;
 
 /// The notification channel every replica listens on.
 const WAKE_CHANNEL: &str = "sealpost_wake";
@@ -35,9 +40,6 @@ const WAKE_CHANNEL: &str = "sealpost_wake";
 const POOL_SIZE: u32 = 16;
 /// Pause before reconnecting a lost listener.
 const LISTENER_RETRY: Duration = Duration::from_secs(1);
-/// Arbitrary key serialising migrations of replicas that start together.
-const MIGRATION_LOCK_KEY: i64 = 0x5ea1_9057;
-
 /// The PostgreSQL store.
 #[derive(Debug, Clone)]
 pub struct PgStore {
@@ -61,65 +63,12 @@ impl PgStore {
             .max_connections(POOL_SIZE)
             .connect(url)
             .await?;
-        let mut tx = pool.begin().await?;
-        sqlx::query("SELECT pg_advisory_xact_lock($1)")
-            .bind(MIGRATION_LOCK_KEY)
-            .execute(&mut *tx)
-            .await?;
-        sqlx::query(migrate::CREATE_TABLE).execute(&mut *tx).await?;
-        for migration in migrate::POSTGRES {
-            let done: Option<i64> =
-                sqlx::query_scalar("SELECT version FROM relay_migrations WHERE version = $1")
-                    .bind(migration.version)
-                    .fetch_optional(&mut *tx)
-                    .await?;
-            if done.is_none() {
-                sqlx::raw_sql(migration.sql).execute(&mut *tx).await?;
-                sqlx::query("INSERT INTO relay_migrations (version, applied_at) VALUES ($1, $2)")
-                    .bind(migration.version)
-                    .bind(crate::clock::now_ms())
-                    .execute(&mut *tx)
-                    .await?;
-            }
-        }
-        tx.commit().await?;
+        migrate::run(&pool).await?;
         Ok(Self {
             pool,
             seen: Arc::default(),
         })
     }
-}
-
-/// Cancels the open calls of sessions that just ended (`(owner_id, session_id)` each) and, when
-/// the transaction commits, wakes on every replica those sessions' claimers and those calls'
-/// readers.
-pub(super) async fn cancel_open_calls(
-    conn: &mut PgConnection,
-    sessions: Vec<(Id16, Id16)>,
-) -> StoreResult<EndedSessions> {
-    let mut cancelled_calls = Vec::new();
-    for &(owner_id, session_id) in &sessions {
-        let cancelled = sqlx::query(
-            "UPDATE calls SET state = 'cancelled', cancel_reason = 'session_ended', envelope = NULL \
-             WHERE owner_id = $1 AND session_id = $2 AND state IN ('pending', 'claimed') \
-             RETURNING call_id",
-        )
-        .bind(b(owner_id))
-        .bind(b(session_id))
-        .fetch_all(&mut *conn)
-        .await?;
-        for row in &cancelled {
-            cancelled_calls.push((owner_id, row.id("call_id")?));
-        }
-    }
-    let ended = EndedSessions {
-        sessions,
-        cancelled_calls,
-    };
-    for topic in ended.topics() {
-        notify(conn, topic).await?;
-    }
-    Ok(ended)
 }
 
 /// Forwards notifications into the hub until shutdown, reconnecting after a loss.
@@ -265,54 +214,7 @@ impl Store for PgStore {
     }
 
     async fn create_session(&self, s: &NewSession, max_live: u32) -> StoreResult<EndedSessions> {
-        let mut tx = self.pool.begin().await?;
-        // Serialise session changes of one owner so the live-session count is exact.
-        sqlx::query("SELECT 1 FROM owners WHERE id = $1 FOR UPDATE")
-            .bind(b(s.owner_id))
-            .execute(&mut *tx)
-            .await?;
-        let others: i64 = sqlx::query_scalar(
-            "SELECT COUNT(*) FROM sessions WHERE owner_id = $1 AND pair_id != $2 \
-             AND ended_at IS NULL AND expires_at > $3",
-        )
-        .bind(b(s.owner_id))
-        .bind(b(s.pair_id))
-        .bind(s.created_at)
-        .fetch_one(&mut *tx)
-        .await?;
-        if others >= i64::from(max_live) {
-            return Err(StoreError::TooManySessions);
-        }
-        let replaced = sqlx::query(
-            "UPDATE sessions SET ended_at = $3, hello = NULL \
-             WHERE owner_id = $1 AND pair_id = $2 AND ended_at IS NULL \
-             RETURNING owner_id, session_id",
-        )
-        .bind(b(s.owner_id))
-        .bind(b(s.pair_id))
-        .bind(s.created_at)
-        .fetch_all(&mut *tx)
-        .await?;
-        let inserted = sqlx::query(
-            "INSERT INTO sessions (owner_id, session_id, pair_id, hello, created_at, expires_at) \
-             VALUES ($1, $2, $3, $4, $5, $6)",
-        )
-        .bind(b(s.owner_id))
-        .bind(b(s.session_id))
-        .bind(b(s.pair_id))
-        .bind(&s.hello)
-        .bind(s.created_at)
-        .bind(s.expires_at)
-        .execute(&mut *tx)
-        .await;
-        match inserted {
-            Err(e) if is_unique_violation(&e) => return Err(StoreError::Duplicate),
-            other => other?,
-        };
-        let replaced = rows::owner_sessions(&replaced)?;
-        let ended = cancel_open_calls(&mut tx, replaced).await?;
-        tx.commit().await?;
-        Ok(ended)
+        sessions::create_session(&self.pool, s, max_live).await
     }
 
     async fn live_session(
@@ -321,33 +223,7 @@ impl Store for PgStore {
         pair_id: Id16,
         now: Ms,
     ) -> StoreResult<Option<LiveSession>> {
-        let row = sqlx::query(
-            "SELECT session_id, hello, expires_at, claimer_seen_at FROM sessions \
-             WHERE owner_id = $1 AND pair_id = $2 AND ended_at IS NULL AND expires_at > $3 \
-             ORDER BY created_at DESC LIMIT 1",
-        )
-        .bind(b(owner_id))
-        .bind(b(pair_id))
-        .bind(now)
-        .fetch_optional(&self.pool)
-        .await?;
-        row.as_ref().map(rows::live_session).transpose()
-    }
-
-    async fn session_info(
-        &self,
-        owner_id: Id16,
-        session_id: Id16,
-    ) -> StoreResult<Option<SessionInfo>> {
-        let row = sqlx::query(
-            "SELECT pair_id, expires_at, ended_at FROM sessions WHERE owner_id = $1 AND session_id = $2",
-        )
-        .bind(b(owner_id))
-        .bind(b(session_id))
-        .fetch_optional(&self.pool)
-        .await?;
-        row.map(|row| rows::session_info(&row, session_id))
-            .transpose()
+        sessions::live_session(&self.pool, owner_id, pair_id, now).await
     }
 
     async fn end_session(
@@ -356,22 +232,7 @@ impl Store for PgStore {
         session_id: Id16,
         now: Ms,
     ) -> StoreResult<EndedSessions> {
-        let mut tx = self.pool.begin().await?;
-        let found: Option<i64> = sqlx::query_scalar(
-            "UPDATE sessions SET ended_at = COALESCE(ended_at, $3), hello = NULL \
-             WHERE owner_id = $1 AND session_id = $2 RETURNING 1::bigint",
-        )
-        .bind(b(owner_id))
-        .bind(b(session_id))
-        .bind(now)
-        .fetch_optional(&mut *tx)
-        .await?;
-        if found.is_none() {
-            return Err(StoreError::NotFound);
-        }
-        let ended = cancel_open_calls(&mut tx, vec![(owner_id, session_id)]).await?;
-        tx.commit().await?;
-        Ok(ended)
+        sessions::end_session(&self.pool, owner_id, session_id, now).await
     }
 
     async fn post_call(
@@ -381,7 +242,7 @@ impl Store for PgStore {
         max_pending: Option<u32>,
     ) -> StoreResult<Ms> {
         require_live(&self.pool, &bearer, c.created_at).await?;
-        super::postgres_calls::post_call(&self.pool, c, bearer.pair_id, max_pending).await
+        calls::post_call(&self.pool, c, bearer.pair_id, max_pending).await
     }
 
     async fn claim_calls(
@@ -393,7 +254,7 @@ impl Store for PgStore {
         lease_ms: Ms,
     ) -> StoreResult<Vec<ClaimedRow>> {
         require_live(&self.pool, &bearer, now).await?;
-        super::postgres_calls::claim_calls(
+        calls::claim_calls(
             &self.pool,
             &self.seen,
             bearer.scope(),
@@ -413,7 +274,7 @@ impl Store for PgStore {
         now: Ms,
     ) -> StoreResult<()> {
         require_live(&self.pool, &bearer, now).await?;
-        super::postgres_calls::reply_call(&self.pool, bearer.scope(), call_id, reply, now).await
+        calls::reply_call(&self.pool, bearer.scope(), call_id, reply, now).await
     }
 
     async fn cancel_call(
@@ -423,7 +284,7 @@ impl Store for PgStore {
         reason: CancelReason,
         now: Ms,
     ) -> StoreResult<()> {
-        super::postgres_calls::cancel_call(&self.pool, scope, call_id, reason, now).await
+        calls::cancel_call(&self.pool, scope, call_id, reason, now).await
     }
 
     async fn read_call(
@@ -452,24 +313,25 @@ impl Store for PgStore {
     }
 
     async fn sweep(&self, now: Ms, grace_ms: Ms) -> StoreResult<SweepStats> {
-        super::postgres_calls::sweep(&self.pool, now, grace_ms).await
-    }
-
-    async fn held_bytes(&self, owner_id: Id16, call_id: Id16) -> StoreResult<Option<HeldBytes>> {
-        let row = sqlx::query(
-            "SELECT envelope IS NOT NULL AS e, reply IS NOT NULL AS r FROM calls WHERE owner_id = $1 AND call_id = $2",
-        )
-        .bind(b(owner_id))
-        .bind(b(call_id))
-        .fetch_optional(&self.pool)
-        .await?;
-        row.as_ref().map(rows::held_bytes).transpose()
+        calls::sweep(&self.pool, now, grace_ms).await
     }
 
     async fn count_calls_by_state(&self) -> StoreResult<Vec<(CallState, i64)>> {
-        let found = sqlx::query("SELECT state, COUNT(*) AS n FROM calls GROUP BY state")
+        let found = sqlx::query(sql::COUNT_CALLS_BY_STATE)
             .fetch_all(&self.pool)
             .await?;
         found.iter().map(rows::state_count).collect()
+    }
+}
+
+#[async_trait]
+impl Inspect for PgStore {
+    async fn held_bytes(&self, owner_id: Id16, call_id: Id16) -> StoreResult<Option<HeldBytes>> {
+        let row = sqlx::query(sql::SELECT_HELD_BYTES)
+            .bind(b(owner_id))
+            .bind(b(call_id))
+            .fetch_optional(&self.pool)
+            .await?;
+        row.as_ref().map(rows::held_bytes).transpose()
     }
 }

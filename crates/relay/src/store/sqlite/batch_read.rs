@@ -10,6 +10,7 @@
 //! write leaves the call `answered`.
 
 use std::collections::HashSet;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use sealpost_protocol::api::CallState;
@@ -18,9 +19,9 @@ use sqlx::AssertSqlSafe;
 use sqlx::sqlite::SqliteConnection;
 use tokio::sync::oneshot;
 
-use super::rows::{self, Columns};
-use super::sqlite_batch::{chunk_owned, db_error, placeholders, token_live};
-use super::{Bearer, CallView, Ms, StoreError, StoreResult, b};
+use super::batch::{chunk_owned, placeholders, token_live};
+use crate::store::rows::{self, Columns};
+use crate::store::{Bearer, CallView, ErrorChain, Ms, StoreError, StoreResult, b};
 
 /// A read waiting for the writer.
 pub(crate) struct ReadOp {
@@ -81,7 +82,7 @@ impl Deliveries {
         if let Err(error) = mark_delivered(conn, &self.unwritten).await {
             // The calls stay `answered`, which reads the same; the marks are dropped so a
             // failing write is not retried forever.
-            tracing::warn!(%error, marks = self.unwritten.len(), "could not mark calls delivered");
+            tracing::warn!(error = %ErrorChain(&error), marks = self.unwritten.len(), "could not mark calls delivered");
         }
         self.unwritten.clear();
         self.oldest = None;
@@ -94,10 +95,10 @@ pub(crate) async fn read_calls(
     ops: Vec<ReadOp>,
 ) {
     for chunk in chunk_owned(ops) {
-        let found = select_calls(conn, &chunk).await;
+        let found = select_calls(conn, &chunk).await.map_err(Arc::new);
         for (n, op) in chunk.into_iter().enumerate() {
             let result = match &found {
-                Err(error) => Err(db_error(error)),
+                Err(error) => Err(StoreError::Grouped(error.clone())),
                 Ok(found) => match &found[n] {
                     Found::TokenNotLive => Err(StoreError::TokenNotLive),
                     Found::Missing => Ok(None),
@@ -151,7 +152,7 @@ async fn select_calls(conn: &mut SqliteConnection, ops: &[ReadOp]) -> StoreResul
         let n = usize::try_from(row.int("n")?)
             .ok()
             .filter(|n| *n < ops.len())
-            .ok_or_else(|| StoreError::Db("a read row names no read".into()))?;
+            .ok_or_else(|| StoreError::Unreadable("a read row names no read".into()))?;
         found[n] = if !row.flag("live")? {
             Found::TokenNotLive
         } else if row.opt_text("state")?.is_none() {

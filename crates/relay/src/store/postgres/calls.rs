@@ -1,20 +1,20 @@
 //! PostgreSQL call operations: post, claim, reply, cancel, and the sweeper.
 //!
-//! Kept apart from `postgres.rs` (connecting, wake-ups, sessions) and `postgres_accounts.rs`
-//! because this is the hot path whose
-//! statements decide at-most-once delivery; each one changes state in a single statement.
+//! This is the hot path whose statements decide at-most-once delivery; each one changes state
+//! in a single statement.
 
 use sealpost_protocol::api::CallState;
 use sealpost_protocol::content::CancelReason;
 use sealpost_protocol::ids::Id16;
 use sqlx::postgres::PgPool;
 
-use super::hot_path::SeenThrottle;
-use super::postgres::{cancel_open_calls, notify};
-use super::rows;
-use super::{
+use super::notify;
+use super::sessions::cancel_open_calls;
+use crate::store::hot_path::SeenThrottle;
+use crate::store::{
     ClaimedRow, Ms, NewCall, Scope, StoreError, StoreResult, SweepStats, b, is_unique_violation,
 };
+use crate::store::{rows, sql};
 use crate::wake::Topic;
 
 pub(super) async fn post_call(
@@ -56,13 +56,11 @@ pub(super) async fn post_call(
         Err(e) => return Err(e.into()),
         Ok(None) => {}
     }
-    let session = sqlx::query(
-        "SELECT pair_id, expires_at, ended_at FROM sessions WHERE owner_id = $1 AND session_id = $2",
-    )
-    .bind(b(c.owner_id))
-    .bind(b(c.session_id))
-    .fetch_optional(&mut *tx)
-    .await?;
+    let session = sqlx::query(sql::SELECT_SESSION_STATE)
+        .bind(b(c.owner_id))
+        .bind(b(c.session_id))
+        .fetch_optional(&mut *tx)
+        .await?;
     Err(rows::why_not_posted(
         session.as_ref(),
         pair_id,
@@ -177,14 +175,11 @@ pub(super) async fn reply_call(
     };
     if rows::stored_state(&row)? == CallState::Claimed {
         // The lease lapsed: the call expires for good (at-most-once execution).
-        sqlx::query(
-            "UPDATE calls SET state = 'expired', envelope = NULL \
-             WHERE owner_id = $1 AND call_id = $2 AND state = 'claimed'",
-        )
-        .bind(b(owner_id))
-        .bind(b(call_id))
-        .execute(&mut *tx)
-        .await?;
+        sqlx::query(sql::EXPIRE_LAPSED_CLAIM)
+            .bind(b(owner_id))
+            .bind(b(call_id))
+            .execute(&mut *tx)
+            .await?;
         notify(&mut tx, Topic::Call(owner_id, call_id)).await?;
         tx.commit().await?;
         return Err(StoreError::LeaseExpired);
@@ -235,52 +230,40 @@ pub(super) async fn cancel_call(
 pub(super) async fn sweep(pool: &PgPool, now: Ms, grace_ms: Ms) -> StoreResult<SweepStats> {
     let mut tx = pool.begin().await?;
     let mut stats = SweepStats::default();
-    for sql in [
-        "UPDATE calls SET state = 'expired', envelope = NULL WHERE state = 'pending' AND expires_at <= $1",
-        "UPDATE calls SET state = 'expired', envelope = NULL WHERE state = 'claimed' AND lease_expires_at <= $1",
-    ] {
-        stats.expired_calls += sqlx::query(sql)
+    for statement in [sql::SWEEP_EXPIRE_PENDING, sql::SWEEP_EXPIRE_LAPSED] {
+        stats.expired_calls += sqlx::query(statement)
             .bind(now)
             .execute(&mut *tx)
             .await?
             .rows_affected();
     }
-    stats.cleared_replies = sqlx::query(
-        "UPDATE calls SET reply = NULL, envelope = NULL WHERE expires_at <= $1 \
-         AND (reply IS NOT NULL OR envelope IS NOT NULL)",
-    )
-    .bind(now)
-    .execute(&mut *tx)
-    .await?
-    .rows_affected();
-    stats.deleted_calls = sqlx::query("DELETE FROM calls WHERE expires_at <= $1")
+    stats.cleared_replies = sqlx::query(sql::SWEEP_CLEAR_BYTES)
+        .bind(now)
+        .execute(&mut *tx)
+        .await?
+        .rows_affected();
+    stats.deleted_calls = sqlx::query(sql::SWEEP_DELETE_CALLS)
         .bind(now - grace_ms)
         .execute(&mut *tx)
         .await?
         .rows_affected();
-    let ended = sqlx::query(
-        "UPDATE sessions SET ended_at = $1, hello = NULL WHERE ended_at IS NULL AND expires_at <= $1 \
-         RETURNING owner_id, session_id",
-    )
-    .bind(now)
-    .fetch_all(&mut *tx)
-    .await?;
+    let ended = sqlx::query(sql::SWEEP_END_SESSIONS)
+        .bind(now)
+        .fetch_all(&mut *tx)
+        .await?;
     let ended = rows::owner_sessions(&ended)?;
     stats.ended_sessions = ended.len() as u64;
     stats.ended = cancel_open_calls(&mut tx, ended).await?;
-    stats.deleted_sessions = sqlx::query(
-        "DELETE FROM sessions s WHERE s.ended_at <= $1 AND NOT EXISTS \
-         (SELECT 1 FROM calls c WHERE c.owner_id = s.owner_id AND c.session_id = s.session_id)",
-    )
-    .bind(now - grace_ms)
-    .execute(&mut *tx)
-    .await?
-    .rows_affected();
-    sqlx::query("DELETE FROM signin_codes WHERE expires_at <= $1")
+    stats.deleted_sessions = sqlx::query(sql::SWEEP_DELETE_SESSIONS)
+        .bind(now - grace_ms)
+        .execute(&mut *tx)
+        .await?
+        .rows_affected();
+    sqlx::query(sql::SWEEP_DELETE_SIGNIN_CODES)
         .bind(now)
         .execute(&mut *tx)
         .await?;
-    sqlx::query("DELETE FROM tokens WHERE expires_at <= $1 OR revoked_at <= $1")
+    sqlx::query(sql::SWEEP_DELETE_TOKENS)
         .bind(now - grace_ms)
         .execute(&mut *tx)
         .await?;

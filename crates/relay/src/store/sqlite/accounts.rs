@@ -1,11 +1,12 @@
-//! SQLite accounts: owners, one-time sign-in codes, tokens and the stored signing key. Kept
-//! apart from `sqlite.rs` (opening, the writer, sessions) and `sqlite_calls.rs` (the hot path).
+//! SQLite accounts: owners, one-time sign-in codes, tokens and the stored signing key. Writes
+//! go through the writer; reads use the read pool. Most statements are shared (`store::sql`).
 
 use sealpost_protocol::api::TokenKind;
 use sealpost_protocol::ids::Id16;
 
-use super::sqlite::SqliteStore;
-use super::{
+use super::SqliteStore;
+use crate::store::sql;
+use crate::store::{
     Ms, OwnerRow, StoreError, StoreResult, TokenRow, b, id_from, is_unique_violation, rows,
 };
 
@@ -14,12 +15,12 @@ impl SqliteStore {
         let name = name.to_owned();
         self.write(move |conn| {
             Box::pin(async move {
-                sqlx::query("INSERT INTO relay_secrets (name, value) VALUES (?1, ?2) ON CONFLICT (name) DO NOTHING")
+                sqlx::query(sql::INSERT_SECRET)
                     .bind(&name)
                     .bind(fresh)
                     .execute(&mut *conn)
                     .await?;
-                Ok(sqlx::query_scalar("SELECT value FROM relay_secrets WHERE name = ?1")
+                Ok(sqlx::query_scalar(sql::SELECT_SECRET)
                     .bind(&name)
                     .fetch_one(&mut *conn)
                     .await?)
@@ -32,7 +33,7 @@ impl SqliteStore {
         let name = name.to_owned();
         self.write(move |conn| {
             Box::pin(async move {
-                match sqlx::query("INSERT INTO owners (id, name, created_at) VALUES (?1, ?2, ?3)")
+                match sqlx::query(sql::INSERT_OWNER)
                     .bind(b(id))
                     .bind(&name)
                     .bind(now)
@@ -48,14 +49,14 @@ impl SqliteStore {
     }
 
     pub(super) async fn list_owners_impl(&self) -> StoreResult<Vec<OwnerRow>> {
-        let rows = sqlx::query("SELECT * FROM owners ORDER BY name")
+        let rows = sqlx::query(sql::SELECT_OWNERS)
             .fetch_all(&self.readers)
             .await?;
         rows.iter().map(rows::owner).collect()
     }
 
     pub(super) async fn owner_by_name_impl(&self, name: &str) -> StoreResult<Option<OwnerRow>> {
-        let row = sqlx::query("SELECT * FROM owners WHERE name = ?1")
+        let row = sqlx::query(sql::SELECT_OWNER_BY_NAME)
             .bind(name)
             .fetch_optional(&self.readers)
             .await?;
@@ -63,7 +64,7 @@ impl SqliteStore {
     }
 
     pub(super) async fn owner_by_id_impl(&self, id: Id16) -> StoreResult<Option<OwnerRow>> {
-        let row = sqlx::query("SELECT * FROM owners WHERE id = ?1")
+        let row = sqlx::query(sql::SELECT_OWNER_BY_ID)
             .bind(b(id))
             .fetch_optional(&self.readers)
             .await?;
@@ -74,27 +75,18 @@ impl SqliteStore {
         let name = name.to_owned();
         self.write_atomic(move |conn| {
             Box::pin(async move {
-                let id: Option<Vec<u8>> =
-                    sqlx::query_scalar("SELECT id FROM owners WHERE name = ?1")
-                        .bind(&name)
-                        .fetch_optional(&mut *conn)
-                        .await?;
+                let id: Option<Vec<u8>> = sqlx::query_scalar(sql::DISABLE_OWNER)
+                    .bind(&name)
+                    .bind(now)
+                    .fetch_optional(&mut *conn)
+                    .await?;
                 let Some(id) = id else { return Ok(false) };
-                sqlx::query(
-                    "UPDATE owners SET disabled_at = COALESCE(disabled_at, ?2) WHERE id = ?1",
-                )
-                .bind(&id)
-                .bind(now)
-                .execute(&mut *conn)
-                .await?;
-                sqlx::query(
-                    "UPDATE tokens SET revoked_at = ?2 WHERE owner_id = ?1 AND revoked_at IS NULL",
-                )
-                .bind(&id)
-                .bind(now)
-                .execute(&mut *conn)
-                .await?;
-                sqlx::query("DELETE FROM signin_codes WHERE owner_id = ?1")
+                sqlx::query(sql::REVOKE_OWNER_TOKENS)
+                    .bind(&id)
+                    .bind(now)
+                    .execute(&mut *conn)
+                    .await?;
+                sqlx::query(sql::DELETE_OWNER_SIGNIN_CODES)
                     .bind(&id)
                     .execute(&mut *conn)
                     .await?;
@@ -112,7 +104,7 @@ impl SqliteStore {
     ) -> StoreResult<()> {
         self.write(move |conn| {
             Box::pin(async move {
-                sqlx::query("INSERT INTO signin_codes (code_hash, owner_id, expires_at) VALUES (?1, ?2, ?3)")
+                sqlx::query(sql::INSERT_SIGNIN_CODE)
                     .bind(code_hash.to_vec())
                     .bind(b(owner_id))
                     .bind(expires_at)
@@ -131,15 +123,11 @@ impl SqliteStore {
     ) -> StoreResult<Option<Id16>> {
         self.write(move |conn| {
             Box::pin(async move {
-                let owner: Option<Vec<u8>> = sqlx::query_scalar(
-                    "DELETE FROM signin_codes WHERE code_hash = ?1 AND expires_at > ?2 \
-                     AND owner_id IN (SELECT id FROM owners WHERE disabled_at IS NULL) \
-                     RETURNING owner_id",
-                )
-                .bind(code_hash.to_vec())
-                .bind(now)
-                .fetch_optional(&mut *conn)
-                .await?;
+                let owner: Option<Vec<u8>> = sqlx::query_scalar(sql::CONSUME_SIGNIN_CODE)
+                    .bind(code_hash.to_vec())
+                    .bind(now)
+                    .fetch_optional(&mut *conn)
+                    .await?;
                 owner.map(id_from).transpose()
             })
         })
@@ -150,19 +138,16 @@ impl SqliteStore {
         let t = token.clone();
         self.write(move |conn| {
             Box::pin(async move {
-                sqlx::query(
-                    "INSERT INTO tokens (id, owner_id, kind, pair_id, label, created_at, expires_at) \
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-                )
-                .bind(b(t.id))
-                .bind(b(t.owner_id))
-                .bind(t.kind.as_str())
-                .bind(t.pair_id.map(b))
-                .bind(&t.label)
-                .bind(t.created_at)
-                .bind(t.expires_at)
-                .execute(&mut *conn)
-                .await?;
+                sqlx::query(sql::INSERT_TOKEN)
+                    .bind(b(t.id))
+                    .bind(b(t.owner_id))
+                    .bind(t.kind.as_str())
+                    .bind(t.pair_id.map(b))
+                    .bind(&t.label)
+                    .bind(t.created_at)
+                    .bind(t.expires_at)
+                    .execute(&mut *conn)
+                    .await?;
                 Ok(())
             })
         })
@@ -174,14 +159,11 @@ impl SqliteStore {
         id: Id16,
         now: Ms,
     ) -> StoreResult<Option<TokenRow>> {
-        let row = sqlx::query(
-            "SELECT t.* FROM tokens t JOIN owners o ON o.id = t.owner_id \
-             WHERE t.id = ?1 AND t.revoked_at IS NULL AND t.expires_at > ?2 AND o.disabled_at IS NULL",
-        )
-        .bind(b(id))
-        .bind(now)
-        .fetch_optional(&self.readers)
-        .await?;
+        let row = sqlx::query(sql::SELECT_ACTIVE_TOKEN)
+            .bind(b(id))
+            .bind(now)
+            .fetch_optional(&self.readers)
+            .await?;
         row.as_ref().map(rows::token).transpose()
     }
 
@@ -238,14 +220,11 @@ impl SqliteStore {
         owner_id: Id16,
         now: Ms,
     ) -> StoreResult<Vec<TokenRow>> {
-        let rows = sqlx::query(
-            "SELECT * FROM tokens WHERE owner_id = ?1 AND kind = 'mcp' \
-             AND revoked_at IS NULL AND expires_at > ?2 ORDER BY created_at",
-        )
-        .bind(b(owner_id))
-        .bind(now)
-        .fetch_all(&self.readers)
-        .await?;
+        let rows = sqlx::query(sql::SELECT_MCP_TOKENS)
+            .bind(b(owner_id))
+            .bind(now)
+            .fetch_all(&self.readers)
+            .await?;
         rows.iter().map(rows::token).collect()
     }
 }

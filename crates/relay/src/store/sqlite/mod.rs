@@ -3,13 +3,14 @@
 //! WAL with `synchronous=NORMAL`: readers never block the writer, and a commit costs no fsync
 //! (durability across power loss is bounded by the last checkpoint; a process crash loses
 //! nothing committed). Every write, and every read of the call loop, goes through one task that
-//! owns the only write connection (see `sqlite_writer`), which runs each kind of call-loop
+//! owns the only write connection (see `writer`), which runs each kind of call-loop
 //! request of concurrent requests as one statement and answers each request once its statement
 //! is done. Other reads use a small pool of read-only connections.
 //!
-//! This file opens the store, holds the writer's plumbing and the session operations; accounts
-//! live in `sqlite_accounts`, calls in `sqlite_calls`, and row mapping shared with PostgreSQL
-//! in `rows`.
+//! This file opens the store and holds the writer's plumbing: `writer` is the writer task,
+//! `batch` and `batch_read` the call loop's grouped statements, `checkpoint` the WAL
+//! checkpointer; `accounts`, `sessions` and `calls` are the operations. Statements that are the
+//! same on PostgreSQL are in `store::sql`, row mapping in `store::rows`.
 
 use std::str::FromStr;
 use std::sync::Arc;
@@ -27,17 +28,26 @@ use sqlx::sqlite::{
 };
 use tokio_util::sync::{CancellationToken, DropGuard};
 
+use self::batch_read::ReadOp;
+use self::writer::Writer;
+use super::Inspect;
 use super::hot_path::SeenThrottle;
-use super::rows::{self, Columns};
-use super::sqlite_batch_read::ReadOp;
-use super::sqlite_checkpoint;
-use super::sqlite_writer::Writer;
+use super::rows;
+use super::sql;
 use super::{
     Bearer, CallView, ClaimedRow, EndedSessions, HeldBytes, LiveSession, Ms, NewCall, NewSession,
-    OwnerRow, Scope, SessionInfo, Store, StoreError, StoreResult, SweepStats, TokenRow, b,
-    is_unique_violation, migrate,
+    OwnerRow, Scope, Store, StoreResult, SweepStats, TokenRow, b,
 };
 use crate::wake::Hub;
+
+mod accounts;
+mod batch;
+mod batch_read;
+mod calls;
+mod checkpoint;
+mod migrate;
+mod sessions;
+mod writer;
 
 /// Read connections, for the reads outside the call loop (tokens of other requests, sessions,
 /// metrics): enough for the HTTP workers on a small machine; reads are short.
@@ -67,18 +77,18 @@ impl SqliteStore {
             .synchronous(SqliteSynchronous::Normal)
             .busy_timeout(BUSY_TIMEOUT)
             .foreign_keys(true);
-        // The writer's grouped statements differ by row count (see `sqlite_batch`): room for
+        // The writer's grouped statements differ by row count (see `batch`): room for
         // all of them in the prepared-statement cache, so none is parsed twice.
-        // Checkpoints run on their own connection (`sqlite_checkpoint`), never in a commit.
-        let options = options.pragma("journal_size_limit", sqlite_checkpoint::JOURNAL_SIZE_LIMIT);
+        // Checkpoints run on their own connection (`checkpoint`), never in a commit.
+        let options = options.pragma("journal_size_limit", checkpoint::JOURNAL_SIZE_LIMIT);
         let writer_options = options
             .clone()
             .statement_cache_capacity(WRITER_STATEMENT_CACHE)
             .pragma("wal_autocheckpoint", "0");
         let mut conn = SqliteConnection::connect_with(&writer_options).await?;
-        run_migrations(&mut conn).await?;
+        migrate::run(&mut conn).await?;
         let checkpointer = CancellationToken::new();
-        sqlite_checkpoint::spawn(&options, checkpointer.clone()).await?;
+        checkpoint::spawn(&options, checkpointer.clone()).await?;
         let readers = SqlitePoolOptions::new()
             .max_connections(READ_POOL_SIZE)
             .connect_with(options.read_only(true))
@@ -111,57 +121,6 @@ impl SqliteStore {
     {
         self.writer.run(true, f).await
     }
-}
-
-async fn run_migrations(conn: &mut SqliteConnection) -> StoreResult<()> {
-    sqlx::query(migrate::CREATE_TABLE)
-        .execute(&mut *conn)
-        .await?;
-    for migration in migrate::SQLITE {
-        let done: Option<i64> =
-            sqlx::query_scalar("SELECT version FROM relay_migrations WHERE version = ?1")
-                .bind(migration.version)
-                .fetch_optional(&mut *conn)
-                .await?;
-        if done.is_some() {
-            continue;
-        }
-        let mut tx = conn.begin().await?;
-        sqlx::raw_sql(migration.sql).execute(&mut *tx).await?;
-        sqlx::query("INSERT INTO relay_migrations (version, applied_at) VALUES (?1, ?2)")
-            .bind(migration.version)
-            .bind(crate::clock::now_ms())
-            .execute(&mut *tx)
-            .await?;
-        tx.commit().await?;
-    }
-    Ok(())
-}
-
-/// Cancels the open calls of sessions that just ended (`(owner_id, session_id)` each).
-pub(super) async fn cancel_open_calls(
-    conn: &mut SqliteConnection,
-    sessions: Vec<(Id16, Id16)>,
-) -> StoreResult<EndedSessions> {
-    let mut cancelled_calls = Vec::new();
-    for &(owner_id, session_id) in &sessions {
-        let cancelled = sqlx::query(
-            "UPDATE calls SET state = 'cancelled', cancel_reason = 'session_ended', envelope = NULL \
-             WHERE owner_id = ?1 AND session_id = ?2 AND state IN ('pending', 'claimed') \
-             RETURNING call_id",
-        )
-        .bind(b(owner_id))
-        .bind(b(session_id))
-        .fetch_all(&mut *conn)
-        .await?;
-        for row in &cancelled {
-            cancelled_calls.push((owner_id, row.id("call_id")?));
-        }
-    }
-    Ok(EndedSessions {
-        sessions,
-        cancelled_calls,
-    })
 }
 
 #[async_trait]
@@ -252,52 +211,7 @@ impl Store for SqliteStore {
         session: &NewSession,
         max_live: u32,
     ) -> StoreResult<EndedSessions> {
-        let s = session.clone();
-        self.write_atomic(move |conn| {
-            Box::pin(async move {
-                let others: i64 = sqlx::query_scalar(
-                    "SELECT COUNT(*) FROM sessions WHERE owner_id = ?1 AND pair_id != ?2 \
-                     AND ended_at IS NULL AND expires_at > ?3",
-                )
-                .bind(b(s.owner_id))
-                .bind(b(s.pair_id))
-                .bind(s.created_at)
-                .fetch_one(&mut *conn)
-                .await?;
-                if others >= i64::from(max_live) {
-                    return Err(StoreError::TooManySessions);
-                }
-                let replaced = sqlx::query(
-                    "UPDATE sessions SET ended_at = ?3, hello = NULL \
-                     WHERE owner_id = ?1 AND pair_id = ?2 AND ended_at IS NULL \
-             RETURNING owner_id, session_id",
-                )
-                .bind(b(s.owner_id))
-                .bind(b(s.pair_id))
-                .bind(s.created_at)
-                .fetch_all(&mut *conn)
-                .await?;
-                let inserted = sqlx::query(
-                    "INSERT INTO sessions (owner_id, session_id, pair_id, hello, created_at, expires_at) \
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-                )
-                .bind(b(s.owner_id))
-                .bind(b(s.session_id))
-                .bind(b(s.pair_id))
-                .bind(&s.hello)
-                .bind(s.created_at)
-                .bind(s.expires_at)
-                .execute(&mut *conn)
-                .await;
-                match inserted {
-                    Err(e) if is_unique_violation(&e) => return Err(StoreError::Duplicate),
-                    other => other?,
-                };
-                let replaced = rows::owner_sessions(&replaced)?;
-                cancel_open_calls(conn, replaced).await
-            })
-        })
-        .await
+        self.create_session_impl(session, max_live).await
     }
 
     async fn live_session(
@@ -306,33 +220,7 @@ impl Store for SqliteStore {
         pair_id: Id16,
         now: Ms,
     ) -> StoreResult<Option<LiveSession>> {
-        let row = sqlx::query(
-            "SELECT session_id, hello, expires_at, claimer_seen_at FROM sessions \
-             WHERE owner_id = ?1 AND pair_id = ?2 AND ended_at IS NULL AND expires_at > ?3 \
-             ORDER BY created_at DESC LIMIT 1",
-        )
-        .bind(b(owner_id))
-        .bind(b(pair_id))
-        .bind(now)
-        .fetch_optional(&self.readers)
-        .await?;
-        row.as_ref().map(rows::live_session).transpose()
-    }
-
-    async fn session_info(
-        &self,
-        owner_id: Id16,
-        session_id: Id16,
-    ) -> StoreResult<Option<SessionInfo>> {
-        let row = sqlx::query(
-            "SELECT pair_id, expires_at, ended_at FROM sessions WHERE owner_id = ?1 AND session_id = ?2",
-        )
-        .bind(b(owner_id))
-        .bind(b(session_id))
-        .fetch_optional(&self.readers)
-        .await?;
-        row.map(|row| rows::session_info(&row, session_id))
-            .transpose()
+        self.live_session_impl(owner_id, pair_id, now).await
     }
 
     async fn end_session(
@@ -341,31 +229,7 @@ impl Store for SqliteStore {
         session_id: Id16,
         now: Ms,
     ) -> StoreResult<EndedSessions> {
-        self.write_atomic(move |conn| {
-            Box::pin(async move {
-                let exists: Option<i64> = sqlx::query_scalar(
-                    "SELECT 1 FROM sessions WHERE owner_id = ?1 AND session_id = ?2",
-                )
-                .bind(b(owner_id))
-                .bind(b(session_id))
-                .fetch_optional(&mut *conn)
-                .await?;
-                if exists.is_none() {
-                    return Err(StoreError::NotFound);
-                }
-                sqlx::query(
-                    "UPDATE sessions SET ended_at = ?3, hello = NULL \
-                     WHERE owner_id = ?1 AND session_id = ?2 AND ended_at IS NULL",
-                )
-                .bind(b(owner_id))
-                .bind(b(session_id))
-                .bind(now)
-                .execute(&mut *conn)
-                .await?;
-                cancel_open_calls(conn, vec![(owner_id, session_id)]).await
-            })
-        })
-        .await
+        self.end_session_impl(owner_id, session_id, now).await
     }
 
     async fn post_call(
@@ -429,21 +293,22 @@ impl Store for SqliteStore {
         self.sweep_impl(now, grace_ms).await
     }
 
-    async fn held_bytes(&self, owner_id: Id16, call_id: Id16) -> StoreResult<Option<HeldBytes>> {
-        let row = sqlx::query(
-            "SELECT envelope IS NOT NULL AS e, reply IS NOT NULL AS r FROM calls WHERE owner_id = ?1 AND call_id = ?2",
-        )
-        .bind(b(owner_id))
-        .bind(b(call_id))
-        .fetch_optional(&self.readers)
-        .await?;
-        row.as_ref().map(rows::held_bytes).transpose()
-    }
-
     async fn count_calls_by_state(&self) -> StoreResult<Vec<(CallState, i64)>> {
-        let found = sqlx::query("SELECT state, COUNT(*) AS n FROM calls GROUP BY state")
+        let found = sqlx::query(sql::COUNT_CALLS_BY_STATE)
             .fetch_all(&self.readers)
             .await?;
         found.iter().map(rows::state_count).collect()
+    }
+}
+
+#[async_trait]
+impl Inspect for SqliteStore {
+    async fn held_bytes(&self, owner_id: Id16, call_id: Id16) -> StoreResult<Option<HeldBytes>> {
+        let row = sqlx::query(sql::SELECT_HELD_BYTES)
+            .bind(b(owner_id))
+            .bind(b(call_id))
+            .fetch_optional(&self.readers)
+            .await?;
+        row.as_ref().map(rows::held_bytes).transpose()
     }
 }

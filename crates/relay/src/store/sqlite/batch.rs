@@ -10,6 +10,7 @@
 //! its own.
 
 use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
 
 use sealpost_protocol::api::CallState;
 use sealpost_protocol::ids::Id16;
@@ -17,9 +18,10 @@ use sqlx::AssertSqlSafe;
 use sqlx::sqlite::{SqliteConnection, SqliteRow};
 use tokio::sync::oneshot;
 
-use super::rows::{self, Columns};
-use super::sqlite_batch_read::Deliveries;
-use super::{Bearer, ClaimedRow, Ms, NewCall, StoreError, StoreResult, b};
+use super::batch_read::Deliveries;
+use crate::store::rows::{self, Columns};
+use crate::store::sql;
+use crate::store::{Bearer, ClaimedRow, Ms, NewCall, StoreError, StoreResult, b};
 
 /// Rows per grouped statement (SQLite allows 32,766 bound values; a post binds 9).
 const ROWS_PER_STATEMENT: usize = 128;
@@ -100,21 +102,16 @@ pub(crate) fn first_per_key<T, K: std::hash::Hash + Eq>(
     ops.into_iter().partition(|op| seen.insert(key(op)))
 }
 
-/// The same failure, for each request a failed grouped statement carried.
-pub(crate) fn db_error(error: &StoreError) -> StoreError {
-    StoreError::Db(error.to_string())
-}
-
 pub(crate) async fn post_calls(conn: &mut SqliteConnection, ops: Vec<PostOp>) {
     let (grouped, repeats) = first_per_key(ops, |op| (op.call.owner_id, op.call.call_id));
     for chunk in chunk_owned(grouped)
         .into_iter()
         .chain(repeats.into_iter().map(|op| vec![op]))
     {
-        let inserted = insert_posts(conn, &chunk).await;
+        let inserted = insert_posts(conn, &chunk).await.map_err(Arc::new);
         for op in chunk {
             let result = match &inserted {
-                Err(error) => Err(db_error(error)),
+                Err(error) => Err(StoreError::Grouped(error.clone())),
                 Ok(inserted) => match inserted.get(&(op.call.owner_id, op.call.call_id)) {
                     Some(expires_at) => Ok(*expires_at),
                     None => Err(why_not_posted(conn, &op).await),
@@ -202,7 +199,7 @@ async fn why_not_posted(conn: &mut SqliteConnection, op: &PostOp) -> StoreError 
         Ok(false) => return StoreError::TokenNotLive,
         Err(error) => return error,
     }
-    let session = sqlx::query("SELECT pair_id, expires_at, ended_at FROM sessions WHERE owner_id = ?1 AND session_id = ?2")
+    let session = sqlx::query(sql::SELECT_SESSION_STATE)
         .bind(b(c.owner_id))
         .bind(b(c.session_id))
         .fetch_optional(&mut *conn)
@@ -248,10 +245,10 @@ pub(crate) async fn claim_calls(conn: &mut SqliteConnection, ops: Vec<ClaimOp>) 
         .into_iter()
         .chain(repeats.into_iter().map(|op| vec![op]))
     {
-        let mut claimed = claim_grouped(conn, &chunk).await;
+        let mut claimed = claim_grouped(conn, &chunk).await.map_err(Arc::new);
         for op in chunk {
             let result = match &mut claimed {
-                Err(error) => Err(db_error(error)),
+                Err(error) => Err(StoreError::Grouped(error.clone())),
                 Ok(claimed) => {
                     let rows = claimed
                         .remove(&(op.bearer.owner_id, op.session_id))
@@ -401,10 +398,10 @@ pub(crate) async fn reply_calls(
         .into_iter()
         .chain(repeats.into_iter().map(|op| vec![op]))
     {
-        let answered = answer_grouped(conn, &chunk).await;
+        let answered = answer_grouped(conn, &chunk).await.map_err(Arc::new);
         for op in chunk {
             let result = match &answered {
-                Err(error) => Err(db_error(error)),
+                Err(error) => Err(StoreError::Grouped(error.clone())),
                 Ok(answered) if answered.contains(&(op.bearer.owner_id, op.call_id)) => Ok(()),
                 Ok(_) => Err(match why_not_answered(conn, &op).await {
                     // Read already; its mark is not written yet.
@@ -482,14 +479,11 @@ async fn why_not_answered(conn: &mut SqliteConnection, op: &ReplyOp) -> StoreErr
             return Ok(StoreError::NotFound);
         };
         if rows::stored_state(&row)? == CallState::Claimed {
-            sqlx::query(
-                "UPDATE calls SET state = 'expired', envelope = NULL \
-                 WHERE owner_id = ?1 AND call_id = ?2 AND state = 'claimed'",
-            )
-            .bind(b(op.bearer.owner_id))
-            .bind(b(op.call_id))
-            .execute(&mut *conn)
-            .await?;
+            sqlx::query(sql::EXPIRE_LAPSED_CLAIM)
+                .bind(b(op.bearer.owner_id))
+                .bind(b(op.call_id))
+                .execute(&mut *conn)
+                .await?;
             return Ok(StoreError::LeaseExpired);
         }
         Ok::<_, StoreError>(StoreError::WrongState(rows::state_at(&row, op.now)?))

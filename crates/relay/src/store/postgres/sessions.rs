@@ -1,0 +1,122 @@
+//! PostgreSQL sessions: create (ending the pairing's previous one), look up the live one, end.
+//! Each change is one transaction that also cancels the ended sessions' open calls and, on
+//! commit, wakes their waiters on every replica.
+
+use sealpost_protocol::ids::Id16;
+use sqlx::postgres::{PgConnection, PgPool};
+
+use super::notify;
+use crate::store::rows::{self, Columns};
+use crate::store::sql;
+use crate::store::{
+    EndedSessions, LiveSession, Ms, NewSession, StoreError, StoreResult, b, is_unique_violation,
+};
+
+pub(super) async fn create_session(
+    pool: &PgPool,
+    s: &NewSession,
+    max_live: u32,
+) -> StoreResult<EndedSessions> {
+    let mut tx = pool.begin().await?;
+    // Serialise session changes of one owner so the live-session count is exact.
+    sqlx::query("SELECT 1 FROM owners WHERE id = $1 FOR UPDATE")
+        .bind(b(s.owner_id))
+        .execute(&mut *tx)
+        .await?;
+    let others: i64 = sqlx::query_scalar(sql::COUNT_OTHER_LIVE_SESSIONS)
+        .bind(b(s.owner_id))
+        .bind(b(s.pair_id))
+        .bind(s.created_at)
+        .fetch_one(&mut *tx)
+        .await?;
+    if others >= i64::from(max_live) {
+        return Err(StoreError::TooManySessions);
+    }
+    let replaced = sqlx::query(sql::END_PAIRING_SESSIONS)
+        .bind(b(s.owner_id))
+        .bind(b(s.pair_id))
+        .bind(s.created_at)
+        .fetch_all(&mut *tx)
+        .await?;
+    let inserted = sqlx::query(sql::INSERT_SESSION)
+        .bind(b(s.owner_id))
+        .bind(b(s.session_id))
+        .bind(b(s.pair_id))
+        .bind(&s.hello)
+        .bind(s.created_at)
+        .bind(s.expires_at)
+        .execute(&mut *tx)
+        .await;
+    match inserted {
+        Err(e) if is_unique_violation(&e) => return Err(StoreError::Duplicate),
+        other => other?,
+    };
+    let replaced = rows::owner_sessions(&replaced)?;
+    let ended = cancel_open_calls(&mut tx, replaced).await?;
+    tx.commit().await?;
+    Ok(ended)
+}
+
+pub(super) async fn live_session(
+    pool: &PgPool,
+    owner_id: Id16,
+    pair_id: Id16,
+    now: Ms,
+) -> StoreResult<Option<LiveSession>> {
+    let row = sqlx::query(sql::SELECT_LIVE_SESSION)
+        .bind(b(owner_id))
+        .bind(b(pair_id))
+        .bind(now)
+        .fetch_optional(pool)
+        .await?;
+    row.as_ref().map(rows::live_session).transpose()
+}
+
+pub(super) async fn end_session(
+    pool: &PgPool,
+    owner_id: Id16,
+    session_id: Id16,
+    now: Ms,
+) -> StoreResult<EndedSessions> {
+    let mut tx = pool.begin().await?;
+    let found = sqlx::query(sql::END_SESSION)
+        .bind(b(owner_id))
+        .bind(b(session_id))
+        .bind(now)
+        .fetch_optional(&mut *tx)
+        .await?;
+    if found.is_none() {
+        return Err(StoreError::NotFound);
+    }
+    let ended = cancel_open_calls(&mut tx, vec![(owner_id, session_id)]).await?;
+    tx.commit().await?;
+    Ok(ended)
+}
+
+/// Cancels the open calls of sessions that just ended (`(owner_id, session_id)` each) and, when
+/// the transaction commits, wakes on every replica those sessions' claimers and those calls'
+/// readers.
+pub(super) async fn cancel_open_calls(
+    conn: &mut PgConnection,
+    sessions: Vec<(Id16, Id16)>,
+) -> StoreResult<EndedSessions> {
+    let mut cancelled_calls = Vec::new();
+    for &(owner_id, session_id) in &sessions {
+        let cancelled = sqlx::query(sql::CANCEL_SESSION_CALLS)
+            .bind(b(owner_id))
+            .bind(b(session_id))
+            .fetch_all(&mut *conn)
+            .await?;
+        for row in &cancelled {
+            cancelled_calls.push((owner_id, row.id("call_id")?));
+        }
+    }
+    let ended = EndedSessions {
+        sessions,
+        cancelled_calls,
+    };
+    for topic in ended.topics() {
+        notify(conn, topic).await?;
+    }
+    Ok(ended)
+}

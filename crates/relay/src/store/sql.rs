@@ -1,0 +1,108 @@
+//! Statements whose text is the same on SQLite and PostgreSQL, written once.
+//!
+//! Both backends take `$N` placeholders (SQLite reads `$N` as parameter N), so a statement
+//! that uses no dialect-specific function, cast or operator lives here and each backend binds
+//! the same values in the same order. What really differs stays with its backend: SQLite's
+//! grouped call-loop statements over `VALUES`, PostgreSQL's `SKIP LOCKED` claim and
+//! `pg_notify`, `MIN`/`MAX` against `LEAST`/`GREATEST`, `IS` against `IS NOT DISTINCT FROM`.
+
+/// `$1` name, `$2` fresh value: stores a secret unless one of that name exists.
+pub(crate) const INSERT_SECRET: &str =
+    "INSERT INTO relay_secrets (name, value) VALUES ($1, $2) ON CONFLICT (name) DO NOTHING";
+/// `$1` name.
+pub(crate) const SELECT_SECRET: &str = "SELECT value FROM relay_secrets WHERE name = $1";
+
+/// `$1` id, `$2` name, `$3` now.
+pub(crate) const INSERT_OWNER: &str =
+    "INSERT INTO owners (id, name, created_at) VALUES ($1, $2, $3)";
+pub(crate) const SELECT_OWNERS: &str = "SELECT * FROM owners ORDER BY name";
+/// `$1` name.
+pub(crate) const SELECT_OWNER_BY_NAME: &str = "SELECT * FROM owners WHERE name = $1";
+/// `$1` id.
+pub(crate) const SELECT_OWNER_BY_ID: &str = "SELECT * FROM owners WHERE id = $1";
+/// `$1` name, `$2` now: returns the owner's id.
+pub(crate) const DISABLE_OWNER: &str =
+    "UPDATE owners SET disabled_at = COALESCE(disabled_at, $2) WHERE name = $1 RETURNING id";
+/// `$1` owner id, `$2` now.
+pub(crate) const REVOKE_OWNER_TOKENS: &str =
+    "UPDATE tokens SET revoked_at = $2 WHERE owner_id = $1 AND revoked_at IS NULL";
+/// `$1` owner id.
+pub(crate) const DELETE_OWNER_SIGNIN_CODES: &str = "DELETE FROM signin_codes WHERE owner_id = $1";
+
+/// `$1` code hash, `$2` owner id, `$3` expires_at.
+pub(crate) const INSERT_SIGNIN_CODE: &str =
+    "INSERT INTO signin_codes (code_hash, owner_id, expires_at) VALUES ($1, $2, $3)";
+/// `$1` code hash, `$2` now: uses the code up (one statement, so it works once) and returns
+/// its owner.
+pub(crate) const CONSUME_SIGNIN_CODE: &str = "DELETE FROM signin_codes WHERE code_hash = $1 AND expires_at > $2 \
+     AND owner_id IN (SELECT id FROM owners WHERE disabled_at IS NULL) RETURNING owner_id";
+
+/// `$1` id … `$7` expires_at, in the column order.
+pub(crate) const INSERT_TOKEN: &str = "INSERT INTO tokens (id, owner_id, kind, pair_id, label, created_at, expires_at) \
+     VALUES ($1, $2, $3, $4, $5, $6, $7)";
+/// `$1` id, `$2` now.
+pub(crate) const SELECT_ACTIVE_TOKEN: &str = "SELECT t.* FROM tokens t JOIN owners o ON o.id = t.owner_id \
+     WHERE t.id = $1 AND t.revoked_at IS NULL AND t.expires_at > $2 AND o.disabled_at IS NULL";
+/// `$1` owner id, `$2` now.
+pub(crate) const SELECT_MCP_TOKENS: &str = "SELECT * FROM tokens WHERE owner_id = $1 AND kind = 'mcp' \
+     AND revoked_at IS NULL AND expires_at > $2 ORDER BY created_at";
+
+/// `$1` owner id, `$2` pair id, `$3` now: the owner's other live sessions.
+pub(crate) const COUNT_OTHER_LIVE_SESSIONS: &str = "SELECT COUNT(*) FROM sessions WHERE owner_id = $1 AND pair_id != $2 \
+     AND ended_at IS NULL AND expires_at > $3";
+/// `$1` owner id, `$2` pair id, `$3` now: ends the pairing's live session (a new one replaces it).
+pub(crate) const END_PAIRING_SESSIONS: &str = "UPDATE sessions SET ended_at = $3, hello = NULL \
+     WHERE owner_id = $1 AND pair_id = $2 AND ended_at IS NULL \
+     RETURNING owner_id, session_id";
+/// `$1` owner id … `$6` expires_at, in the column order.
+pub(crate) const INSERT_SESSION: &str = "INSERT INTO sessions (owner_id, session_id, pair_id, hello, created_at, expires_at) \
+     VALUES ($1, $2, $3, $4, $5, $6)";
+/// `$1` owner id, `$2` pair id, `$3` now.
+pub(crate) const SELECT_LIVE_SESSION: &str = "SELECT session_id, hello, expires_at, claimer_seen_at FROM sessions \
+     WHERE owner_id = $1 AND pair_id = $2 AND ended_at IS NULL AND expires_at > $3 \
+     ORDER BY created_at DESC LIMIT 1";
+/// `$1` owner id, `$2` session id, `$3` now: ends a session; ending an ended one keeps its end.
+pub(crate) const END_SESSION: &str = "UPDATE sessions SET ended_at = COALESCE(ended_at, $3), hello = NULL \
+     WHERE owner_id = $1 AND session_id = $2 RETURNING owner_id";
+/// `$1` owner id, `$2` session id: cancels an ended session's open calls.
+pub(crate) const CANCEL_SESSION_CALLS: &str = "UPDATE calls SET state = 'cancelled', \
+     cancel_reason = 'session_ended', envelope = NULL \
+     WHERE owner_id = $1 AND session_id = $2 AND state IN ('pending', 'claimed') \
+     RETURNING call_id";
+/// `$1` owner id, `$2` session id: what explains a post that inserted nothing.
+pub(crate) const SELECT_SESSION_STATE: &str = "SELECT pair_id, expires_at, ended_at FROM sessions \
+     WHERE owner_id = $1 AND session_id = $2";
+
+/// `$1` owner id, `$2` call id: a claimed call whose lease lapsed expires for good.
+pub(crate) const EXPIRE_LAPSED_CLAIM: &str = "UPDATE calls SET state = 'expired', envelope = NULL \
+     WHERE owner_id = $1 AND call_id = $2 AND state = 'claimed'";
+
+/// The sweeper's statements, in the order it runs them; each binds `$1`, which is now unless
+/// it says now − grace.
+pub(crate) const SWEEP_EXPIRE_PENDING: &str = "UPDATE calls SET state = 'expired', envelope = NULL \
+     WHERE state = 'pending' AND expires_at <= $1";
+pub(crate) const SWEEP_EXPIRE_LAPSED: &str = "UPDATE calls SET state = 'expired', envelope = NULL \
+     WHERE state = 'claimed' AND lease_expires_at <= $1";
+pub(crate) const SWEEP_CLEAR_BYTES: &str = "UPDATE calls SET reply = NULL, envelope = NULL \
+     WHERE expires_at <= $1 AND (reply IS NOT NULL OR envelope IS NOT NULL)";
+/// `$1` now − grace.
+pub(crate) const SWEEP_DELETE_CALLS: &str = "DELETE FROM calls WHERE expires_at <= $1";
+/// `$1` now: returns the sessions that ended.
+pub(crate) const SWEEP_END_SESSIONS: &str = "UPDATE sessions SET ended_at = $1, hello = NULL \
+     WHERE ended_at IS NULL AND expires_at <= $1 RETURNING owner_id, session_id";
+/// `$1` now − grace: sessions with no call rows left.
+pub(crate) const SWEEP_DELETE_SESSIONS: &str = "DELETE FROM sessions WHERE ended_at <= $1 \
+     AND NOT EXISTS (SELECT 1 FROM calls c WHERE c.owner_id = sessions.owner_id \
+     AND c.session_id = sessions.session_id)";
+/// `$1` now.
+pub(crate) const SWEEP_DELETE_SIGNIN_CODES: &str =
+    "DELETE FROM signin_codes WHERE expires_at <= $1";
+/// `$1` now − grace.
+pub(crate) const SWEEP_DELETE_TOKENS: &str =
+    "DELETE FROM tokens WHERE expires_at <= $1 OR revoked_at <= $1";
+
+pub(crate) const COUNT_CALLS_BY_STATE: &str =
+    "SELECT state, COUNT(*) AS n FROM calls GROUP BY state";
+/// `$1` owner id, `$2` call id.
+pub(crate) const SELECT_HELD_BYTES: &str = "SELECT envelope IS NOT NULL AS e, reply IS NOT NULL AS r FROM calls \
+     WHERE owner_id = $1 AND call_id = $2";

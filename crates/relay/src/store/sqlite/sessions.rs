@@ -1,0 +1,118 @@
+//! SQLite sessions: create (ending the pairing's previous one), look up the live one, end.
+//! Each change runs on the writer in a transaction of its own, with the cancelling of the
+//! ended sessions' open calls.
+
+use sealpost_protocol::ids::Id16;
+use sqlx::sqlite::SqliteConnection;
+
+use super::SqliteStore;
+use crate::store::rows;
+use crate::store::sql;
+use crate::store::{
+    EndedSessions, LiveSession, Ms, NewSession, StoreError, StoreResult, b, is_unique_violation,
+};
+
+impl SqliteStore {
+    pub(super) async fn create_session_impl(
+        &self,
+        session: &NewSession,
+        max_live: u32,
+    ) -> StoreResult<EndedSessions> {
+        let s = session.clone();
+        self.write_atomic(move |conn| {
+            Box::pin(async move {
+                let others: i64 = sqlx::query_scalar(sql::COUNT_OTHER_LIVE_SESSIONS)
+                    .bind(b(s.owner_id))
+                    .bind(b(s.pair_id))
+                    .bind(s.created_at)
+                    .fetch_one(&mut *conn)
+                    .await?;
+                if others >= i64::from(max_live) {
+                    return Err(StoreError::TooManySessions);
+                }
+                let replaced = sqlx::query(sql::END_PAIRING_SESSIONS)
+                    .bind(b(s.owner_id))
+                    .bind(b(s.pair_id))
+                    .bind(s.created_at)
+                    .fetch_all(&mut *conn)
+                    .await?;
+                let inserted = sqlx::query(sql::INSERT_SESSION)
+                    .bind(b(s.owner_id))
+                    .bind(b(s.session_id))
+                    .bind(b(s.pair_id))
+                    .bind(&s.hello)
+                    .bind(s.created_at)
+                    .bind(s.expires_at)
+                    .execute(&mut *conn)
+                    .await;
+                match inserted {
+                    Err(e) if is_unique_violation(&e) => return Err(StoreError::Duplicate),
+                    other => other?,
+                };
+                let replaced = rows::owner_sessions(&replaced)?;
+                cancel_open_calls(conn, replaced).await
+            })
+        })
+        .await
+    }
+
+    pub(super) async fn live_session_impl(
+        &self,
+        owner_id: Id16,
+        pair_id: Id16,
+        now: Ms,
+    ) -> StoreResult<Option<LiveSession>> {
+        let row = sqlx::query(sql::SELECT_LIVE_SESSION)
+            .bind(b(owner_id))
+            .bind(b(pair_id))
+            .bind(now)
+            .fetch_optional(&self.readers)
+            .await?;
+        row.as_ref().map(rows::live_session).transpose()
+    }
+
+    pub(super) async fn end_session_impl(
+        &self,
+        owner_id: Id16,
+        session_id: Id16,
+        now: Ms,
+    ) -> StoreResult<EndedSessions> {
+        self.write_atomic(move |conn| {
+            Box::pin(async move {
+                let found = sqlx::query(sql::END_SESSION)
+                    .bind(b(owner_id))
+                    .bind(b(session_id))
+                    .bind(now)
+                    .fetch_optional(&mut *conn)
+                    .await?;
+                if found.is_none() {
+                    return Err(StoreError::NotFound);
+                }
+                cancel_open_calls(conn, vec![(owner_id, session_id)]).await
+            })
+        })
+        .await
+    }
+}
+
+/// Cancels the open calls of sessions that just ended (`(owner_id, session_id)` each).
+pub(super) async fn cancel_open_calls(
+    conn: &mut SqliteConnection,
+    sessions: Vec<(Id16, Id16)>,
+) -> StoreResult<EndedSessions> {
+    let mut cancelled_calls = Vec::new();
+    for &(owner_id, session_id) in &sessions {
+        let cancelled = sqlx::query(sql::CANCEL_SESSION_CALLS)
+            .bind(b(owner_id))
+            .bind(b(session_id))
+            .fetch_all(&mut *conn)
+            .await?;
+        for row in &cancelled {
+            cancelled_calls.push((owner_id, rows::Columns::id(row, "call_id")?));
+        }
+    }
+    Ok(EndedSessions {
+        sessions,
+        cancelled_calls,
+    })
+}

@@ -1,0 +1,205 @@
+//! Migrations run through `sqlx::migrate!`. A database made by the relay's earlier runner (its
+//! own `relay_migrations` table, the same schema) upgrades in place: its rows stay, its
+//! bookkeeping moves to `_sqlx_migrations`, and opening it again changes nothing.
+
+use sealpost_protocol::api::{CallState, TokenKind};
+use sealpost_protocol::ids::Id16;
+use sealpost_relay::store::{self, Bearer};
+use sqlx::{AssertSqlSafe, Connection};
+
+use crate::support::{TestDb, id};
+
+/// The schema exactly as the earlier runner applied it (version 1).
+const PREVIOUS_SQLITE: &str = include_str!("fixtures/previous_runner_sqlite_0001.sql");
+const PREVIOUS_POSTGRES: &str = include_str!("fixtures/previous_runner_postgres_0001.sql");
+/// The earlier runner's bookkeeping, as it created and filled it.
+const PREVIOUS_TABLE: &str = "CREATE TABLE IF NOT EXISTS relay_migrations \
+     (version BIGINT PRIMARY KEY, applied_at BIGINT NOT NULL)";
+
+const NOW: i64 = 1_700_000_000_000;
+const HOUR: i64 = 3_600_000;
+
+/// What the earlier relay left in the database: an owner with an MCP token, a live session
+/// and an answered call.
+struct Held {
+    owner: Id16,
+    token: Id16,
+    pair: Id16,
+    session: Id16,
+    call: Id16,
+}
+
+impl Held {
+    fn new() -> Self {
+        Held {
+            owner: id(),
+            token: id(),
+            pair: id(),
+            session: id(),
+            call: id(),
+        }
+    }
+
+    /// The earlier runner's statements, then the rows, in `$N` SQL both backends accept.
+    fn statements(&self, schema: &str) -> Vec<(String, Vec<Vec<u8>>)> {
+        let (o, t, p, s, c) = (
+            self.owner.0.to_vec(),
+            self.token.0.to_vec(),
+            self.pair.0.to_vec(),
+            self.session.0.to_vec(),
+            self.call.0.to_vec(),
+        );
+        vec![
+            (PREVIOUS_TABLE.into(), vec![]),
+            (schema.into(), vec![]),
+            (
+                format!("INSERT INTO relay_migrations (version, applied_at) VALUES (1, {NOW})"),
+                vec![],
+            ),
+            (
+                format!("INSERT INTO owners (id, name, created_at) VALUES ($1, 'kept', {NOW})"),
+                vec![o.clone()],
+            ),
+            (
+                format!(
+                    "INSERT INTO tokens (id, owner_id, kind, pair_id, label, created_at, expires_at) \
+                     VALUES ($1, $2, 'mcp', $3, 'plugin', {NOW}, {})",
+                    NOW + 1000 * HOUR
+                ),
+                vec![t, o.clone(), p.clone()],
+            ),
+            (
+                format!(
+                    "INSERT INTO sessions (owner_id, session_id, pair_id, hello, created_at, expires_at) \
+                     VALUES ($1, $2, $3, $4, {NOW}, {})",
+                    NOW + HOUR
+                ),
+                vec![o.clone(), s.clone(), p.clone(), b"hello".to_vec()],
+            ),
+            (
+                format!(
+                    "INSERT INTO calls (owner_id, call_id, session_id, pair_id, state, reply, created_at, expires_at, answered_at) \
+                     VALUES ($1, $2, $3, $4, 'answered', $5, {NOW}, {}, {NOW})",
+                    NOW + HOUR
+                ),
+                vec![o, c, s, p, b"reply".to_vec()],
+            ),
+        ]
+    }
+
+    /// Opens the database with the current relay and checks every row is there and works.
+    async fn check_kept(&self, url: &str) {
+        let store = store::open(url).await.expect("the earlier database opens");
+        let owner = store
+            .owner_by_name("kept")
+            .await
+            .unwrap()
+            .expect("owner kept");
+        assert_eq!(owner.id, self.owner);
+        let token = store.active_token(self.token, NOW).await.unwrap();
+        assert_eq!(token.expect("token kept").pair_id, Some(self.pair));
+        let live = store
+            .live_session(self.owner, self.pair, NOW)
+            .await
+            .unwrap();
+        assert_eq!(live.expect("session kept").hello, b"hello");
+        let bearer = Bearer {
+            token_id: self.token,
+            owner_id: self.owner,
+            kind: TokenKind::Mcp,
+            pair_id: Some(self.pair),
+        };
+        let view = store.read_call(bearer, self.call, NOW).await.unwrap();
+        let view = view.expect("call kept");
+        // The first read marks it delivered; both read the same reply.
+        assert!(matches!(
+            view.state,
+            CallState::Answered | CallState::Delivered
+        ));
+        assert_eq!(view.reply.as_deref(), Some(&b"reply"[..]));
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_sqlite_database_from_the_previous_runner_upgrades_with_its_data() {
+    let db = TestDb::sqlite();
+    let held = Held::new();
+    {
+        let path = db.url.trim_start_matches("sqlite://");
+        let mut conn = sqlx::SqliteConnection::connect(&format!("sqlite://{path}?mode=rwc"))
+            .await
+            .unwrap();
+        for (sql, binds) in held.statements(PREVIOUS_SQLITE) {
+            if binds.is_empty() {
+                sqlx::raw_sql(AssertSqlSafe(sql))
+                    .execute(&mut conn)
+                    .await
+                    .unwrap();
+            } else {
+                let mut query = sqlx::query(AssertSqlSafe(sql));
+                for bind in binds {
+                    query = query.bind(bind);
+                }
+                query.execute(&mut conn).await.unwrap();
+            }
+        }
+        conn.close().await.unwrap();
+    }
+    held.check_kept(&db.url).await;
+    // A second start finds nothing to do.
+    held.check_kept(&db.url).await;
+    let mut conn = sqlx::SqliteConnection::connect(&db.url).await.unwrap();
+    let versions: Vec<i64> =
+        sqlx::query_scalar("SELECT version FROM _sqlx_migrations WHERE success ORDER BY version")
+            .fetch_all(&mut conn)
+            .await
+            .unwrap();
+    assert_eq!(versions.first(), Some(&1));
+    let old: Option<String> = sqlx::query_scalar(
+        "SELECT name FROM sqlite_master WHERE type = 'table' AND name = 'relay_migrations'",
+    )
+    .fetch_optional(&mut conn)
+    .await
+    .unwrap();
+    assert_eq!(old, None, "the earlier bookkeeping is gone");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_postgres_database_from_the_previous_runner_upgrades_with_its_data() {
+    let Some(db) = TestDb::postgres().await else {
+        return;
+    };
+    let held = Held::new();
+    {
+        let mut conn = sqlx::PgConnection::connect(&db.url).await.unwrap();
+        for (sql, binds) in held.statements(PREVIOUS_POSTGRES) {
+            if binds.is_empty() {
+                sqlx::raw_sql(AssertSqlSafe(sql))
+                    .execute(&mut conn)
+                    .await
+                    .unwrap();
+            } else {
+                let mut query = sqlx::query(AssertSqlSafe(sql));
+                for bind in binds {
+                    query = query.bind(bind);
+                }
+                query.execute(&mut conn).await.unwrap();
+            }
+        }
+        conn.close().await.unwrap();
+    }
+    held.check_kept(&db.url).await;
+    held.check_kept(&db.url).await;
+    let mut conn = sqlx::PgConnection::connect(&db.url).await.unwrap();
+    let versions: Vec<i64> =
+        sqlx::query_scalar("SELECT version FROM _sqlx_migrations WHERE success ORDER BY version")
+            .fetch_all(&mut conn)
+            .await
+            .unwrap();
+    assert_eq!(versions.first(), Some(&1));
+    let old: Option<String> = sqlx::query_scalar("SELECT to_regclass('relay_migrations')::text")
+        .fetch_one(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(old, None, "the earlier bookkeeping is gone");
+}

@@ -1,0 +1,90 @@
+//! A database failure keeps its cause: the store error holds the driver's error as its source,
+//! and the log line the relay writes for the 500 carries the whole chain, so an operator sees
+//! why, not only that, the database failed.
+
+use std::io::Write;
+use std::sync::{Arc, Mutex};
+
+use sealpost_protocol::api::TokenKind;
+use sealpost_relay::http::error::ApiError;
+use sealpost_relay::store::{Bearer, ErrorChain, NewCall, StoreError};
+use sqlx::Connection;
+
+use crate::support::{TestDb, id};
+
+/// Log lines written while `f` runs.
+fn logs_of(f: impl FnOnce()) -> String {
+    #[derive(Clone, Default)]
+    struct Buffer(Arc<Mutex<Vec<u8>>>);
+    impl Write for Buffer {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(bytes);
+            Ok(bytes.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let buffer = Buffer::default();
+    let writer = buffer.clone();
+    let subscriber = tracing_subscriber::fmt()
+        .with_writer(move || writer.clone())
+        .with_ansi(false)
+        .finish();
+    tracing::subscriber::with_default(subscriber, f);
+    String::from_utf8(buffer.0.lock().unwrap().clone()).unwrap()
+}
+
+/// The driver's error is the source of `error`, and the chain names the missing table.
+fn assert_cause_kept(error: StoreError) {
+    let mut source = std::error::Error::source(&error);
+    let mut found_driver_error = false;
+    while let Some(cause) = source {
+        found_driver_error |= cause.downcast_ref::<sqlx::Error>().is_some();
+        source = cause.source();
+    }
+    assert!(
+        found_driver_error,
+        "no sqlx::Error among the sources of {error:?}"
+    );
+    let chain = ErrorChain(&error).to_string();
+    assert!(chain.contains("no such table: calls"), "{chain}");
+    let logged = logs_of(|| drop(ApiError::from(error)));
+    assert!(
+        logged.contains("no such table: calls"),
+        "the 500's log line: {logged}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_database_failure_keeps_its_cause_up_to_the_log_line_of_the_500() {
+    let db = TestDb::sqlite();
+    let store = db.open().await;
+    let mut conn = sqlx::SqliteConnection::connect(&db.url).await.unwrap();
+    sqlx::raw_sql("DROP TABLE calls")
+        .execute(&mut conn)
+        .await
+        .unwrap();
+
+    // A single statement on the read pool.
+    let error = store.count_calls_by_state().await.unwrap_err();
+    assert_cause_kept(error);
+
+    // A grouped statement of the writer, whose one failure answers every request it carried.
+    let bearer = Bearer {
+        token_id: id(),
+        owner_id: id(),
+        kind: TokenKind::Mcp,
+        pair_id: Some(id()),
+    };
+    let call = NewCall {
+        owner_id: bearer.owner_id,
+        session_id: id(),
+        call_id: id(),
+        envelope: vec![1],
+        created_at: 1,
+        expires_at: 2,
+    };
+    let error = store.post_call(bearer, &call, None).await.unwrap_err();
+    assert_cause_kept(error);
+}
