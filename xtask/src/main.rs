@@ -4,13 +4,15 @@
 //!   PostgreSQL), wasm tests in headless Chromium, wasm32 builds of the pure crates, an
 //!   independent Python implementation against the vectors, fuzz smoke.
 //! - `cargo xtask run`    the relay on SQLite at 127.0.0.1:8080 serving the web app.
-//! - `cargo xtask bench [seal|relay|executor|plugin|all]`
+//! - `cargo xtask bench [seal|relay|executor|plugin|browser|web|all]` (`browser` and `web` run
+//!   in headless Chromium and are not part of `all`).
 //! - `cargo xtask fuzz [SECONDS]`  each fuzz target for SECONDS (default 20).
 //! - `cargo xtask tools`  installs and checks the prerequisites only.
 //! - `cargo xtask postgres`  starts a throwaway PostgreSQL cluster, queries it, removes it.
 //! - `cargo xtask mcpb [--debug]`  the plugin as an MCP Bundle in `target/mcpb/`.
 //! - `cargo xtask web`  the browser module and the web app into `target/web/`.
 
+mod bench_web;
 mod cmd;
 mod executor;
 mod fuzz;
@@ -25,7 +27,7 @@ use anyhow::{Result, bail};
 
 use crate::cmd::{cargo, cmd, step};
 
-const USAGE: &str = "usage: cargo xtask <test | run | bench [seal|relay|executor|plugin|all] | fuzz [SECONDS] | tools | postgres | mcpb [--debug] | web>";
+const USAGE: &str = "usage: cargo xtask <test | run | bench [seal|relay|executor|plugin|browser|web|all] | fuzz [SECONDS] | tools | postgres | mcpb [--debug] | web>";
 
 /// Crates that must build for `wasm32-unknown-unknown` (pure: no I/O, no clock).
 const PURE_CRATES: [&str; 3] = ["sealpost-seal", "sealpost-protocol", "sealpost-executor"];
@@ -41,6 +43,8 @@ fn main() -> Result<()> {
         ["bench", "relay"] => relay::bench(),
         ["bench", "executor"] => executor::bench(),
         ["bench", "plugin"] => bench_plugin(),
+        ["bench", "browser"] => bench_web::browser(),
+        ["bench", "web"] => bench_web::web(),
         ["fuzz"] => fuzz::smoke(20),
         ["fuzz", seconds] => fuzz::smoke(seconds.parse()?),
         ["tools"] => tools::ensure_all().map(|_| ()),
