@@ -56,6 +56,12 @@ pub struct BenchWorkspace {
     executor: Executor,
 }
 
+impl std::fmt::Debug for BenchWorkspace {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BenchWorkspace").finish_non_exhaustive()
+    }
+}
+
 #[wasm_bindgen]
 impl BenchWorkspace {
     /// Parses the corpus JSON text and indexes every document: the build the page times.
@@ -117,6 +123,14 @@ impl HostTool for Noop {
 pub struct BenchCalls {
     executor: Executor,
     envelopes: Vec<Vec<u8>>,
+}
+
+impl std::fmt::Debug for BenchCalls {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BenchCalls")
+            .field("calls", &self.envelopes.len())
+            .finish_non_exhaustive()
+    }
 }
 
 #[wasm_bindgen]
