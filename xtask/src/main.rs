@@ -5,7 +5,8 @@
 //!   an independent Python implementation against the vectors, fuzz smoke. Without PostgreSQL
 //!   it fails unless `--no-postgres` is given; then the PostgreSQL tests skip and are counted.
 //! - `cargo xtask run`    the relay on SQLite at 127.0.0.1:8080 serving the web app.
-//! - `cargo xtask bench [seal|relay|executor|plugin|all]`
+//! - `cargo xtask bench [seal|relay|executor|plugin|browser|web|all]` (`browser` and `web` run
+//!   in headless Chromium and are not part of `all`).
 //! - `cargo xtask fuzz [SECONDS]`  each fuzz target for SECONDS (default 20).
 //! - `cargo xtask mutants [seal|relay|all]`  mutation testing of the seal and the relay's auth
 //!   and call states (not part of `test`).
@@ -14,6 +15,7 @@
 //! - `cargo xtask mcpb [--debug]`  the plugin as an MCP Bundle in `target/mcpb/`.
 //! - `cargo xtask web`  the browser module and the web app into `target/web/`.
 
+mod bench_web;
 mod cmd;
 mod executor;
 mod fuzz;
@@ -31,7 +33,7 @@ use anyhow::{Context as _, Result, bail};
 
 use crate::cmd::{cargo, cmd, step};
 
-const USAGE: &str = "usage: cargo xtask <test [--no-postgres] | run | bench [seal|relay|executor|plugin|all] | fuzz [SECONDS] | mutants [seal|relay|all] | tools | postgres | mcpb [--debug] | web>";
+const USAGE: &str = "usage: cargo xtask <test [--no-postgres] | run | bench [seal|relay|executor|plugin|browser|web|all] | fuzz [SECONDS] | mutants [seal|relay|all] | tools | postgres | mcpb [--debug] | web>";
 
 /// Crates that must build for `wasm32-unknown-unknown` (pure: no I/O, no clock).
 const PURE_CRATES: [&str; 3] = ["sealpost-seal", "sealpost-protocol", "sealpost-executor"];
@@ -48,6 +50,8 @@ fn main() -> Result<()> {
         ["bench", "relay"] => relay::bench(),
         ["bench", "executor"] => executor::bench(),
         ["bench", "plugin"] => bench_plugin(),
+        ["bench", "browser"] => bench_web::browser(),
+        ["bench", "web"] => bench_web::web(),
         ["fuzz"] => fuzz::smoke(20),
         ["fuzz", seconds] => fuzz::smoke(seconds.parse()?),
         ["mutants"] => mutants::run("all"),

@@ -122,7 +122,13 @@ pub fn build() -> Result<Built> {
         copy_dir(
             &app,
             &out,
-            &["tests", "node_modules", "package.json", "package-lock.json"],
+            &[
+                "tests",
+                "bench",
+                "node_modules",
+                "package.json",
+                "package-lock.json",
+            ],
         )?;
     }
     let bytes = std::fs::read(&bg)?;

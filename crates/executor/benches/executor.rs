@@ -1,6 +1,9 @@
 //! `cargo xtask bench executor`: index build time, query latency and `handle()` throughput on a
 //! seeded, generated workspace of 10,000 documents (about 20 MB of text).
 //!
+//! With `SEALPOST_BENCH_CORPUS=PATH` it writes the workspace and the queries as JSON to PATH
+//! and stops, for the browser benchmarks.
+//!
 //! A plain binary rather than criterion: the figures wanted are one build time, a latency
 //! distribution over a fixed query mix, and a sustained rate, each measured once per run.
 
@@ -156,6 +159,14 @@ fn main() {
     let (words, docs) = generate(&mut rng);
     let text_bytes: usize = docs.iter().map(|d| d.title.len() + d.body.len()).sum();
     let queries = queries(&mut rng, &words, &docs);
+    // The browser benchmarks (`cargo xtask bench browser|web`) take this same corpus and
+    // these same queries from a file, so their figures compare with these.
+    if let Some(path) = std::env::var_os("SEALPOST_BENCH_CORPUS") {
+        let corpus = json!({"sources": SOURCES, "documents": docs, "queries": queries});
+        std::fs::write(&path, serde_json::to_vec(&corpus).unwrap()).unwrap();
+        println!("corpus and queries written to {}", path.to_string_lossy());
+        return;
+    }
     println!(
         "workspace: {} documents, {:.1} MB of text, {} queries",
         docs.len(),

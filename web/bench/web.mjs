@@ -1,0 +1,118 @@
+// `cargo xtask bench web`: the whole loop on loopback. An MCP client (this script) → the real
+// `sealpost` plugin over stdio → the relay (SQLite, release) → the web app's tab in headless
+// Chromium → back. 200 `search_workspace` calls, each beside four bare HTTP round trips to the
+// same relay (GET /healthz) in the same run, printed as a ratio; then the same with the tab
+// hidden behind another page, and with its window minimised.
+//
+// The app is driven as a person drives it (web/tests/product.spec.mjs): sign in from the
+// printed link, import documents from a folder, grant, start a session, pair the plugin with
+// the code the page shows. The documents and queries are the executor benchmark's (the first
+// SEALPOST_BENCH_WEB_DOCS documents, 1,000 unless set), from SEALPOST_BENCH_CORPUS.
+
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { performance } from 'node:perf_hooks';
+import { startRelay, launchBrowser, openPage, writeFolder, tempDir, pairPlugin, McpClient } from '../tests/harness.mjs';
+import { percentile, ms, ratio, against } from './stats.mjs';
+
+const CALLS = 200;
+const WARMUP = 20;
+const ECHOES = 4;
+const DOCS = Number(process.env.SEALPOST_BENCH_WEB_DOCS ?? 1000);
+const corpus = JSON.parse(readFileSync(process.env.SEALPOST_BENCH_CORPUS, 'utf8'));
+const documents = corpus.documents.slice(0, DOCS);
+
+const relay = await startRelay();
+const browser = await launchBrowser();
+let mcp;
+try {
+  const context = await browser.newContext({ viewport: { width: 1280, height: 800 } });
+  const page = await openPage(context, relay.signinUrl);
+  page.on('pageerror', (error) => console.error('page error:', error.message));
+  await page.waitForSelector('#nav:not([hidden])');
+  await page.waitForSelector('main h2:not(:text-is("Sign in"))');
+
+  const files = Object.fromEntries(documents.map((d) => [`bench/${d.id}.md`, `# ${d.title}\n\n${d.body}\n`]));
+  const folder = writeFolder(files);
+  const importStarted = performance.now();
+  await page.fill('#source-name', 'bench');
+  await page.setInputFiles('#pick-folder', join(folder, 'bench'));
+  await page.waitForSelector(`#import-status:text("Imported ${documents.length} files into bench.")`, { timeout: 600_000 });
+  const importMs = performance.now() - importStarted;
+
+  await page.click('nav a[href="#/access"]');
+  await page.waitForSelector('main h2:text-is("AI access")');
+  await page.check('#access-on');
+  await page.check('input[name="grant-source"][value="bench"]');
+  for (const box of await page.$$('input[name="grant-tool"]')) await box.check();
+  await page.click('#save-grants');
+  await page.click('#start-session');
+  await page.waitForSelector('#pairing-code');
+  await page.waitForSelector('#status-pill:text-is("Serving")');
+  const code = (await page.textContent('#pairing-code')).trim();
+  const config = tempDir('sealpost-bench-plugin-');
+  const pairedResult = await pairPlugin(config, code);
+  if (pairedResult.status !== 0) throw new Error(`sealpost pair failed: ${pairedResult.output}`);
+  mcp = new McpClient(config);
+  await mcp.initialize();
+
+  const healthz = `${relay.base}/healthz`;
+  async function echoes() {
+    const started = performance.now();
+    for (let i = 0; i < ECHOES; i += 1) await (await fetch(healthz)).text();
+    return performance.now() - started;
+  }
+
+  // Each call, then four echoes: interleaved, so the machine's load hits both alike.
+  async function measure() {
+    const calls = [];
+    const echo = [];
+    let failed = 0;
+    for (let i = 0; i < WARMUP; i += 1) {
+      await mcp.call('search_workspace', { query: corpus.queries[i % corpus.queries.length] });
+      await echoes();
+    }
+    for (let i = 0; i < CALLS; i += 1) {
+      const query = corpus.queries[i % corpus.queries.length];
+      const started = performance.now();
+      const answer = await mcp.call('search_workspace', { query });
+      calls.push(performance.now() - started);
+      if (answer.isError) failed += 1;
+      echo.push(await echoes());
+    }
+    return { calls, echo, failed };
+  }
+
+  function report(name, visibility, { calls, echo, failed }) {
+    const p50 = percentile(calls, 0.5);
+    const echo50 = percentile(echo, 0.5);
+    console.log(`${name} (document.visibilityState ${visibility}): search_workspace p50 ${ms(p50)}, p99 ${ms(percentile(calls, 0.99))}, max ${ms(Math.max(...calls))}; ${ECHOES} × GET /healthz p50 ${ms(echo50)}; ratio ${ratio(p50, echo50)}${failed ? `; ${failed} calls answered with an error` : ''} (${against(p50 <= 15, 'p50 ≤ 15 ms')})`);
+  }
+
+  console.log(`${documents.length} documents imported through the app in ${ms(importMs)}; ${CALLS} calls after ${WARMUP} warm-up calls, queries from the executor benchmark`);
+  const visibility = () => page.evaluate(() => document.visibilityState);
+
+  report('tab in front', await visibility(), await measure());
+
+  const other = await context.newPage();
+  await other.goto(healthz);
+  await other.bringToFront();
+  report('tab behind another page', await visibility(), await measure());
+  await other.close();
+  await page.bringToFront();
+
+  // Headless windows may not minimise; say so rather than lose the figures above.
+  try {
+    const cdp = await context.newCDPSession(page);
+    const { windowId } = await cdp.send('Browser.getWindowForTarget');
+    await cdp.send('Browser.setWindowBounds', { windowId, bounds: { windowState: 'minimized' } });
+    report('window minimised', await visibility(), await measure());
+    await cdp.send('Browser.setWindowBounds', { windowId, bounds: { windowState: 'normal' } });
+  } catch (error) {
+    console.log(`window minimised: not measured (${error.message})`);
+  }
+} finally {
+  mcp?.close();
+  await browser.close();
+  await relay.stop();
+}
