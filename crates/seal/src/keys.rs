@@ -187,18 +187,18 @@ impl PluginSession {
         let secret = random_secret(rng);
         let plugin_public = PublicKey::from(&secret).to_bytes();
         let transcript = Transcript {
-            pair_id: &hello.pair_id,
-            session_id: &hello.session_id,
-            browser_public: &hello.browser_public,
+            pair_id: hello.pair_id(),
+            session_id: hello.session_id(),
+            browser_public: hello.browser_public(),
             plugin_public: &plugin_public,
-            expires_at_ms: hello.expires_at_ms,
+            expires_at_ms: hello.expires_at_ms(),
         };
-        let keys = derive_keys(&secret, &hello.browser_public, pairing, &transcript)?;
+        let keys = derive_keys(&secret, hello.browser_public(), pairing, &transcript)?;
         Ok(Self {
             keys,
             plugin_public,
-            session_id: hello.session_id,
-            expires_at_ms: hello.expires_at_ms,
+            session_id: *hello.session_id(),
+            expires_at_ms: hello.expires_at_ms(),
         })
     }
 

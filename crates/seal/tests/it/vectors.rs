@@ -171,7 +171,7 @@ fn run_session(s: &SessionInput) -> Result<(SessionRun, Outputs), String> {
     .map_err(|e| e.code().to_string())?;
 
     let verified = verify_hello(&secret, &hello, s.now_ms).map_err(|e| e.code().to_string())?;
-    if verified.catalog != s.catalog.as_bytes() {
+    if verified.catalog() != s.catalog.as_bytes() {
         return Err("catalog did not round-trip".into());
     }
     let call_nonce = hex::decode(&s.call_nonce).unwrap();
