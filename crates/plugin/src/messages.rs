@@ -3,6 +3,7 @@
 //! goes through the fence like a result.
 
 use sealpost_protocol::content::{CancelReason, RefusalCode};
+use sealpost_seal::RelayOrigin;
 
 use crate::config::ConfigError;
 use crate::relay::RelayError;
@@ -24,10 +25,10 @@ pub enum Failure {
     /// The relay's answer was too large or malformed.
     BadResponse { host: String },
     /// No session is live for the pairing.
-    NoSession { origin: String },
+    NoSession { origin: RelayOrigin },
     /// A session is live but its tab has not polled recently.
     TabNotOpen {
-        origin: String,
+        origin: RelayOrigin,
         seen_secs_ago: Option<u64>,
     },
     /// The session's hello or the relay's account of it did not check out.

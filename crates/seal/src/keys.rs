@@ -16,7 +16,7 @@ use sha2::{Digest, Sha256};
 use x25519_dalek::{PublicKey, StaticSecret};
 use zeroize::{Zeroize, ZeroizeOnDrop, Zeroizing};
 
-use crate::envelope::{self, Header, Kind};
+use crate::envelope::{self, Header};
 use crate::hello::{HelloFields, VerifiedHello, build_hello};
 use crate::kdf::{LABEL_CALL, LABEL_REPLY, hkdf32};
 use crate::secret::{PairId, PairingSecret};
@@ -220,14 +220,13 @@ impl PluginSession {
 
     /// The header of a new call in this session.
     pub fn call_header(&self, call_id: CallId, created_at_ms: u64, expires_at_ms: u64) -> Header {
-        Header {
-            kind: Kind::Call,
-            session_id: self.session_id,
+        Header::call(
+            self.session_id,
             call_id,
-            plugin_public: self.plugin_public,
+            self.plugin_public,
             created_at_ms,
             expires_at_ms,
-        }
+        )
     }
 
     /// Seals a call (24 nonce bytes drawn).
