@@ -193,6 +193,11 @@ pub fn refusal_sentence(code: RefusalCode) -> &'static str {
             "The result was too large to send back. Ask for less (a narrower query or a \
              shorter excerpt)."
         }
+        // A code from a newer tab: say what we can rather than fail the call.
+        _ => {
+            "The Sealpost tab refused the call for a reason this plugin does not know. \
+              Updating sealpost may explain it."
+        }
     }
 }
 
@@ -214,6 +219,10 @@ pub fn cancel_sentence(reason: CancelReason) -> &'static str {
         CancelReason::SessionEnded => {
             "The Sealpost session ended before the call was answered. Ask the person to start a \
              new session in the Sealpost tab, then try again."
+        }
+        _ => {
+            "The call ended without an answer, for a reason this plugin does not know. \
+              Try again; updating sealpost may explain it."
         }
     }
 }

@@ -251,9 +251,14 @@ pub struct ErrorDetail {
 }
 
 /// Every error code the relay answers with, in one place. Codes never change meaning; new ones
-/// may be added, so clients treat an unknown code by its HTTP status.
+/// may be added, so a reader parses a code it does not know as [`ErrorCode::Unknown`] and acts
+/// on the response's HTTP status.
+///
+/// A failure inside the relay that is not one of these (its database unreachable, a statement
+/// failing) answers `unavailable` (503): the client may retry. There is no catch-all 500 code.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum ErrorCode {
     /// 400: the body or a query parameter is malformed.
     BadRequest,
@@ -299,14 +304,17 @@ pub enum ErrorCode {
     TooManySessions,
     /// 429: this token sent requests faster than allowed.
     RateLimited,
-    /// 500: something failed inside the relay.
-    Internal,
     /// 503: the relay is shutting down or its database is unreachable.
     Unavailable,
+    /// A code this build does not know (a newer relay sent it). Only ever read, never sent;
+    /// judge the response by its HTTP status.
+    #[serde(other)]
+    Unknown,
 }
 
 impl ErrorCode {
-    pub const ALL: [ErrorCode; 24] = [
+    /// Every code the relay sends ([`ErrorCode::Unknown`] is not one).
+    pub const ALL: [ErrorCode; 23] = [
         Self::BadRequest,
         Self::TtlOutOfRange,
         Self::WaitTooLong,
@@ -329,7 +337,6 @@ impl ErrorCode {
         Self::TooManyPendingCalls,
         Self::TooManySessions,
         Self::RateLimited,
-        Self::Internal,
         Self::Unavailable,
     ];
 
@@ -357,12 +364,13 @@ impl ErrorCode {
             Self::TooManyPendingCalls => "too_many_pending_calls",
             Self::TooManySessions => "too_many_sessions",
             Self::RateLimited => "rate_limited",
-            Self::Internal => "internal",
             Self::Unavailable => "unavailable",
+            Self::Unknown => "unknown",
         }
     }
 
-    /// The HTTP status this code is always sent with.
+    /// The HTTP status this code is always sent with (500 for [`ErrorCode::Unknown`], which is
+    /// never sent: a reader uses the status it received instead).
     pub fn http_status(self) -> u16 {
         match self {
             Self::BadRequest
@@ -380,8 +388,8 @@ impl ErrorCode {
             | Self::ReplyTooLarge
             | Self::HelloTooLarge => 413,
             Self::TooManyPendingCalls | Self::TooManySessions | Self::RateLimited => 429,
-            Self::Internal => 500,
             Self::Unavailable => 503,
+            Self::Unknown => 500,
         }
     }
 }
@@ -401,6 +409,27 @@ mod tests {
             assert!(seen.insert(code.as_str()));
             assert!((400..600).contains(&code.http_status()));
         }
+    }
+
+    #[test]
+    fn an_old_reader_parses_an_error_code_added_later() {
+        let body: ErrorBody = serde_json::from_str(
+            r#"{"error":{"code":"quota_exceeded","message":"The owner is over quota."}}"#,
+        )
+        .unwrap();
+        assert_eq!(body.error.code, ErrorCode::Unknown);
+        assert_eq!(body.error.message, "The owner is over quota.");
+        assert!(!ErrorCode::ALL.contains(&ErrorCode::Unknown));
+    }
+
+    #[test]
+    fn an_old_reader_parses_a_cancel_reason_added_later() {
+        let status: CallStatusResponse = serde_json::from_str(
+            r#"{"state":"cancelled","reason":"owner_revoked","expires_at":5,"now_ms":1}"#,
+        )
+        .unwrap();
+        assert_eq!(status.reason, Some(CancelReason::Unknown));
+        assert!(!CancelReason::ALL.contains(&CancelReason::Unknown));
     }
 
     #[test]

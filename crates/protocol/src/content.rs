@@ -72,19 +72,31 @@ pub struct Refusal {
     pub message: String,
 }
 
-/// Why the browser refused a call it could open.
+/// Why the browser refused a call it could open. New codes may be added: an older reader
+/// parses one it does not know as [`RefusalCode::Unknown`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum RefusalCode {
+    /// The session's catalog has no tool of that name.
     UnknownTool,
+    /// The arguments do not match the tool's schema (or the call is not a tool call).
     BadArguments,
+    /// The person has not granted the tool, or the source or document it names.
     NotGranted,
+    /// The app is locked.
     Locked,
+    /// The tool threw, or ran past the call's expiry.
     ToolFailed,
+    /// The result would not fit in a reply.
     TooLarge,
+    /// A code this build does not know (a newer browser sent it). Only ever read, never sent.
+    #[serde(other)]
+    Unknown,
 }
 
 impl RefusalCode {
+    /// Every code the browser sends ([`RefusalCode::Unknown`] is not one).
     pub const ALL: [RefusalCode; 6] = [
         Self::UnknownTool,
         Self::BadArguments,
@@ -102,23 +114,35 @@ impl RefusalCode {
             Self::Locked => "locked",
             Self::ToolFailed => "tool_failed",
             Self::TooLarge => "too_large",
+            Self::Unknown => "unknown",
         }
     }
 }
 
 /// Why a call ended without a reply. Set in the clear on the relay, so the plugin treats the
-/// accompanying text as relay-supplied.
+/// accompanying text as relay-supplied. New reasons may be added: an older reader parses one it
+/// does not know as [`CancelReason::Unknown`]; the relay accepts only [`CancelReason::ALL`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum CancelReason {
+    /// The plugin gave up on the call (the MCP client cancelled it, or it timed out).
     ClientCancelled,
+    /// The browser could not open the call (not for its session, or tampered with).
     Undecryptable,
+    /// The browser has already seen this call id in the session.
     Replayed,
+    /// The call expired, or would outlive its session.
     Expired,
+    /// The session ended before the call was answered.
     SessionEnded,
+    /// A reason this build does not know (a newer peer sent it). Only ever read, never sent.
+    #[serde(other)]
+    Unknown,
 }
 
 impl CancelReason {
+    /// Every reason a peer may send ([`CancelReason::Unknown`] is not one).
     pub const ALL: [CancelReason; 5] = [
         Self::ClientCancelled,
         Self::Undecryptable,
@@ -134,6 +158,7 @@ impl CancelReason {
             Self::Replayed => "replayed",
             Self::Expired => "expired",
             Self::SessionEnded => "session_ended",
+            Self::Unknown => "unknown",
         }
     }
 }
@@ -222,6 +247,19 @@ mod tests {
             r#"{"type":"result","content":[{"type":"text","text":"hi"}]}"#
         );
         assert_eq!(serde_json::from_str::<Reply>(&text).unwrap(), result);
+    }
+
+    #[test]
+    fn an_old_reader_parses_a_refusal_code_added_later() {
+        let reply: Reply =
+            serde_json::from_str(r#"{"type":"refusal","code":"over_budget","message":"no"}"#)
+                .unwrap();
+        let Reply::Refusal(refusal) = reply else {
+            panic!("a refusal")
+        };
+        assert_eq!(refusal.code, RefusalCode::Unknown);
+        assert_eq!(refusal.message, "no");
+        assert!(!RefusalCode::ALL.contains(&RefusalCode::Unknown));
     }
 
     #[test]
