@@ -13,13 +13,16 @@ use crate::ids::{Base64Bytes, Id16};
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SigninRequest {
+    /// The one-time code from the sign-in link.
     pub code: String,
 }
 
 /// Who a token belongs to.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct OwnerInfo {
+    /// The owner's id.
     pub id: Id16,
+    /// The owner's name, as `sealpost-relay owner add` gave it.
     pub name: String,
 }
 
@@ -27,14 +30,18 @@ pub struct OwnerInfo {
 /// that keeps being used slides forward).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SigninResponse {
+    /// The owner token, sent as `Authorization: Bearer`. A secret: never log it.
     pub token: String,
+    /// Who signed in.
     pub owner: OwnerInfo,
+    /// When the token expires, Unix ms.
     pub expires_at: i64,
 }
 
 /// `GET /v1/me`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct MeResponse {
+    /// Who the token belongs to.
     pub owner: OwnerInfo,
     /// "owner" or "mcp".
     pub token_kind: TokenKind,
@@ -44,7 +51,9 @@ pub struct MeResponse {
     /// A fresh owner token with a renewed expiry (absent for MCP tokens, which do not slide).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub token: Option<String>,
+    /// When the token expires, Unix ms.
     pub expires_at: i64,
+    /// The relay's clock when it answered, Unix ms.
     pub now_ms: i64,
 }
 
@@ -52,11 +61,14 @@ pub struct MeResponse {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum TokenKind {
+    /// A person signed in to the web app.
     Owner,
+    /// A plugin acting for one pairing.
     Mcp,
 }
 
 impl TokenKind {
+    /// The snake_case name, as it is serialised.
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Owner => "owner",
@@ -68,7 +80,9 @@ impl TokenKind {
 /// `POST /v1/auth/signin-links`: a signed-in owner mints a sign-in link for another device.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SigninLinkResponse {
+    /// The link to open on the other device. It carries a one-time code: never log it.
     pub link: String,
+    /// When the link's code expires, Unix ms.
     pub expires_at: i64,
 }
 
@@ -76,33 +90,45 @@ pub struct SigninLinkResponse {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct CreateMcpTokenRequest {
+    /// A name for the token, shown when tokens are listed.
     pub label: String,
+    /// The pairing the token will act for.
     pub pair_id: Id16,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// The token's lifetime in seconds; the relay's default when absent.
     pub ttl_s: Option<u64>,
 }
 
 /// Answer to `POST /v1/mcp-tokens`. The token is shown once.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CreateMcpTokenResponse {
+    /// The token's id, for listing and revoking it.
     pub id: Id16,
+    /// The MCP token itself, shown this once. A secret: never log it.
     pub token: String,
+    /// When the token expires, Unix ms.
     pub expires_at: i64,
 }
 
 /// One MCP token as listed (never the token itself).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct McpTokenInfo {
+    /// The token's id.
     pub id: Id16,
+    /// The name given when the token was made.
     pub label: String,
+    /// The pairing the token acts for.
     pub pair_id: Id16,
+    /// When the token was made, Unix ms.
     pub created_at: i64,
+    /// When the token expires, Unix ms.
     pub expires_at: i64,
 }
 
 /// `GET /v1/mcp-tokens`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct McpTokenList {
+    /// The owner's MCP tokens.
     pub tokens: Vec<McpTokenInfo>,
 }
 
@@ -110,28 +136,38 @@ pub struct McpTokenList {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct CreateSessionRequest {
+    /// The id the browser chose (the hello carries it too).
     pub session_id: Id16,
+    /// The pairing the session serves.
     pub pair_id: Id16,
+    /// The session hello (binary; layout in docs/PROTOCOL.md).
     pub hello: Base64Bytes,
+    /// How long the session lives, in seconds.
     pub ttl_s: u64,
 }
 
 /// Answer to `POST /v1/sessions`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CreateSessionResponse {
+    /// The new session's id.
     pub session_id: Id16,
+    /// When the session ends, Unix ms.
     pub expires_at: i64,
 }
 
 /// `GET /v1/pairings/{pair_id}/session`: the live session of a pairing.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct LiveSessionResponse {
+    /// The live session's id; the plugin checks it is the hello's.
     pub session_id: Id16,
+    /// The hello byte for byte as the browser posted it.
     pub hello: Base64Bytes,
+    /// When the session ends, Unix ms.
     pub expires_at: i64,
     /// When the tab last asked for calls; `None` if it never has.
     #[serde(default)]
     pub claimer_seen_at: Option<i64>,
+    /// The relay's clock when it answered, Unix ms.
     pub now_ms: i64,
 }
 
@@ -139,31 +175,42 @@ pub struct LiveSessionResponse {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PostCallRequest {
+    /// The id the plugin chose (the envelope's header carries it too).
     pub call_id: Id16,
+    /// The sealed call.
     pub envelope: Base64Bytes,
+    /// How long the call may wait for an answer, in seconds.
     pub ttl_s: u64,
 }
 
 /// Answer (201) to `POST /v1/sessions/{session_id}/calls`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PostCallResponse {
+    /// The call's id.
     pub call_id: Id16,
+    /// When the call expires, Unix ms.
     pub expires_at: i64,
+    /// The relay's clock when it answered, Unix ms.
     pub now_ms: i64,
 }
 
 /// One call handed to an executor by a claim.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ClaimedCall {
+    /// The call's id.
     pub call_id: Id16,
+    /// The sealed call.
     pub envelope: Base64Bytes,
+    /// When the claim's lease ends, Unix ms: a reply after it is refused.
     pub lease_expires_at: i64,
 }
 
 /// Answer to `POST /v1/sessions/{session_id}/claims?wait_ms=&max=`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ClaimResponse {
+    /// The calls this claim took (empty when the wait ran out).
     pub calls: Vec<ClaimedCall>,
+    /// The relay's clock when it answered, Unix ms.
     pub now_ms: i64,
 }
 
@@ -171,6 +218,7 @@ pub struct ClaimResponse {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ReplyRequest {
+    /// The sealed reply.
     pub envelope: Base64Bytes,
 }
 
@@ -178,6 +226,7 @@ pub struct ReplyRequest {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct CancelRequest {
+    /// Why; the relay accepts only [`CancelReason::ALL`].
     pub reason: CancelReason,
 }
 
@@ -186,15 +235,22 @@ pub struct CancelRequest {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum CallState {
+    /// Posted; waiting for the browser to claim it.
     Pending,
+    /// Claimed by the browser, under a lease.
     Claimed,
+    /// The reply is stored and not yet read.
     Answered,
+    /// The reply has been read (and reads the same until the call expires).
     Delivered,
+    /// The call's TTL or its claim's lease ran out.
     Expired,
+    /// Cancelled, with a [`CancelReason`].
     Cancelled,
 }
 
 impl CallState {
+    /// Every state.
     pub const ALL: [CallState; 6] = [
         Self::Pending,
         Self::Claimed,
@@ -204,6 +260,7 @@ impl CallState {
         Self::Cancelled,
     ];
 
+    /// The snake_case name, as it is serialised.
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Pending => "pending",
@@ -215,6 +272,7 @@ impl CallState {
         }
     }
 
+    /// The value `as_str` names, if any.
     pub fn parse(text: &str) -> Option<Self> {
         Self::ALL.into_iter().find(|s| s.as_str() == text)
     }
@@ -228,25 +286,33 @@ impl CallState {
 /// Answer to `GET /v1/calls/{call_id}?wait_ms=`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CallStatusResponse {
+    /// Where the call is.
     pub state: CallState,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// The sealed reply, once the call is answered.
     pub reply: Option<Base64Bytes>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// Why the call was cancelled, when it was.
     pub reason: Option<CancelReason>,
+    /// When the call expires, Unix ms.
     pub expires_at: i64,
+    /// The relay's clock when it answered, Unix ms.
     pub now_ms: i64,
 }
 
 /// Every error body: `{"error":{"code","message"}}`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ErrorBody {
+    /// What went wrong.
     pub error: ErrorDetail,
 }
 
 /// The stable code (for programs) and a message (for people) of an error.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ErrorDetail {
+    /// The stable code, for programs.
     pub code: ErrorCode,
+    /// A sentence for people: what happened and what to do next.
     pub message: String,
 }
 
@@ -340,6 +406,7 @@ impl ErrorCode {
         Self::Unavailable,
     ];
 
+    /// The snake_case name, as it is serialised.
     pub fn as_str(self) -> &'static str {
         match self {
             Self::BadRequest => "bad_request",

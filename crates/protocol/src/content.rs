@@ -15,6 +15,7 @@ use crate::limits::{MAX_TOOL_NAME_BYTES, RESERVED_TOOL_PREFIX};
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ToolCall {
+    /// The tool, by the name the catalog lists.
     pub name: String,
     /// The call's arguments; a JSON object (an absent argument list is `{}`).
     #[serde(default = "empty_object")]
@@ -30,7 +31,9 @@ fn empty_object() -> Value {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
 pub enum Reply {
+    /// The tool ran (it may still report a failure of its own).
     Result(ToolResult),
+    /// The browser declined to run the call.
     Refusal(Refusal),
 }
 
@@ -38,6 +41,7 @@ pub enum Reply {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
 #[serde(deny_unknown_fields)]
 pub struct ToolResult {
+    /// What the tool says, as blocks of content.
     pub content: Vec<ContentBlock>,
     /// Structured output, when the tool has some. Also rendered into `content` as text so clients
     /// that ignore structured output miss nothing.
@@ -49,6 +53,7 @@ pub struct ToolResult {
 }
 
 impl ToolResult {
+    /// A result of one text block.
     pub fn text(text: impl Into<String>) -> Self {
         Self {
             content: vec![ContentBlock::Text { text: text.into() }],
@@ -61,14 +66,20 @@ impl ToolResult {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
 pub enum ContentBlock {
-    Text { text: String },
+    /// Plain text.
+    Text {
+        /// The text.
+        text: String,
+    },
 }
 
 /// The browser declined to run a call. Sealed like a result.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Refusal {
+    /// Why the call was refused.
     pub code: RefusalCode,
+    /// The browser's explanation: third-party text, which the plugin fences.
     pub message: String,
 }
 
@@ -106,6 +117,7 @@ impl RefusalCode {
         Self::TooLarge,
     ];
 
+    /// The snake_case name, as it is serialised.
     pub fn as_str(self) -> &'static str {
         match self {
             Self::UnknownTool => "unknown_tool",
@@ -151,6 +163,7 @@ impl CancelReason {
         Self::SessionEnded,
     ];
 
+    /// The snake_case name, as it is serialised.
     pub fn as_str(self) -> &'static str {
         match self {
             Self::ClientCancelled => "client_cancelled",
@@ -168,7 +181,9 @@ impl CancelReason {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ToolKind {
+    /// Answers at once and changes nothing.
     Read,
+    /// Only saves a proposal, which the person reviews in the app.
     Proposal,
 }
 
@@ -176,10 +191,13 @@ pub enum ToolKind {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct CatalogEntry {
+    /// The tool's name; see [`validate_tool_name`].
     pub name: String,
+    /// What the tool does, for the model.
     pub description: String,
     /// JSON Schema of the arguments object.
     pub input_schema: Value,
+    /// Whether the tool reads or only proposes.
     pub kind: ToolKind,
     /// True only for the executor's built-in read tools. A host-registered tool's own claim to
     /// be harmless is never carried here (claims that reduce scrutiny are ignored).
@@ -191,16 +209,20 @@ pub struct CatalogEntry {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
 #[serde(deny_unknown_fields)]
 pub struct Catalog {
+    /// The tools, in the order offered.
     pub tools: Vec<CatalogEntry>,
 }
 
 /// Why a tool name is not acceptable.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 pub enum BadToolName {
+    /// Empty, or longer than [`MAX_TOOL_NAME_BYTES`].
     #[error("a tool name must be 1 to {MAX_TOOL_NAME_BYTES} characters")]
     Length,
+    /// A character outside `[A-Za-z0-9_.-]`.
     #[error("a tool name may use only A-Z, a-z, 0-9, '_', '.' and '-'")]
     Characters,
+    /// Starts with [`RESERVED_TOOL_PREFIX`], which the plugin keeps for its own tools.
     #[error("tool names starting with '{RESERVED_TOOL_PREFIX}' are reserved for the plugin")]
     Reserved,
 }

@@ -137,10 +137,12 @@ impl BrowserSession {
         Ok((session, hello))
     }
 
+    /// The session's id.
     pub fn session_id(&self) -> &SessionId {
         &self.session_id
     }
 
+    /// When the session ends, Unix ms.
     pub fn expires_at_ms(&self) -> u64 {
         self.expires_at_ms
     }
@@ -202,18 +204,22 @@ impl PluginSession {
         })
     }
 
+    /// The derived keys, for the free functions such as [`crate::seal_call`].
     pub fn keys(&self) -> &SessionKeys {
         &self.keys
     }
 
+    /// This plugin's ephemeral public key `A`, sent in every call header.
     pub fn plugin_public(&self) -> &PublicKeyBytes {
         &self.plugin_public
     }
 
+    /// The session's id.
     pub fn session_id(&self) -> &SessionId {
         &self.session_id
     }
 
+    /// When the session ends, Unix ms.
     pub fn expires_at_ms(&self) -> u64 {
         self.expires_at_ms
     }

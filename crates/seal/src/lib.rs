@@ -13,6 +13,8 @@
 //!
 //! docs/PROTOCOL.md gives every byte layout and label.
 
+#![warn(missing_docs)]
+
 mod code;
 mod envelope;
 mod error;

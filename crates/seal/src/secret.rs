@@ -17,12 +17,14 @@ pub struct PairingSecret([u8; 32]);
 pub type PairId = [u8; 16];
 
 impl PairingSecret {
+    /// A fresh secret from `rng` (32 bytes drawn).
     pub fn generate(rng: &mut (impl CryptoRng + ?Sized)) -> Self {
         let mut bytes = [0u8; 32];
         rng.fill_bytes(&mut bytes);
         Self(bytes)
     }
 
+    /// A secret from its bytes (a stored or pasted pairing).
     pub fn from_bytes(bytes: [u8; 32]) -> Self {
         Self(bytes)
     }
@@ -32,6 +34,7 @@ impl PairingSecret {
         &self.0
     }
 
+    /// `HKDF(P, "sealpost/v1 pair-id")[..16]`: the pairing's routing handle at the relay.
     pub fn pair_id(&self) -> PairId {
         let okm = hkdf32(&self.0, &[], &[LABEL_PAIR_ID]);
         let mut id = [0u8; 16];
