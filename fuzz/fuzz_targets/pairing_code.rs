@@ -10,9 +10,9 @@ fuzz_target!(|data: &[u8]| {
     for candidate in [text.to_string(), format!("sppair1_{text}")] {
         if let Ok(code) = PairingCode::parse(&candidate) {
             let again = PairingCode::parse(&code.encode()).expect("a parsed code re-encodes");
-            assert_eq!(again.relay_origin, code.relay_origin);
-            assert_eq!(again.mcp_token.as_str(), code.mcp_token.as_str());
-            assert_eq!(again.secret, code.secret);
+            assert_eq!(again.relay_origin(), code.relay_origin());
+            assert_eq!(again.mcp_token(), code.mcp_token());
+            assert_eq!(again.secret(), code.secret());
         }
     }
 });

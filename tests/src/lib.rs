@@ -122,7 +122,8 @@ impl Pairing {
     /// The pairing code the web app would show for this pairing on the relay at `base`.
     pub fn code(&self, base: &str) -> String {
         let secret = PairingSecret::from_bytes(*self.secret.expose());
-        sealpost_seal::PairingCode::new(base, self.mcp_token.clone(), secret)
+        let origin = sealpost_seal::RelayOrigin::parse(base).expect("a loopback relay");
+        sealpost_seal::PairingCode::new(origin, self.mcp_token.clone(), secret)
             .expect("a loopback relay and a fresh token make a valid code")
             .encode()
             .to_string()

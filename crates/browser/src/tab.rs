@@ -16,7 +16,7 @@ use sealpost_executor::{
 use sealpost_protocol::api::{CreateMcpTokenRequest, CreateSessionRequest};
 use sealpost_protocol::content::ToolKind;
 use sealpost_protocol::ids::{Base64Bytes, Id16};
-use sealpost_seal::{PairingCode, PairingSecret};
+use sealpost_seal::{PairingCode, PairingSecret, RelayOrigin};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use wasm_bindgen::prelude::*;
@@ -285,17 +285,19 @@ impl TabCore {
     fn shown_pairing(&self) -> Option<Value> {
         let pairing = self.inner.pairing.borrow();
         let pairing = pairing.as_ref()?;
+        // A page served from an origin no plugin would accept has no fingerprint and no code.
+        let origin = RelayOrigin::parse(&self.inner.origin).ok();
         Some(json!({
             "pairId": Id16(pairing.secret.pair_id()).to_string(),
             "tokenId": pairing.token_id.to_string(),
-            "fingerprint": pairing.secret.fingerprint(&self.inner.origin),
-            "pairingCode": self.pairing_code(pairing),
+            "fingerprint": origin.as_ref().map(|origin| pairing.secret.fingerprint(origin)),
+            "pairingCode": origin.and_then(|origin| Self::pairing_code(origin, pairing)),
         }))
     }
 
-    fn pairing_code(&self, pairing: &Pairing) -> Option<String> {
+    fn pairing_code(origin: RelayOrigin, pairing: &Pairing) -> Option<String> {
         let secret = PairingSecret::from_bytes(*pairing.secret.expose());
-        PairingCode::new(&self.inner.origin, pairing.mcp_token.clone(), secret)
+        PairingCode::new(origin, pairing.mcp_token.clone(), secret)
             .ok()
             .map(|code| code.encode().to_string())
     }

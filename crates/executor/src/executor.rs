@@ -189,7 +189,7 @@ impl Executor {
             Ok(opened) => opened,
             Err((call_id, reason)) => return self.cancel(call_id, None, reason, clock),
         };
-        let call_id = opened.header.call_id;
+        let call_id = *opened.header.call_id();
         let (decision, call) = match serde_json::from_slice::<ToolCall>(&opened.plaintext) {
             Ok(call) => (self.execute(&call, clock, rng).await, Some(call)),
             Err(_) => (
@@ -206,10 +206,10 @@ impl Executor {
         let session_still_live = {
             let mut session = self.session.borrow_mut();
             match session.as_mut() {
-                Some(session) if session.session_id() == &opened.header.session_id => {
+                Some(session) if session.session_id() == opened.header.session_id() => {
                     if session.is_over(clock.now_ms()) {
                         Err(CancelReason::SessionEnded)
-                    } else if session.call_expired(opened.header.expires_at_ms, clock.now_ms()) {
+                    } else if session.call_expired(opened.header.expires_at_ms(), clock.now_ms()) {
                         Err(CancelReason::Expired)
                     } else {
                         Ok(())

@@ -100,20 +100,20 @@ impl Session {
         let Ok(header) = parse_header(envelope) else {
             return Err(reject(None, CancelReason::Undecryptable));
         };
-        let call_id = Some(header.call_id);
-        if header.kind != Kind::Call || header.session_id != *self.session_id() {
+        let call_id = Some(*header.call_id());
+        if header.kind() != Kind::Call || header.session_id() != self.session_id() {
             return Err(reject(call_id, CancelReason::Undecryptable));
         }
         if self.is_over(now_ms) {
             return Err(reject(call_id, CancelReason::SessionEnded));
         }
-        if self.seen.contains_key(&header.call_id) {
+        if self.seen.contains_key(header.call_id()) {
             return Err(reject(call_id, CancelReason::Replayed));
         }
         // A call may not outlive its session, and one stamped in the future is not believed.
-        if header.expires_at_ms > self.expires_at_ms()
-            || self.call_expired(header.expires_at_ms, now_ms)
-            || header.created_at_ms > self.latest_now_ms.saturating_add(CLOCK_SKEW_MS)
+        if header.expires_at_ms() > self.expires_at_ms()
+            || self.call_expired(header.expires_at_ms(), now_ms)
+            || header.created_at_ms() > self.latest_now_ms.saturating_add(CLOCK_SKEW_MS)
         {
             return Err(reject(call_id, CancelReason::Expired));
         }
@@ -121,12 +121,12 @@ impl Session {
         let cached = self
             .keys
             .iter()
-            .position(|(public, _)| *public == header.plugin_public);
+            .position(|(public, _)| public == header.plugin_public());
         let keys = match cached {
             Some(at) => self.keys[at].1.clone(),
             None => self
                 .browser
-                .keys_for(&header.plugin_public)
+                .keys_for(header.plugin_public())
                 .map_err(|_| reject(call_id, CancelReason::Undecryptable))?,
         };
         let Ok((header, plaintext)) = open_call(&keys, envelope) else {
@@ -143,10 +143,10 @@ impl Session {
                 if self.keys.len() == MAX_CACHED_PLUGIN_KEYS {
                     self.keys.remove(0);
                 }
-                self.keys.push((header.plugin_public, keys.clone()));
+                self.keys.push((*header.plugin_public(), keys.clone()));
             }
         }
-        self.seen.insert(header.call_id, header.expires_at_ms);
+        self.seen.insert(*header.call_id(), header.expires_at_ms());
         if self.seen.len() > self.prune_seen_above {
             // A call past its expiry is refused as expired whether or not its id is remembered
             // (and judged time never steps back), so expired ids can be forgotten.

@@ -74,16 +74,16 @@ impl Plugin {
         code: &PairingCode,
         relay: &RelayClient,
     ) -> Result<TrustedSession, Failure> {
-        let pair_id = Id16(code.secret.pair_id());
+        let pair_id = Id16(code.secret().pair_id());
         let live = relay
             .live_session(pair_id)
             .await?
             .ok_or_else(|| Failure::NoSession {
-                origin: code.relay_origin.clone(),
+                origin: code.relay_origin().clone(),
             })?;
         let session = self
             .keys
-            .trust(&code.secret, &live)
+            .trust(code.secret(), &live)
             .map_err(|e| Failure::untrusted(relay.host(), &e))?;
         self.remember_catalog(pair_id, &session.tools);
         Ok(session)
@@ -112,7 +112,7 @@ impl Plugin {
         let started = Instant::now();
         let deadline = started + self.options.call_timeout;
         let code = self.config.load_pairing()?;
-        let relay = RelayClient::new(self.http.clone(), &code.relay_origin, &code.mcp_token);
+        let relay = RelayClient::new(self.http.clone(), code.relay_origin(), code.mcp_token());
         let plaintext = serde_json::to_vec(&ToolCall {
             name: name.to_owned(),
             arguments,
@@ -130,7 +130,7 @@ impl Plugin {
             }
             if let Some(seen_secs_ago) = self.tab_absent(&session) {
                 return Err(Failure::TabNotOpen {
-                    origin: code.relay_origin.clone(),
+                    origin: code.relay_origin().clone(),
                     seen_secs_ago,
                 });
             }
@@ -140,7 +140,7 @@ impl Plugin {
             let expires_at = wanted.min(session.expires_at_ms);
             if expires_at <= now + 1_000 {
                 return Err(Failure::NoSession {
-                    origin: code.relay_origin.clone(),
+                    origin: code.relay_origin().clone(),
                 });
             }
             let call_id = Id16(rand::random());
@@ -236,7 +236,7 @@ impl Plugin {
                         if let Some(seen_secs_ago) = self.tab_absent(&session) {
                             cancel(CancelReason::ClientCancelled).await;
                             return Err(Failure::TabNotOpen {
-                                origin: code.relay_origin.clone(),
+                                origin: code.relay_origin().clone(),
                                 seen_secs_ago,
                             });
                         }

@@ -13,7 +13,7 @@ use zeroize::Zeroizing;
 use crate::Plugin;
 use crate::config::ConfigError;
 use crate::messages::Failure;
-use crate::relay::{RelayClient, RelayError, host_of};
+use crate::relay::{RelayClient, RelayError};
 
 /// Environment variable that carries a pairing code (MCP Bundles pass `user_config` this way).
 pub const PAIRING_CODE_ENV: &str = "SEALPOST_PAIRING_CODE";
@@ -193,7 +193,7 @@ fn token_expiry_ms(token: &str) -> Option<u64> {
 }
 
 fn fingerprint(code: &PairingCode) -> String {
-    let digits = code.secret.fingerprint(&code.relay_origin);
+    let digits = code.secret().fingerprint(code.relay_origin());
     if digits.len() == 6 {
         format!("{} {}", &digits[..3], &digits[3..])
     } else {
@@ -215,15 +215,15 @@ pub async fn status_report(plugin: &Plugin) -> StatusReport {
     };
     let mut report = StatusReport {
         paired: true,
-        relay_host: Some(host_of(&code.relay_origin).to_owned()),
-        relay_origin: Some(code.relay_origin.clone()),
+        relay_host: Some(code.relay_origin().host().to_owned()),
+        relay_origin: Some(code.relay_origin().to_string()),
         fingerprint: Some(fingerprint(&code)),
-        token_expires_at: token_expiry_ms(&code.mcp_token),
+        token_expires_at: token_expiry_ms(code.mcp_token()),
         problem: None,
         exit: Exit::Ok,
         ..StatusReport::empty(Exit::Ok, String::new())
     };
-    let relay = RelayClient::new(plugin.http.clone(), &code.relay_origin, &code.mcp_token);
+    let relay = RelayClient::new(plugin.http.clone(), code.relay_origin(), code.mcp_token());
     match plugin.trusted_session(&code, &relay).await {
         Ok(session) => {
             report.relay_reachable = Some(true);
@@ -238,7 +238,7 @@ pub async fn status_report(plugin: &Plugin) -> StatusReport {
                 report.exit = Exit::TabNotOpen;
                 report.problem = Some(
                     Failure::TabNotOpen {
-                        origin: code.relay_origin.clone(),
+                        origin: code.relay_origin().clone(),
                         seen_secs_ago,
                     }
                     .sentence(),
@@ -320,7 +320,7 @@ pub async fn pair(plugin: &Plugin, argument: Option<String>, replace: bool) -> E
             eprintln!(
                 "This plugin is already paired with the relay at {} (fingerprint {}). Run \
                  `sealpost pair --replace` to replace that pairing.",
-                host_of(&existing.relay_origin),
+                existing.relay_origin().host(),
                 fingerprint(&existing)
             );
             return Exit::OtherPairing;
@@ -331,9 +331,9 @@ pub async fn pair(plugin: &Plugin, argument: Option<String>, replace: bool) -> E
         }
         _ => {}
     }
-    let host = host_of(&code.relay_origin).to_owned();
-    let relay = RelayClient::new(plugin.http.clone(), &code.relay_origin, &code.mcp_token);
-    let session = match relay.live_session(Id16(code.secret.pair_id())).await {
+    let host = code.relay_origin().host().to_owned();
+    let relay = RelayClient::new(plugin.http.clone(), code.relay_origin(), code.mcp_token());
+    let session = match relay.live_session(Id16(code.secret().pair_id())).await {
         Ok(session) => session,
         Err(RelayError::Unreachable { .. } | RelayError::BadResponse { .. }) => {
             eprintln!(
@@ -364,9 +364,9 @@ pub async fn pair(plugin: &Plugin, argument: Option<String>, replace: bool) -> E
         fingerprint(&code)
     );
     match session {
-        Some(live) => match plugin.keys.trust(&code.secret, &live) {
+        Some(live) => match plugin.keys.trust(code.secret(), &live) {
             Ok(session) => {
-                plugin.remember_catalog(Id16(code.secret.pair_id()), &session.tools);
+                plugin.remember_catalog(Id16(code.secret().pair_id()), &session.tools);
                 println!(
                     "A session is live: {} tools offered.",
                     crate::tools::accepted(&session.tools).len()
@@ -393,8 +393,8 @@ pub async fn unpair(plugin: &Plugin) -> Exit {
         }
     };
     if let Some(code) = &code {
-        let host = host_of(&code.relay_origin);
-        let relay = RelayClient::new(plugin.http.clone(), &code.relay_origin, &code.mcp_token);
+        let host = code.relay_origin().host();
+        let relay = RelayClient::new(plugin.http.clone(), code.relay_origin(), code.mcp_token());
         match relay.sign_out().await {
             Ok(()) => println!("Revoked this plugin's token at the relay at {host}."),
             Err(RelayError::TokenRefused { .. }) => {
@@ -447,7 +447,7 @@ pub fn pair_from_environment(plugin: &Plugin) {
     if !same {
         match plugin.config().save_pairing(&code) {
             Ok(()) => tracing::info!(
-                relay = host_of(&code.relay_origin),
+                relay = code.relay_origin().host(),
                 "paired from {PAIRING_CODE_ENV}"
             ),
             Err(error) => tracing::warn!(%error, "could not store the pairing"),

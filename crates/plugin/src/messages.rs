@@ -3,6 +3,7 @@
 //! goes through the fence like a result.
 
 use sealpost_protocol::content::{CancelReason, RefusalCode};
+use sealpost_seal::RelayOrigin;
 
 use crate::config::ConfigError;
 use crate::relay::RelayError;
@@ -24,10 +25,10 @@ pub enum Failure {
     /// The relay's answer was too large or malformed.
     BadResponse { host: String },
     /// No session is live for the pairing.
-    NoSession { origin: String },
+    NoSession { origin: RelayOrigin },
     /// A session is live but its tab has not polled recently.
     TabNotOpen {
-        origin: String,
+        origin: RelayOrigin,
         seen_secs_ago: Option<u64>,
     },
     /// The session's hello or the relay's account of it did not check out.
@@ -192,6 +193,11 @@ pub fn refusal_sentence(code: RefusalCode) -> &'static str {
             "The result was too large to send back. Ask for less (a narrower query or a \
              shorter excerpt)."
         }
+        // A code from a newer tab: say what we can rather than fail the call.
+        _ => {
+            "The Sealpost tab refused the call for a reason this plugin does not know. \
+              Updating sealpost may explain it."
+        }
     }
 }
 
@@ -213,6 +219,10 @@ pub fn cancel_sentence(reason: CancelReason) -> &'static str {
         CancelReason::SessionEnded => {
             "The Sealpost session ended before the call was answered. Ask the person to start a \
              new session in the Sealpost tab, then try again."
+        }
+        _ => {
+            "The call ended without an answer, for a reason this plugin does not know. \
+              Try again; updating sealpost may explain it."
         }
     }
 }

@@ -14,6 +14,7 @@ use sealpost_protocol::api::{
 use sealpost_protocol::content::CancelReason;
 use sealpost_protocol::ids::Id16;
 use sealpost_protocol::limits::MAX_REPLY_ENVELOPE_BYTES;
+use sealpost_seal::RelayOrigin;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use zeroize::Zeroizing;
@@ -86,13 +87,6 @@ impl std::fmt::Debug for RelayClient {
     }
 }
 
-/// The host (and port) of an origin such as `https://relay.example:8443`.
-pub fn host_of(origin: &str) -> &str {
-    origin
-        .split_once("://")
-        .map_or(origin, |(_, authority)| authority)
-}
-
 /// One HTTP client for the process: connection reuse matters more than anything else here.
 pub fn http_client() -> reqwest::Client {
     reqwest::Client::builder()
@@ -106,11 +100,11 @@ pub fn http_client() -> reqwest::Client {
 }
 
 impl RelayClient {
-    /// A client for the relay at `origin` (already validated) using `token`.
-    pub fn new(http: reqwest::Client, origin: &str, token: &str) -> Self {
+    /// A client for the relay at `origin` using `token`.
+    pub fn new(http: reqwest::Client, origin: &RelayOrigin, token: &str) -> Self {
         Self {
-            origin: origin.to_owned(),
-            host: host_of(origin).to_owned(),
+            origin: origin.as_str().to_owned(),
+            host: origin.host().to_owned(),
             token: Zeroizing::new(token.to_owned()),
             http,
         }

@@ -20,7 +20,7 @@ use serde_json::Value;
 
 use crate::Plugin;
 use crate::call::{CallOutcome, Waiting};
-use crate::relay::{RelayClient, host_of};
+use crate::relay::RelayClient;
 use crate::stdio::{LineTransport, MAX_LINE_BYTES};
 use crate::tools::{self, STATUS_TOOL};
 
@@ -58,7 +58,8 @@ impl McpServer {
             let Ok(code) = plugin.config().load_pairing() else {
                 return;
             };
-            let relay = RelayClient::new(plugin.http.clone(), &code.relay_origin, &code.mcp_token);
+            let relay =
+                RelayClient::new(plugin.http.clone(), code.relay_origin(), code.mcp_token());
             if let Err(failure) = plugin.trusted_session(&code, &relay).await {
                 tracing::debug!(?failure, "catalog refresh found no usable session");
             }
@@ -68,14 +69,14 @@ impl McpServer {
     fn listed_tools(&self) -> Vec<rmcp::model::Tool> {
         match self.plugin.config().load_pairing() {
             Ok(code) => {
-                let pair_id = Id16(code.secret.pair_id());
+                let pair_id = Id16(code.secret().pair_id());
                 let entries = self
                     .plugin
                     .config()
                     .load_catalog(pair_id)
                     .map(|c| c.tools)
                     .unwrap_or_default();
-                tools::list(&entries, host_of(&code.relay_origin))
+                tools::list(&entries, code.relay_origin().host())
             }
             Err(_) => tools::own_tools(),
         }

@@ -57,12 +57,12 @@ impl SessionKeysCache {
         let relay_now_ms = u64::try_from(live.now_ms).unwrap_or(0);
         let hello = verify_hello(secret, &live.hello.0, relay_now_ms)
             .map_err(|e: SealError| SessionError::Hello(e.code()))?;
-        let session_id = Id16(hello.session_id);
+        let session_id = Id16(*hello.session_id());
         if session_id != live.session_id {
             return Err(SessionError::SessionMismatch);
         }
         let catalog: Catalog =
-            serde_json::from_slice(&hello.catalog).map_err(|_| SessionError::Catalog)?;
+            serde_json::from_slice(hello.catalog()).map_err(|_| SessionError::Catalog)?;
         let mut cached = self.0.lock().expect("not poisoned");
         let keys = match cached.as_ref() {
             Some((id, keys)) if *id == session_id => keys.clone(),
@@ -77,7 +77,7 @@ impl SessionKeysCache {
         };
         Ok(TrustedSession {
             session_id,
-            expires_at_ms: hello.expires_at_ms,
+            expires_at_ms: hello.expires_at_ms(),
             relay_now_ms,
             claimer_seen_at_ms: live.claimer_seen_at.and_then(|t| u64::try_from(t).ok()),
             tools: catalog.tools,

@@ -14,6 +14,7 @@ use crate::ids::{Base64Bytes, Id16};
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct SigninRequest {
+    /// The one-time code from the sign-in link.
     pub code: String,
 }
 
@@ -21,7 +22,9 @@ pub struct SigninRequest {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct OwnerInfo {
+    /// The owner's id.
     pub id: Id16,
+    /// The owner's name, as `sealpost-relay owner add` gave it.
     pub name: String,
 }
 
@@ -30,8 +33,11 @@ pub struct OwnerInfo {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct SigninResponse {
+    /// The owner token, sent as `Authorization: Bearer`. A secret: never log it.
     pub token: String,
+    /// Who signed in.
     pub owner: OwnerInfo,
+    /// When the token expires, Unix ms.
     pub expires_at: i64,
 }
 
@@ -39,6 +45,7 @@ pub struct SigninResponse {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct MeResponse {
+    /// Who the token belongs to.
     pub owner: OwnerInfo,
     /// "owner" or "mcp".
     pub token_kind: TokenKind,
@@ -48,7 +55,9 @@ pub struct MeResponse {
     /// A fresh owner token with a renewed expiry (absent for MCP tokens, which do not slide).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub token: Option<String>,
+    /// When the token expires, Unix ms.
     pub expires_at: i64,
+    /// The relay's clock when it answered, Unix ms.
     pub now_ms: i64,
 }
 
@@ -57,11 +66,14 @@ pub struct MeResponse {
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum TokenKind {
+    /// A person signed in to the web app.
     Owner,
+    /// A plugin acting for one pairing.
     Mcp,
 }
 
 impl TokenKind {
+    /// The snake_case name, as it is serialised.
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Owner => "owner",
@@ -74,7 +86,9 @@ impl TokenKind {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct SigninLinkResponse {
+    /// The link to open on the other device. It carries a one-time code: never log it.
     pub link: String,
+    /// When the link's code expires, Unix ms.
     pub expires_at: i64,
 }
 
@@ -83,9 +97,12 @@ pub struct SigninLinkResponse {
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct CreateMcpTokenRequest {
+    /// A name for the token, shown when tokens are listed.
     pub label: String,
+    /// The pairing the token will act for.
     pub pair_id: Id16,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// The token's lifetime in seconds; the relay's default when absent.
     pub ttl_s: Option<u64>,
 }
 
@@ -93,8 +110,11 @@ pub struct CreateMcpTokenRequest {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct CreateMcpTokenResponse {
+    /// The token's id, for listing and revoking it.
     pub id: Id16,
+    /// The MCP token itself, shown this once. A secret: never log it.
     pub token: String,
+    /// When the token expires, Unix ms.
     pub expires_at: i64,
 }
 
@@ -102,10 +122,15 @@ pub struct CreateMcpTokenResponse {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct McpTokenInfo {
+    /// The token's id.
     pub id: Id16,
+    /// The name given when the token was made.
     pub label: String,
+    /// The pairing the token acts for.
     pub pair_id: Id16,
+    /// When the token was made, Unix ms.
     pub created_at: i64,
+    /// When the token expires, Unix ms.
     pub expires_at: i64,
 }
 
@@ -113,6 +138,7 @@ pub struct McpTokenInfo {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct McpTokenList {
+    /// The owner's MCP tokens.
     pub tokens: Vec<McpTokenInfo>,
 }
 
@@ -121,9 +147,13 @@ pub struct McpTokenList {
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct CreateSessionRequest {
+    /// The id the browser chose (the hello carries it too).
     pub session_id: Id16,
+    /// The pairing the session serves.
     pub pair_id: Id16,
+    /// The session hello (binary; layout in docs/PROTOCOL.md).
     pub hello: Base64Bytes,
+    /// How long the session lives, in seconds.
     pub ttl_s: u64,
 }
 
@@ -131,7 +161,9 @@ pub struct CreateSessionRequest {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct CreateSessionResponse {
+    /// The new session's id.
     pub session_id: Id16,
+    /// When the session ends, Unix ms.
     pub expires_at: i64,
 }
 
@@ -139,12 +171,16 @@ pub struct CreateSessionResponse {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct LiveSessionResponse {
+    /// The live session's id; the plugin checks it is the hello's.
     pub session_id: Id16,
+    /// The hello byte for byte as the browser posted it.
     pub hello: Base64Bytes,
+    /// When the session ends, Unix ms.
     pub expires_at: i64,
     /// When the tab last asked for calls; `None` if it never has.
     #[serde(default)]
     pub claimer_seen_at: Option<i64>,
+    /// The relay's clock when it answered, Unix ms.
     pub now_ms: i64,
 }
 
@@ -153,8 +189,11 @@ pub struct LiveSessionResponse {
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct PostCallRequest {
+    /// The id the plugin chose (the envelope's header carries it too).
     pub call_id: Id16,
+    /// The sealed call.
     pub envelope: Base64Bytes,
+    /// How long the call may wait for an answer, in seconds.
     pub ttl_s: u64,
 }
 
@@ -162,8 +201,11 @@ pub struct PostCallRequest {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct PostCallResponse {
+    /// The call's id.
     pub call_id: Id16,
+    /// When the call expires, Unix ms.
     pub expires_at: i64,
+    /// The relay's clock when it answered, Unix ms.
     pub now_ms: i64,
 }
 
@@ -171,8 +213,11 @@ pub struct PostCallResponse {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ClaimedCall {
+    /// The call's id.
     pub call_id: Id16,
+    /// The sealed call.
     pub envelope: Base64Bytes,
+    /// When the claim's lease ends, Unix ms: a reply after it is refused.
     pub lease_expires_at: i64,
 }
 
@@ -180,7 +225,9 @@ pub struct ClaimedCall {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ClaimResponse {
+    /// The calls this claim took (empty when the wait ran out).
     pub calls: Vec<ClaimedCall>,
+    /// The relay's clock when it answered, Unix ms.
     pub now_ms: i64,
 }
 
@@ -189,6 +236,7 @@ pub struct ClaimResponse {
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct ReplyRequest {
+    /// The sealed reply.
     pub envelope: Base64Bytes,
 }
 
@@ -197,6 +245,7 @@ pub struct ReplyRequest {
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct CancelRequest {
+    /// Why; the relay accepts only [`CancelReason::ALL`].
     pub reason: CancelReason,
 }
 
@@ -206,15 +255,22 @@ pub struct CancelRequest {
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum CallState {
+    /// Posted; waiting for the browser to claim it.
     Pending,
+    /// Claimed by the browser, under a lease.
     Claimed,
+    /// The reply is stored and not yet read.
     Answered,
+    /// The reply has been read (and reads the same until the call expires).
     Delivered,
+    /// The call's TTL or its claim's lease ran out.
     Expired,
+    /// Cancelled, with a [`CancelReason`].
     Cancelled,
 }
 
 impl CallState {
+    /// Every state.
     pub const ALL: [CallState; 6] = [
         Self::Pending,
         Self::Claimed,
@@ -224,6 +280,7 @@ impl CallState {
         Self::Cancelled,
     ];
 
+    /// The snake_case name, as it is serialised.
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Pending => "pending",
@@ -235,6 +292,7 @@ impl CallState {
         }
     }
 
+    /// The value `as_str` names, if any.
     pub fn parse(text: &str) -> Option<Self> {
         Self::ALL.into_iter().find(|s| s.as_str() == text)
     }
@@ -249,12 +307,17 @@ impl CallState {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct CallStatusResponse {
+    /// Where the call is.
     pub state: CallState,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// The sealed reply, once the call is answered.
     pub reply: Option<Base64Bytes>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// Why the call was cancelled, when it was.
     pub reason: Option<CancelReason>,
+    /// When the call expires, Unix ms.
     pub expires_at: i64,
+    /// The relay's clock when it answered, Unix ms.
     pub now_ms: i64,
 }
 
@@ -262,6 +325,7 @@ pub struct CallStatusResponse {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ErrorBody {
+    /// What went wrong.
     pub error: ErrorDetail,
 }
 
@@ -269,15 +333,22 @@ pub struct ErrorBody {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ErrorDetail {
+    /// The stable code, for programs.
     pub code: ErrorCode,
+    /// A sentence for people: what happened and what to do next.
     pub message: String,
 }
 
 /// Every error code the relay answers with, in one place. Codes never change meaning; new ones
-/// may be added, so clients treat an unknown code by its HTTP status.
+/// may be added, so a reader parses a code it does not know as [`ErrorCode::Unknown`] and acts
+/// on the response's HTTP status.
+///
+/// A failure inside the relay that is not one of these (its database unreachable, a statement
+/// failing) answers `unavailable` (503): the client may retry. There is no catch-all 500 code.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum ErrorCode {
     /// 400: the body or a query parameter is malformed.
     BadRequest,
@@ -323,14 +394,17 @@ pub enum ErrorCode {
     TooManySessions,
     /// 429: this token sent requests faster than allowed.
     RateLimited,
-    /// 500: something failed inside the relay.
-    Internal,
     /// 503: the relay is shutting down or its database is unreachable.
     Unavailable,
+    /// A code this build does not know (a newer relay sent it). Only ever read, never sent;
+    /// judge the response by its HTTP status.
+    #[serde(other)]
+    Unknown,
 }
 
 impl ErrorCode {
-    pub const ALL: [ErrorCode; 24] = [
+    /// Every code the relay sends ([`ErrorCode::Unknown`] is not one).
+    pub const ALL: [ErrorCode; 23] = [
         Self::BadRequest,
         Self::TtlOutOfRange,
         Self::WaitTooLong,
@@ -353,10 +427,10 @@ impl ErrorCode {
         Self::TooManyPendingCalls,
         Self::TooManySessions,
         Self::RateLimited,
-        Self::Internal,
         Self::Unavailable,
     ];
 
+    /// The snake_case name, as it is serialised.
     pub fn as_str(self) -> &'static str {
         match self {
             Self::BadRequest => "bad_request",
@@ -381,12 +455,13 @@ impl ErrorCode {
             Self::TooManyPendingCalls => "too_many_pending_calls",
             Self::TooManySessions => "too_many_sessions",
             Self::RateLimited => "rate_limited",
-            Self::Internal => "internal",
             Self::Unavailable => "unavailable",
+            Self::Unknown => "unknown",
         }
     }
 
-    /// The HTTP status this code is always sent with.
+    /// The HTTP status this code is always sent with (500 for [`ErrorCode::Unknown`], which is
+    /// never sent: a reader uses the status it received instead).
     pub fn http_status(self) -> u16 {
         match self {
             Self::BadRequest
@@ -404,8 +479,8 @@ impl ErrorCode {
             | Self::ReplyTooLarge
             | Self::HelloTooLarge => 413,
             Self::TooManyPendingCalls | Self::TooManySessions | Self::RateLimited => 429,
-            Self::Internal => 500,
             Self::Unavailable => 503,
+            Self::Unknown => 500,
         }
     }
 }
@@ -425,6 +500,27 @@ mod tests {
             assert!(seen.insert(code.as_str()));
             assert!((400..600).contains(&code.http_status()));
         }
+    }
+
+    #[test]
+    fn an_old_reader_parses_an_error_code_added_later() {
+        let body: ErrorBody = serde_json::from_str(
+            r#"{"error":{"code":"quota_exceeded","message":"The owner is over quota."}}"#,
+        )
+        .unwrap();
+        assert_eq!(body.error.code, ErrorCode::Unknown);
+        assert_eq!(body.error.message, "The owner is over quota.");
+        assert!(!ErrorCode::ALL.contains(&ErrorCode::Unknown));
+    }
+
+    #[test]
+    fn an_old_reader_parses_a_cancel_reason_added_later() {
+        let status: CallStatusResponse = serde_json::from_str(
+            r#"{"state":"cancelled","reason":"owner_revoked","expires_at":5,"now_ms":1}"#,
+        )
+        .unwrap();
+        assert_eq!(status.reason, Some(CancelReason::Unknown));
+        assert!(!CancelReason::ALL.contains(&CancelReason::Unknown));
     }
 
     #[test]

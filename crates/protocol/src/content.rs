@@ -15,6 +15,7 @@ use crate::limits::{MAX_TOOL_NAME_BYTES, RESERVED_TOOL_PREFIX};
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ToolCall {
+    /// The tool, by the name the catalog lists.
     pub name: String,
     /// The call's arguments; a JSON object (an absent argument list is `{}`).
     #[serde(default = "empty_object")]
@@ -30,7 +31,9 @@ fn empty_object() -> Value {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
 pub enum Reply {
+    /// The tool ran (it may still report a failure of its own).
     Result(ToolResult),
+    /// The browser declined to run the call.
     Refusal(Refusal),
 }
 
@@ -38,6 +41,7 @@ pub enum Reply {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
 #[serde(deny_unknown_fields)]
 pub struct ToolResult {
+    /// What the tool says, as blocks of content.
     pub content: Vec<ContentBlock>,
     /// Structured output, when the tool has some. Also rendered into `content` as text so clients
     /// that ignore structured output miss nothing.
@@ -49,6 +53,7 @@ pub struct ToolResult {
 }
 
 impl ToolResult {
+    /// A result of one text block.
     pub fn text(text: impl Into<String>) -> Self {
         Self {
             content: vec![ContentBlock::Text { text: text.into() }],
@@ -61,30 +66,48 @@ impl ToolResult {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
 pub enum ContentBlock {
-    Text { text: String },
+    /// Plain text.
+    Text {
+        /// The text.
+        text: String,
+    },
 }
 
 /// The browser declined to run a call. Sealed like a result.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Refusal {
+    /// Why the call was refused.
     pub code: RefusalCode,
+    /// The browser's explanation: third-party text, which the plugin fences.
     pub message: String,
 }
 
-/// Why the browser refused a call it could open.
+/// Why the browser refused a call it could open. New codes may be added: an older reader
+/// parses one it does not know as [`RefusalCode::Unknown`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum RefusalCode {
+    /// The session's catalog has no tool of that name.
     UnknownTool,
+    /// The arguments do not match the tool's schema (or the call is not a tool call).
     BadArguments,
+    /// The person has not granted the tool, or the source or document it names.
     NotGranted,
+    /// The app is locked.
     Locked,
+    /// The tool threw, or ran past the call's expiry.
     ToolFailed,
+    /// The result would not fit in a reply.
     TooLarge,
+    /// A code this build does not know (a newer browser sent it). Only ever read, never sent.
+    #[serde(other)]
+    Unknown,
 }
 
 impl RefusalCode {
+    /// Every code the browser sends ([`RefusalCode::Unknown`] is not one).
     pub const ALL: [RefusalCode; 6] = [
         Self::UnknownTool,
         Self::BadArguments,
@@ -94,6 +117,7 @@ impl RefusalCode {
         Self::TooLarge,
     ];
 
+    /// The snake_case name, as it is serialised.
     pub fn as_str(self) -> &'static str {
         match self {
             Self::UnknownTool => "unknown_tool",
@@ -102,24 +126,36 @@ impl RefusalCode {
             Self::Locked => "locked",
             Self::ToolFailed => "tool_failed",
             Self::TooLarge => "too_large",
+            Self::Unknown => "unknown",
         }
     }
 }
 
 /// Why a call ended without a reply. Set in the clear on the relay, so the plugin treats the
-/// accompanying text as relay-supplied.
+/// accompanying text as relay-supplied. New reasons may be added: an older reader parses one it
+/// does not know as [`CancelReason::Unknown`]; the relay accepts only [`CancelReason::ALL`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum CancelReason {
+    /// The plugin gave up on the call (the MCP client cancelled it, or it timed out).
     ClientCancelled,
+    /// The browser could not open the call (not for its session, or tampered with).
     Undecryptable,
+    /// The browser has already seen this call id in the session.
     Replayed,
+    /// The call expired, or would outlive its session.
     Expired,
+    /// The session ended before the call was answered.
     SessionEnded,
+    /// A reason this build does not know (a newer peer sent it). Only ever read, never sent.
+    #[serde(other)]
+    Unknown,
 }
 
 impl CancelReason {
+    /// Every reason a peer may send ([`CancelReason::Unknown`] is not one).
     pub const ALL: [CancelReason; 5] = [
         Self::ClientCancelled,
         Self::Undecryptable,
@@ -128,6 +164,7 @@ impl CancelReason {
         Self::SessionEnded,
     ];
 
+    /// The snake_case name, as it is serialised.
     pub fn as_str(self) -> &'static str {
         match self {
             Self::ClientCancelled => "client_cancelled",
@@ -135,6 +172,7 @@ impl CancelReason {
             Self::Replayed => "replayed",
             Self::Expired => "expired",
             Self::SessionEnded => "session_ended",
+            Self::Unknown => "unknown",
         }
     }
 }
@@ -144,7 +182,9 @@ impl CancelReason {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ToolKind {
+    /// Answers at once and changes nothing.
     Read,
+    /// Only saves a proposal, which the person reviews in the app.
     Proposal,
 }
 
@@ -152,10 +192,13 @@ pub enum ToolKind {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct CatalogEntry {
+    /// The tool's name; see [`validate_tool_name`].
     pub name: String,
+    /// What the tool does, for the model.
     pub description: String,
     /// JSON Schema of the arguments object.
     pub input_schema: Value,
+    /// Whether the tool reads or only proposes.
     pub kind: ToolKind,
     /// True only for the executor's built-in read tools. A host-registered tool's own claim to
     /// be harmless is never carried here (claims that reduce scrutiny are ignored).
@@ -167,16 +210,20 @@ pub struct CatalogEntry {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
 #[serde(deny_unknown_fields)]
 pub struct Catalog {
+    /// The tools, in the order offered.
     pub tools: Vec<CatalogEntry>,
 }
 
 /// Why a tool name is not acceptable.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 pub enum BadToolName {
+    /// Empty, or longer than [`MAX_TOOL_NAME_BYTES`].
     #[error("a tool name must be 1 to {MAX_TOOL_NAME_BYTES} characters")]
     Length,
+    /// A character outside `[A-Za-z0-9_.-]`.
     #[error("a tool name may use only A-Z, a-z, 0-9, '_', '.' and '-'")]
     Characters,
+    /// Starts with [`RESERVED_TOOL_PREFIX`], which the plugin keeps for its own tools.
     #[error("tool names starting with '{RESERVED_TOOL_PREFIX}' are reserved for the plugin")]
     Reserved,
 }
@@ -223,6 +270,19 @@ mod tests {
             r#"{"type":"result","content":[{"type":"text","text":"hi"}]}"#
         );
         assert_eq!(serde_json::from_str::<Reply>(&text).unwrap(), result);
+    }
+
+    #[test]
+    fn an_old_reader_parses_a_refusal_code_added_later() {
+        let reply: Reply =
+            serde_json::from_str(r#"{"type":"refusal","code":"over_budget","message":"no"}"#)
+                .unwrap();
+        let Reply::Refusal(refusal) = reply else {
+            panic!("a refusal")
+        };
+        assert_eq!(refusal.code, RefusalCode::Unknown);
+        assert_eq!(refusal.message, "no");
+        assert!(!RefusalCode::ALL.contains(&RefusalCode::Unknown));
     }
 
     #[test]

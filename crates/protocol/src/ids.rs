@@ -16,10 +16,12 @@ pub const ID_TEXT_LEN: usize = 22;
 pub struct Id16(pub [u8; 16]);
 
 impl Id16 {
+    /// An id from its 16 bytes.
     pub const fn from_bytes(bytes: [u8; 16]) -> Self {
         Self(bytes)
     }
 
+    /// The id's 16 bytes.
     pub const fn as_bytes(&self) -> &[u8; 16] {
         &self.0
     }

@@ -6,6 +6,8 @@
 //! - [`ids`]: 16-byte random ids written as unpadded base64url.
 //! - [`limits`]: every size, count and time limit the parts agree on, in one place.
 
+#![warn(missing_docs)]
+
 pub mod api;
 pub mod content;
 pub mod ids;

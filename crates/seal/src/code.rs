@@ -12,7 +12,7 @@ use zeroize::Zeroizing;
 
 use crate::VERSION;
 use crate::error::PairingCodeError;
-use crate::origin::validate_relay_origin;
+use crate::origin::{RelayOrigin, validate_relay_origin};
 use crate::secret::PairingSecret;
 
 /// Every pairing code starts with this.
@@ -22,49 +22,69 @@ pub const PAIRING_CODE_PREFIX: &str = "sppair1_";
 const MAX_TOKEN_BYTES: usize = 4096;
 
 /// What a pairing code carries: where the relay is, the MCP token, and `P`.
+///
+/// The fields are private and every constructor validates, so a `PairingCode` always encodes:
+/// the origin is a [`RelayOrigin`] whose length fits the code's one-byte length field, and the
+/// token is printable ASCII of at most 4096 bytes.
 #[derive(Clone)]
 pub struct PairingCode {
-    pub relay_origin: String,
-    pub mcp_token: Zeroizing<String>,
-    pub secret: PairingSecret,
+    relay_origin: RelayOrigin,
+    mcp_token: Zeroizing<String>,
+    secret: PairingSecret,
+    /// `origin_len` and `token_len` as the payload writes them, computed once by [`Self::new`].
+    origin_len: u8,
+    token_len: u16,
 }
 
 impl PairingCode {
-    /// Builds a code, checking the origin and token as [`PairingCode::parse`] would.
+    /// Builds a code, checking the token (and the origin's length) as [`PairingCode::parse`]
+    /// would.
     pub fn new(
-        relay_origin: impl Into<String>,
+        relay_origin: RelayOrigin,
         mcp_token: impl Into<String>,
         secret: PairingSecret,
     ) -> Result<Self, PairingCodeError> {
-        let code = Self {
-            relay_origin: relay_origin.into(),
-            mcp_token: Zeroizing::new(mcp_token.into()),
+        let mcp_token = Zeroizing::new(mcp_token.into());
+        validate_token(&mcp_token)?;
+        let origin_len =
+            u8::try_from(relay_origin.as_str().len()).map_err(|_| PairingCodeError::WrongLength)?;
+        let token_len = u16::try_from(mcp_token.len()).map_err(|_| PairingCodeError::BadToken)?;
+        Ok(Self {
+            relay_origin,
+            mcp_token,
             secret,
-        };
-        validate_relay_origin(&code.relay_origin)?;
-        validate_token(&code.mcp_token)?;
-        if code.relay_origin.len() > usize::from(u8::MAX) {
-            return Err(PairingCodeError::WrongLength);
-        }
-        Ok(code)
+            origin_len,
+            token_len,
+        })
+    }
+
+    /// The relay the code points at.
+    pub fn relay_origin(&self) -> &RelayOrigin {
+        &self.relay_origin
+    }
+
+    /// The MCP token. It is a secret: never log it.
+    pub fn mcp_token(&self) -> &str {
+        &self.mcp_token
+    }
+
+    /// The pairing secret `P`.
+    pub fn secret(&self) -> &PairingSecret {
+        &self.secret
     }
 
     /// The code's text. It is a secret: never log it.
     pub fn encode(&self) -> Zeroizing<String> {
-        let origin = self.relay_origin.as_bytes();
+        let origin = self.relay_origin.as_str().as_bytes();
         let token = self.mcp_token.as_bytes();
         let mut payload = Zeroizing::new(Vec::with_capacity(
             1 + 32 + 1 + origin.len() + 2 + token.len(),
         ));
         payload.push(VERSION);
         payload.extend_from_slice(self.secret.expose());
-        payload.push(u8::try_from(origin.len()).expect("checked in new"));
+        payload.push(self.origin_len);
         payload.extend_from_slice(origin);
-        payload.extend_from_slice(
-            &u16::try_from(token.len())
-                .expect("checked in new")
-                .to_be_bytes(),
-        );
+        payload.extend_from_slice(&self.token_len.to_be_bytes());
         payload.extend_from_slice(token);
         let mut text = String::from(PAIRING_CODE_PREFIX);
         URL_SAFE_NO_PAD.encode_string(payload.as_slice(), &mut text);
@@ -99,6 +119,8 @@ impl PairingCode {
         }
         let origin = std::str::from_utf8(origin).map_err(|_| crate::RelayOriginError::Malformed)?;
         let token = std::str::from_utf8(token).map_err(|_| PairingCodeError::BadToken)?;
+        // The origin is checked before the token, as the refusal order in docs/PROTOCOL.md says.
+        let origin = validate_relay_origin(origin)?;
         Self::new(origin, token, secret)
     }
 }
@@ -126,6 +148,6 @@ impl fmt::Debug for PairingCode {
             .field("relay_origin", &self.relay_origin)
             .field("mcp_token", &"<redacted>")
             .field("secret", &self.secret)
-            .finish()
+            .finish_non_exhaustive()
     }
 }

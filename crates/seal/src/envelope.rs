@@ -37,10 +37,12 @@ pub const MAX_CALL_ENVELOPE_BYTES: usize = 256 * 1024;
 /// Largest reply envelope (results may carry document text).
 pub const MAX_REPLY_ENVELOPE_BYTES: usize = 2 * 1024 * 1024;
 
-/// Which way an envelope travels.
+/// Which way an envelope travels; the discriminant is the header's kind byte.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Kind {
+    /// Plugin → browser, sealed with `k_call`.
     Call = 1,
+    /// Browser → plugin, sealed with `k_reply`.
     Reply = 2,
 }
 
@@ -54,17 +56,77 @@ impl Kind {
 }
 
 /// An envelope's clear header.
+///
+/// The fields are read through methods and never set: a call header comes from
+/// [`Header::call`] (or [`PluginSession::call_header`](crate::PluginSession::call_header)), a
+/// reply header only from [`seal_reply`], and any header from [`parse_header`], so its kind
+/// always agrees with the bytes it was made for.
+///
+/// ```compile_fail
+/// use sealpost_seal::{Header, Kind};
+///
+/// let mut header = Header::call([1; 16], [2; 16], [3; 32], 0, 1);
+/// header.kind = Kind::Reply;
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Header {
-    pub kind: Kind,
-    pub session_id: SessionId,
-    pub call_id: CallId,
-    pub plugin_public: PublicKeyBytes,
-    pub created_at_ms: u64,
-    pub expires_at_ms: u64,
+    kind: Kind,
+    session_id: SessionId,
+    call_id: CallId,
+    plugin_public: PublicKeyBytes,
+    created_at_ms: u64,
+    expires_at_ms: u64,
 }
 
 impl Header {
+    /// The header of a call (kind 1) in `session_id`, sealed by the plugin key `plugin_public`.
+    pub fn call(
+        session_id: SessionId,
+        call_id: CallId,
+        plugin_public: PublicKeyBytes,
+        created_at_ms: u64,
+        expires_at_ms: u64,
+    ) -> Self {
+        Self {
+            kind: Kind::Call,
+            session_id,
+            call_id,
+            plugin_public,
+            created_at_ms,
+            expires_at_ms,
+        }
+    }
+
+    /// Which way the envelope travels.
+    pub fn kind(&self) -> Kind {
+        self.kind
+    }
+
+    /// The session the envelope belongs to.
+    pub fn session_id(&self) -> &SessionId {
+        &self.session_id
+    }
+
+    /// The call the envelope is, or answers.
+    pub fn call_id(&self) -> &CallId {
+        &self.call_id
+    }
+
+    /// The plugin's ephemeral public key `A` that the call's keys were derived with.
+    pub fn plugin_public(&self) -> &PublicKeyBytes {
+        &self.plugin_public
+    }
+
+    /// When the envelope was sealed, Unix ms.
+    pub fn created_at_ms(&self) -> u64 {
+        self.created_at_ms
+    }
+
+    /// When the call expires, Unix ms (a reply repeats its call's).
+    pub fn expires_at_ms(&self) -> u64 {
+        self.expires_at_ms
+    }
+
     /// The canonical bytes, which are also the AEAD's associated data.
     pub fn to_bytes(&self) -> [u8; HEADER_LEN] {
         let mut out = [0u8; HEADER_LEN];

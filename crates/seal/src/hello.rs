@@ -35,15 +35,95 @@ pub const MAX_HELLO_BYTES: usize = 64 * 1024;
 const MIN_HELLO_BYTES: usize = HELLO_HEADER_LEN + NONCE_LEN + TAG_LEN + HELLO_TAG_LEN;
 
 /// A hello whose tag, pairing and times checked out, with its catalog opened.
+///
+/// Proof that [`verify_hello`] accepted it: the fields are private and nothing else builds
+/// one, and [`PluginSession::start`](crate::PluginSession::start) demands one, so a plugin
+/// cannot derive keys from a hello it has not checked.
+///
+/// ```
+/// use rand_core::CryptoRng;
+/// use sealpost_seal::{PairingSecret, PluginSession, SealError, verify_hello};
+///
+/// fn join(
+///     secret: &PairingSecret,
+///     hello: &[u8],
+///     now_ms: u64,
+///     rng: &mut impl CryptoRng,
+/// ) -> Result<PluginSession, SealError> {
+///     let verified = verify_hello(secret, hello, now_ms)?;
+///     PluginSession::start(secret, &verified, rng)
+/// }
+/// ```
+///
+/// A struct literal does not compile, outside this crate:
+///
+/// ```compile_fail
+/// use sealpost_seal::VerifiedHello;
+///
+/// let forged = VerifiedHello {
+///     session_id: [0; 16],
+///     pair_id: [0; 16],
+///     browser_public: [9; 32],
+///     created_at_ms: 0,
+///     expires_at_ms: u64::MAX,
+///     catalog: Vec::new(),
+/// };
+/// ```
+///
+/// Nor does starting a session from hello bytes that were never verified:
+///
+/// ```compile_fail
+/// use rand_core::CryptoRng;
+/// use sealpost_seal::{PairingSecret, PluginSession, SealError};
+///
+/// fn join(
+///     secret: &PairingSecret,
+///     hello: &[u8],
+///     rng: &mut impl CryptoRng,
+/// ) -> Result<PluginSession, SealError> {
+///     PluginSession::start(secret, hello, rng)
+/// }
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct VerifiedHello {
-    pub session_id: SessionId,
-    pub pair_id: PairId,
-    pub browser_public: PublicKeyBytes,
-    pub created_at_ms: u64,
-    pub expires_at_ms: u64,
+    session_id: SessionId,
+    pair_id: PairId,
+    browser_public: PublicKeyBytes,
+    created_at_ms: u64,
+    expires_at_ms: u64,
+    catalog: Vec<u8>,
+}
+
+impl VerifiedHello {
+    /// The session the hello announces (chosen by the browser).
+    pub fn session_id(&self) -> &SessionId {
+        &self.session_id
+    }
+
+    /// The pairing the hello is for; always this pairing's own `pair_id`.
+    pub fn pair_id(&self) -> &PairId {
+        &self.pair_id
+    }
+
+    /// The browser's ephemeral X25519 public key `B`.
+    pub fn browser_public(&self) -> &PublicKeyBytes {
+        &self.browser_public
+    }
+
+    /// When the browser made the hello, Unix ms.
+    pub fn created_at_ms(&self) -> u64 {
+        self.created_at_ms
+    }
+
+    /// When the session ends, Unix ms.
+    pub fn expires_at_ms(&self) -> u64 {
+        self.expires_at_ms
+    }
+
     /// The catalog's plaintext (JSON, defined by the protocol crate).
-    pub catalog: Vec<u8>,
+    pub fn catalog(&self) -> &[u8] {
+        &self.catalog
+    }
 }
 
 /// The fields a hello carries in the clear.

@@ -16,7 +16,7 @@ use sha2::{Digest, Sha256};
 use x25519_dalek::{PublicKey, StaticSecret};
 use zeroize::{Zeroize, ZeroizeOnDrop, Zeroizing};
 
-use crate::envelope::{self, Header, Kind};
+use crate::envelope::{self, Header};
 use crate::hello::{HelloFields, VerifiedHello, build_hello};
 use crate::kdf::{LABEL_CALL, LABEL_REPLY, hkdf32};
 use crate::secret::{PairId, PairingSecret};
@@ -137,10 +137,12 @@ impl BrowserSession {
         Ok((session, hello))
     }
 
+    /// The session's id.
     pub fn session_id(&self) -> &SessionId {
         &self.session_id
     }
 
+    /// When the session ends, Unix ms.
     pub fn expires_at_ms(&self) -> u64 {
         self.expires_at_ms
     }
@@ -187,47 +189,50 @@ impl PluginSession {
         let secret = random_secret(rng);
         let plugin_public = PublicKey::from(&secret).to_bytes();
         let transcript = Transcript {
-            pair_id: &hello.pair_id,
-            session_id: &hello.session_id,
-            browser_public: &hello.browser_public,
+            pair_id: hello.pair_id(),
+            session_id: hello.session_id(),
+            browser_public: hello.browser_public(),
             plugin_public: &plugin_public,
-            expires_at_ms: hello.expires_at_ms,
+            expires_at_ms: hello.expires_at_ms(),
         };
-        let keys = derive_keys(&secret, &hello.browser_public, pairing, &transcript)?;
+        let keys = derive_keys(&secret, hello.browser_public(), pairing, &transcript)?;
         Ok(Self {
             keys,
             plugin_public,
-            session_id: hello.session_id,
-            expires_at_ms: hello.expires_at_ms,
+            session_id: *hello.session_id(),
+            expires_at_ms: hello.expires_at_ms(),
         })
     }
 
+    /// The derived keys, for the free functions such as [`crate::seal_call`].
     pub fn keys(&self) -> &SessionKeys {
         &self.keys
     }
 
+    /// This plugin's ephemeral public key `A`, sent in every call header.
     pub fn plugin_public(&self) -> &PublicKeyBytes {
         &self.plugin_public
     }
 
+    /// The session's id.
     pub fn session_id(&self) -> &SessionId {
         &self.session_id
     }
 
+    /// When the session ends, Unix ms.
     pub fn expires_at_ms(&self) -> u64 {
         self.expires_at_ms
     }
 
     /// The header of a new call in this session.
     pub fn call_header(&self, call_id: CallId, created_at_ms: u64, expires_at_ms: u64) -> Header {
-        Header {
-            kind: Kind::Call,
-            session_id: self.session_id,
+        Header::call(
+            self.session_id,
             call_id,
-            plugin_public: self.plugin_public,
+            self.plugin_public,
             created_at_ms,
             expires_at_ms,
-        }
+        )
     }
 
     /// Seals a call (24 nonce bytes drawn).

@@ -13,6 +13,8 @@
 //!
 //! docs/PROTOCOL.md gives every byte layout and label.
 
+#![warn(missing_docs)]
+
 mod code;
 mod envelope;
 mod error;
@@ -30,7 +32,7 @@ pub use envelope::{
 pub use error::{PairingCodeError, RelayOriginError, SealError};
 pub use hello::{HELLO_HEADER_LEN, MAX_HELLO_BYTES, VerifiedHello, verify_hello};
 pub use keys::{BrowserSession, PluginSession, SessionKeys};
-pub use origin::validate_relay_origin;
+pub use origin::{RelayOrigin, validate_relay_origin};
 pub use secret::{PairId, PairingSecret};
 
 /// Version byte of every binary record this crate writes.

@@ -1,13 +1,65 @@
 //! Which relay addresses a pairing code may carry: `https://host[:port]`, or `http://` to
 //! exactly `localhost`, `127.0.0.1` or `[::1]`. Strict on purpose: an origin as a browser writes
 //! it (`location.origin`), lowercase, no path, no user info, no trailing slash.
+//!
+//! [`RelayOrigin`] exists only validated: the one way to make one is [`validate_relay_origin`]
+//! (also spelled [`RelayOrigin::parse`] and `str::parse`), so a function that takes one never
+//! has to check again.
+
+use std::fmt;
+use std::str::FromStr;
 
 use crate::error::RelayOriginError;
 
 const LOOPBACK_HOSTS: [&str; 3] = ["localhost", "127.0.0.1", "[::1]"];
 
-/// Checks that `origin` is a relay origin Sealpost will talk to.
-pub fn validate_relay_origin(origin: &str) -> Result<(), RelayOriginError> {
+/// A relay origin that passed [`validate_relay_origin`]: `https://host[:port]`, or `http://` to
+/// exactly `localhost`, `127.0.0.1` or `[::1]`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct RelayOrigin(String);
+
+impl RelayOrigin {
+    /// Validates `origin`; the same as [`validate_relay_origin`].
+    pub fn parse(origin: &str) -> Result<Self, RelayOriginError> {
+        validate_relay_origin(origin)
+    }
+
+    /// The origin as written, e.g. `https://relay.example.com:8443`.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    /// The host and port without the scheme (`relay.example.com:8443`): what errors and logs
+    /// name instead of a full URL.
+    pub fn host(&self) -> &str {
+        self.0
+            .split_once("://")
+            .map_or(self.0.as_str(), |(_, authority)| authority)
+    }
+}
+
+impl fmt::Display for RelayOrigin {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl AsRef<str> for RelayOrigin {
+    fn as_ref(&self) -> &str {
+        &self.0
+    }
+}
+
+impl FromStr for RelayOrigin {
+    type Err = RelayOriginError;
+
+    fn from_str(origin: &str) -> Result<Self, RelayOriginError> {
+        validate_relay_origin(origin)
+    }
+}
+
+/// Checks that `origin` is a relay origin Sealpost will talk to, and returns it as the proof.
+pub fn validate_relay_origin(origin: &str) -> Result<RelayOrigin, RelayOriginError> {
     let (secure, authority) = if let Some(rest) = origin.strip_prefix("https://") {
         (true, rest)
     } else if let Some(rest) = origin.strip_prefix("http://") {
@@ -31,7 +83,7 @@ pub fn validate_relay_origin(origin: &str) -> Result<(), RelayOriginError> {
     if !secure && !LOOPBACK_HOSTS.contains(&host) {
         return Err(RelayOriginError::Insecure);
     }
-    Ok(())
+    Ok(RelayOrigin(origin.to_owned()))
 }
 
 fn split_host_port(authority: &str) -> Result<(&str, Option<&str>), RelayOriginError> {
@@ -85,7 +137,8 @@ mod tests {
             "http://127.0.0.1:8080",
             "http://[::1]:8080",
         ] {
-            assert_eq!(validate_relay_origin(origin), Ok(()), "{origin}");
+            let valid = validate_relay_origin(origin).expect(origin);
+            assert_eq!(valid.as_str(), origin);
         }
     }
 
@@ -113,5 +166,13 @@ mod tests {
         ] {
             assert_eq!(validate_relay_origin(origin), Err(why), "{origin}");
         }
+    }
+
+    #[test]
+    fn the_host_drops_only_the_scheme() {
+        let origin: RelayOrigin = "https://relay.example.com:8443".parse().unwrap();
+        assert_eq!(origin.host(), "relay.example.com:8443");
+        let origin = RelayOrigin::parse("http://[::1]:8080").unwrap();
+        assert_eq!(origin.host(), "[::1]:8080");
     }
 }

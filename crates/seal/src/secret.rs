@@ -7,6 +7,7 @@ use rand_core::CryptoRng;
 use zeroize::{Zeroize, ZeroizeOnDrop};
 
 use crate::kdf::{LABEL_FINGERPRINT, LABEL_PAIR_ID, hkdf32};
+use crate::origin::RelayOrigin;
 
 /// The 32-byte secret one plugin install and one browser profile share.
 #[derive(Clone, Zeroize, ZeroizeOnDrop, PartialEq, Eq)]
@@ -16,12 +17,14 @@ pub struct PairingSecret([u8; 32]);
 pub type PairId = [u8; 16];
 
 impl PairingSecret {
+    /// A fresh secret from `rng` (32 bytes drawn).
     pub fn generate(rng: &mut (impl CryptoRng + ?Sized)) -> Self {
         let mut bytes = [0u8; 32];
         rng.fill_bytes(&mut bytes);
         Self(bytes)
     }
 
+    /// A secret from its bytes (a stored or pasted pairing).
     pub fn from_bytes(bytes: [u8; 32]) -> Self {
         Self(bytes)
     }
@@ -31,6 +34,7 @@ impl PairingSecret {
         &self.0
     }
 
+    /// `HKDF(P, "sealpost/v1 pair-id")[..16]`: the pairing's routing handle at the relay.
     pub fn pair_id(&self) -> PairId {
         let okm = hkdf32(&self.0, &[], &[LABEL_PAIR_ID]);
         let mut id = [0u8; 16];
@@ -41,8 +45,12 @@ impl PairingSecret {
     /// Six decimal digits from `HKDF(P, "sealpost/v1 fingerprint" ‖ relay_origin)`: the first
     /// four bytes as a big-endian integer, modulo 10^6. It identifies a pairing at a glance; at
     /// about 20 bits it is not a defence against a swapped code.
-    pub fn fingerprint(&self, relay_origin: &str) -> String {
-        let okm = hkdf32(&self.0, &[], &[LABEL_FINGERPRINT, relay_origin.as_bytes()]);
+    pub fn fingerprint(&self, relay_origin: &RelayOrigin) -> String {
+        let okm = hkdf32(
+            &self.0,
+            &[],
+            &[LABEL_FINGERPRINT, relay_origin.as_str().as_bytes()],
+        );
         let n = u32::from_be_bytes([okm[0], okm[1], okm[2], okm[3]]) % 1_000_000;
         format!("{n:06}")
     }

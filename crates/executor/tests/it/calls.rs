@@ -11,6 +11,7 @@ use sealpost_executor::{
     Access, AuditOutcome, HostTool, Outcome, ToolFailure, ToolFuture, ToolSpec, arguments_digest,
 };
 use sealpost_protocol::content::{CancelReason, RefusalCode, Reply, ToolKind, ToolResult};
+use sealpost_seal::Header;
 use serde_json::{Value, json};
 
 use crate::support::*;
@@ -36,7 +37,7 @@ fn a_reply_opens_on_the_plugin_side_and_is_audited() {
     else {
         panic!("expected a reply")
     };
-    assert_eq!(*call_id, header.call_id);
+    assert_eq!(call_id, header.call_id());
     let reply: Reply = serde_json::from_slice(&h.reply_bytes(&header, &outcome)).unwrap();
     assert!(matches!(reply, Reply::Result(_)));
     assert_eq!(audit.tool.as_deref(), Some("list_sources"));
@@ -89,8 +90,14 @@ fn garbage_and_other_sessions_are_undecryptable() {
     assert_eq!(cancel_reason(&outcome), CancelReason::Undecryptable);
     assert!(matches!(outcome, Outcome::Cancel { call_id: None, .. }));
 
-    let mut header = h.header();
-    header.session_id = [2; 16];
+    let ours = h.header();
+    let header = Header::call(
+        [2; 16],
+        *ours.call_id(),
+        *ours.plugin_public(),
+        ours.created_at_ms(),
+        ours.expires_at_ms(),
+    );
     let envelope = h.seal(&header, br#"{"name":"list_sources"}"#);
     assert_eq!(
         cancel_reason(&h.handle(&envelope)),

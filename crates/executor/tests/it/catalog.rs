@@ -88,10 +88,10 @@ fn the_hello_carries_the_catalog() {
     let hello = h.executor.hello().unwrap();
     let verified = verify_hello(&PairingSecret::from_bytes([9; 32]), &hello, START_MS).unwrap();
     let catalog: sealpost_protocol::content::Catalog =
-        serde_json::from_slice(&verified.catalog).unwrap();
+        serde_json::from_slice(verified.catalog()).unwrap();
     assert_eq!(catalog, h.executor.catalog());
     // The catalog holds tool descriptions only, never workspace data.
-    let text = String::from_utf8(verified.catalog).unwrap();
+    let text = String::from_utf8(verified.catalog().to_vec()).unwrap();
     assert!(!text.contains("Key rotation") && !text.contains("journal"));
 }
 

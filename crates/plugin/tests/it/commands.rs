@@ -90,7 +90,9 @@ async fn pairing_checks_the_token_stores_0600_and_prints_host_and_fingerprint_on
     let output = run(config.path(), &["pair"], Some(&format!("  {code}\n"))).await;
     assert_eq!(exit_code(&output), 0, "{}", said(&output));
     let text = said(&output);
-    let fingerprint = pairing.secret.fingerprint(&relay.base);
+    let fingerprint = pairing
+        .secret
+        .fingerprint(&sealpost_seal::RelayOrigin::parse(&relay.base).unwrap());
     assert!(
         text.contains(&format!("{} {}", &fingerprint[..3], &fingerprint[3..])),
         "{text}"

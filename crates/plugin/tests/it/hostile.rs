@@ -13,7 +13,7 @@ use sealpost_e2e::{LiveRelay, SqliteFile, random_id};
 use sealpost_executor::{Executor, Workspace};
 use sealpost_protocol::api::LiveSessionResponse;
 use sealpost_protocol::ids::Base64Bytes;
-use sealpost_seal::{PairingCode, PairingSecret};
+use sealpost_seal::{PairingCode, PairingSecret, RelayOrigin};
 use serde_json::json;
 
 use crate::{Mcp, config_dir, granted_executor, result_text, write_pairing};
@@ -52,6 +52,7 @@ async fn listener() -> (tokio::net::TcpListener, String) {
 fn pair_with(config: &std::path::Path, origin: &str) -> PairingSecret {
     let secret = PairingSecret::generate(&mut rand::rng());
     let copy = PairingSecret::from_bytes(*secret.expose());
+    let origin = RelayOrigin::parse(origin).unwrap();
     let code = PairingCode::new(origin, "h.p.s", copy).unwrap().encode();
     write_pairing(config, &code);
     secret

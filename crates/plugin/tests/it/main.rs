@@ -202,6 +202,7 @@ pub fn write_pairing(config: &Path, code: &str) {
 /// A valid pairing code for a relay at `origin`, with a token that relay never issued.
 pub fn unissued_code(origin: &str) -> String {
     let secret = sealpost_seal::PairingSecret::generate(&mut rand::rng());
+    let origin = sealpost_seal::RelayOrigin::parse(origin).unwrap();
     sealpost_seal::PairingCode::new(origin, "header.payload.signature", secret)
         .unwrap()
         .encode()

@@ -14,6 +14,7 @@ use sealpost_protocol::api::{
     CallStatusResponse, CancelRequest, ClaimResponse, ClaimedCall, ErrorBody, ErrorCode,
     PostCallRequest, PostCallResponse, ReplyRequest,
 };
+use sealpost_protocol::content::CancelReason;
 use sealpost_protocol::ids::Base64Bytes;
 use tokio::time::Instant;
 
@@ -330,6 +331,13 @@ pub async fn cancel(
         timeout(&state),
     )
     .await?;
+    // A reason this build does not know parses (as `Unknown`) but is not stored.
+    if !CancelReason::ALL.contains(&request.reason) {
+        return Err(ApiError::new(
+            ErrorCode::BadRequest,
+            "The cancel reason is not one this relay knows.",
+        ));
+    }
     match state
         .store
         .cancel_call(scope(&auth), call_id, request.reason, now_ms())

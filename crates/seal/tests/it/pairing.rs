@@ -1,10 +1,17 @@
 //! Pairing codes and secrets: round trips, refusals, and secrets that never print.
 
-use sealpost_seal::{PairingCode, PairingCodeError, PairingSecret, RelayOriginError};
+use sealpost_seal::{
+    PairingCode, PairingCodeError, PairingSecret, RelayOrigin, RelayOriginError,
+    validate_relay_origin,
+};
+
+fn origin(text: &str) -> RelayOrigin {
+    RelayOrigin::parse(text).unwrap()
+}
 
 fn code() -> PairingCode {
     PairingCode::new(
-        "https://relay.example.com",
+        origin("https://relay.example.com"),
         "header.payload.sig",
         PairingSecret::from_bytes([7; 32]),
     )
@@ -16,9 +23,9 @@ fn a_code_round_trips_and_tolerates_surrounding_whitespace() {
     let text = code().encode();
     assert!(text.starts_with("sppair1_"));
     let parsed = PairingCode::parse(&format!("  {}\n", text.as_str())).unwrap();
-    assert_eq!(parsed.relay_origin, "https://relay.example.com");
-    assert_eq!(parsed.mcp_token.as_str(), "header.payload.sig");
-    assert_eq!(parsed.secret, PairingSecret::from_bytes([7; 32]));
+    assert_eq!(parsed.relay_origin().as_str(), "https://relay.example.com");
+    assert_eq!(parsed.mcp_token(), "header.payload.sig");
+    assert_eq!(parsed.secret(), &PairingSecret::from_bytes([7; 32]));
 }
 
 #[test]
@@ -37,17 +44,12 @@ fn each_refusal_has_its_own_error() {
         PairingCodeError::WrongLength
     );
     assert_eq!(
-        PairingCode::new(
-            "http://relay.example.com",
-            "t",
-            PairingSecret::from_bytes([0; 32])
-        )
-        .unwrap_err(),
-        PairingCodeError::RelayOrigin(RelayOriginError::Insecure)
+        validate_relay_origin("http://relay.example.com").unwrap_err(),
+        RelayOriginError::Insecure
     );
     assert_eq!(
         PairingCode::new(
-            "https://relay.example.com",
+            origin("https://relay.example.com"),
             "",
             PairingSecret::from_bytes([0; 32])
         )
@@ -59,7 +61,7 @@ fn each_refusal_has_its_own_error() {
 #[test]
 fn debug_output_never_shows_a_secret_or_token() {
     let code = code();
-    let printed = format!("{code:?} {:?}", code.secret);
+    let printed = format!("{code:?} {:?}", code.secret());
     assert!(!printed.contains("header.payload.sig"), "{printed}");
     assert!(!printed.contains("7, 7"), "{printed}");
     assert!(printed.contains("redacted"));
@@ -79,9 +81,27 @@ fn error_messages_never_echo_the_code() {
 #[test]
 fn fingerprints_are_six_digits_and_depend_on_the_origin() {
     let secret = PairingSecret::from_bytes([1; 32]);
-    let a = secret.fingerprint("https://a.example");
-    let b = secret.fingerprint("https://b.example");
+    let a = secret.fingerprint(&origin("https://a.example"));
+    let b = secret.fingerprint(&origin("https://b.example"));
     assert_eq!(a.len(), 6);
     assert!(a.bytes().all(|c| c.is_ascii_digit()));
     assert_ne!(a, b);
+}
+
+#[test]
+fn a_relay_origin_too_long_for_the_code_is_refused_not_encoded() {
+    // A valid origin of 300 bytes (an IPv6 literal has no length cap of its own) does not fit
+    // the code's one-byte length field: building the code refuses it, so `encode` never meets it.
+    let long = format!("https://[{}]", "0:".repeat(145));
+    assert_eq!(long.len(), 300);
+    let long = origin(&long);
+    let refused = PairingCode::new(long, "t", PairingSecret::from_bytes([0; 32]));
+    assert_eq!(refused.unwrap_err(), PairingCodeError::WrongLength);
+
+    // The longest origin that fits encodes and parses back.
+    let longest = origin(&format!("https://[{}]", "0".repeat(255 - 10)));
+    assert_eq!(longest.as_str().len(), 255);
+    let code = PairingCode::new(longest.clone(), "t", PairingSecret::from_bytes([0; 32])).unwrap();
+    let parsed = PairingCode::parse(&code.encode()).unwrap();
+    assert_eq!(parsed.relay_origin(), &longest);
 }

@@ -5,8 +5,8 @@
 use std::collections::BTreeMap;
 
 use sealpost_seal::{
-    BrowserSession, Header, PairingCode, PairingSecret, PluginSession, SessionKeys, open_call,
-    open_reply, seal_reply, verify_hello,
+    BrowserSession, Header, PairingCode, PairingCodeError, PairingSecret, PluginSession,
+    RelayOrigin, SessionKeys, open_call, open_reply, seal_reply, verify_hello,
 };
 use serde::{Deserialize, Serialize};
 
@@ -171,7 +171,7 @@ fn run_session(s: &SessionInput) -> Result<(SessionRun, Outputs), String> {
     .map_err(|e| e.code().to_string())?;
 
     let verified = verify_hello(&secret, &hello, s.now_ms).map_err(|e| e.code().to_string())?;
-    if verified.catalog != s.catalog.as_bytes() {
+    if verified.catalog() != s.catalog.as_bytes() {
         return Err("catalog did not round-trip".into());
     }
     let call_nonce = hex::decode(&s.call_nonce).unwrap();
@@ -248,18 +248,22 @@ fn compute(input: &Input, sessions: &BTreeMap<String, SessionRun>) -> Outputs {
         )]),
         Input::Fingerprint { secret, origin } => out(&[(
             "fingerprint",
-            PairingSecret::from_bytes(hex32(secret)).fingerprint(origin),
+            PairingSecret::from_bytes(hex32(secret))
+                .fingerprint(&RelayOrigin::parse(origin).expect("a valid origin")),
         )]),
         Input::PairingCode {
             secret,
             origin,
             token,
         } => {
-            match PairingCode::new(
-                origin.clone(),
-                token.clone(),
-                PairingSecret::from_bytes(hex32(secret)),
-            ) {
+            let code = RelayOrigin::parse(origin).map_err(PairingCodeError::from);
+            match code.and_then(|origin| {
+                PairingCode::new(
+                    origin,
+                    token.clone(),
+                    PairingSecret::from_bytes(hex32(secret)),
+                )
+            }) {
                 Ok(code) => {
                     let text = code.encode().to_string();
                     let parsed = PairingCode::parse(&text).expect("a code we encode parses");
@@ -307,7 +311,13 @@ fn compute(input: &Input, sessions: &BTreeMap<String, SessionRun>) -> Outputs {
                 Source::Reply => {
                     let mut call = opener.call_header.clone();
                     if let Some(id) = expect_call_id {
-                        call.call_id = hex16(id);
+                        call = Header::call(
+                            *call.session_id(),
+                            hex16(id),
+                            *call.plugin_public(),
+                            call.created_at_ms(),
+                            call.expires_at_ms(),
+                        );
                     }
                     open_reply(opener.plugin.keys(), &call, &bytes).map(|_| ())
                 }
