@@ -14,9 +14,9 @@ use sealpost_protocol::api::{
     SigninResponse,
 };
 use sealpost_protocol::ids::{Base64Bytes, Id16};
+use sealpost_relay::accounts::create_signin_link;
 use sealpost_relay::app::{self, Running};
 use sealpost_relay::config::Config;
-use sealpost_relay::accounts::create_signin_link;
 use sealpost_relay::store::Store;
 use sealpost_seal::PairingSecret;
 use serde::Serialize;
