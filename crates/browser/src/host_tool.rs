@@ -8,6 +8,7 @@ use futures_util::future::{Either, select};
 use sealpost_executor::{HostTool, ToolFailure, ToolFuture};
 use sealpost_protocol::content::{ContentBlock, ToolResult};
 use serde_json::Value;
+use serde::Serialize as _;
 use wasm_bindgen::prelude::*;
 use wasm_bindgen_futures::JsFuture;
 
@@ -86,7 +87,9 @@ impl HostTool for JsTool {
     fn call(&self, arguments: Value) -> ToolFuture {
         let handler = self.handler.clone();
         Box::pin(async move {
-            let arguments = serde_wasm_bindgen::to_value(&arguments)
+            // Plain objects, as a handler expects: the default serializer makes `Map`s.
+            let arguments = arguments
+                .serialize(&serde_wasm_bindgen::Serializer::json_compatible())
                 .map_err(|_| failure("the arguments could not be passed to the tool"))?;
             let returned = handler
                 .call1(&JsValue::NULL, &arguments)

@@ -32,6 +32,9 @@ use crate::stop::StopReason;
 const CLAIM_WAIT_MS: u64 = 25_000;
 /// Most calls one claim takes.
 const CLAIM_MAX: u32 = 50;
+/// How close to its expiry a session the relay reports gone counts as expired, not ended: the
+/// relay's clock and this tab's differ by a little.
+const EXPIRY_SLACK_MS: u64 = 1_000;
 
 fn now_ms() -> u64 {
     js_sys::Date::now() as u64
@@ -551,6 +554,11 @@ impl TabCore {
                 }) => {
                     self.inner.session.set(None);
                     self.inner.executor.end_session();
+                    // The relay ends a session that ran out as it ends one that was ended; the
+                    // loop tells them apart by the clock (the claim waited until the expiry).
+                    if now_ms() + EXPIRY_SLACK_MS >= expires_at {
+                        return StopReason::Expired;
+                    }
                     return StopReason::SessionEnded;
                 }
                 Err(RelayError::Aborted) => {
