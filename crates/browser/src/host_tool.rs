@@ -7,8 +7,8 @@
 use futures_util::future::{Either, select};
 use sealpost_executor::{HostTool, ToolFailure, ToolFuture};
 use sealpost_protocol::content::{ContentBlock, ToolResult};
-use serde_json::Value;
 use serde::Serialize as _;
+use serde_json::Value;
 use wasm_bindgen::prelude::*;
 use wasm_bindgen_futures::JsFuture;
 
