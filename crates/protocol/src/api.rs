@@ -368,6 +368,8 @@ pub enum ErrorCode {
     NotFound,
     /// 404: the pairing has no live session.
     NoLiveSession,
+    /// 405: the path exists but not with this method.
+    MethodNotAllowed,
     /// 408: the request body arrived too slowly.
     BodyTimeout,
     /// 409: a call with this call_id already exists.
@@ -396,6 +398,11 @@ pub enum ErrorCode {
     RateLimited,
     /// 503: the relay is shutting down or its database is unreachable.
     Unavailable,
+    /// 503: the relay holds as many connections as it allows (in all, or from this address).
+    TooManyConnections,
+    /// 503: the relay is reading as many large bodies, or sending as many large replies, as it
+    /// allows at once; retry after `Retry-After`.
+    Busy,
     /// A code this build does not know (a newer relay sent it). Only ever read, never sent;
     /// judge the response by its HTTP status.
     #[serde(other)]
@@ -404,7 +411,7 @@ pub enum ErrorCode {
 
 impl ErrorCode {
     /// Every code the relay sends ([`ErrorCode::Unknown`] is not one).
-    pub const ALL: [ErrorCode; 23] = [
+    pub const ALL: [ErrorCode; 26] = [
         Self::BadRequest,
         Self::TtlOutOfRange,
         Self::WaitTooLong,
@@ -414,6 +421,7 @@ impl ErrorCode {
         Self::WrongTokenKind,
         Self::NotFound,
         Self::NoLiveSession,
+        Self::MethodNotAllowed,
         Self::BodyTimeout,
         Self::DuplicateCall,
         Self::DuplicateSession,
@@ -428,6 +436,8 @@ impl ErrorCode {
         Self::TooManySessions,
         Self::RateLimited,
         Self::Unavailable,
+        Self::TooManyConnections,
+        Self::Busy,
     ];
 
     /// The snake_case name, as it is serialised.
@@ -442,6 +452,7 @@ impl ErrorCode {
             Self::WrongTokenKind => "wrong_token_kind",
             Self::NotFound => "not_found",
             Self::NoLiveSession => "no_live_session",
+            Self::MethodNotAllowed => "method_not_allowed",
             Self::BodyTimeout => "body_timeout",
             Self::DuplicateCall => "duplicate_call",
             Self::DuplicateSession => "duplicate_session",
@@ -456,6 +467,8 @@ impl ErrorCode {
             Self::TooManySessions => "too_many_sessions",
             Self::RateLimited => "rate_limited",
             Self::Unavailable => "unavailable",
+            Self::TooManyConnections => "too_many_connections",
+            Self::Busy => "busy",
             Self::Unknown => "unknown",
         }
     }
@@ -471,6 +484,7 @@ impl ErrorCode {
             Self::Unauthorized | Self::InvalidSigninCode => 401,
             Self::WrongTokenKind => 403,
             Self::NotFound | Self::NoLiveSession => 404,
+            Self::MethodNotAllowed => 405,
             Self::BodyTimeout => 408,
             Self::DuplicateCall | Self::DuplicateSession | Self::WrongCallState => 409,
             Self::SessionEnded | Self::LeaseExpired => 410,
@@ -479,7 +493,7 @@ impl ErrorCode {
             | Self::ReplyTooLarge
             | Self::HelloTooLarge => 413,
             Self::TooManyPendingCalls | Self::TooManySessions | Self::RateLimited => 429,
-            Self::Unavailable => 503,
+            Self::Unavailable | Self::TooManyConnections | Self::Busy => 503,
             Self::Unknown => 500,
         }
     }

@@ -6,7 +6,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context as _;
-use axum::serve::ListenerExt;
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
@@ -31,22 +30,24 @@ pub const FIRST_OWNER_NAME: &str = "owner";
 #[derive(Debug)]
 pub struct Running {
     pub addr: SocketAddr,
+    /// Where `/metrics` is served on its own, if anywhere.
+    pub metrics_addr: Option<SocketAddr>,
     pub store: Arc<dyn Store>,
     pub shutdown: CancellationToken,
-    server: JoinHandle<std::io::Result<()>>,
+    server: JoinHandle<()>,
 }
 
 impl Running {
     /// Stops accepting, ends long-polls, and waits for in-flight requests.
     pub async fn stop(self) -> anyhow::Result<()> {
         self.shutdown.cancel();
-        self.server.await??;
+        self.server.await?;
         Ok(())
     }
 
     /// Waits until the server ends (after `shutdown` is cancelled).
     pub async fn wait(self) -> anyhow::Result<()> {
-        self.server.await??;
+        self.server.await?;
         Ok(())
     }
 }
@@ -99,6 +100,11 @@ pub async fn start_with_store(config: Config, store: Arc<dyn Store>) -> anyhow::
         .await
         .with_context(|| format!("listen on {}", config.listen))?;
     let addr = listener.local_addr()?;
+    let metrics_listener = bind_metrics(&config).await?;
+    let metrics_addr = match &metrics_listener {
+        Some(listener) => Some(listener.local_addr()?),
+        None => None,
+    };
     let shutdown = CancellationToken::new();
     let hub = Hub::new();
     store.start_wakeup_listener(hub.clone(), shutdown.clone());
@@ -109,32 +115,61 @@ pub async fn start_with_store(config: Config, store: Arc<dyn Store>) -> anyhow::
         keys,
         rate: RateLimits::new(&limits),
         config: Arc::new(config),
-        metrics: crate::metrics::Metrics::new(),
+        metrics: Arc::new(crate::metrics::Metrics::new()),
         shutdown: shutdown.clone(),
     });
     tokio::spawn(sweeper(state.clone()));
     tokio::spawn(metrics_upkeep(state.clone()));
-    let app = crate::http::router(state).into_make_service_with_connect_info::<SocketAddr>();
-    let stop = shutdown.clone();
-    let server = tokio::spawn(async move {
-        // Small JSON answers go out at once rather than waiting on Nagle's algorithm.
-        let listener = listener.tap_io(|tcp| {
-            let _ = tcp.set_nodelay(true);
-        });
-        axum::serve(listener, app)
-            .with_graceful_shutdown(async move {
-                stop.cancelled().await;
-                hub.wake_all();
-            })
-            .await
-    });
+    let connections = crate::serve::ConnectionLimits::new(&limits, state.config.trust_proxy);
+    let metrics = state.metrics.clone();
+    if let Some(metrics_listener) = metrics_listener {
+        tokio::spawn(crate::serve::serve(
+            metrics_listener,
+            crate::http::metrics_router(state.clone()),
+            connections.clone(),
+            None,
+            shutdown.clone(),
+            || {},
+        ));
+    }
+    let router = crate::http::router(state);
+    let server = tokio::spawn(crate::serve::serve(
+        listener,
+        router,
+        connections,
+        Some(metrics),
+        shutdown.clone(),
+        move || hub.wake_all(),
+    ));
     tracing::info!(%addr, backend = store.backend(), "relay listening");
     Ok(Running {
         addr,
+        metrics_addr,
         store,
         shutdown,
         server,
     })
+}
+
+/// Binds the metrics address, if one is configured. A default address that is taken (another
+/// relay on this host) is skipped with a warning; an address asked for must bind.
+async fn bind_metrics(config: &Config) -> anyhow::Result<Option<TcpListener>> {
+    let Some(addr) = config.metrics_listen else {
+        return Ok(None);
+    };
+    match TcpListener::bind(addr).await {
+        Ok(listener) => Ok(Some(listener)),
+        Err(error) if config.metrics_listen_optional => {
+            tracing::warn!(
+                %addr, %error,
+                "metrics are not served: their default address is taken (set --metrics-listen ADDR or off)"
+            );
+            Ok(None)
+        }
+        Err(error) => {
+            Err(error).with_context(|| format!("listen for metrics on {addr} (--metrics-listen)"))
+        }
+    }
 }
 
 /// Expires and deletes on a fixed interval until shutdown.
@@ -190,6 +225,9 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
         );
     }
     println!("sealpost-relay listening on http://{}", running.addr);
+    if let Some(addr) = running.metrics_addr {
+        println!("metrics on http://{addr}/metrics");
+    }
     let shutdown = running.shutdown.clone();
     tokio::spawn(async move {
         wait_for_signal().await;

@@ -13,6 +13,10 @@ use crate::config::{Config, Limits};
 use crate::ids::random_id;
 use crate::store;
 
+/// Where `/metrics` is served when `--metrics-listen` is not given (9464: the port commonly used
+/// by Prometheus exporters).
+const DEFAULT_METRICS_LISTEN: &str = "127.0.0.1:9464";
+
 #[derive(Debug, Parser)]
 #[command(
     name = "sealpost-relay",
@@ -60,9 +64,14 @@ struct ServeArgs {
     /// headers are ignored.
     #[arg(long, env = "SEALPOST_TRUST_PROXY")]
     trust_proxy: bool,
-    /// Serve /metrics to every address, not only loopback.
-    #[arg(long, env = "SEALPOST_METRICS_PUBLIC")]
-    metrics_public: bool,
+    /// Address that serves /metrics alone, or `off` [default: 127.0.0.1:9464; when that
+    /// default is taken the relay starts without it and says so].
+    #[arg(long, env = "SEALPOST_METRICS_LISTEN")]
+    metrics_listen: Option<String>,
+    /// File holding a token that lets /metrics be scraped on the main address too, as
+    /// `Authorization: Bearer TOKEN` (at least 16 characters).
+    #[arg(long, env = "SEALPOST_METRICS_TOKEN_FILE")]
+    metrics_token_file: Option<PathBuf>,
     /// File holding the token signing key (at least 32 bytes). Default: generated once and
     /// stored in the database.
     #[arg(long, env = "SEALPOST_SIGNING_KEY_FILE")]
@@ -89,6 +98,22 @@ struct ServeArgs {
     /// How often the sweeper runs, in milliseconds.
     #[arg(long, env = "SEALPOST_SWEEP_INTERVAL_MS", default_value_t = Limits::default().sweep_interval_ms)]
     sweep_interval_ms: u64,
+    /// Connections open at once; past it, new ones are answered 503 and closed.
+    #[arg(long, env = "SEALPOST_MAX_CONNECTIONS", default_value_t = Limits::default().max_connections)]
+    max_connections: u32,
+    /// Connections open at once from one peer address (0: no cap; ignored with --trust-proxy).
+    #[arg(long, env = "SEALPOST_MAX_CONNECTIONS_PER_ADDRESS", default_value_t = Limits::default().max_connections_per_address)]
+    max_connections_per_address: u32,
+    /// Milliseconds a connection has to send a request's headers, from when it opens or from
+    /// its previous response (also the keep-alive idle timeout).
+    #[arg(long, env = "SEALPOST_HEADER_READ_TIMEOUT_MS", default_value_t = Limits::default().header_read_timeout_ms)]
+    header_read_timeout_ms: u64,
+    /// Milliseconds a write to a client may make no progress before the connection is dropped.
+    #[arg(long, env = "SEALPOST_WRITE_TIMEOUT_MS", default_value_t = Limits::default().write_timeout_ms)]
+    write_timeout_ms: u64,
+    /// Milliseconds in-flight requests get on SIGTERM before their connections are dropped.
+    #[arg(long, env = "SEALPOST_SHUTDOWN_DEADLINE_MS", default_value_t = Limits::default().shutdown_deadline_ms)]
+    shutdown_deadline_ms: u64,
 }
 
 #[derive(Debug, Subcommand)]
@@ -139,7 +164,29 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             config.listen = args.listen;
             config.web_dir = args.web;
             config.trust_proxy = args.trust_proxy;
-            config.metrics_public = args.metrics_public;
+            match args.metrics_listen.as_deref() {
+                Some("off") => {}
+                Some(addr) => {
+                    config.metrics_listen = Some(addr.parse().with_context(|| {
+                        format!("--metrics-listen {addr:?} is not an address (or `off`)")
+                    })?);
+                }
+                None => {
+                    config.metrics_listen = Some(DEFAULT_METRICS_LISTEN.parse().expect("static"));
+                    config.metrics_listen_optional = true;
+                }
+            }
+            if let Some(path) = args.metrics_token_file {
+                let token = std::fs::read_to_string(&path)
+                    .with_context(|| format!("read {}", path.display()))?;
+                let token = token.trim().to_owned();
+                anyhow::ensure!(
+                    token.len() >= 16,
+                    "the metrics token in {} must be at least 16 characters",
+                    path.display()
+                );
+                config.metrics_token = Some(token);
+            }
             if let Some(path) = args.signing_key_file {
                 config.signing_key =
                     Some(std::fs::read(&path).with_context(|| format!("read {}", path.display()))?);
@@ -151,6 +198,11 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             config.limits.max_live_sessions_per_owner = args.max_live_sessions;
             config.limits.sweep_interval_ms = args.sweep_interval_ms;
             config.limits.fallback_poll_ms = args.fallback_poll_ms;
+            config.limits.max_connections = args.max_connections;
+            config.limits.max_connections_per_address = args.max_connections_per_address;
+            config.limits.header_read_timeout_ms = args.header_read_timeout_ms;
+            config.limits.write_timeout_ms = args.write_timeout_ms;
+            config.limits.shutdown_deadline_ms = args.shutdown_deadline_ms;
             crate::app::serve(config).await
         }
         Command::Migrate => {

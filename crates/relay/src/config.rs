@@ -18,8 +18,13 @@ pub struct Config {
     /// Take the client address from the last `Forwarded` / `X-Forwarded-For` entry (only behind
     /// a proxy that sets it); otherwise those headers are ignored.
     pub trust_proxy: bool,
-    /// Serve `/metrics` to any address, not only loopback.
-    pub metrics_public: bool,
+    /// Serve `/metrics` on this address of its own (meant for loopback or a private network).
+    pub metrics_listen: Option<SocketAddr>,
+    /// When `metrics_listen` is only the default and that address is taken, go on without it
+    /// (a warning) instead of failing to start.
+    pub metrics_listen_optional: bool,
+    /// Serve `/metrics` on the main address too, to requests bearing this token.
+    pub metrics_token: Option<String>,
     /// Token signing key (≥ 32 bytes). None: generated once and stored in the database.
     pub signing_key: Option<Vec<u8>>,
     pub limits: Limits,
@@ -76,6 +81,20 @@ pub struct Limits {
     /// Long-polls re-check the store at least this often (a missed cross-replica wake-up
     /// costs at most this much).
     pub fallback_poll_ms: u64,
+    /// A connection must send a request's headers within this time of opening or of its
+    /// previous response (so this is also the keep-alive idle timeout).
+    pub header_read_timeout_ms: u64,
+    /// A write to a client that makes no progress for this long drops the connection.
+    pub write_timeout_ms: u64,
+    /// Connections open at once; past it, new ones get 503 `too_many_connections` and close.
+    pub max_connections: u32,
+    /// Connections open at once from one peer address (0 = no cap; off with `trust_proxy`,
+    /// where every peer is the proxy).
+    pub max_connections_per_address: u32,
+    /// Responses one connection may carry before it is asked to close.
+    pub max_requests_per_connection: u32,
+    /// On shutdown, in-flight requests get this long before their connections are dropped.
+    pub shutdown_deadline_ms: u64,
 }
 
 impl Default for Limits {
@@ -105,6 +124,12 @@ impl Default for Limits {
             sweep_interval_ms: 30_000,
             sweep_grace_ms: 10 * 60_000,
             fallback_poll_ms: 5_000,
+            header_read_timeout_ms: 10_000,
+            write_timeout_ms: 30_000,
+            max_connections: 1_024,
+            max_connections_per_address: 256,
+            max_requests_per_connection: 10_000,
+            shutdown_deadline_ms: 10_000,
         }
     }
 }
@@ -127,7 +152,9 @@ impl Config {
             web_dir: None,
             public_url: format!("http://{listen}"),
             trust_proxy: false,
-            metrics_public: false,
+            metrics_listen: None,
+            metrics_listen_optional: false,
+            metrics_token: None,
             signing_key: None,
             limits: Limits::default(),
         }

@@ -2,6 +2,7 @@
 //! their browser tab, holding only ciphertext and never a key.
 //!
 //! - [`app`]: start, serve, sweep, shut down.
+//! - [`serve`]: connections: timeouts, caps, the shutdown deadline.
 //! - [`accounts`]: sign-in links, for the CLI, the first start and the API alike.
 //! - [`http`]: the `/v1` API, health, readiness, metrics, OpenAPI, the web app.
 //! - [`store`]: the only module that knows SQL (SQLite and PostgreSQL behind one trait).
@@ -17,5 +18,6 @@ pub mod http;
 pub mod ids;
 pub mod metrics;
 pub mod ratelimit;
+pub mod serve;
 pub mod store;
 pub mod wake;

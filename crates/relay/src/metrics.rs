@@ -26,6 +26,8 @@ const CLAIM_LATENCY: &str = "sealpost_claim_latency_seconds";
 const CLAIM_WAIT: &str = "sealpost_claim_wait_seconds";
 const REQUEST_DURATION: &str = "sealpost_http_request_duration_seconds";
 const RATE_LIMIT_KEYS: &str = "sealpost_rate_limit_keys";
+const CONNECTIONS_OPEN: &str = "sealpost_connections_open";
+const CONNECTIONS_REFUSED: &str = "sealpost_connections_refused_total";
 
 /// Post-to-claim latency buckets (seconds): a served call is claimed within milliseconds.
 const CLAIM_LATENCY_BUCKETS: [f64; 10] =
@@ -40,6 +42,15 @@ const WAIT_BUCKETS: [f64; 14] = [
 pub enum LongPoll {
     Claim,
     Read,
+}
+
+/// Which cap refused a connection.
+#[derive(Debug, Clone, Copy)]
+pub enum Refused {
+    /// `max_connections`.
+    Total,
+    /// `max_connections_per_address`.
+    PerAddress,
 }
 
 /// The relay's metrics: its recorder and the handles the handlers bump.
@@ -57,6 +68,8 @@ pub struct Metrics {
     longpoll_waiters: Gauge,
     longpolls_open: [Gauge; 2],
     rate_limit_token_keys: Gauge,
+    connections_open: Gauge,
+    connections_refused: [Counter; 2],
 }
 
 impl Default for Metrics {
@@ -106,11 +119,17 @@ impl Metrics {
             REQUEST_DURATION,
             "Time to answer a request, by method, matched route and status.",
         );
+        describe(CONNECTIONS_OPEN, "Client connections open now.");
+        describe(
+            CONNECTIONS_REFUSED,
+            "Connections closed at once because a connection cap was reached, by cap.",
+        );
         let key = |name: &'static str, label: Option<(&'static str, &'static str)>| match label {
             None => Key::from_static_name(name),
             Some((k, v)) => Key::from_parts(name, vec![Label::new(k, v)]),
         };
-        let counter = |name| recorder.register_counter(&key(name, None), &METADATA);
+        let counter_with = |name, label| recorder.register_counter(&key(name, label), &METADATA);
+        let counter = |name| counter_with(name, None);
         let gauge = |name, label| recorder.register_gauge(&key(name, label), &METADATA);
         let histogram = |name| recorder.register_histogram(&key(name, None), &METADATA);
         Self {
@@ -135,6 +154,11 @@ impl Metrics {
                 gauge(LONGPOLLS_OPEN, Some(("kind", "read"))),
             ],
             rate_limit_token_keys: gauge(RATE_LIMIT_KEYS, Some(("kind", "token"))),
+            connections_open: gauge(CONNECTIONS_OPEN, None),
+            connections_refused: [
+                counter_with(CONNECTIONS_REFUSED, Some(("cap", "total"))),
+                counter_with(CONNECTIONS_REFUSED, Some(("cap", "per_address"))),
+            ],
             handle: recorder.handle(),
             recorder,
         }
@@ -185,6 +209,17 @@ impl Metrics {
         OpenLongPoll(gauge)
     }
 
+    /// Counts a connection as open until the returned guard drops.
+    pub fn connection_opened(&self) -> OpenConnection {
+        self.connections_open.increment(1.0);
+        OpenConnection(self.connections_open.clone())
+    }
+
+    /// A connection closed at once by a cap.
+    pub fn connection_refused(&self, why: Refused) {
+        self.connections_refused[why as usize].increment(1);
+    }
+
     /// The text exposition, with the gauges that are read rather than kept brought up to date.
     pub fn render(
         &self,
@@ -219,6 +254,16 @@ static METADATA: metrics::Metadata<'static> =
 pub struct OpenLongPoll(Gauge);
 
 impl Drop for OpenLongPoll {
+    fn drop(&mut self) {
+        self.0.decrement(1.0);
+    }
+}
+
+/// An open connection; dropping it closes it in `sealpost_connections_open`.
+#[derive(Debug)]
+pub struct OpenConnection(Gauge);
+
+impl Drop for OpenConnection {
     fn drop(&mut self) {
         self.0.decrement(1.0);
     }

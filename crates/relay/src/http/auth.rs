@@ -192,20 +192,32 @@ fn charge(state: &AppState, bearer: &Bearer) -> ApiResult<()> {
 
 /// The bearer token's JWT, verified: HS256 signature, issuer, audience, expiry.
 fn verify(parts: &Parts, state: &AppState) -> ApiResult<Verified> {
-    let header = parts
-        .headers
-        .get(axum::http::header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .ok_or_else(ApiError::unauthorized)?;
-    let token = header
-        .strip_prefix("Bearer ")
-        .ok_or_else(ApiError::unauthorized)?;
+    let token = bearer(&parts.headers).ok_or_else(ApiError::unauthorized)?;
     let claims = state
         .keys
-        .verify(token.trim())
+        .verify(token)
         .ok_or_else(ApiError::unauthorized)?;
     let bearer = bearer_of(&claims).ok_or_else(ApiError::unauthorized)?;
     Ok(Verified(bearer))
+}
+
+/// The token of an `Authorization: Bearer …` header. The scheme is matched without regard to
+/// case (RFC 9110 §11.1); surrounding spaces are dropped.
+pub fn bearer(headers: &axum::http::HeaderMap) -> Option<&str> {
+    let value = headers
+        .get(axum::http::header::AUTHORIZATION)?
+        .to_str()
+        .ok()?;
+    let (scheme, token) = value.trim_start().split_once(' ')?;
+    let token = token.trim();
+    (scheme.eq_ignore_ascii_case("bearer") && !token.is_empty()).then_some(token)
+}
+
+/// Whether two secrets are equal, in time that does not depend on where they differ (their
+/// digests are compared, so only equality of digests could leak, which tells nothing).
+pub fn same_secret(given: &str, expected: &str) -> bool {
+    use sha2::{Digest as _, Sha256};
+    Sha256::digest(given.as_bytes()) == Sha256::digest(expected.as_bytes())
 }
 
 /// The token the claims describe; `None` if they are malformed or mix the two kinds.

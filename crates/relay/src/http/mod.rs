@@ -187,26 +187,40 @@ async fn readyz(State(state): State<AppState>) -> Response {
     get,
     path = "/metrics",
     tag = "operations",
+    security((), ("bearer" = [])),
     responses(
         (status = 200, description = "Prometheus text exposition.", body = String, content_type = "text/plain"),
-        (status = 404, description = "`not_found`: not from loopback, or through a proxy (unless `--metrics-public`).", body = ErrorBody),
+        (status = 404, description = "`not_found`: the relay serves metrics on their own address (`--metrics-listen`), or the bearer token is not the metrics token (`--metrics-token-file`).", body = ErrorBody),
     )
 )]
-/// Metrics are for the operator: loopback only unless configured public. A request carrying
-/// `Forwarded` or `X-Forwarded-For` came through a proxy, so it counts as remote even from loopback (a proxy on
-/// the same host must not publish them), whether or not the relay trusts that header.
-async fn metrics(
-    State(state): State<AppState>,
-    ConnectInfo(peer): ConnectInfo<SocketAddr>,
-    headers: axum::http::HeaderMap,
-) -> Response {
-    let forwarded = client::forwarded(&headers);
-    if !state.config.metrics_public && (!peer.ip().is_loopback() || forwarded) {
+/// Metrics on the main address: only to a request bearing the configured metrics token. Where
+/// a request comes from decides nothing (a proxy on the same host makes every request local).
+async fn metrics(State(state): State<AppState>, headers: axum::http::HeaderMap) -> Response {
+    let allowed = state.config.metrics_token.as_deref().is_some_and(|token| {
+        auth::bearer(&headers).is_some_and(|given| auth::same_secret(given, token))
+    });
+    if !allowed {
         return ApiError::not_found("page").into_response();
     }
+    render_metrics(&state).await
+}
+
+async fn render_metrics(state: &AppState) -> Response {
     let by_state = state.store.count_calls_by_state().await.unwrap_or_default();
     let text = state
         .metrics
         .render(&by_state, state.hub.waiters(), &state.rate);
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text).into_response()
+}
+
+/// The router of the metrics address: `/metrics` and nothing else, to whoever can reach it.
+pub fn metrics_router(state: AppState) -> Router {
+    Router::new()
+        .route(
+            "/metrics",
+            axum::routing::get(|State(state): State<AppState>| async move {
+                render_metrics(&state).await
+            }),
+        )
+        .with_state(state)
 }

@@ -37,7 +37,7 @@ pub struct Shared {
     pub keys: Keys,
     pub config: Arc<Config>,
     pub rate: RateLimits,
-    pub metrics: Metrics,
+    pub metrics: std::sync::Arc<Metrics>,
     /// Cancelled at shutdown: long-polls answer at once.
     pub shutdown: CancellationToken,
 }

@@ -6,7 +6,7 @@ use reqwest::{Method, StatusCode};
 use serde_json::json;
 
 use crate::harness::{Relay, b64, pairing, unb64};
-use crate::support::id;
+use crate::support::{TestDb, id};
 
 #[tokio::test]
 async fn a_call_goes_pending_claimed_answered_delivered_and_reads_repeat() {
@@ -372,9 +372,7 @@ async fn health_readiness_openapi_and_metrics_answer() {
     ] {
         assert!(spec["paths"].get(path).is_some(), "{path} is documented");
     }
-    let (status, metrics) = relay.send(Method::GET, "/metrics", None, None).await;
-    assert_eq!(status, StatusCode::OK);
-    let text = metrics.as_str().unwrap();
+    let text = relay.metrics().await;
     for name in [
         "sealpost_calls{state=\"pending\"}",
         "sealpost_claim_latency_seconds_bucket",
@@ -418,18 +416,38 @@ async fn an_mcp_token_learns_nothing_about_the_account_behind_it() {
 }
 
 #[tokio::test]
-async fn metrics_that_came_through_a_proxy_are_not_served_even_from_loopback() {
-    let relay = Relay::sqlite().await;
-    let through_proxy = relay
-        .client
-        .get(format!("{}/metrics", relay.base))
-        .header("x-forwarded-for", "203.0.113.7")
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(through_proxy.status(), StatusCode::NOT_FOUND);
-    let (direct, _) = relay.send(Method::GET, "/metrics", None, None).await;
-    assert_eq!(direct, StatusCode::OK);
+async fn metrics_on_the_main_address_need_the_metrics_token_wherever_the_request_comes_from() {
+    let relay = Relay::start(TestDb::sqlite(), |c| {
+        c.metrics_token = Some("metrics-token-0123456789".into());
+    })
+    .await;
+    let get = |auth: Option<&'static str>| {
+        let mut request = relay.client.get(format!("{}/metrics", relay.base));
+        if let Some(auth) = auth {
+            request = request.header("authorization", auth);
+        }
+        async move { request.send().await.unwrap().status() }
+    };
+    // Loopback without a token is not enough (a proxy on this host makes every request local).
+    assert_eq!(get(None).await, StatusCode::NOT_FOUND);
+    assert_eq!(
+        get(Some("Bearer wrong-token-0123456789")).await,
+        StatusCode::NOT_FOUND
+    );
+    assert_eq!(
+        get(Some("Bearer metrics-token-0123456789")).await,
+        StatusCode::OK
+    );
+    // The scheme is case-insensitive (RFC 9110).
+    assert_eq!(
+        get(Some("bearer metrics-token-0123456789")).await,
+        StatusCode::OK
+    );
+    // Without a token configured, the main address never serves them; their own address does.
+    let plain = Relay::sqlite().await;
+    let (status, body) = plain.send(Method::GET, "/metrics", None, None).await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "{body}");
+    assert!(plain.metrics().await.contains("sealpost_connections_open"));
 }
 
 /// The value of the series `name{labels}` whose labels include every one of `labels`.
@@ -480,9 +498,7 @@ async fn metrics_count_calls_time_routes_by_template_and_show_open_long_polls() 
     );
     let scrape = async {
         relay.wait_for_waiters(1).await;
-        let (status, text) = relay.send(Method::GET, "/metrics", None, None).await;
-        assert_eq!(status, StatusCode::OK);
-        let text = text.as_str().unwrap().to_owned();
+        let text = relay.metrics().await;
         // Wake the waiting claim: ending the session answers it at once.
         relay
             .send(

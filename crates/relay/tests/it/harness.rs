@@ -16,6 +16,8 @@ pub const TEST_KEY: &[u8] = b"sealpost-relay-test-signing-key-0123456789";
 #[derive(Debug)]
 pub struct Relay {
     pub base: String,
+    /// `http://ADDR` of the relay's own metrics address.
+    pub metrics_base: String,
     pub running: Option<Running>,
     pub client: reqwest::Client,
     pub _db: TestDb,
@@ -26,6 +28,7 @@ pub fn test_config(url: &str) -> Config {
     config.listen = "127.0.0.1:0".parse().unwrap();
     config.signing_key = Some(TEST_KEY.to_vec());
     config.limits.rate_per_token_per_s = 0;
+    config.metrics_listen = Some("127.0.0.1:0".parse().unwrap());
     config
 }
 
@@ -36,6 +39,7 @@ impl Relay {
         let running = app::start(config).await.expect("start relay");
         Relay {
             base: format!("http://{}", running.addr),
+            metrics_base: format!("http://{}", running.metrics_addr.expect("metrics address")),
             running: Some(running),
             client: reqwest::Client::new(),
             _db: db,
@@ -126,22 +130,45 @@ impl Relay {
         session
     }
 
+    /// The Prometheus text from the relay's metrics address (a connection of its own, closed
+    /// after, so it is not counted on the main address).
+    pub async fn metrics(&self) -> String {
+        let response = self
+            .client
+            .get(format!("{}/metrics", self.metrics_base))
+            .header("connection", "close")
+            .send()
+            .await
+            .expect("metrics request");
+        assert_eq!(response.status(), StatusCode::OK);
+        response.text().await.expect("metrics body")
+    }
+
+    /// The value of the metric line that starts with `series` (a name with its labels).
+    pub async fn metric(&self, series: &str) -> Option<f64> {
+        let text = self.metrics().await;
+        text.lines()
+            .find_map(|l| l.strip_prefix(series)?.strip_prefix(' '))
+            .and_then(|v| v.trim().parse().ok())
+    }
+
+    /// Waits until the metric `series` reads `value`. This waits for a state, it does not
+    /// guess a duration.
+    pub async fn wait_for_metric(&self, series: &str, value: f64) {
+        while self.metric(series).await.unwrap_or(0.0) != value {
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        }
+    }
+
     /// Waits until at least `n` long-polls are registered (read from `/metrics`). This waits
     /// for a state, it does not guess a duration.
     pub async fn wait_for_waiters(&self, n: i64) {
-        loop {
-            let (_, metrics) = self.send(Method::GET, "/metrics", None, None).await;
-            let waiting = metrics
-                .as_str()
-                .and_then(|text| {
-                    text.lines()
-                        .find_map(|l| l.strip_prefix("sealpost_longpoll_waiters "))
-                })
-                .and_then(|v| v.trim().parse::<i64>().ok())
-                .unwrap_or(0);
-            if waiting >= n {
-                return;
-            }
+        while self
+            .metric("sealpost_longpoll_waiters")
+            .await
+            .unwrap_or(0.0)
+            < n as f64
+        {
             tokio::time::sleep(std::time::Duration::from_millis(2)).await;
         }
     }

@@ -321,9 +321,9 @@ async fn a_body_that_stalls_is_answered_408_body_timeout() {
 
 /// The number of tokens the relay's rate table holds, read from `/metrics`.
 async fn rate_table_tokens(relay: &Relay) -> f64 {
-    let (_, text) = relay.send(Method::GET, "/metrics", None, None).await;
-    text.as_str()
-        .unwrap()
+    relay
+        .metrics()
+        .await
         .lines()
         .find_map(|l| l.strip_prefix("sealpost_rate_limit_keys{kind=\"token\"} "))
         .and_then(|v| v.trim().parse().ok())

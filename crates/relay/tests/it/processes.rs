@@ -17,6 +17,7 @@ use crate::support::{TempDir, TestDb, id};
 struct RelayProcess {
     child: Child,
     base: String,
+    metrics_base: String,
     log: std::path::PathBuf,
 }
 
@@ -28,6 +29,15 @@ impl Drop for RelayProcess {
 }
 
 fn spawn_relay(database_url: &str, dir: &TempDir, name: &str) -> RelayProcess {
+    spawn_relay_with(database_url, dir, name, &[])
+}
+
+fn spawn_relay_with(
+    database_url: &str,
+    dir: &TempDir,
+    name: &str,
+    extra_args: &[&str],
+) -> RelayProcess {
     let key_file = dir.0.join("signing.key");
     std::fs::write(&key_file, TEST_KEY).unwrap();
     let log = dir.0.join(format!("{name}.log"));
@@ -41,7 +51,10 @@ fn spawn_relay(database_url: &str, dir: &TempDir, name: &str) -> RelayProcess {
             "0",
             "--fallback-poll-ms",
             "600000",
+            "--metrics-listen",
+            "127.0.0.1:0",
         ])
+        .args(extra_args)
         .env("SEALPOST_DATABASE_URL", database_url)
         .env("SEALPOST_SIGNING_KEY_FILE", &key_file)
         .env("SEALPOST_LOG", "debug")
@@ -52,29 +65,39 @@ fn spawn_relay(database_url: &str, dir: &TempDir, name: &str) -> RelayProcess {
     // The relay prints its address once it listens: wait for that line (a state, not a delay).
     let mut stdout = BufReader::new(child.stdout.take().unwrap());
     let mut line = String::new();
-    let base = loop {
+    let mut next_line = |prefix: &str| loop {
         line.clear();
         assert!(
             stdout.read_line(&mut line).unwrap() > 0,
             "relay exited early; see {}",
             log.display()
         );
-        if let Some(addr) = line.trim().strip_prefix("sealpost-relay listening on ") {
-            break addr.to_owned();
+        if let Some(rest) = line.trim().strip_prefix(prefix) {
+            break rest.to_owned();
         }
     };
+    let base = next_line("sealpost-relay listening on ");
+    let metrics_base = next_line("metrics on ")
+        .trim_end_matches("/metrics")
+        .to_owned();
     // Keep draining stdout so the child never blocks on a full pipe.
     std::thread::spawn(move || {
         let mut sink = Vec::new();
         let _ = stdout.read_to_end(&mut sink);
     });
-    RelayProcess { child, base, log }
+    RelayProcess {
+        child,
+        base,
+        metrics_base,
+        log,
+    }
 }
 
 /// A client-side view of a relay process, reusing the in-process harness's helpers.
 fn client_for(process: &RelayProcess, db: TestDb) -> Relay {
     Relay {
         base: process.base.clone(),
+        metrics_base: process.metrics_base.clone(),
         running: None,
         client: reqwest::Client::new(),
         _db: db,
@@ -467,4 +490,63 @@ async fn sigterm_ends_a_waiting_long_poll_and_exits_cleanly() {
     assert!(body["calls"].as_array().unwrap().is_empty());
     let exit = process.child.wait().unwrap();
     assert!(exit.success(), "the relay exits cleanly on SIGTERM: {exit}");
+}
+
+#[tokio::test]
+async fn sigterm_with_a_half_sent_request_exits_by_the_shutdown_deadline() {
+    use tokio::io::AsyncWriteExt as _;
+    let db = TestDb::sqlite();
+    let dir = TempDir::new();
+    let url = db.url.clone();
+    // The header timeout is long, so only the shutdown deadline can end these connections.
+    let mut process = spawn_relay_with(
+        &url,
+        &dir,
+        "deadline",
+        &[
+            "--shutdown-deadline-ms",
+            "500",
+            "--header-read-timeout-ms",
+            "600000",
+        ],
+    );
+    let relay = client_for(&process, db);
+    let addr = process.base.trim_start_matches("http://").to_owned();
+    // One request whose body stops short, one whose headers never end.
+    let mut half_body = tokio::net::TcpStream::connect(&addr).await.unwrap();
+    half_body
+        .write_all(b"POST /v1/auth/signin HTTP/1.1\r\nHost: x\r\ncontent-type: application/json\r\ncontent-length: 1000\r\n\r\n{\"co")
+        .await
+        .unwrap();
+    let mut half_head = tokio::net::TcpStream::connect(&addr).await.unwrap();
+    half_head
+        .write_all(b"GET /healthz HTTP/1.1\r\nHo")
+        .await
+        .unwrap();
+    relay
+        .wait_for_metric("sealpost_connections_open", 2.0)
+        .await;
+    let sent = std::process::Command::new("kill")
+        .args(["-TERM", &process.child.id().to_string()])
+        .status();
+    assert!(sent.unwrap().success(), "kill -TERM");
+    // A hang guard, not a speed measurement: without the deadline the process waits on its
+    // clients for as long as they like.
+    let exit = tokio::time::timeout(std::time::Duration::from_secs(20), async {
+        loop {
+            if let Some(exit) = process.child.try_wait().unwrap() {
+                return exit;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+    })
+    .await
+    .expect("the relay stayed up past its shutdown deadline");
+    assert!(
+        exit.success(),
+        "the relay exits 0 after the deadline: {exit}"
+    );
+    let log = std::fs::read_to_string(&process.log).unwrap();
+    assert!(log.contains("shutdown deadline passed"), "{log}");
+    drop((half_body, half_head));
 }

@@ -1,0 +1,297 @@
+//! Serving connections: HTTP/1.1 through hyper with a timer, so that every connection is bounded
+//! in time and in number, and shutdown has a deadline.
+//!
+//! - A connection must send each request's headers within `header_read_timeout_ms`, counted from
+//!   when it opens or from its previous response (so the same timer is the keep-alive idle
+//!   timeout); a slow or silent client is dropped.
+//! - A write that makes no progress for `write_timeout_ms` drops the connection, so a client that
+//!   never reads its 2 MiB reply does not keep it in memory.
+//! - At most `max_connections` are open, and `max_connections_per_address` from one peer address;
+//!   past either, a new connection gets a canned 503 and is closed at once instead of waiting.
+//! - After `max_requests_per_connection` responses a connection is told to close.
+//! - On shutdown the listener closes, idle connections close, in-flight requests get
+//!   `shutdown_deadline_ms` to finish, and then whatever is left is dropped.
+//!
+//! Only HTTP/1.1 is spoken: TLS and HTTP/2 end at the proxy in front of the relay
+//! (docs/RELAY.md), which keeps HTTP/2's own flow-control attack surface out of the process.
+
+use std::collections::HashMap;
+use std::convert::Infallible;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::Router;
+use axum::extract::ConnectInfo;
+use axum::http::{HeaderValue, header};
+use hyper::body::Incoming;
+use hyper::server::conn::http1;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::server::graceful::GracefulShutdown;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::task::JoinSet;
+use tokio_io_timeout::TimeoutStream;
+use tokio_util::sync::CancellationToken;
+use tower::ServiceExt as _;
+
+use crate::config::Limits;
+use crate::metrics::{Metrics, Refused};
+
+/// After a failed `accept` (out of file descriptors, say), wait this long before the next one
+/// rather than spinning.
+const ACCEPT_ERROR_PAUSE: Duration = Duration::from_millis(50);
+
+/// What a connection over a cap gets before it is closed: written without reading the request,
+/// so it costs the relay nothing but the accept.
+const OVER_CAPACITY: &[u8] = b"HTTP/1.1 503 Service Unavailable\r\n\
+content-type: application/json\r\n\
+retry-after: 1\r\n\
+cache-control: no-store\r\n\
+connection: close\r\n\
+content-length: 98\r\n\
+\r\n\
+{\"error\":{\"code\":\"too_many_connections\",\"message\":\"The relay is at its connection limit; retry.\"}}";
+
+/// Connection bounds, from [`Limits`].
+#[derive(Debug, Clone)]
+pub struct ConnectionLimits {
+    pub header_read_timeout: Duration,
+    pub write_timeout: Duration,
+    pub max_connections: usize,
+    /// 0: no per-address cap (behind a proxy every connection comes from the proxy).
+    pub max_connections_per_address: u32,
+    pub max_requests_per_connection: u32,
+    pub shutdown_deadline: Duration,
+}
+
+impl ConnectionLimits {
+    /// The bounds `limits` sets; the per-address cap is off when `trust_proxy` says every peer
+    /// is the proxy.
+    pub fn new(limits: &Limits, trust_proxy: bool) -> Self {
+        Self {
+            header_read_timeout: Duration::from_millis(limits.header_read_timeout_ms),
+            write_timeout: Duration::from_millis(limits.write_timeout_ms),
+            max_connections: limits.max_connections as usize,
+            max_connections_per_address: if trust_proxy {
+                0
+            } else {
+                limits.max_connections_per_address
+            },
+            max_requests_per_connection: limits.max_requests_per_connection.max(1),
+            shutdown_deadline: Duration::from_millis(limits.shutdown_deadline_ms),
+        }
+    }
+}
+
+/// Serves `router` on `listener` until `shutdown` is cancelled, then runs `on_shutdown` (which
+/// ends long-polls) and drains connections within the deadline. `metrics`, when given, counts
+/// this listener's connections.
+pub async fn serve(
+    listener: TcpListener,
+    router: Router,
+    limits: ConnectionLimits,
+    metrics: Option<Arc<Metrics>>,
+    shutdown: CancellationToken,
+    on_shutdown: impl FnOnce(),
+) {
+    let total = Arc::new(Semaphore::new(limits.max_connections));
+    let per_address = PerAddress::new(limits.max_connections_per_address);
+    let graceful = GracefulShutdown::new();
+    let mut connections = JoinSet::new();
+    let mut builder = http1::Builder::new();
+    builder
+        .timer(TokioTimer::new())
+        .header_read_timeout(limits.header_read_timeout)
+        .keep_alive(true);
+    loop {
+        tokio::select! {
+            biased;
+            () = shutdown.cancelled() => break,
+            // Reap finished connections so the set does not grow with the relay's uptime.
+            Some(_) = connections.join_next(), if !connections.is_empty() => {}
+            accepted = listener.accept() => {
+                let (tcp, peer) = match accepted {
+                    Ok(accepted) => accepted,
+                    Err(error) => {
+                        tracing::warn!(%error, "accept failed");
+                        tokio::time::sleep(ACCEPT_ERROR_PAUSE).await;
+                        continue;
+                    }
+                };
+                let Ok(slot) = total.clone().try_acquire_owned() else {
+                    refuse(tcp, metrics.as_deref(), Refused::Total);
+                    continue;
+                };
+                let Some(address_slot) = per_address.try_acquire(peer.ip()) else {
+                    refuse(tcp, metrics.as_deref(), Refused::PerAddress);
+                    continue;
+                };
+                let open = Open { _slot: slot, _address_slot: address_slot, _gauge: metrics.as_ref().map(|m| m.connection_opened()) };
+                let connection = builder.serve_connection(
+                    io(tcp, limits.write_timeout),
+                    service(router.clone(), peer, limits.max_requests_per_connection),
+                );
+                let connection = graceful.watch(connection);
+                connections.spawn(async move {
+                    let _open = open;
+                    if let Err(error) = connection.await {
+                        // Timeouts and resets are the client's doing: not worth more than debug.
+                        tracing::debug!(%peer, %error, "connection ended with an error");
+                    }
+                });
+            }
+        }
+    }
+    drop(listener);
+    on_shutdown();
+    let deadline = limits.shutdown_deadline;
+    if tokio::time::timeout(deadline, graceful.shutdown())
+        .await
+        .is_err()
+    {
+        tracing::warn!(
+            open = connections.len(),
+            deadline_ms = deadline.as_millis() as u64,
+            "shutdown deadline passed; dropping the connections still open"
+        );
+        connections.abort_all();
+    }
+    while connections.join_next().await.is_some() {}
+}
+
+/// The socket as hyper reads it: no delay for small answers, and writes that must progress.
+fn io(
+    tcp: TcpStream,
+    write_timeout: Duration,
+) -> TokioIo<std::pin::Pin<Box<TimeoutStream<TcpStream>>>> {
+    // Small JSON answers go out at once rather than waiting on Nagle's algorithm.
+    let _ = tcp.set_nodelay(true);
+    let mut stream = TimeoutStream::new(tcp);
+    stream.set_write_timeout(Some(write_timeout));
+    TokioIo::new(Box::pin(stream))
+}
+
+/// The router as one connection's service: it knows the peer address, and says `Connection:
+/// close` on the connection's last allowed response.
+fn service(
+    router: Router,
+    peer: SocketAddr,
+    max_requests: u32,
+) -> impl hyper::service::Service<
+    hyper::Request<Incoming>,
+    Response = axum::response::Response,
+    Error = Infallible,
+    Future = impl Future<Output = Result<axum::response::Response, Infallible>> + Send,
+> + Clone {
+    let served = Arc::new(AtomicU32::new(0));
+    hyper::service::service_fn(move |mut request: hyper::Request<Incoming>| {
+        request.extensions_mut().insert(ConnectInfo(peer));
+        let last = served.fetch_add(1, Ordering::Relaxed) + 1 >= max_requests;
+        let answer = router.clone().oneshot(request);
+        async move {
+            let mut response = answer.await?;
+            if last {
+                response
+                    .headers_mut()
+                    .insert(header::CONNECTION, HeaderValue::from_static("close"));
+            }
+            Ok(response)
+        }
+    })
+}
+
+/// Answers a connection over a cap and closes it, without reading from it.
+fn refuse(tcp: TcpStream, metrics: Option<&Metrics>, why: Refused) {
+    if let Some(metrics) = metrics {
+        metrics.connection_refused(why);
+    }
+    // A fresh socket's send buffer takes this whole; if not, the client sees the close alone.
+    let _ = tcp.try_write(OVER_CAPACITY);
+}
+
+/// What an open connection holds until it ends.
+struct Open {
+    _slot: OwnedSemaphorePermit,
+    _address_slot: AddressSlot,
+    _gauge: Option<crate::metrics::OpenConnection>,
+}
+
+/// Open connections per peer address.
+#[derive(Clone)]
+struct PerAddress {
+    cap: u32,
+    open: Arc<Mutex<HashMap<IpAddr, u32>>>,
+}
+
+impl PerAddress {
+    fn new(cap: u32) -> Self {
+        Self {
+            cap,
+            open: Arc::default(),
+        }
+    }
+
+    fn try_acquire(&self, ip: IpAddr) -> Option<AddressSlot> {
+        if self.cap == 0 {
+            return Some(AddressSlot(None));
+        }
+        let mut open = self.open.lock().unwrap_or_else(|e| e.into_inner());
+        let count = open.entry(ip).or_insert(0);
+        if *count >= self.cap {
+            return None;
+        }
+        *count += 1;
+        Some(AddressSlot(Some((self.clone(), ip))))
+    }
+}
+
+/// One connection's place in its address's count; dropping it gives the place back.
+struct AddressSlot(Option<(PerAddress, IpAddr)>);
+
+impl Drop for AddressSlot {
+    fn drop(&mut self) {
+        if let Some((per_address, ip)) = self.0.take() {
+            let mut open = per_address.open.lock().unwrap_or_else(|e| e.into_inner());
+            if let Some(count) = open.get_mut(&ip) {
+                *count -= 1;
+                if *count == 0 {
+                    open.remove(&ip);
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn over_capacity_answer_has_the_length_it_says() {
+        let text = std::str::from_utf8(OVER_CAPACITY).unwrap();
+        let (head, body) = text.split_once("\r\n\r\n").unwrap();
+        let declared: usize = head
+            .lines()
+            .find_map(|l| l.strip_prefix("content-length: "))
+            .unwrap()
+            .parse()
+            .unwrap();
+        assert_eq!(declared, body.len());
+        let json: serde_json::Value = serde_json::from_str(body).unwrap();
+        assert_eq!(json["error"]["code"], "too_many_connections");
+    }
+
+    #[test]
+    fn per_address_slots_are_given_back() {
+        let caps = PerAddress::new(2);
+        let ip: IpAddr = [127, 0, 0, 1].into();
+        let a = caps.try_acquire(ip).unwrap();
+        let _b = caps.try_acquire(ip).unwrap();
+        assert!(caps.try_acquire(ip).is_none());
+        assert!(caps.try_acquire([127, 0, 0, 2].into()).is_some());
+        drop(a);
+        assert!(caps.try_acquire(ip).is_some());
+    }
+}
