@@ -117,6 +117,11 @@ pub async fn start_with_store(config: Config, store: Arc<dyn Store>) -> anyhow::
         config: Arc::new(config),
         metrics: Arc::new(crate::metrics::Metrics::new()),
         shutdown: shutdown.clone(),
+        large_bodies: crate::caps::LargeBodies::new(
+            limits.large_body_bytes,
+            limits.max_large_bodies_in_flight,
+        ),
+        large_replies: crate::caps::KeyedCap::new(limits.max_large_replies_per_token),
     });
     tokio::spawn(sweeper(state.clone()));
     tokio::spawn(metrics_upkeep(state.clone()));

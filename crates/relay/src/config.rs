@@ -95,6 +95,12 @@ pub struct Limits {
     pub max_requests_per_connection: u32,
     /// On shutdown, in-flight requests get this long before their connections are dropped.
     pub shutdown_deadline_ms: u64,
+    /// A request body (declared, or chunked) or a reply above this many bytes is "large".
+    pub large_body_bytes: usize,
+    /// Large request bodies read at once; past it, 503 `busy` before the body is read.
+    pub max_large_bodies_in_flight: u32,
+    /// Large replies one token may be sent at once; past it, 503 `busy`.
+    pub max_large_replies_per_token: u32,
 }
 
 impl Default for Limits {
@@ -130,6 +136,9 @@ impl Default for Limits {
             max_connections_per_address: 256,
             max_requests_per_connection: 10_000,
             shutdown_deadline_ms: 10_000,
+            large_body_bytes: 64 * 1024,
+            max_large_bodies_in_flight: 32,
+            max_large_replies_per_token: 4,
         }
     }
 }

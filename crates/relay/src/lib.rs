@@ -11,6 +11,7 @@
 
 pub mod accounts;
 pub mod app;
+pub mod caps;
 pub mod cli;
 pub mod clock;
 pub mod config;

@@ -15,11 +15,10 @@
 //! Only HTTP/1.1 is spoken: TLS and HTTP/2 end at the proxy in front of the relay
 //! (docs/RELAY.md), which keeps HTTP/2's own flow-control attack surface out of the process.
 
-use std::collections::HashMap;
 use std::convert::Infallible;
 use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use axum::Router;
@@ -36,6 +35,7 @@ use tokio_io_timeout::TimeoutStream;
 use tokio_util::sync::CancellationToken;
 use tower::ServiceExt as _;
 
+use crate::caps::{KeyedCap, KeyedSlot};
 use crate::config::Limits;
 use crate::metrics::{Metrics, Refused};
 
@@ -97,7 +97,7 @@ pub async fn serve(
     on_shutdown: impl FnOnce(),
 ) {
     let total = Arc::new(Semaphore::new(limits.max_connections));
-    let per_address = PerAddress::new(limits.max_connections_per_address);
+    let per_address = KeyedCap::new(limits.max_connections_per_address);
     let graceful = GracefulShutdown::new();
     let mut connections = JoinSet::new();
     let mut builder = http1::Builder::new();
@@ -214,54 +214,8 @@ fn refuse(tcp: TcpStream, metrics: Option<&Metrics>, why: Refused) {
 /// What an open connection holds until it ends.
 struct Open {
     _slot: OwnedSemaphorePermit,
-    _address_slot: AddressSlot,
+    _address_slot: KeyedSlot<IpAddr>,
     _gauge: Option<crate::metrics::OpenConnection>,
-}
-
-/// Open connections per peer address.
-#[derive(Clone)]
-struct PerAddress {
-    cap: u32,
-    open: Arc<Mutex<HashMap<IpAddr, u32>>>,
-}
-
-impl PerAddress {
-    fn new(cap: u32) -> Self {
-        Self {
-            cap,
-            open: Arc::default(),
-        }
-    }
-
-    fn try_acquire(&self, ip: IpAddr) -> Option<AddressSlot> {
-        if self.cap == 0 {
-            return Some(AddressSlot(None));
-        }
-        let mut open = self.open.lock().unwrap_or_else(|e| e.into_inner());
-        let count = open.entry(ip).or_insert(0);
-        if *count >= self.cap {
-            return None;
-        }
-        *count += 1;
-        Some(AddressSlot(Some((self.clone(), ip))))
-    }
-}
-
-/// One connection's place in its address's count; dropping it gives the place back.
-struct AddressSlot(Option<(PerAddress, IpAddr)>);
-
-impl Drop for AddressSlot {
-    fn drop(&mut self) {
-        if let Some((per_address, ip)) = self.0.take() {
-            let mut open = per_address.open.lock().unwrap_or_else(|e| e.into_inner());
-            if let Some(count) = open.get_mut(&ip) {
-                *count -= 1;
-                if *count == 0 {
-                    open.remove(&ip);
-                }
-            }
-        }
-    }
 }
 
 #[cfg(test)]
@@ -281,17 +235,5 @@ mod tests {
         assert_eq!(declared, body.len());
         let json: serde_json::Value = serde_json::from_str(body).unwrap();
         assert_eq!(json["error"]["code"], "too_many_connections");
-    }
-
-    #[test]
-    fn per_address_slots_are_given_back() {
-        let caps = PerAddress::new(2);
-        let ip: IpAddr = [127, 0, 0, 1].into();
-        let a = caps.try_acquire(ip).unwrap();
-        let _b = caps.try_acquire(ip).unwrap();
-        assert!(caps.try_acquire(ip).is_none());
-        assert!(caps.try_acquire([127, 0, 0, 2].into()).is_some());
-        drop(a);
-        assert!(caps.try_acquire(ip).is_some());
     }
 }

@@ -124,6 +124,12 @@ impl Verified {
             .await
     }
 
+    /// Reads the token's row: refuses a revoked, expired or signed-out token before the
+    /// request's body is read, so such a token never costs the relay a body.
+    pub async fn require_live(&self, state: &AppState) -> ApiResult<()> {
+        live_row(state, &self.0).await.map(drop)
+    }
+
     /// A token of the wrong kind is told so only if its row is live: a dead token learns
     /// nothing but 401, as on every other endpoint. (A cold path: only a misconfigured client
     /// sends the wrong kind.)

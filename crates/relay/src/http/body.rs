@@ -2,22 +2,38 @@
 //! before any byte is read, and a chunked body stops being read at the cap, so an oversized
 //! request never costs more memory than the cap. A body that trickles in hits a deadline.
 
+use std::pin::Pin;
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use axum::body::Body;
 use axum::http::HeaderMap;
 use axum::http::header::CONTENT_LENGTH;
+use axum::response::{IntoResponse as _, Response};
 use http_body_util::BodyExt;
 use sealpost_protocol::api::ErrorCode;
 use serde::de::DeserializeOwned;
 
-use super::error::{ApiError, ApiResult};
+use super::error::{ApiError, ApiResult, bounded};
 
 fn too_large(cap: usize) -> ApiError {
     ApiError::new(
         ErrorCode::BodyTooLarge,
         format!("The request body exceeds {cap} bytes."),
     )
+}
+
+/// Admits a request whose body may be up to `cap` bytes, holding one of the few places for a
+/// large body while the returned guard lives; 503 `busy` when they are all taken, before any of
+/// the body is read.
+pub fn admit(
+    state: &super::state::AppState,
+    headers: &HeaderMap,
+    cap: usize,
+) -> ApiResult<Option<tokio::sync::OwnedSemaphorePermit>> {
+    state.large_bodies.admit(headers, cap).ok_or_else(|| {
+        ApiError::busy("The relay is receiving as many large bodies as it allows at once; retry.")
+    })
 }
 
 /// Reads at most `cap` bytes of `body` within `timeout`.
@@ -39,9 +55,14 @@ pub async fn read_capped(
             return Err(too_large(cap));
         }
     }
+    // Sized once from what the client declared (never above the cap), not grown by doubling.
+    let declared = headers
+        .get(CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok()?.parse::<usize>().ok())
+        .map_or(0, |n| n.min(cap));
     let read = async {
         let mut body = body;
-        let mut buffer = Vec::new();
+        let mut buffer = Vec::with_capacity(declared);
         while let Some(frame) = body.frame().await {
             let frame = frame.map_err(|_| {
                 ApiError::new(ErrorCode::BadRequest, "The request body was cut off.")
@@ -72,10 +93,72 @@ pub async fn read_json<T: DeserializeOwned>(
 ) -> ApiResult<T> {
     let bytes = read_capped(headers, body, cap, timeout).await?;
     serde_json::from_slice(&bytes).map_err(|error| {
-        // serde's message names fields and types, never values of unknown size.
+        // serde may quote what it was sent (an unknown field's name): bounded.
         ApiError::new(
             ErrorCode::BadRequest,
-            format!("The request body is not valid: {error}."),
+            format!(
+                "The request body is not valid: {}.",
+                bounded(&error.to_string())
+            ),
         )
     })
+}
+
+/// Frames a large response body is sent in: hyper asks for the next only once its write buffer
+/// has room, so a guard released with the last frame is held until nearly all was sent.
+const SEND_FRAME_BYTES: usize = 64 * 1024;
+
+/// `value` as a JSON response whose `guard` is held while the body is being sent (or until the
+/// connection is dropped), so a cap on large replies counts the sending, not only the building.
+pub fn json_holding<T: serde::Serialize, G: Send + Sync + Unpin + 'static>(
+    value: &T,
+    guard: G,
+) -> Response {
+    let bytes = match serde_json::to_vec(value) {
+        Ok(bytes) => bytes::Bytes::from(bytes),
+        Err(_) => {
+            return ApiError::new(ErrorCode::Unavailable, "The reply could not be encoded.")
+                .into_response();
+        }
+    };
+    let mut response = Response::new(Body::new(Framed {
+        rest: bytes,
+        guard: Some(guard),
+    }));
+    response.headers_mut().insert(
+        axum::http::header::CONTENT_TYPE,
+        axum::http::HeaderValue::from_static("application/json"),
+    );
+    response
+}
+
+struct Framed<G> {
+    rest: bytes::Bytes,
+    guard: Option<G>,
+}
+
+impl<G: Unpin> http_body::Body for Framed<G> {
+    type Data = bytes::Bytes;
+    type Error = std::convert::Infallible;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        _: &mut Context<'_>,
+    ) -> Poll<Option<Result<http_body::Frame<Self::Data>, Self::Error>>> {
+        if self.rest.is_empty() {
+            self.guard = None;
+            return Poll::Ready(None);
+        }
+        let n = self.rest.len().min(SEND_FRAME_BYTES);
+        let frame = self.rest.split_to(n);
+        Poll::Ready(Some(Ok(http_body::Frame::data(frame))))
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.rest.is_empty()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        http_body::SizeHint::with_exact(self.rest.len() as u64)
+    }
 }

@@ -10,6 +10,7 @@ use axum::Json;
 use axum::body::Body;
 use axum::extract::{Path, RawQuery, State};
 use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse as _, Response};
 use sealpost_protocol::api::{
     CallStatusResponse, CancelRequest, ClaimResponse, ClaimedCall, ErrorBody, ErrorCode,
     PostCallRequest, PostCallResponse, ReplyRequest,
@@ -19,7 +20,7 @@ use sealpost_protocol::ids::Base64Bytes;
 use tokio::time::Instant;
 
 use super::auth::{Authed, Verified};
-use super::body::read_json;
+use super::body::{admit, read_json};
 use super::error::{ApiError, ApiResult};
 use super::path_id;
 use super::state::AppState;
@@ -80,7 +81,7 @@ fn timeout(state: &AppState) -> Duration {
         (status = 410, description = "`session_ended`", body = ErrorBody),
         (status = 413, description = "`body_too_large`, `envelope_too_large`", body = ErrorBody),
         (status = 429, description = "`too_many_pending_calls`, `rate_limited`", body = ErrorBody),
-        (status = 503, description = "`unavailable`", body = ErrorBody),
+        (status = 503, description = "`unavailable`, `busy`", body = ErrorBody),
     )
 )]
 pub async fn post(
@@ -94,7 +95,16 @@ pub async fn post(
     let session_id = path_id(&session_id, "session")?;
     let limits = &state.config.limits;
     let cap = limits.body_cap_for(limits.max_call_envelope_bytes);
+    // The row before the body: a dead token never costs a body read.
+    auth.require_live(&state).await?;
+    let _large = admit(&state, &headers, cap)?;
     let request: PostCallRequest = read_json(&headers, body, cap, timeout(&state)).await?;
+    if request.envelope.0.is_empty() {
+        return Err(ApiError::new(
+            ErrorCode::BadRequest,
+            "The call envelope is empty.",
+        ));
+    }
     if request.envelope.0.len() > limits.max_call_envelope_bytes {
         return Err(ApiError::new(
             ErrorCode::EnvelopeTooLarge,
@@ -246,7 +256,7 @@ pub async fn claim(
         (status = 410, description = "`lease_expired`, `session_ended`", body = ErrorBody),
         (status = 413, description = "`body_too_large`, `reply_too_large`", body = ErrorBody),
         (status = 429, description = "`rate_limited`", body = ErrorBody),
-        (status = 503, description = "`unavailable`", body = ErrorBody),
+        (status = 503, description = "`unavailable`, `busy`", body = ErrorBody),
     )
 )]
 pub async fn reply(
@@ -260,7 +270,16 @@ pub async fn reply(
     let call_id = path_id(&call_id, "call")?;
     let limits = &state.config.limits;
     let cap = limits.body_cap_for(limits.max_reply_envelope_bytes);
+    // The row before the body: a dead token never costs a body read.
+    auth.require_live(&state).await?;
+    let _large = admit(&state, &headers, cap)?;
     let request: ReplyRequest = read_json(&headers, body, cap, timeout(&state)).await?;
+    if request.envelope.0.is_empty() {
+        return Err(ApiError::new(
+            ErrorCode::BadRequest,
+            "The reply envelope is empty.",
+        ));
+    }
     if request.envelope.0.len() > limits.max_reply_envelope_bytes {
         return Err(ApiError::new(
             ErrorCode::ReplyTooLarge,
@@ -368,7 +387,7 @@ pub async fn cancel(
         (status = 401, description = "`unauthorized`", body = ErrorBody),
         (status = 404, description = "`not_found`", body = ErrorBody),
         (status = 429, description = "`rate_limited`", body = ErrorBody),
-        (status = 503, description = "`unavailable`", body = ErrorBody),
+        (status = 503, description = "`unavailable`, `busy`", body = ErrorBody),
     )
 )]
 pub async fn read(
@@ -376,7 +395,7 @@ pub async fn read(
     auth: Verified,
     Path(call_id): Path<String>,
     RawQuery(query): RawQuery,
-) -> ApiResult<Json<CallStatusResponse>> {
+) -> ApiResult<Response> {
     let call_id = path_id(&call_id, "call")?;
     let wait = wait_ms(&state, &query)?;
     let deadline = Instant::now() + Duration::from_millis(wait);
@@ -393,13 +412,29 @@ pub async fn read(
             .await?
             .ok_or_else(|| ApiError::not_found("call"))?;
         if view.state.is_final() || Instant::now() >= deadline || state.shutdown.is_cancelled() {
-            return Ok(Json(CallStatusResponse {
+            // A large reply holds one of its token's few places until it is sent.
+            let large = view
+                .reply
+                .as_ref()
+                .is_some_and(|r| r.len() > state.config.limits.large_body_bytes);
+            let slot = if large {
+                Some(state.large_replies.try_acquire(auth.0.token_id).ok_or_else(|| {
+                    ApiError::busy("This token is being sent as many large replies as allowed at once; retry.")
+                })?)
+            } else {
+                None
+            };
+            let answer = CallStatusResponse {
                 state: view.state,
                 reply: view.reply.map(Base64Bytes),
                 reason: view.reason,
                 expires_at: view.expires_at,
                 now_ms: now,
-            }));
+            };
+            return Ok(match slot {
+                Some(slot) => super::body::json_holding(&answer, slot),
+                None => Json(answer).into_response(),
+            });
         }
         // Wake at the call's own next change (expiry or lease end) too.
         let mut until = deadline

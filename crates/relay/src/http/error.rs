@@ -12,6 +12,21 @@ use sealpost_protocol::api::{ErrorBody, ErrorCode, ErrorDetail};
 use crate::ratelimit::Limited;
 use crate::store::StoreError;
 
+/// `Retry-After` of `too_many_sessions`: a slot frees only when a session ends.
+const TOO_MANY_SESSIONS_RETRY_S: u64 = 60;
+
+/// Longest text from elsewhere (a parser's message) that an error message repeats: a parser
+/// may quote what it was sent (an unknown field's name), and that can be of any length.
+pub const MAX_ECHO_CHARS: usize = 200;
+
+/// `text` cut to [`MAX_ECHO_CHARS`] characters, marked when cut.
+pub fn bounded(text: &str) -> String {
+    match text.char_indices().nth(MAX_ECHO_CHARS) {
+        Some((end, _)) => format!("{}…", &text[..end]),
+        None => text.to_owned(),
+    }
+}
+
 /// Marks a response that answers a database failure, so the request middleware counts it
 /// (`sealpost_store_errors_total`) where the relay's metrics are at hand.
 #[derive(Debug, Clone, Copy)]
@@ -43,6 +58,19 @@ impl ApiError {
             retry_after: Some(limited.retry_after),
             ..Self::new(ErrorCode::RateLimited, message)
         }
+    }
+
+    /// 503 `busy`: a cap on large transfers in flight; retry in a second.
+    pub fn busy(message: &str) -> Self {
+        Self {
+            retry_after: Some(Duration::from_secs(1)),
+            ..Self::new(ErrorCode::Busy, message)
+        }
+    }
+
+    fn retry_in(mut self, seconds: u64) -> Self {
+        self.retry_after = Some(Duration::from_secs(seconds));
+        self
     }
 
     pub fn not_found(what: &str) -> Self {
@@ -110,14 +138,18 @@ impl From<StoreError> for ApiError {
                 ErrorCode::WrongCallState,
                 format!("The call is {} and cannot change that way.", state.as_str()),
             ),
+            // Pending calls drain as the tab claims them: soon.
             StoreError::TooManyPending => ApiError::new(
                 ErrorCode::TooManyPendingCalls,
                 "The session already holds the most pending calls allowed. Wait for some to finish.",
-            ),
+            )
+            .retry_in(1),
+            // A session slot frees only when a person ends one or it expires.
             StoreError::TooManySessions => ApiError::new(
                 ErrorCode::TooManySessions,
                 "You already have the most live sessions allowed. End one in the web app.",
-            ),
+            )
+            .retry_in(TOO_MANY_SESSIONS_RETRY_S),
             StoreError::TokenNotLive => ApiError::unauthorized(),
             _ => {
                 // The whole cause chain: "database error" alone tells an operator nothing.

@@ -83,6 +83,7 @@ pub fn router(state: AppState) -> Router {
         .fallback_service(web_service(&state))
         // Bodies are read by `body::read_capped`, which enforces each endpoint's own cap.
         .layer(axum::extract::DefaultBodyLimit::disable())
+        .layer(middleware::from_fn(api_responses))
         .layer(middleware::from_fn_with_state(
             state.clone(),
             observe_request,
@@ -105,13 +106,83 @@ pub fn router(state: AppState) -> Router {
 fn web_service(state: &AppState) -> Router {
     match &state.config.web_dir {
         Some(dir) => Router::new()
-            .fallback_service(ServeDir::new(dir).append_index_html_on_directories(true)),
+            .fallback_service(ServeDir::new(dir).append_index_html_on_directories(true))
+            .layer(middleware::from_fn(no_dotfiles)),
         None => Router::new().fallback(|| async {
             (
                 StatusCode::NOT_FOUND,
                 "This relay serves no web app. Start it with --web DIR.\n",
             )
         }),
+    }
+}
+
+/// The web folder never serves a path with a segment that starts with a dot (`.env`, `.git/`):
+/// such files are the operator's, not the app's.
+async fn no_dotfiles(request: Request, next: Next) -> Response {
+    if request.uri().path().split('/').any(|segment| {
+        segment.starts_with('.') || segment.starts_with("%2e") || segment.starts_with("%2E")
+    }) {
+        return (StatusCode::NOT_FOUND, "Not found.\n").into_response();
+    }
+    next.run(request).await
+}
+
+/// Every `/v1` response carries `Cache-Control: no-store` (sign-in and `/v1/me` carry tokens),
+/// and every `/v1` error has the documented JSON shape, whoever produced it: the router's 404
+/// and 405, or axum's rejection of a path or query. Such a rejection's own text is kept, but
+/// bounded (it may quote what the client sent).
+async fn api_responses(request: Request, next: Next) -> Response {
+    let path = request.uri().path();
+    let api = path == "/v1" || path.starts_with("/v1/");
+    let mut response = next.run(request).await;
+    if !api {
+        return response;
+    }
+    let status = response.status();
+    let is_json = response
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .is_some_and(|v| v.as_bytes().starts_with(b"application/json"));
+    if (status.is_client_error() || status.is_server_error()) && !is_json {
+        let allow = response.headers().get(header::ALLOW).cloned();
+        let text = axum::body::to_bytes(std::mem::take(response.body_mut()), 4096)
+            .await
+            .map(|b| String::from_utf8_lossy(&b).trim().to_owned())
+            .unwrap_or_default();
+        response = shaped_error(status, &text).into_response();
+        *response.status_mut() = status;
+        if let Some(allow) = allow {
+            response.headers_mut().insert(header::ALLOW, allow);
+        }
+    }
+    response
+        .headers_mut()
+        .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    response
+}
+
+/// The documented error for a status that something other than a handler answered with.
+fn shaped_error(status: StatusCode, text: &str) -> ApiError {
+    use sealpost_protocol::api::ErrorCode;
+    match status {
+        StatusCode::NOT_FOUND => ApiError::new(ErrorCode::NotFound, "No such endpoint."),
+        StatusCode::METHOD_NOT_ALLOWED => ApiError::new(
+            ErrorCode::MethodNotAllowed,
+            "This endpoint does not take that method (see the Allow header).",
+        ),
+        StatusCode::PAYLOAD_TOO_LARGE => {
+            ApiError::new(ErrorCode::BodyTooLarge, "The request body is too large.")
+        }
+        s if s.is_server_error() => ApiError::new(
+            ErrorCode::Unavailable,
+            "The relay could not answer. Try again shortly.",
+        ),
+        _ if text.is_empty() => ApiError::new(ErrorCode::BadRequest, "The request is malformed."),
+        _ => ApiError::new(
+            ErrorCode::BadRequest,
+            format!("The request is malformed: {}", error::bounded(text)),
+        ),
     }
 }
 

@@ -36,7 +36,7 @@ use crate::store::{NewSession, StoreError};
         (status = 409, description = "`duplicate_session`", body = ErrorBody),
         (status = 413, description = "`body_too_large`, `hello_too_large`", body = ErrorBody),
         (status = 429, description = "`too_many_sessions`, `rate_limited`", body = ErrorBody),
-        (status = 503, description = "`unavailable`", body = ErrorBody),
+        (status = 503, description = "`unavailable`, `busy`", body = ErrorBody),
     )
 )]
 pub async fn create(
@@ -48,6 +48,7 @@ pub async fn create(
     auth.require_owner()?;
     let limits = &state.config.limits;
     let cap = limits.body_cap_for(limits.max_hello_bytes);
+    let _large = super::body::admit(&state, &headers, cap)?;
     let request: CreateSessionRequest = read_json(
         &headers,
         body,
@@ -55,6 +56,9 @@ pub async fn create(
         Duration::from_millis(limits.body_read_timeout_ms),
     )
     .await?;
+    if request.hello.0.is_empty() {
+        return Err(ApiError::new(ErrorCode::BadRequest, "The hello is empty."));
+    }
     if request.hello.0.len() > limits.max_hello_bytes {
         return Err(ApiError::new(
             ErrorCode::HelloTooLarge,

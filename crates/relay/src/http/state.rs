@@ -40,4 +40,8 @@ pub struct Shared {
     pub metrics: std::sync::Arc<Metrics>,
     /// Cancelled at shutdown: long-polls answer at once.
     pub shutdown: CancellationToken,
+    /// Large request bodies being read now (`max_large_bodies_in_flight`).
+    pub large_bodies: crate::caps::LargeBodies,
+    /// Large replies being sent now, per token (`max_large_replies_per_token`).
+    pub large_replies: crate::caps::KeyedCap<sealpost_protocol::ids::Id16>,
 }

@@ -256,7 +256,7 @@ async fn ending_a_session_cancels_its_calls_and_the_lookup_says_no_live_session(
             Method::POST,
             format!("/v1/sessions/{}/calls", p.session),
             Some(&p.mcp),
-            Some(json!({"call_id": id(), "envelope": "", "ttl_s": 5})),
+            Some(json!({"call_id": id(), "envelope": "AA", "ttl_s": 5})),
         )
         .await;
     assert_eq!(

@@ -232,7 +232,7 @@ async fn every_endpoint_refuses_every_wrong_token_and_leaks_nothing() {
             Method::POST,
             format!("/v1/sessions/{s}/calls"),
             Some(&other_pair_mcp),
-            Some(json!({"call_id": id(), "envelope": "", "ttl_s": 5})),
+            Some(json!({"call_id": id(), "envelope": "AA", "ttl_s": 5})),
         )
         .await;
     assert_eq!(status, StatusCode::NOT_FOUND);

@@ -173,7 +173,7 @@ async fn ttl_wait_and_batch_ceilings_are_refused_with_their_codes() {
         (StatusCode::BAD_REQUEST, "wait_too_long".into())
     );
     for ttl in [0, 601] {
-        let body = json!({"call_id": id(), "envelope": "", "ttl_s": ttl});
+        let body = json!({"call_id": id(), "envelope": "AA", "ttl_s": ttl});
         assert_eq!(
             code(
                 &relay,
@@ -186,7 +186,7 @@ async fn ttl_wait_and_batch_ceilings_are_refused_with_their_codes() {
             (StatusCode::BAD_REQUEST, "ttl_out_of_range".into())
         );
     }
-    let session = json!({"session_id": id(), "pair_id": id(), "hello": "", "ttl_s": 86_401});
+    let session = json!({"session_id": id(), "pair_id": id(), "hello": "AA", "ttl_s": 86_401});
     assert_eq!(
         code(
             &relay,
@@ -225,7 +225,7 @@ async fn pending_calls_sessions_and_request_rate_are_limited() {
     let p = pairing(&relay, "alice").await;
     relay.post_call(&p.mcp, p.session, b"1").await;
     relay.post_call(&p.mcp, p.session, b"2").await;
-    let body = json!({"call_id": id(), "envelope": "", "ttl_s": 60});
+    let body = json!({"call_id": id(), "envelope": "AA", "ttl_s": 60});
     assert_eq!(
         code(
             &relay,
@@ -240,7 +240,7 @@ async fn pending_calls_sessions_and_request_rate_are_limited() {
             "too_many_pending_calls".into()
         )
     );
-    let session = json!({"session_id": id(), "pair_id": id(), "hello": "", "ttl_s": 60});
+    let session = json!({"session_id": id(), "pair_id": id(), "hello": "AA", "ttl_s": 60});
     assert_eq!(
         code(
             &relay,

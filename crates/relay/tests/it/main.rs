@@ -6,6 +6,7 @@ mod boundaries;
 mod connections;
 mod contract;
 mod deploy;
+mod hardening;
 mod harness;
 mod isolation;
 mod limits;

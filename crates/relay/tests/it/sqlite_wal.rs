@@ -65,3 +65,67 @@ async fn the_wal_is_checkpointed_into_the_database_file_in_the_background() {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
+
+#[tokio::test]
+async fn an_envelope_the_sweeper_cleared_is_not_left_in_the_database_file() {
+    use sqlx::Connection as _;
+    let db = TestDb::sqlite();
+    let store = store::open(&db.url).await.unwrap();
+    let path = db.url.trim_start_matches("sqlite://").to_owned();
+    let (owner, session, pair, now) = (id(), id(), id(), sealpost_relay::clock::now_ms());
+    store.create_owner(owner, "clear", now).await.unwrap();
+    let session_row = NewSession {
+        owner_id: owner,
+        session_id: session,
+        pair_id: pair,
+        hello: b"hello".to_vec(),
+        created_at: now,
+        expires_at: now + 3_600_000,
+    };
+    store.create_session(&session_row, 10).await.unwrap();
+    let token = TokenRow {
+        id: id(),
+        owner_id: owner,
+        kind: TokenKind::Mcp,
+        pair_id: Some(pair),
+        label: "clear".into(),
+        created_at: now,
+        expires_at: now + 3_600_000,
+    };
+    store.create_token(&token).await.unwrap();
+    let bearer = Bearer {
+        token_id: token.id,
+        owner_id: owner,
+        kind: TokenKind::Mcp,
+        pair_id: Some(pair),
+    };
+    // Ciphertext as the relay sees it, marked so it can be found; large enough for overflow
+    // pages.
+    let canary = b"SEALPOST-CLEARED-CIPHERTEXT-CANARY";
+    let envelope: Vec<u8> = canary.iter().copied().cycle().take(16 * 1024).collect();
+    let call = NewCall {
+        owner_id: owner,
+        session_id: session,
+        call_id: id(),
+        envelope,
+        created_at: now,
+        expires_at: now + 1_000,
+    };
+    store.post_call(bearer, &call, None).await.unwrap();
+    // Past the call's expiry and the grace: its bytes are cleared, then its row deleted.
+    store.sweep(now + 10_000, 0).await.unwrap();
+    store.sweep(now + 20_000, 0).await.unwrap();
+    // Everything in the WAL into the file, and the WAL emptied.
+    let mut conn = sqlx::SqliteConnection::connect(&db.url).await.unwrap();
+    sqlx::query("PRAGMA wal_checkpoint(TRUNCATE)")
+        .execute(&mut conn)
+        .await
+        .unwrap();
+    for file in [path.clone(), format!("{path}-wal")] {
+        let bytes = std::fs::read(&file).unwrap_or_default();
+        assert!(
+            !bytes.windows(canary.len()).any(|w| w == canary),
+            "{file} still holds a cleared envelope"
+        );
+    }
+}

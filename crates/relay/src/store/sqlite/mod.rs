@@ -76,7 +76,10 @@ impl SqliteStore {
             .journal_mode(SqliteJournalMode::Wal)
             .synchronous(SqliteSynchronous::Normal)
             .busy_timeout(BUSY_TIMEOUT)
-            .foreign_keys(true);
+            .foreign_keys(true)
+            // Freed pages are zeroed, overflow pages included, so an envelope the sweeper
+            // cleared does not linger in the file (or in WAL frames written after).
+            .pragma("secure_delete", "ON");
         // The writer's grouped statements differ by row count (see `batch`): room for
         // all of them in the prepared-statement cache, so none is parsed twice.
         // Checkpoints run on their own connection (`checkpoint`), never in a commit.
