@@ -24,6 +24,10 @@ pub(super) async fn post_call(
     max_pending: Option<u32>,
 ) -> StoreResult<Ms> {
     let mut tx = pool.begin().await?;
+    // `FOR SHARE OF s`: the session row is share-locked until this post commits, so ending or
+    // replacing the session (an UPDATE of that row) waits for the post and then cancels its
+    // call; a post that comes second waits for the end and then sees the session ended. Posts
+    // share the lock, so they do not wait for each other.
     let inserted: Result<Option<i64>, sqlx::Error> = sqlx::query_scalar(
         "INSERT INTO calls (owner_id, call_id, session_id, pair_id, state, envelope, created_at, expires_at) \
          SELECT s.owner_id, $2, s.session_id, s.pair_id, 'pending', $3, $4, LEAST($5, s.expires_at) \
@@ -32,6 +36,7 @@ pub(super) async fn post_call(
          AND ($7::bytea IS NULL OR s.pair_id = $7) \
          AND ($8::bigint IS NULL OR (SELECT COUNT(*) FROM calls p WHERE p.owner_id = $1 \
               AND p.session_id = $6 AND p.state = 'pending') < $8) \
+         FOR SHARE OF s \
          RETURNING expires_at",
     )
     .bind(b(c.owner_id))

@@ -156,6 +156,7 @@ contract!(
     check_sweeper_drops_bytes_then_rows,
     check_the_sweeper_ends_expired_sessions_and_names_them,
     check_ending_a_session_cancels_only_open_calls,
+    check_posts_racing_a_session_end_leave_no_call_pending,
     check_another_owner_sees_nothing,
     check_limits_on_pending_calls_and_live_sessions,
     check_signin_codes_work_once_and_tokens_are_revocable,

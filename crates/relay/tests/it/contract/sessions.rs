@@ -128,3 +128,60 @@ pub(super) async fn check_limits_on_pending_calls_and_live_sessions(store: Arc<d
         .await
         .unwrap();
 }
+
+/// Posts racing a session's end or replacement: every post the store acknowledged is either
+/// cancelled `session_ended` with the session, or was refused. None is left pending in an
+/// ended session, where its reader would wait until it expires.
+pub(super) async fn check_posts_racing_a_session_end_leave_no_call_pending(
+    store: Arc<dyn Inspect>,
+) {
+    const ROUNDS: usize = 12;
+    const POSTERS: usize = 12;
+    for round in 0..ROUNDS {
+        let w = Arc::new(world(store.clone()).await);
+        let mut posts = tokio::task::JoinSet::new();
+        for i in 0..POSTERS {
+            let w = w.clone();
+            posts.spawn(async move {
+                let call = id();
+                let at = T0 + 10 + i as i64;
+                w.store
+                    .post_call(w.mcp, &w.call(call, at, 60_000), Some(1000))
+                    .await
+                    .ok()
+                    .map(|_| call)
+            });
+        }
+        // Half the rounds end the session, half replace it with a new one for the pairing.
+        let ender = {
+            let w = w.clone();
+            tokio::spawn(async move {
+                if round % 2 == 0 {
+                    w.store.end_session(w.owner, w.session, T0 + 15).await
+                } else {
+                    w.store
+                        .create_session(&new_session(w.owner, id(), w.pair, T0 + HOUR), 10)
+                        .await
+                }
+            })
+        };
+        let mut acknowledged = Vec::new();
+        while let Some(posted) = posts.join_next().await {
+            acknowledged.extend(posted.unwrap());
+        }
+        ender.await.unwrap().unwrap();
+        for call in acknowledged {
+            let view = w
+                .store
+                .read_call(w.mcp, call, T0 + 20)
+                .await
+                .unwrap()
+                .unwrap();
+            assert_eq!(
+                (view.state, view.reason),
+                (CallState::Cancelled, Some(CancelReason::SessionEnded)),
+                "round {round}: an acknowledged call outlived its session"
+            );
+        }
+    }
+}
