@@ -142,6 +142,28 @@ pub struct McpTokenList {
     pub tokens: Vec<McpTokenInfo>,
 }
 
+/// One owner sign-in as listed: one per signed-in device (never the token itself).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct OwnerTokenInfo {
+    /// The sign-in's id, for revoking it.
+    pub id: Id16,
+    /// When the person signed in, Unix ms.
+    pub created_at: i64,
+    /// When the sign-in lapses unless used, Unix ms (never past its absolute lifetime).
+    pub expires_at: i64,
+    /// Whether this is the token the request was made with.
+    pub current: bool,
+}
+
+/// `GET /v1/owner-tokens`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct OwnerTokenList {
+    /// The owner's live sign-ins, oldest first.
+    pub tokens: Vec<OwnerTokenInfo>,
+}
+
 /// `POST /v1/sessions`. The hello is stored and returned byte for byte, never parsed.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]

@@ -124,6 +124,8 @@ enum OwnerCommand {
     List,
     /// Disable an owner: their tokens stop working at once.
     Disable { name: String },
+    /// Enable a disabled owner again (they sign in with a fresh link: `owner link NAME`).
+    Enable { name: String },
     /// Print a fresh one-time sign-in link for an owner.
     Link { name: String },
 }
@@ -251,6 +253,12 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                         "no owner named {name:?}"
                     );
                     println!("Owner {name:?} disabled; their tokens no longer work.");
+                }
+                OwnerCommand::Enable { name } => {
+                    anyhow::ensure!(store.enable_owner(&name).await?, "no owner named {name:?}");
+                    println!(
+                        "Owner {name:?} enabled. Their old sign-ins stay revoked: give them a new link (`sealpost-relay owner link {name}`)."
+                    );
                 }
                 OwnerCommand::Link { name } => {
                     let owner = store

@@ -56,8 +56,10 @@ pub struct Limits {
     /// Default and highest MCP token lifetime.
     pub default_mcp_token_ttl_s: u64,
     pub max_mcp_token_ttl_s: u64,
-    /// Owner sign-ins last this long, renewed on each `GET /v1/me`.
+    /// An owner sign-in lapses this long after its last renewal (each `GET /v1/me` renews it)…
     pub owner_token_ttl_s: u64,
+    /// …and never later than this long after the sign-in itself, however often it is used.
+    pub owner_token_lifetime_s: u64,
     /// A sign-in code works once within this time.
     pub signin_code_ttl_s: u64,
     /// Longest MCP token label, in bytes.
@@ -118,7 +120,8 @@ impl Default for Limits {
             max_session_ttl_s: 24 * 3600,
             default_mcp_token_ttl_s: 90 * 24 * 3600,
             max_mcp_token_ttl_s: 365 * 24 * 3600,
-            owner_token_ttl_s: 30 * 24 * 3600,
+            owner_token_ttl_s: 7 * 24 * 3600,
+            owner_token_lifetime_s: 30 * 24 * 3600,
             signin_code_ttl_s: 15 * 60,
             max_label_bytes: 100,
             max_pending_calls_per_session: 1_000,
@@ -144,6 +147,14 @@ impl Default for Limits {
 }
 
 impl Limits {
+    /// When an owner token signed in at `signed_in_at` and used at `now` lapses: the sliding
+    /// window from now, cut at the absolute lifetime from the sign-in.
+    pub fn owner_token_expiry(&self, signed_in_at: i64, now: i64) -> i64 {
+        let sliding = now.saturating_add(self.owner_token_ttl_s as i64 * 1000);
+        let absolute = signed_in_at.saturating_add(self.owner_token_lifetime_s as i64 * 1000);
+        sliding.min(absolute)
+    }
+
     /// Largest JSON body that can carry an envelope of `decoded` bytes: base64 grows 4/3, plus
     /// room for the other fields. Bodies above this are refused before they are read.
     pub fn body_cap_for(&self, decoded: usize) -> usize {

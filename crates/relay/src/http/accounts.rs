@@ -8,8 +8,8 @@ use axum::extract::{Extension, Path, State};
 use axum::http::{HeaderMap, StatusCode};
 use sealpost_protocol::api::{
     CreateMcpTokenRequest, CreateMcpTokenResponse, ErrorBody, ErrorCode, McpTokenInfo,
-    McpTokenList, MeResponse, OwnerInfo, SigninLinkResponse, SigninRequest, SigninResponse,
-    TokenKind,
+    McpTokenList, MeResponse, OwnerInfo, OwnerTokenInfo, OwnerTokenList, SigninLinkResponse,
+    SigninRequest, SigninResponse, TokenKind,
 };
 
 use super::auth::Authed;
@@ -94,7 +94,7 @@ pub async fn signin(
         pair_id: None,
         label: "sign-in".into(),
         created_at: now,
-        expires_at: now + state.config.limits.owner_token_ttl_s as i64 * 1000,
+        expires_at: state.config.limits.owner_token_expiry(now, now),
     };
     state.store.create_token(&row).await?;
     tracing::info!(owner = %owner_id, sid = %row.id, "owner signed in");
@@ -148,7 +148,12 @@ pub async fn me(State(state): State<AppState>, auth: Authed) -> ApiResult<Json<M
     let mut token = None;
     let mut expires_at = auth.token.expires_at;
     if auth.token.kind == TokenKind::Owner {
-        let renewed = now + state.config.limits.owner_token_ttl_s as i64 * 1000;
+        // Sliding, but never past the absolute lifetime from the sign-in: a stolen owner
+        // token cannot keep itself alive by use.
+        let renewed = state
+            .config
+            .limits
+            .owner_token_expiry(auth.token.created_at, now);
         if state
             .store
             .extend_token(auth.token.id, renewed, now)
@@ -332,5 +337,75 @@ pub async fn revoke_mcp_token(
         return Err(ApiError::not_found("token"));
     }
     tracing::info!(sid = %id, "MCP token revoked");
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// `GET /v1/owner-tokens`: the owner's sign-ins, one per device, so a lost or stolen one can
+/// be found and revoked from another.
+#[utoipa::path(
+    get,
+    path = "/v1/owner-tokens",
+    tag = "accounts",
+    security(("bearer" = [])),
+    responses(
+        (status = 200, description = "The owner's live sign-ins (never the tokens themselves).", body = OwnerTokenList),
+        (status = 401, description = "`unauthorized`", body = ErrorBody),
+        (status = 403, description = "`wrong_token_kind`: an MCP token.", body = ErrorBody),
+        (status = 429, description = "`rate_limited`", body = ErrorBody),
+        (status = 503, description = "`unavailable`", body = ErrorBody),
+    )
+)]
+pub async fn list_owner_tokens(
+    State(state): State<AppState>,
+    auth: Authed,
+) -> ApiResult<Json<OwnerTokenList>> {
+    auth.require_owner()?;
+    let rows = state
+        .store
+        .list_owner_tokens(auth.owner_id(), now_ms())
+        .await?;
+    let tokens = rows
+        .into_iter()
+        .map(|row| OwnerTokenInfo {
+            id: row.id,
+            created_at: row.created_at,
+            expires_at: row.expires_at,
+            current: row.id == auth.token.id,
+        })
+        .collect();
+    Ok(Json(OwnerTokenList { tokens }))
+}
+
+/// `DELETE /v1/owner-tokens/{id}`: signs out one of the owner's devices.
+#[utoipa::path(
+    delete,
+    path = "/v1/owner-tokens/{id}",
+    tag = "accounts",
+    security(("bearer" = [])),
+    params(("id" = String, Path, description = "The sign-in's id.")),
+    responses(
+        (status = 204, description = "Revoked: that device is signed out at once."),
+        (status = 401, description = "`unauthorized`", body = ErrorBody),
+        (status = 403, description = "`wrong_token_kind`: an MCP token.", body = ErrorBody),
+        (status = 404, description = "`not_found`", body = ErrorBody),
+        (status = 429, description = "`rate_limited`", body = ErrorBody),
+        (status = 503, description = "`unavailable`", body = ErrorBody),
+    )
+)]
+pub async fn revoke_owner_token(
+    State(state): State<AppState>,
+    auth: Authed,
+    Path(id): Path<String>,
+) -> ApiResult<StatusCode> {
+    auth.require_owner()?;
+    let id = path_id(&id, "token")?;
+    if !state
+        .store
+        .revoke_token(auth.owner_id(), id, Some(TokenKind::Owner), now_ms())
+        .await?
+    {
+        return Err(ApiError::not_found("token"));
+    }
+    tracing::info!(sid = %id, "owner token revoked");
     Ok(StatusCode::NO_CONTENT)
 }

@@ -52,6 +52,8 @@ fn routes() -> OpenApiRouter<AppState> {
             accounts::list_mcp_tokens
         ))
         .routes(routes!(accounts::revoke_mcp_token))
+        .routes(routes!(accounts::list_owner_tokens))
+        .routes(routes!(accounts::revoke_owner_token))
         .routes(routes!(sessions::create))
         .routes(routes!(sessions::end))
         .routes(routes!(sessions::live))

@@ -258,6 +258,9 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     async fn owner_by_id(&self, id: Id16) -> StoreResult<Option<OwnerRow>>;
     /// Disables an owner and revokes all of their tokens. False if no such owner.
     async fn disable_owner(&self, name: &str, now: Ms) -> StoreResult<bool>;
+    /// Enables a disabled owner; their revoked tokens stay revoked (they sign in afresh). False
+    /// if no such owner.
+    async fn enable_owner(&self, name: &str) -> StoreResult<bool>;
 
     /// Stores the SHA-256 of a one-time sign-in code.
     async fn create_signin_code(
@@ -284,6 +287,8 @@ pub trait Store: Send + Sync + std::fmt::Debug {
         now: Ms,
     ) -> StoreResult<bool>;
     async fn list_mcp_tokens(&self, owner_id: Id16, now: Ms) -> StoreResult<Vec<TokenRow>>;
+    /// The owner's live sign-ins (owner tokens), oldest first.
+    async fn list_owner_tokens(&self, owner_id: Id16, now: Ms) -> StoreResult<Vec<TokenRow>>;
 
     /// Creates a session, ending the pairing's previous one. Returns the sessions it ended and
     /// the calls that were cancelled (`session_ended`) with them.

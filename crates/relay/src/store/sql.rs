@@ -44,6 +44,12 @@ pub(crate) const INSERT_TOKEN: &str = "INSERT INTO tokens (id, owner_id, kind, p
 pub(crate) const SELECT_ACTIVE_TOKEN: &str = "SELECT t.* FROM tokens t JOIN owners o ON o.id = t.owner_id \
      WHERE t.id = $1 AND t.revoked_at IS NULL AND t.expires_at > $2 AND o.disabled_at IS NULL";
 /// `$1` owner id, `$2` now.
+pub(crate) const SELECT_OWNER_TOKENS: &str = "SELECT * FROM tokens WHERE owner_id = $1 AND kind = 'owner' \
+     AND revoked_at IS NULL AND expires_at > $2 ORDER BY created_at";
+/// `$1` owner name: enables the owner (their old tokens stay revoked).
+pub(crate) const ENABLE_OWNER: &str =
+    "UPDATE owners SET disabled_at = NULL WHERE name = $1 RETURNING id";
+/// `$1` owner id, `$2` now.
 pub(crate) const SELECT_MCP_TOKENS: &str = "SELECT * FROM tokens WHERE owner_id = $1 AND kind = 'mcp' \
      AND revoked_at IS NULL AND expires_at > $2 ORDER BY created_at";
 

@@ -12,6 +12,7 @@ mod isolation;
 mod limits;
 mod migrations;
 mod openapi;
+mod owner_tokens;
 mod processes;
 mod session_end;
 mod sqlite_wal;

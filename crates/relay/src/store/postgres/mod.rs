@@ -174,6 +174,14 @@ impl Store for PgStore {
         accounts::disable_owner(&self.pool, name, now).await
     }
 
+    async fn enable_owner(&self, name: &str) -> StoreResult<bool> {
+        let id: Option<Vec<u8>> = sqlx::query_scalar(sql::ENABLE_OWNER)
+            .bind(name)
+            .fetch_optional(&self.pool)
+            .await?;
+        Ok(id.is_some())
+    }
+
     async fn create_signin_code(
         &self,
         code_hash: [u8; 32],
@@ -211,6 +219,15 @@ impl Store for PgStore {
 
     async fn list_mcp_tokens(&self, owner_id: Id16, now: Ms) -> StoreResult<Vec<TokenRow>> {
         accounts::list_mcp_tokens(&self.pool, owner_id, now).await
+    }
+
+    async fn list_owner_tokens(&self, owner_id: Id16, now: Ms) -> StoreResult<Vec<TokenRow>> {
+        let rows = sqlx::query(sql::SELECT_OWNER_TOKENS)
+            .bind(b(owner_id))
+            .bind(now)
+            .fetch_all(&self.pool)
+            .await?;
+        rows.iter().map(rows::token).collect()
     }
 
     async fn create_session(&self, s: &NewSession, max_live: u32) -> StoreResult<EndedSessions> {

@@ -169,6 +169,20 @@ impl Store for SqliteStore {
         self.disable_owner_impl(name, now).await
     }
 
+    async fn enable_owner(&self, name: &str) -> StoreResult<bool> {
+        let name = name.to_owned();
+        self.write(move |conn| {
+            Box::pin(async move {
+                let id: Option<Vec<u8>> = sqlx::query_scalar(sql::ENABLE_OWNER)
+                    .bind(&name)
+                    .fetch_optional(&mut *conn)
+                    .await?;
+                Ok(id.is_some())
+            })
+        })
+        .await
+    }
+
     async fn create_signin_code(
         &self,
         code_hash: [u8; 32],
@@ -207,6 +221,15 @@ impl Store for SqliteStore {
 
     async fn list_mcp_tokens(&self, owner_id: Id16, now: Ms) -> StoreResult<Vec<TokenRow>> {
         self.list_mcp_tokens_impl(owner_id, now).await
+    }
+
+    async fn list_owner_tokens(&self, owner_id: Id16, now: Ms) -> StoreResult<Vec<TokenRow>> {
+        let rows = sqlx::query(sql::SELECT_OWNER_TOKENS)
+            .bind(b(owner_id))
+            .bind(now)
+            .fetch_all(&self.readers)
+            .await?;
+        rows.iter().map(rows::token).collect()
     }
 
     async fn create_session(
