@@ -466,13 +466,19 @@ async function renderActivity() {
 }
 
 async function renderTokens() {
-  const { tokens } = await api('GET', '/v1/mcp-tokens');
+  const [{ tokens }, { tokens: devices }] = await Promise.all([api('GET', '/v1/mcp-tokens'), api('GET', '/v1/owner-tokens')]);
   main.replaceChildren(h('h2', { text: 'Tokens' }),
     h('p', { class: 'muted', text: 'Each paired plugin holds one token. Revoking one stops that plugin at its next call.' }),
     tokens.length ? h('table', {}, h('thead', {}, h('tr', {}, h('th', { text: 'Label' }), h('th', { text: 'Created' }), h('th', { text: 'Expires' }), h('th', { text: '' }))),
       h('tbody', {}, tokens.map((t) => h('tr', {}, h('td', { text: t.label }), h('td', { text: when(t.created_at) }), h('td', { text: when(t.expires_at) }),
         h('td', {}, h('button', { 'aria-label': `Revoke ${t.label}`, onclick: async () => { await api('DELETE', `/v1/mcp-tokens/${t.id}`); say('Token revoked.'); renderTokens(); } }, 'Revoke'))))))
-      : h('p', { text: 'No plugin tokens.' }));
+      : h('p', { text: 'No plugin tokens.' }),
+    h('h3', { text: 'Signed-in devices' }),
+    h('p', { class: 'muted', text: 'Each browser you signed in with. Signing one out stops it at its next request; sign in there again with a new link.' }),
+    h('table', {}, h('thead', {}, h('tr', {}, h('th', { text: 'Signed in' }), h('th', { text: 'Lapses' }), h('th', { text: '' }))),
+      h('tbody', {}, devices.map((d) => h('tr', {}, h('td', { text: when(d.created_at) }), h('td', { text: when(d.expires_at) }),
+        h('td', {}, d.current ? h('span', { class: 'muted', text: 'This device' })
+          : h('button', { 'aria-label': `Sign out the device signed in ${when(d.created_at)}`, onclick: async () => { await api('DELETE', `/v1/owner-tokens/${d.id}`); say('Device signed out.'); renderTokens(); } }, 'Sign out')))))));
 }
 
 async function renderLeaves() {
@@ -484,7 +490,7 @@ async function renderLeaves() {
     h('table', {}, h('thead', {}, h('tr', {}, h('th', { text: 'Route' }), h('th', { text: 'Now' }), h('th', { text: 'What crosses it' }))),
       h('tbody', {},
         h('tr', {}, h('td', { text: 'Sign-in and sign-out' }), h('td', { text: 'used once per sign-in' }), h('td', { text: 'The one-time sign-in code, then a token that identifies you to the relay. No document text.' })),
-        h('tr', {}, h('td', { text: 'Tokens page' }), h('td', { text: 'on when you open it' }), h('td', { text: 'The labels and dates of your plugin tokens.' })),
+        h('tr', {}, h('td', { text: 'Tokens page' }), h('td', { text: 'on when you open it' }), h('td', { text: 'The labels and dates of your plugin tokens and of your signed-in devices.' })),
         h('tr', {}, h('td', { text: 'AI access: session and calls' }), h('td', { text: aiOn ? 'on' : 'off' }), h('td', { text: 'A session record (ids, times, and the tool list sealed under your pairing key), then for each call: ids, sizes, timings, and ciphertext only. The relay cannot read a call or its answer.' })),
         h('tr', {}, h('td', { text: 'Your documents, proposals and activity' }), h('td', { text: 'never sent' }), h('td', { text: 'They stay in this browser’s storage. Only the answer to a call you granted leaves, sealed so that only your paired plugin can open it.' })))),
     h('p', {}, 'The relay serves this app’s code. Someone who controls the relay could change that code; docs/SECURITY.md says what that means and how to serve a build you checked.'));
