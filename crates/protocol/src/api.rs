@@ -418,6 +418,12 @@ pub enum ErrorCode {
     TooManySessions,
     /// 429: this token sent requests faster than allowed.
     RateLimited,
+    /// 429: this owner's tokens together sent requests faster than the owner may.
+    OwnerRateLimited,
+    /// 429: the owner already holds the most live MCP tokens allowed.
+    TooManyTokens,
+    /// 429: the owner already holds the most unused sign-in links allowed.
+    TooManySigninLinks,
     /// 503: the relay is shutting down or its database is unreachable.
     Unavailable,
     /// 503: the relay holds as many connections as it allows (in all, or from this address).
@@ -433,7 +439,7 @@ pub enum ErrorCode {
 
 impl ErrorCode {
     /// Every code the relay sends ([`ErrorCode::Unknown`] is not one).
-    pub const ALL: [ErrorCode; 26] = [
+    pub const ALL: [ErrorCode; 29] = [
         Self::BadRequest,
         Self::TtlOutOfRange,
         Self::WaitTooLong,
@@ -457,6 +463,9 @@ impl ErrorCode {
         Self::TooManyPendingCalls,
         Self::TooManySessions,
         Self::RateLimited,
+        Self::OwnerRateLimited,
+        Self::TooManyTokens,
+        Self::TooManySigninLinks,
         Self::Unavailable,
         Self::TooManyConnections,
         Self::Busy,
@@ -488,6 +497,9 @@ impl ErrorCode {
             Self::TooManyPendingCalls => "too_many_pending_calls",
             Self::TooManySessions => "too_many_sessions",
             Self::RateLimited => "rate_limited",
+            Self::OwnerRateLimited => "owner_rate_limited",
+            Self::TooManyTokens => "too_many_tokens",
+            Self::TooManySigninLinks => "too_many_signin_links",
             Self::Unavailable => "unavailable",
             Self::TooManyConnections => "too_many_connections",
             Self::Busy => "busy",
@@ -514,7 +526,12 @@ impl ErrorCode {
             | Self::EnvelopeTooLarge
             | Self::ReplyTooLarge
             | Self::HelloTooLarge => 413,
-            Self::TooManyPendingCalls | Self::TooManySessions | Self::RateLimited => 429,
+            Self::TooManyPendingCalls
+            | Self::TooManySessions
+            | Self::RateLimited
+            | Self::OwnerRateLimited
+            | Self::TooManyTokens
+            | Self::TooManySigninLinks => 429,
             Self::Unavailable | Self::TooManyConnections | Self::Busy => 503,
             Self::Unknown => 500,
         }

@@ -82,6 +82,26 @@ struct ServeArgs {
     /// Burst of requests per token above the sustained rate.
     #[arg(long, env = "SEALPOST_RATE_BURST", default_value_t = Limits::default().rate_burst_per_token)]
     rate_burst: u32,
+    /// Sustained requests per second of all of one owner's tokens together, per replica (0:
+    /// unlimited).
+    #[arg(long, env = "SEALPOST_RATE_PER_OWNER", default_value_t = Limits::default().rate_per_owner_per_s)]
+    rate_per_owner: u32,
+    /// Burst of requests per owner above the sustained rate.
+    #[arg(long, env = "SEALPOST_RATE_BURST_PER_OWNER", default_value_t = Limits::default().rate_burst_per_owner)]
+    rate_burst_per_owner: u32,
+    /// Live MCP tokens one owner may hold.
+    #[arg(long, env = "SEALPOST_MAX_MCP_TOKENS", default_value_t = Limits::default().max_live_mcp_tokens_per_owner)]
+    max_mcp_tokens: u32,
+    /// Unused sign-in links one owner may hold (made in the web app; `owner link` is not
+    /// counted).
+    #[arg(long, env = "SEALPOST_MAX_SIGNIN_LINKS", default_value_t = Limits::default().max_live_signin_codes_per_owner)]
+    max_signin_links: u32,
+    /// Seconds a sign-in lapses after its last use (each use renews it).
+    #[arg(long, env = "SEALPOST_OWNER_TOKEN_TTL_S", default_value_t = Limits::default().owner_token_ttl_s)]
+    owner_token_ttl_s: u64,
+    /// Seconds a sign-in lives at most from the sign-in, however often it is used.
+    #[arg(long, env = "SEALPOST_OWNER_TOKEN_LIFETIME_S", default_value_t = Limits::default().owner_token_lifetime_s)]
+    owner_token_lifetime_s: u64,
     /// Sign-in attempts per minute per client address, per replica (0: unlimited).
     #[arg(long, env = "SEALPOST_SIGNIN_RATE_PER_ADDRESS", default_value_t = Limits::default().signin_rate_per_address_per_min)]
     signin_rate_per_address: u32,
@@ -195,6 +215,12 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             }
             config.limits.rate_per_token_per_s = args.rate_per_token;
             config.limits.rate_burst_per_token = args.rate_burst;
+            config.limits.rate_per_owner_per_s = args.rate_per_owner;
+            config.limits.rate_burst_per_owner = args.rate_burst_per_owner;
+            config.limits.max_live_mcp_tokens_per_owner = args.max_mcp_tokens;
+            config.limits.max_live_signin_codes_per_owner = args.max_signin_links;
+            config.limits.owner_token_ttl_s = args.owner_token_ttl_s;
+            config.limits.owner_token_lifetime_s = args.owner_token_lifetime_s;
             config.limits.signin_rate_per_address_per_min = args.signin_rate_per_address;
             config.limits.max_pending_calls_per_session = args.max_pending_calls;
             config.limits.max_live_sessions_per_owner = args.max_live_sessions;

@@ -72,6 +72,15 @@ pub struct Limits {
     pub rate_per_token_per_s: u32,
     /// Burst of requests a token may send above the sustained rate.
     pub rate_burst_per_token: u32,
+    /// Sustained requests per second of all of one owner's tokens together (0 = unlimited),
+    /// per replica: minting more tokens buys no more rate.
+    pub rate_per_owner_per_s: u32,
+    /// Burst of requests an owner's tokens may send together above that rate.
+    pub rate_burst_per_owner: u32,
+    /// Live (unrevoked, unexpired) MCP tokens one owner may hold.
+    pub max_live_mcp_tokens_per_owner: u32,
+    /// Unused, unexpired sign-in links one owner may hold (made through the API).
+    pub max_live_signin_codes_per_owner: u32,
     /// Sign-in attempts per minute per client address (0 = unlimited), per replica.
     pub signin_rate_per_address_per_min: u32,
     /// Burst of sign-in attempts an address may make above that rate.
@@ -128,6 +137,10 @@ impl Default for Limits {
             max_live_sessions_per_owner: 20,
             rate_per_token_per_s: 50,
             rate_burst_per_token: 200,
+            rate_per_owner_per_s: 100,
+            rate_burst_per_owner: 400,
+            max_live_mcp_tokens_per_owner: 100,
+            max_live_signin_codes_per_owner: 10,
             signin_rate_per_address_per_min: 10,
             signin_burst_per_address: 20,
             sweep_interval_ms: 30_000,

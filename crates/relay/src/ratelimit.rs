@@ -1,5 +1,6 @@
 //! Request rate limits, in memory and per replica, through `governor`'s keyed GCRA limiters:
-//! per token (every request that carries one) and per client address (sign-in, the one
+//! per token (every request that carries one), per owner (all of an owner's tokens together,
+//! so minting tokens buys no rate) and per client address (sign-in, the one
 //! endpoint without a token; the address honours `--trust-proxy`, see `http::client`).
 //!
 //! A token is charged only once it has authenticated: its JWT verified under the relay's key,
@@ -30,6 +31,7 @@ pub struct Limited {
 #[derive(Debug)]
 pub struct RateLimits {
     per_token: Option<DefaultKeyedRateLimiter<Id16>>,
+    per_owner: Option<DefaultKeyedRateLimiter<Id16>>,
     signin_per_address: Option<DefaultKeyedRateLimiter<IpAddr>>,
     clock: DefaultClock,
 }
@@ -55,6 +57,11 @@ impl RateLimits {
                 limits.rate_per_token_per_s,
                 limits.rate_burst_per_token,
             )),
+            per_owner: limiter(quota(
+                Duration::from_secs(1),
+                limits.rate_per_owner_per_s,
+                limits.rate_burst_per_owner,
+            )),
             signin_per_address: limiter(quota(
                 Duration::from_secs(60),
                 limits.signin_rate_per_address_per_min,
@@ -67,6 +74,11 @@ impl RateLimits {
     /// Charges one request to an authenticated token.
     pub fn check_token(&self, token: Id16) -> Result<(), Limited> {
         self.check(self.per_token.as_ref(), &token)
+    }
+
+    /// Charges one request to the owner of an authenticated token (all their tokens share it).
+    pub fn check_owner(&self, owner: Id16) -> Result<(), Limited> {
+        self.check(self.per_owner.as_ref(), &owner)
     }
 
     /// Charges one sign-in attempt to a client address.
@@ -90,6 +102,10 @@ impl RateLimits {
     /// Forgets keys whose buckets have refilled completely (the sweeper calls this).
     pub fn forget_idle(&self) {
         if let Some(limiter) = &self.per_token {
+            limiter.retain_recent();
+            limiter.shrink_to_fit();
+        }
+        if let Some(limiter) = &self.per_owner {
             limiter.retain_recent();
             limiter.shrink_to_fit();
         }
@@ -129,6 +145,22 @@ mod tests {
         assert!(
             limiter.check_token(Id16([8; 16])).is_ok(),
             "buckets are per token"
+        );
+    }
+
+    #[test]
+    fn an_owner_s_tokens_share_the_owner_s_rate() {
+        let limiter = RateLimits::new(&Limits {
+            rate_per_owner_per_s: 1,
+            rate_burst_per_owner: 3,
+            ..Limits::default()
+        });
+        let owner = Id16([1; 16]);
+        assert!((0..3).all(|_| limiter.check_owner(owner).is_ok()));
+        assert!(limiter.check_owner(owner).is_err());
+        assert!(
+            limiter.check_owner(Id16([2; 16])).is_ok(),
+            "buckets are per owner"
         );
     }
 

@@ -45,6 +45,11 @@ async fn owner_info(
     })
 }
 
+/// `Retry-After` of `too_many_signin_links`: unused links expire within their TTL.
+const SIGNIN_LINKS_RETRY_S: u64 = 60;
+/// `Retry-After` of `too_many_tokens`: a place frees only when the person revokes a token.
+const TOKENS_RETRY_S: u64 = 60;
+
 /// `POST /v1/auth/signin`
 #[utoipa::path(
     post,
@@ -114,7 +119,7 @@ pub async fn signin(
     responses(
         (status = 204, description = "The token used is revoked."),
         (status = 401, description = "`unauthorized`", body = ErrorBody),
-        (status = 429, description = "`rate_limited`", body = ErrorBody),
+        (status = 429, description = "`rate_limited`, `owner_rate_limited`", body = ErrorBody),
         (status = 503, description = "`unavailable`", body = ErrorBody),
     )
 )]
@@ -137,7 +142,7 @@ pub async fn signout(State(state): State<AppState>, auth: Authed) -> ApiResult<S
         (status = 200, description = "The owner, with a renewed owner token.", body = MeResponse),
         (status = 401, description = "`unauthorized`", body = ErrorBody),
         (status = 403, description = "`wrong_token_kind`: an MCP token.", body = ErrorBody),
-        (status = 429, description = "`rate_limited`", body = ErrorBody),
+        (status = 429, description = "`rate_limited`, `owner_rate_limited`", body = ErrorBody),
         (status = 503, description = "`unavailable`", body = ErrorBody),
     )
 )]
@@ -186,7 +191,7 @@ pub async fn me(State(state): State<AppState>, auth: Authed) -> ApiResult<Json<M
         (status = 200, description = "A one-time sign-in link for another device.", body = SigninLinkResponse),
         (status = 401, description = "`unauthorized`", body = ErrorBody),
         (status = 403, description = "`wrong_token_kind`: an MCP token.", body = ErrorBody),
-        (status = 429, description = "`rate_limited`", body = ErrorBody),
+        (status = 429, description = "`rate_limited`, `owner_rate_limited`, `too_many_signin_links`", body = ErrorBody),
         (status = 503, description = "`unavailable`", body = ErrorBody),
     )
 )]
@@ -195,6 +200,17 @@ pub async fn signin_link(
     auth: Authed,
 ) -> ApiResult<Json<SigninLinkResponse>> {
     auth.require_owner()?;
+    let quota = state.config.limits.max_live_signin_codes_per_owner;
+    let held = state.store.live_grants(auth.owner_id(), now_ms()).await?;
+    if held.signin_codes >= i64::from(quota) {
+        return Err(ApiError::quota(
+            ErrorCode::TooManySigninLinks,
+            format!(
+                "You already have {quota} unused sign-in links; use one, or wait for them to expire."
+            ),
+            SIGNIN_LINKS_RETRY_S,
+        ));
+    }
     let (link, expires_at) = create_signin_link(
         state.store.as_ref(),
         &state.config.public_url,
@@ -219,7 +235,7 @@ pub async fn signin_link(
         (status = 403, description = "`wrong_token_kind`: an MCP token.", body = ErrorBody),
         (status = 408, description = "`body_timeout`", body = ErrorBody),
         (status = 413, description = "`body_too_large`", body = ErrorBody),
-        (status = 429, description = "`rate_limited`", body = ErrorBody),
+        (status = 429, description = "`rate_limited`, `owner_rate_limited`, `too_many_tokens`", body = ErrorBody),
         (status = 503, description = "`unavailable`", body = ErrorBody),
     )
 )]
@@ -247,6 +263,20 @@ pub async fn create_mcp_token(
         ));
     }
     let now = now_ms();
+    let quota = limits.max_live_mcp_tokens_per_owner;
+    if state
+        .store
+        .live_grants(auth.owner_id(), now)
+        .await?
+        .mcp_tokens
+        >= i64::from(quota)
+    {
+        return Err(ApiError::quota(
+            ErrorCode::TooManyTokens,
+            format!("You already hold {quota} plugin tokens; revoke one on the Tokens page."),
+            TOKENS_RETRY_S,
+        ));
+    }
     let row = TokenRow {
         id: random_id(),
         owner_id: auth.owner_id(),
@@ -278,7 +308,7 @@ pub async fn create_mcp_token(
         (status = 200, description = "The owner's live MCP tokens (never the tokens themselves).", body = McpTokenList),
         (status = 401, description = "`unauthorized`", body = ErrorBody),
         (status = 403, description = "`wrong_token_kind`: an MCP token.", body = ErrorBody),
-        (status = 429, description = "`rate_limited`", body = ErrorBody),
+        (status = 429, description = "`rate_limited`, `owner_rate_limited`", body = ErrorBody),
         (status = 503, description = "`unavailable`", body = ErrorBody),
     )
 )]
@@ -318,7 +348,7 @@ pub async fn list_mcp_tokens(
         (status = 401, description = "`unauthorized`", body = ErrorBody),
         (status = 403, description = "`wrong_token_kind`: an MCP token.", body = ErrorBody),
         (status = 404, description = "`not_found`", body = ErrorBody),
-        (status = 429, description = "`rate_limited`", body = ErrorBody),
+        (status = 429, description = "`rate_limited`, `owner_rate_limited`", body = ErrorBody),
         (status = 503, description = "`unavailable`", body = ErrorBody),
     )
 )]
@@ -351,7 +381,7 @@ pub async fn revoke_mcp_token(
         (status = 200, description = "The owner's live sign-ins (never the tokens themselves).", body = OwnerTokenList),
         (status = 401, description = "`unauthorized`", body = ErrorBody),
         (status = 403, description = "`wrong_token_kind`: an MCP token.", body = ErrorBody),
-        (status = 429, description = "`rate_limited`", body = ErrorBody),
+        (status = 429, description = "`rate_limited`, `owner_rate_limited`", body = ErrorBody),
         (status = 503, description = "`unavailable`", body = ErrorBody),
     )
 )]
@@ -388,7 +418,7 @@ pub async fn list_owner_tokens(
         (status = 401, description = "`unauthorized`", body = ErrorBody),
         (status = 403, description = "`wrong_token_kind`: an MCP token.", body = ErrorBody),
         (status = 404, description = "`not_found`", body = ErrorBody),
-        (status = 429, description = "`rate_limited`", body = ErrorBody),
+        (status = 429, description = "`rate_limited`, `owner_rate_limited`", body = ErrorBody),
         (status = 503, description = "`unavailable`", body = ErrorBody),
     )
 )]

@@ -10,7 +10,7 @@
 use axum::extract::FromRequestParts;
 use axum::http::request::Parts;
 use jsonwebtoken::{Algorithm, DecodingKey, EncodingKey, Header, Validation};
-use sealpost_protocol::api::TokenKind;
+use sealpost_protocol::api::{ErrorCode, TokenKind};
 use sealpost_protocol::ids::Id16;
 use serde::{Deserialize, Serialize};
 
@@ -193,6 +193,13 @@ impl FromRequestParts<AppState> for Verified {
 fn charge(state: &AppState, bearer: &Bearer) -> ApiResult<()> {
     state.rate.check_token(bearer.token_id).map_err(|limited| {
         ApiError::rate_limited(limited, "Too many requests with this token; slow down.")
+    })?;
+    state.rate.check_owner(bearer.owner_id).map_err(|limited| {
+        ApiError::limited(
+            ErrorCode::OwnerRateLimited,
+            limited,
+            "Too many requests from this account's tokens together; slow down.",
+        )
     })
 }
 

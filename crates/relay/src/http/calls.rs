@@ -174,7 +174,7 @@ pub async fn post(
         (status = 403, description = "`wrong_token_kind`: an MCP token.", body = ErrorBody),
         (status = 404, description = "`not_found`", body = ErrorBody),
         (status = 410, description = "`session_ended`", body = ErrorBody),
-        (status = 429, description = "`rate_limited`", body = ErrorBody),
+        (status = 429, description = "`rate_limited`, `owner_rate_limited`", body = ErrorBody),
         (status = 503, description = "`unavailable`", body = ErrorBody),
     )
 )]
@@ -255,7 +255,7 @@ pub async fn claim(
         (status = 409, description = "`wrong_call_state`", body = ErrorBody),
         (status = 410, description = "`lease_expired`, `session_ended`", body = ErrorBody),
         (status = 413, description = "`body_too_large`, `reply_too_large`", body = ErrorBody),
-        (status = 429, description = "`rate_limited`", body = ErrorBody),
+        (status = 429, description = "`rate_limited`, `owner_rate_limited`", body = ErrorBody),
         (status = 503, description = "`unavailable`, `busy`", body = ErrorBody),
     )
 )]
@@ -331,7 +331,7 @@ fn scope(auth: &Authed) -> Scope {
         (status = 408, description = "`body_timeout`", body = ErrorBody),
         (status = 409, description = "`wrong_call_state`", body = ErrorBody),
         (status = 413, description = "`body_too_large`", body = ErrorBody),
-        (status = 429, description = "`rate_limited`", body = ErrorBody),
+        (status = 429, description = "`rate_limited`, `owner_rate_limited`", body = ErrorBody),
         (status = 503, description = "`unavailable`", body = ErrorBody),
     )
 )]
@@ -386,7 +386,7 @@ pub async fn cancel(
         (status = 400, description = "`bad_request`, `wait_too_long`", body = ErrorBody),
         (status = 401, description = "`unauthorized`", body = ErrorBody),
         (status = 404, description = "`not_found`", body = ErrorBody),
-        (status = 429, description = "`rate_limited`", body = ErrorBody),
+        (status = 429, description = "`rate_limited`, `owner_rate_limited`", body = ErrorBody),
         (status = 503, description = "`unavailable`, `busy`", body = ErrorBody),
     )
 )]

@@ -54,10 +54,20 @@ impl ApiError {
 
     /// 429 `rate_limited`, with when to try again.
     pub fn rate_limited(limited: Limited, message: &str) -> Self {
+        Self::limited(ErrorCode::RateLimited, limited, message)
+    }
+
+    /// A 429 of `code`, with when to try again.
+    pub fn limited(code: ErrorCode, limited: Limited, message: &str) -> Self {
         Self {
             retry_after: Some(limited.retry_after),
-            ..Self::new(ErrorCode::RateLimited, message)
+            ..Self::new(code, message)
         }
+    }
+
+    /// A quota (a count of live things) is full: 429 of `code`, retry in `seconds`.
+    pub fn quota(code: ErrorCode, message: String, seconds: u64) -> Self {
+        Self::new(code, message).retry_in(seconds)
     }
 
     /// 503 `busy`: a cap on large transfers in flight; retry in a second.

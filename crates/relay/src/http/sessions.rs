@@ -117,7 +117,7 @@ pub async fn create(
         (status = 401, description = "`unauthorized`", body = ErrorBody),
         (status = 403, description = "`wrong_token_kind`: an MCP token.", body = ErrorBody),
         (status = 404, description = "`not_found`", body = ErrorBody),
-        (status = 429, description = "`rate_limited`", body = ErrorBody),
+        (status = 429, description = "`rate_limited`, `owner_rate_limited`", body = ErrorBody),
         (status = 503, description = "`unavailable`", body = ErrorBody),
     )
 )]
@@ -149,7 +149,7 @@ pub async fn end(
         (status = 200, description = "The pairing's live session and its hello, byte for byte.", body = LiveSessionResponse),
         (status = 401, description = "`unauthorized`", body = ErrorBody),
         (status = 404, description = "`not_found`, `no_live_session`", body = ErrorBody),
-        (status = 429, description = "`rate_limited`", body = ErrorBody),
+        (status = 429, description = "`rate_limited`, `owner_rate_limited`", body = ErrorBody),
         (status = 503, description = "`unavailable`", body = ErrorBody),
     )
 )]

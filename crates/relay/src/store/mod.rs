@@ -240,6 +240,13 @@ pub struct SweepStats {
 }
 
 /// The relay's storage. Both backends pass the same contract suite (`tests/it/contract/`).
+/// What an owner holds against their per-owner quotas.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LiveGrants {
+    pub mcp_tokens: i64,
+    pub signin_codes: i64,
+}
+
 #[async_trait]
 pub trait Store: Send + Sync + std::fmt::Debug {
     /// Which backend this is ("sqlite" or "postgres"), for logs and metrics.
@@ -287,6 +294,8 @@ pub trait Store: Send + Sync + std::fmt::Debug {
         now: Ms,
     ) -> StoreResult<bool>;
     async fn list_mcp_tokens(&self, owner_id: Id16, now: Ms) -> StoreResult<Vec<TokenRow>>;
+    /// How many live MCP tokens and unused sign-in codes the owner holds (their quotas).
+    async fn live_grants(&self, owner_id: Id16, now: Ms) -> StoreResult<LiveGrants>;
     /// The owner's live sign-ins (owner tokens), oldest first.
     async fn list_owner_tokens(&self, owner_id: Id16, now: Ms) -> StoreResult<Vec<TokenRow>>;
 

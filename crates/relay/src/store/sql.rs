@@ -46,6 +46,11 @@ pub(crate) const SELECT_ACTIVE_TOKEN: &str = "SELECT t.* FROM tokens t JOIN owne
 /// `$1` owner id, `$2` now.
 pub(crate) const SELECT_OWNER_TOKENS: &str = "SELECT * FROM tokens WHERE owner_id = $1 AND kind = 'owner' \
      AND revoked_at IS NULL AND expires_at > $2 ORDER BY created_at";
+/// `$1` owner id, `$2` now: the owner's live MCP tokens and unused sign-in codes.
+pub(crate) const COUNT_LIVE_GRANTS: &str = "SELECT \
+     (SELECT COUNT(*) FROM tokens WHERE owner_id = $1 AND kind = 'mcp' AND revoked_at IS NULL \
+      AND expires_at > $2), \
+     (SELECT COUNT(*) FROM signin_codes WHERE owner_id = $1 AND expires_at > $2)";
 /// `$1` owner name: enables the owner (their old tokens stay revoked).
 pub(crate) const ENABLE_OWNER: &str =
     "UPDATE owners SET disabled_at = NULL WHERE name = $1 RETURNING id";

@@ -28,6 +28,7 @@ pub fn test_config(url: &str) -> Config {
     config.listen = "127.0.0.1:0".parse().unwrap();
     config.signing_key = Some(TEST_KEY.to_vec());
     config.limits.rate_per_token_per_s = 0;
+    config.limits.rate_per_owner_per_s = 0;
     config.metrics_listen = Some("127.0.0.1:0".parse().unwrap());
     config
 }

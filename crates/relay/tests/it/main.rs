@@ -14,6 +14,7 @@ mod migrations;
 mod openapi;
 mod owner_tokens;
 mod processes;
+mod quotas;
 mod session_end;
 mod sqlite_wal;
 mod store_errors;

@@ -49,6 +49,8 @@ fn spawn_relay_with(
             "127.0.0.1:0",
             "--rate-per-token",
             "0",
+            "--rate-per-owner",
+            "0",
             "--fallback-poll-ms",
             "600000",
             "--metrics-listen",

@@ -23,8 +23,8 @@ use super::hot_path::SeenThrottle;
 use super::rows;
 use super::sql;
 use super::{
-    Bearer, CallView, ClaimedRow, EndedSessions, HeldBytes, Inspect, LiveSession, Ms, NewCall,
-    NewSession, OwnerRow, Scope, Store, StoreError, StoreResult, SweepStats, TokenRow, b,
+    Bearer, CallView, ClaimedRow, EndedSessions, HeldBytes, Inspect, LiveGrants, LiveSession, Ms,
+    NewCall, NewSession, OwnerRow, Scope, Store, StoreError, StoreResult, SweepStats, TokenRow, b,
 };
 use crate::wake::{Hub, Topic};
 
@@ -219,6 +219,18 @@ impl Store for PgStore {
 
     async fn list_mcp_tokens(&self, owner_id: Id16, now: Ms) -> StoreResult<Vec<TokenRow>> {
         accounts::list_mcp_tokens(&self.pool, owner_id, now).await
+    }
+
+    async fn live_grants(&self, owner_id: Id16, now: Ms) -> StoreResult<LiveGrants> {
+        let (mcp_tokens, signin_codes): (i64, i64) = sqlx::query_as(sql::COUNT_LIVE_GRANTS)
+            .bind(b(owner_id))
+            .bind(now)
+            .fetch_one(&self.pool)
+            .await?;
+        Ok(LiveGrants {
+            mcp_tokens,
+            signin_codes,
+        })
     }
 
     async fn list_owner_tokens(&self, owner_id: Id16, now: Ms) -> StoreResult<Vec<TokenRow>> {

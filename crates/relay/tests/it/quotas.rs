@@ -1,0 +1,135 @@
+//! Per-owner quotas and the per-owner rate: one owner cannot fill the relay by minting tokens
+//! or sign-in links, nor buy more request rate by minting tokens. Each refusal has its code
+//! and a `Retry-After`.
+
+use reqwest::{Method, StatusCode};
+use serde_json::json;
+
+use crate::harness::{Relay, pairing};
+use crate::support::{TestDb, id};
+
+async fn raw(
+    relay: &Relay,
+    method: Method,
+    path: &str,
+    token: &str,
+) -> (StatusCode, Option<String>, serde_json::Value) {
+    let response = relay
+        .client
+        .request(method, format!("{}{path}", relay.base))
+        .bearer_auth(token)
+        .json(&json!({"label": "t", "pair_id": id()}))
+        .send()
+        .await
+        .unwrap();
+    let status = response.status();
+    let retry = response
+        .headers()
+        .get("retry-after")
+        .map(|v| v.to_str().unwrap().to_owned());
+    (status, retry, response.json().await.unwrap_or_default())
+}
+
+#[tokio::test]
+async fn live_mcp_tokens_per_owner_are_capped_and_a_revoked_one_frees_a_place() {
+    let relay = Relay::start(TestDb::sqlite(), |c| {
+        c.limits.max_live_mcp_tokens_per_owner = 3
+    })
+    .await;
+    let (_, owner) = relay.owner("alice").await;
+    let mut ids = Vec::new();
+    for _ in 0..3 {
+        let (status, _, body) = raw(&relay, Method::POST, "/v1/mcp-tokens", &owner).await;
+        assert_eq!(status, StatusCode::CREATED, "{body}");
+        ids.push(body["id"].as_str().unwrap().to_owned());
+    }
+    let (status, retry, body) = raw(&relay, Method::POST, "/v1/mcp-tokens", &owner).await;
+    assert_eq!(status, StatusCode::TOO_MANY_REQUESTS, "{body}");
+    assert_eq!(body["error"]["code"], "too_many_tokens");
+    assert!(retry.is_some());
+    let (status, _) = relay
+        .send(
+            Method::DELETE,
+            format!("/v1/mcp-tokens/{}", ids[0]),
+            Some(&owner),
+            None,
+        )
+        .await;
+    assert_eq!(status, StatusCode::NO_CONTENT);
+    let (status, _, body) = raw(&relay, Method::POST, "/v1/mcp-tokens", &owner).await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+    // Another owner has their own quota.
+    let (_, bob) = relay.owner("bob").await;
+    let (status, _, _) = raw(&relay, Method::POST, "/v1/mcp-tokens", &bob).await;
+    assert_eq!(status, StatusCode::CREATED);
+}
+
+#[tokio::test]
+async fn unused_sign_in_links_per_owner_are_capped_and_a_used_one_frees_a_place() {
+    let relay = Relay::start(TestDb::sqlite(), |c| {
+        c.limits.max_live_signin_codes_per_owner = 2
+    })
+    .await;
+    let (_, owner) = relay.owner("alice").await;
+    let mut links = Vec::new();
+    for _ in 0..2 {
+        let (status, _, body) = raw(&relay, Method::POST, "/v1/auth/signin-links", &owner).await;
+        assert_eq!(status, StatusCode::OK, "{body}");
+        links.push(body["link"].as_str().unwrap().to_owned());
+    }
+    let (status, retry, body) = raw(&relay, Method::POST, "/v1/auth/signin-links", &owner).await;
+    assert_eq!(status, StatusCode::TOO_MANY_REQUESTS, "{body}");
+    assert_eq!(body["error"]["code"], "too_many_signin_links");
+    assert!(retry.is_some());
+    let code = links[0].split("#signin=").nth(1).unwrap();
+    let (status, _) = relay
+        .send(
+            Method::POST,
+            "/v1/auth/signin",
+            None,
+            Some(json!({ "code": code })),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    let (status, _, body) = raw(&relay, Method::POST, "/v1/auth/signin-links", &owner).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+}
+
+#[tokio::test]
+async fn an_owner_s_tokens_share_one_request_rate() {
+    let relay = Relay::start(TestDb::sqlite(), |c| {
+        c.limits.rate_per_token_per_s = 0;
+        c.limits.rate_per_owner_per_s = 1;
+        c.limits.rate_burst_per_owner = 40;
+    })
+    .await;
+    let p = pairing(&relay, "alice").await;
+    let mut tokens = vec![p.mcp.clone()];
+    for _ in 0..3 {
+        tokens.push(relay.mcp_token(&p.owner, p.pair).await.1);
+    }
+    // Spread over four tokens, the owner's burst still runs out.
+    let path = format!("/v1/pairings/{}/session", p.pair);
+    let mut refused = None;
+    for i in 0..200 {
+        let (status, retry, body) = raw(&relay, Method::GET, &path, &tokens[i % 4]).await;
+        if status == StatusCode::TOO_MANY_REQUESTS {
+            refused = Some((retry, body));
+            break;
+        }
+    }
+    let (retry, body) = refused.expect("four tokens of one owner outran the owner's rate");
+    assert_eq!(body["error"]["code"], "owner_rate_limited", "{body}");
+    assert!(retry.is_some());
+    // Another owner is not slowed by it.
+    let bob = pairing(&relay, "bob").await;
+    let (status, _) = relay
+        .send(
+            Method::GET,
+            format!("/v1/pairings/{}/session", bob.pair),
+            Some(&bob.mcp),
+            None,
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK);
+}
