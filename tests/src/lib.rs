@@ -138,6 +138,7 @@ impl LiveRelay {
         config.listen = "127.0.0.1:0".parse()?;
         config.limits.rate_per_token_per_s = 0;
         config.limits.rate_per_owner_per_s = 0;
+        config.limits.max_bytes_held_per_owner = 0;
         config.limits.max_live_sessions_per_owner = 1_000;
         let running = app::start(config).await?;
         let base = format!("http://{}", running.addr);

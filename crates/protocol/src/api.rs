@@ -424,6 +424,8 @@ pub enum ErrorCode {
     TooManyTokens,
     /// 429: the owner already holds the most unused sign-in links allowed.
     TooManySigninLinks,
+    /// 429: the owner's calls and replies already hold the most bytes allowed.
+    BytesQuotaExceeded,
     /// 503: the relay is shutting down or its database is unreachable.
     Unavailable,
     /// 503: the relay holds as many connections as it allows (in all, or from this address).
@@ -439,7 +441,7 @@ pub enum ErrorCode {
 
 impl ErrorCode {
     /// Every code the relay sends ([`ErrorCode::Unknown`] is not one).
-    pub const ALL: [ErrorCode; 29] = [
+    pub const ALL: [ErrorCode; 30] = [
         Self::BadRequest,
         Self::TtlOutOfRange,
         Self::WaitTooLong,
@@ -466,6 +468,7 @@ impl ErrorCode {
         Self::OwnerRateLimited,
         Self::TooManyTokens,
         Self::TooManySigninLinks,
+        Self::BytesQuotaExceeded,
         Self::Unavailable,
         Self::TooManyConnections,
         Self::Busy,
@@ -500,6 +503,7 @@ impl ErrorCode {
             Self::OwnerRateLimited => "owner_rate_limited",
             Self::TooManyTokens => "too_many_tokens",
             Self::TooManySigninLinks => "too_many_signin_links",
+            Self::BytesQuotaExceeded => "bytes_quota_exceeded",
             Self::Unavailable => "unavailable",
             Self::TooManyConnections => "too_many_connections",
             Self::Busy => "busy",
@@ -531,7 +535,8 @@ impl ErrorCode {
             | Self::RateLimited
             | Self::OwnerRateLimited
             | Self::TooManyTokens
-            | Self::TooManySigninLinks => 429,
+            | Self::TooManySigninLinks
+            | Self::BytesQuotaExceeded => 429,
             Self::Unavailable | Self::TooManyConnections | Self::Busy => 503,
             Self::Unknown => 500,
         }

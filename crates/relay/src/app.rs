@@ -122,7 +122,9 @@ pub async fn start_with_store(config: Config, store: Arc<dyn Store>) -> anyhow::
             limits.max_large_bodies_in_flight,
         ),
         large_replies: crate::caps::KeyedCap::new(limits.max_large_replies_per_token),
+        held: crate::quota::HeldBytes::new(limits.max_bytes_held_per_owner),
     });
+    recount_held_bytes(&state).await;
     tokio::spawn(sweeper(state.clone()));
     tokio::spawn(metrics_upkeep(state.clone()));
     let connections = crate::serve::ConnectionLimits::new(&limits, state.config.trust_proxy);
@@ -205,6 +207,20 @@ async fn sweeper(state: AppState) {
             Err(error) => tracing::warn!(error = %store::ErrorChain(&error), "sweep failed"),
         }
         state.rate.forget_idle();
+        recount_held_bytes(&state).await;
+    }
+}
+
+/// Sets the per-owner byte counts from the database (see `quota`).
+async fn recount_held_bytes(state: &AppState) {
+    if state.config.limits.max_bytes_held_per_owner == 0 {
+        return;
+    }
+    match state.store.bytes_held_by_owner().await {
+        Ok(counted) => state.held.recount(counted),
+        Err(error) => {
+            tracing::warn!(error = %store::ErrorChain(&error), "counting held bytes failed")
+        }
     }
 }
 
@@ -222,6 +238,7 @@ async fn metrics_upkeep(state: AppState) {
 
 /// Runs until SIGINT or SIGTERM, then shuts down gracefully.
 pub async fn serve(config: Config) -> anyhow::Result<()> {
+    let signal = shutdown_signal()?;
     let running = start(config.clone()).await?;
     if let Some(link) = bootstrap_owner(running.store.as_ref(), &config).await? {
         // Printed, not logged: the link carries a one-time code and logs keep no codes.
@@ -235,26 +252,32 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
     }
     let shutdown = running.shutdown.clone();
     tokio::spawn(async move {
-        wait_for_signal().await;
+        signal.await;
         tracing::info!("shutting down");
         shutdown.cancel();
     });
     running.wait().await
 }
 
-async fn wait_for_signal() {
-    let ctrl_c = tokio::signal::ctrl_c();
+/// Installs the SIGINT and SIGTERM handlers now, so a signal sent as soon as the relay says it
+/// listens shuts it down gracefully rather than killing it; the future ends at the first one.
+fn shutdown_signal() -> anyhow::Result<impl Future<Output = ()>> {
     #[cfg(unix)]
     {
-        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-            .expect("install SIGTERM handler");
-        tokio::select! {
-            _ = ctrl_c => {}
-            _ = term.recv() => {}
-        }
+        use tokio::signal::unix::{SignalKind, signal};
+        let mut term = signal(SignalKind::terminate()).context("install the SIGTERM handler")?;
+        let mut int = signal(SignalKind::interrupt()).context("install the SIGINT handler")?;
+        Ok(async move {
+            tokio::select! {
+                _ = term.recv() => {}
+                _ = int.recv() => {}
+            }
+        })
     }
     #[cfg(not(unix))]
     {
-        let _ = ctrl_c.await;
+        Ok(async {
+            let _ = tokio::signal::ctrl_c().await;
+        })
     }
 }

@@ -42,7 +42,7 @@ struct Cli {
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Run the relay.
-    Serve(ServeArgs),
+    Serve(Box<ServeArgs>),
     /// Manage owners (the people who may use this relay).
     Owner {
         #[command(subcommand)]
@@ -89,6 +89,9 @@ struct ServeArgs {
     /// Burst of requests per owner above the sustained rate.
     #[arg(long, env = "SEALPOST_RATE_BURST_PER_OWNER", default_value_t = Limits::default().rate_burst_per_owner)]
     rate_burst_per_owner: u32,
+    /// Bytes one owner's calls and replies may hold at once, per replica (0: no quota).
+    #[arg(long, env = "SEALPOST_MAX_BYTES_PER_OWNER", default_value_t = Limits::default().max_bytes_held_per_owner)]
+    max_bytes_per_owner: u64,
     /// Live MCP tokens one owner may hold.
     #[arg(long, env = "SEALPOST_MAX_MCP_TOKENS", default_value_t = Limits::default().max_live_mcp_tokens_per_owner)]
     max_mcp_tokens: u32,
@@ -218,6 +221,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             config.limits.rate_per_owner_per_s = args.rate_per_owner;
             config.limits.rate_burst_per_owner = args.rate_burst_per_owner;
             config.limits.max_live_mcp_tokens_per_owner = args.max_mcp_tokens;
+            config.limits.max_bytes_held_per_owner = args.max_bytes_per_owner;
             config.limits.max_live_signin_codes_per_owner = args.max_signin_links;
             config.limits.owner_token_ttl_s = args.owner_token_ttl_s;
             config.limits.owner_token_lifetime_s = args.owner_token_lifetime_s;

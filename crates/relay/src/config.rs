@@ -77,6 +77,8 @@ pub struct Limits {
     pub rate_per_owner_per_s: u32,
     /// Burst of requests an owner's tokens may send together above that rate.
     pub rate_burst_per_owner: u32,
+    /// Bytes one owner's calls and replies may hold at once (0 = no quota), per replica.
+    pub max_bytes_held_per_owner: u64,
     /// Live (unrevoked, unexpired) MCP tokens one owner may hold.
     pub max_live_mcp_tokens_per_owner: u32,
     /// Unused, unexpired sign-in links one owner may hold (made through the API).
@@ -139,6 +141,7 @@ impl Default for Limits {
             rate_burst_per_token: 200,
             rate_per_owner_per_s: 100,
             rate_burst_per_owner: 400,
+            max_bytes_held_per_owner: 256 * 1024 * 1024,
             max_live_mcp_tokens_per_owner: 100,
             max_live_signin_codes_per_owner: 10,
             signin_rate_per_address_per_min: 10,

@@ -18,6 +18,7 @@ pub mod config;
 pub mod http;
 pub mod ids;
 pub mod metrics;
+pub mod quota;
 pub mod ratelimit;
 pub mod serve;
 pub mod store;

@@ -377,6 +377,7 @@ async fn after_every_connection_dies_the_next_call_works_without_a_restart() {
     config.listen = addr;
     config.limits.rate_per_token_per_s = 0;
     config.limits.rate_per_owner_per_s = 0;
+    config.limits.max_bytes_held_per_owner = 0;
     let again = sealpost_relay::app::start(config).await.unwrap();
 
     let (text, is_error) = result_text(&mcp.call("list_sources", json!({})).await);

@@ -58,6 +58,25 @@ fn wait_ms(state: &AppState, query: &Option<String>) -> ApiResult<u64> {
     Ok(wait)
 }
 
+/// Reserves `bytes` under the owner's quota of bytes held (kept once the store accepts them).
+fn held_quota(
+    state: &AppState,
+    owner: sealpost_protocol::ids::Id16,
+    bytes: usize,
+) -> ApiResult<crate::quota::Reserved> {
+    state.held.reserve(owner, bytes).ok_or_else(|| {
+        ApiError::quota(
+            ErrorCode::BytesQuotaExceeded,
+            format!(
+                "Your calls and replies already hold {} bytes, the most allowed; they free up as \
+                 calls are read and expire.",
+                state.config.limits.max_bytes_held_per_owner
+            ),
+            state.config.limits.sweep_interval_ms.div_ceil(1000).max(1),
+        )
+    })
+}
+
 fn timeout(state: &AppState) -> Duration {
     Duration::from_millis(state.config.limits.body_read_timeout_ms)
 }
@@ -80,7 +99,7 @@ fn timeout(state: &AppState) -> Duration {
         (status = 409, description = "`duplicate_call`: read the call instead.", body = ErrorBody),
         (status = 410, description = "`session_ended`", body = ErrorBody),
         (status = 413, description = "`body_too_large`, `envelope_too_large`", body = ErrorBody),
-        (status = 429, description = "`too_many_pending_calls`, `rate_limited`", body = ErrorBody),
+        (status = 429, description = "`too_many_pending_calls`, `rate_limited`, `owner_rate_limited`, `bytes_quota_exceeded`", body = ErrorBody),
         (status = 503, description = "`unavailable`, `busy`", body = ErrorBody),
     )
 )]
@@ -129,6 +148,7 @@ pub async fn post(
         created_at: now,
         expires_at: now + request.ttl_s as i64 * 1000,
     };
+    let reserved = held_quota(&state, call.owner_id, call.envelope.len())?;
     let expires_at = match state
         .store
         .post_call(auth.0, &call, Some(limits.max_pending_calls_per_session))
@@ -143,6 +163,7 @@ pub async fn post(
         }
         other => other?,
     };
+    reserved.keep();
     state.hub.wake(Topic::Session(call.owner_id, session_id));
     state.metrics.call_posted();
     tracing::debug!(call = %call.call_id, session = %session_id, bytes = call.envelope.len(), "call posted");
@@ -255,7 +276,7 @@ pub async fn claim(
         (status = 409, description = "`wrong_call_state`", body = ErrorBody),
         (status = 410, description = "`lease_expired`, `session_ended`", body = ErrorBody),
         (status = 413, description = "`body_too_large`, `reply_too_large`", body = ErrorBody),
-        (status = 429, description = "`rate_limited`, `owner_rate_limited`", body = ErrorBody),
+        (status = 429, description = "`rate_limited`, `owner_rate_limited`, `bytes_quota_exceeded`", body = ErrorBody),
         (status = 503, description = "`unavailable`, `busy`", body = ErrorBody),
     )
 )]
@@ -290,6 +311,7 @@ pub async fn reply(
         ));
     }
     let bytes = request.envelope.0.len();
+    let reserved = held_quota(&state, auth.owner_id(), bytes)?;
     match state
         .store
         .reply_call(auth.0, call_id, request.envelope.0, now_ms())
@@ -302,6 +324,7 @@ pub async fn reply(
         }
         other => other?,
     }
+    reserved.keep();
     state.hub.wake(Topic::Call(auth.owner_id(), call_id));
     state.metrics.reply_stored();
     tracing::debug!(call = %call_id, bytes, "reply stored");

@@ -42,6 +42,8 @@ pub struct Shared {
     pub shutdown: CancellationToken,
     /// Large request bodies being read now (`max_large_bodies_in_flight`).
     pub large_bodies: crate::caps::LargeBodies,
+    /// Bytes each owner holds in calls and replies (`max_bytes_held_per_owner`).
+    pub held: crate::quota::HeldBytes,
     /// Large replies being sent now, per token (`max_large_replies_per_token`).
     pub large_replies: crate::caps::KeyedCap<sealpost_protocol::ids::Id16>,
 }

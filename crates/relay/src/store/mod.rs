@@ -294,6 +294,8 @@ pub trait Store: Send + Sync + std::fmt::Debug {
         now: Ms,
     ) -> StoreResult<bool>;
     async fn list_mcp_tokens(&self, owner_id: Id16, now: Ms) -> StoreResult<Vec<TokenRow>>;
+    /// Bytes each owner's calls and replies hold now (the byte quota's recount).
+    async fn bytes_held_by_owner(&self) -> StoreResult<Vec<(Id16, i64)>>;
     /// How many live MCP tokens and unused sign-in codes the owner holds (their quotas).
     async fn live_grants(&self, owner_id: Id16, now: Ms) -> StoreResult<LiveGrants>;
     /// The owner's live sign-ins (owner tokens), oldest first.

@@ -185,6 +185,11 @@ pub(crate) fn held_bytes(row: &impl Columns) -> StoreResult<HeldBytes> {
 }
 
 /// `state, n`: how many calls are in a state.
+/// An owner and the bytes their calls hold (`sql::BYTES_HELD_BY_OWNER`).
+pub(crate) fn owner_bytes(row: &impl Columns) -> StoreResult<(Id16, i64)> {
+    Ok((row.id("owner_id")?, row.int("held")?))
+}
+
 pub(crate) fn state_count(row: &impl Columns) -> StoreResult<(CallState, i64)> {
     Ok((stored_state(row)?, row.int("n")?))
 }

@@ -46,6 +46,10 @@ pub(crate) const SELECT_ACTIVE_TOKEN: &str = "SELECT t.* FROM tokens t JOIN owne
 /// `$1` owner id, `$2` now.
 pub(crate) const SELECT_OWNER_TOKENS: &str = "SELECT * FROM tokens WHERE owner_id = $1 AND kind = 'owner' \
      AND revoked_at IS NULL AND expires_at > $2 ORDER BY created_at";
+/// Bytes each owner's calls and replies hold now.
+pub(crate) const BYTES_HELD_BY_OWNER: &str = "SELECT owner_id, \
+     SUM(COALESCE(LENGTH(envelope), 0) + COALESCE(LENGTH(reply), 0)) AS held FROM calls \
+     WHERE envelope IS NOT NULL OR reply IS NOT NULL GROUP BY owner_id";
 /// `$1` owner id, `$2` now: the owner's live MCP tokens and unused sign-in codes.
 pub(crate) const COUNT_LIVE_GRANTS: &str = "SELECT \
      (SELECT COUNT(*) FROM tokens WHERE owner_id = $1 AND kind = 'mcp' AND revoked_at IS NULL \

@@ -133,3 +133,90 @@ async fn an_owner_s_tokens_share_one_request_rate() {
         .await;
     assert_eq!(status, StatusCode::OK);
 }
+
+/// Posts a call with `ttl_s`, claims it and answers it with `reply_bytes`; returns the reply's
+/// status and error code.
+async fn answer(
+    relay: &Relay,
+    p: &crate::harness::Pairing,
+    ttl_s: u64,
+    reply_bytes: usize,
+) -> (StatusCode, serde_json::Value) {
+    let call = id();
+    let (status, body) = relay
+        .send(
+            Method::POST,
+            format!("/v1/sessions/{}/calls", p.session),
+            Some(&p.mcp),
+            Some(
+                json!({"call_id": call, "envelope": crate::harness::b64(b"call"), "ttl_s": ttl_s}),
+            ),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+    let (status, _) = relay
+        .send(
+            Method::POST,
+            format!("/v1/sessions/{}/claims", p.session),
+            Some(&p.owner),
+            None,
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    relay
+        .send(
+            Method::PUT,
+            format!("/v1/calls/{call}/reply"),
+            Some(&p.owner),
+            Some(json!({"envelope": crate::harness::b64(&vec![5u8; reply_bytes])})),
+        )
+        .await
+}
+
+#[tokio::test]
+async fn bytes_held_per_owner_are_capped_and_free_up_when_calls_expire_on_sqlite() {
+    bytes_held_per_owner_are_capped_and_free_up_when_calls_expire(TestDb::sqlite()).await;
+}
+
+#[tokio::test]
+async fn bytes_held_per_owner_are_capped_and_free_up_when_calls_expire_on_postgres() {
+    let Some(db) = TestDb::postgres().await else {
+        return;
+    };
+    bytes_held_per_owner_are_capped_and_free_up_when_calls_expire(db).await;
+}
+
+async fn bytes_held_per_owner_are_capped_and_free_up_when_calls_expire(db: TestDb) {
+    let relay = Relay::start(db, |c| {
+        c.limits.max_bytes_held_per_owner = 1024 * 1024;
+        c.limits.sweep_interval_ms = 100;
+        c.limits.sweep_grace_ms = 0;
+    })
+    .await;
+    let p = pairing(&relay, "alice").await;
+    // The cap: two 600 kB replies do not fit in 1 MiB.
+    let (status, body) = answer(&relay, &p, 60, 600_000).await;
+    assert_eq!(status, StatusCode::NO_CONTENT, "{body}");
+    let (status, body) = answer(&relay, &p, 60, 600_000).await;
+    assert_eq!(status, StatusCode::TOO_MANY_REQUESTS, "{body}");
+    assert_eq!(body["error"]["code"], "bytes_quota_exceeded");
+    // Another owner has their own quota.
+    let bob = pairing(&relay, "bob").await;
+    let (status, body) = answer(&relay, &bob, 1, 600_000).await;
+    assert_eq!(status, StatusCode::NO_CONTENT, "{body}");
+    // Bob's call expires within a second; the sweeper clears it and recounts, and a second
+    // reply of the same size fits again.
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(20);
+    loop {
+        let (status, body) = answer(&relay, &bob, 60, 600_000).await;
+        if status == StatusCode::NO_CONTENT {
+            break;
+        }
+        assert_eq!(body["error"]["code"], "bytes_quota_exceeded", "{body}");
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the quota never freed up after the call expired"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+}

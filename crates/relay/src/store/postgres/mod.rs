@@ -221,6 +221,13 @@ impl Store for PgStore {
         accounts::list_mcp_tokens(&self.pool, owner_id, now).await
     }
 
+    async fn bytes_held_by_owner(&self) -> StoreResult<Vec<(Id16, i64)>> {
+        let rows = sqlx::query(sql::BYTES_HELD_BY_OWNER)
+            .fetch_all(&self.pool)
+            .await?;
+        rows.iter().map(rows::owner_bytes).collect()
+    }
+
     async fn live_grants(&self, owner_id: Id16, now: Ms) -> StoreResult<LiveGrants> {
         let (mcp_tokens, signin_codes): (i64, i64) = sqlx::query_as(sql::COUNT_LIVE_GRANTS)
             .bind(b(owner_id))
