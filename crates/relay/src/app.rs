@@ -216,8 +216,9 @@ async fn recount_held_bytes(state: &AppState) {
     if state.config.limits.max_bytes_held_per_owner == 0 {
         return;
     }
+    let recount = state.held.begin_recount();
     match state.store.bytes_held_by_owner().await {
-        Ok(counted) => state.held.recount(counted),
+        Ok(counted) => state.held.finish_recount(recount, counted),
         Err(error) => {
             tracing::warn!(error = %store::ErrorChain(&error), "counting held bytes failed")
         }
