@@ -180,7 +180,7 @@ async function person(page) {
   await startSession(page);
   assert.equal((await mcp.call('list_sources')).isError, false);
   await go(page, '#/tokens', 'Tokens');
-  await page.waitForSelector('td:text-is("This device")');
+  await page.waitForSelector('td span:text-is("This device")');
   await page.click('td button:text-is("Revoke")');
   await page.waitForSelector('#notice:text("Token revoked.")');
   const revoked = await mcp.call('list_sources');
