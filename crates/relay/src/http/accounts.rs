@@ -357,17 +357,7 @@ pub async fn revoke_mcp_token(
     auth: Authed,
     Path(id): Path<String>,
 ) -> ApiResult<StatusCode> {
-    auth.require_owner()?;
-    let id = path_id(&id, "token")?;
-    if !state
-        .store
-        .revoke_token(auth.owner_id(), id, Some(TokenKind::Mcp), now_ms())
-        .await?
-    {
-        return Err(ApiError::not_found("token"));
-    }
-    tracing::info!(sid = %id, "MCP token revoked");
-    Ok(StatusCode::NO_CONTENT)
+    revoke_own(&state, &auth, &id, TokenKind::Mcp).await
 }
 
 /// `GET /v1/owner-tokens`: the owner's sign-ins, one per device, so a lost or stolen one can
@@ -427,15 +417,25 @@ pub async fn revoke_owner_token(
     auth: Authed,
     Path(id): Path<String>,
 ) -> ApiResult<StatusCode> {
+    revoke_own(&state, &auth, &id, TokenKind::Owner).await
+}
+
+/// An owner revokes one of their own tokens of `kind`; any other id answers 404.
+async fn revoke_own(
+    state: &AppState,
+    auth: &Authed,
+    id: &str,
+    kind: TokenKind,
+) -> ApiResult<StatusCode> {
     auth.require_owner()?;
-    let id = path_id(&id, "token")?;
+    let id = path_id(id, "token")?;
     if !state
         .store
-        .revoke_token(auth.owner_id(), id, Some(TokenKind::Owner), now_ms())
+        .revoke_token(auth.owner_id(), id, Some(kind), now_ms())
         .await?
     {
         return Err(ApiError::not_found("token"));
     }
-    tracing::info!(sid = %id, "owner token revoked");
+    tracing::info!(sid = %id, kind = kind.as_str(), "token revoked by its owner");
     Ok(StatusCode::NO_CONTENT)
 }

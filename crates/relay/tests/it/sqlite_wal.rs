@@ -4,18 +4,15 @@
 use std::time::Duration;
 
 use sealpost_protocol::api::TokenKind;
-use sealpost_relay::store::{self, Bearer, NewCall, NewSession, TokenRow};
+use sealpost_protocol::ids::Id16;
+use sealpost_relay::store::{self, Bearer, NewCall, NewSession, Store, TokenRow};
 
 use crate::support::{TestDb, id};
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_wal_is_checkpointed_into_the_database_file_in_the_background() {
-    let db = TestDb::sqlite();
-    let store = store::open(&db.url).await.unwrap();
-    let path = db.url.trim_start_matches("sqlite://").to_owned();
-    let file_size = || std::fs::metadata(&path).unwrap().len();
+/// An owner with a live session and an MCP token for it: (owner, session, bearer, now).
+async fn live_session(store: &dyn Store, name: &str) -> (Id16, Id16, Bearer, i64) {
     let (owner, session, pair, now) = (id(), id(), id(), sealpost_relay::clock::now_ms());
-    store.create_owner(owner, "wal", now).await.unwrap();
+    store.create_owner(owner, name, now).await.unwrap();
     let session_row = NewSession {
         owner_id: owner,
         session_id: session,
@@ -30,7 +27,7 @@ async fn the_wal_is_checkpointed_into_the_database_file_in_the_background() {
         owner_id: owner,
         kind: TokenKind::Mcp,
         pair_id: Some(pair),
-        label: "wal".into(),
+        label: name.into(),
         created_at: now,
         expires_at: now + 3_600_000,
     };
@@ -41,6 +38,16 @@ async fn the_wal_is_checkpointed_into_the_database_file_in_the_background() {
         kind: TokenKind::Mcp,
         pair_id: Some(pair),
     };
+    (owner, session, bearer, now)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_wal_is_checkpointed_into_the_database_file_in_the_background() {
+    let db = TestDb::sqlite();
+    let store = store::open(&db.url).await.unwrap();
+    let path = db.url.trim_start_matches("sqlite://").to_owned();
+    let file_size = || std::fs::metadata(&path).unwrap().len();
+    let (owner, session, bearer, now) = live_session(store.as_ref(), "wal").await;
     let before = file_size();
     // About 4 MiB of envelopes: far more than the file holds before, all first written to the WAL.
     for _ in 0..1_000 {
@@ -72,33 +79,7 @@ async fn an_envelope_the_sweeper_cleared_is_not_left_in_the_database_file() {
     let db = TestDb::sqlite();
     let store = store::open(&db.url).await.unwrap();
     let path = db.url.trim_start_matches("sqlite://").to_owned();
-    let (owner, session, pair, now) = (id(), id(), id(), sealpost_relay::clock::now_ms());
-    store.create_owner(owner, "clear", now).await.unwrap();
-    let session_row = NewSession {
-        owner_id: owner,
-        session_id: session,
-        pair_id: pair,
-        hello: b"hello".to_vec(),
-        created_at: now,
-        expires_at: now + 3_600_000,
-    };
-    store.create_session(&session_row, 10).await.unwrap();
-    let token = TokenRow {
-        id: id(),
-        owner_id: owner,
-        kind: TokenKind::Mcp,
-        pair_id: Some(pair),
-        label: "clear".into(),
-        created_at: now,
-        expires_at: now + 3_600_000,
-    };
-    store.create_token(&token).await.unwrap();
-    let bearer = Bearer {
-        token_id: token.id,
-        owner_id: owner,
-        kind: TokenKind::Mcp,
-        pair_id: Some(pair),
-    };
+    let (owner, session, bearer, now) = live_session(store.as_ref(), "clear").await;
     // Ciphertext as the relay sees it, marked so it can be found; large enough for overflow
     // pages.
     let canary = b"SEALPOST-CLEARED-CIPHERTEXT-CANARY";
