@@ -75,7 +75,7 @@ async fn large_bodies_in_flight_are_capped_and_small_ones_still_pass() {
         p.session, p.mcp
     );
     stalled.write_all(head.as_bytes()).await.unwrap();
-    let big = json!({"call_id": id(), "envelope": b64(&vec![1u8; 100_000]), "ttl_s": 60});
+    let envelope = b64(&vec![1u8; 100_000]);
     let deadline = tokio::time::Instant::now() + GIVE_UP;
     let refused = loop {
         let (status, body) = relay
@@ -83,7 +83,9 @@ async fn large_bodies_in_flight_are_capped_and_small_ones_still_pass() {
                 Method::POST,
                 format!("/v1/sessions/{}/calls", p.session),
                 Some(&p.mcp),
-                Some(big.clone()),
+                // A fresh call_id each time: a large post may pass before the stalled one holds
+                // the place.
+                Some(json!({"call_id": id(), "envelope": envelope, "ttl_s": 60})),
             )
             .await;
         // Until the stalled request has taken its place, the large one may pass.
