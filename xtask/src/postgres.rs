@@ -109,6 +109,11 @@ impl TestCluster {
         format!("postgres://postgres@127.0.0.1:{}/postgres", self.port)
     }
 
+    /// The path of one of the installation's programs (`pgbench`, `psql`).
+    pub fn tool(&self, name: &str) -> PathBuf {
+        self.bindir.join(name)
+    }
+
     /// Stops the cluster and removes its folder (dropping it does the same).
     pub fn stop(self) {
         drop(self);

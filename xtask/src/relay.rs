@@ -49,13 +49,15 @@ pub fn run() -> Result<()> {
 }
 
 /// Runs the relay benchmark (tests/benches/relay/) on SQLite and on a throwaway
-/// PostgreSQL cluster, each beside its same-run ceilings.
+/// PostgreSQL cluster, each beside its same-run ceilings; on PostgreSQL also beside
+/// `pgbench -N` on the same cluster.
 pub fn bench() -> Result<()> {
     let cluster = TestCluster::start()?;
     let status = cargo()
         .current_dir(workspace())
         .args(["bench", "-p", "sealpost-e2e", "--bench", "relay"])
         .env("SEALPOST_BENCH_POSTGRES_URL", cluster.url())
+        .env("SEALPOST_BENCH_PGBENCH", cluster.tool("pgbench"))
         .status()?;
     if !status.success() {
         bail!("the relay benchmark failed ({status})");

@@ -21,20 +21,17 @@
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 mod client;
+mod echo;
+mod pgbench;
 
 use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use axum::Router;
-use axum::routing::{get, post, put};
 use client::Conn;
 use sealpost_e2e::{LiveRelay, Pairing, random_id};
 use sealpost_protocol::api::TokenKind;
-use sealpost_protocol::api::{
-    CallState, CallStatusResponse, ClaimResponse, ClaimedCall, PostCallResponse,
-};
-use sealpost_protocol::ids::{Base64Bytes, Id16};
+use sealpost_protocol::ids::Id16;
 use sealpost_relay::store::{self, Bearer, NewCall, NewSession, Store, TokenRow};
 use sealpost_seal::{
     BrowserSession, ENVELOPE_OVERHEAD, Header, PairingSecret, PluginSession, SessionKeys,
@@ -348,60 +345,6 @@ async fn http_run(
     .await
 }
 
-/// A stateless server answering the same four requests with same-sized bodies.
-async fn echo_server() -> String {
-    let sealed = Base64Bytes(vec![0u8; ENVELOPE_BYTES]);
-    let (claimed, read) = (sealed.clone(), sealed);
-    let app = Router::new()
-        .route(
-            "/v1/sessions/{s}/calls",
-            post(|body: axum::body::Bytes| async move {
-                let request: serde_json::Value = serde_json::from_slice(&body).unwrap();
-                let call_id = serde_json::from_value(request["call_id"].clone()).unwrap();
-                let answer = PostCallResponse {
-                    call_id,
-                    expires_at: 0,
-                    now_ms: now(),
-                };
-                (axum::http::StatusCode::CREATED, axum::Json(answer))
-            }),
-        )
-        .route(
-            "/v1/sessions/{s}/claims",
-            post(move || async move {
-                let call = ClaimedCall {
-                    call_id: random_id(),
-                    envelope: claimed,
-                    lease_expires_at: 0,
-                };
-                axum::Json(ClaimResponse {
-                    calls: vec![call],
-                    now_ms: now(),
-                })
-            }),
-        )
-        .route(
-            "/v1/calls/{c}/reply",
-            put(|_body: axum::body::Bytes| async { axum::http::StatusCode::NO_CONTENT }),
-        )
-        .route(
-            "/v1/calls/{c}",
-            get(move || async move {
-                axum::Json(CallStatusResponse {
-                    state: CallState::Answered,
-                    reply: Some(read),
-                    reason: None,
-                    expires_at: 0,
-                    now_ms: now(),
-                })
-            }),
-        );
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
-    format!("http://{addr}")
-}
-
 /// Time from sending a post to the answer of a claim already waiting, one at a time.
 async fn wake_latency(relay: Arc<LiveRelay>, client: &HttpClient, rounds: usize) -> Outcome {
     let mut outcome = Outcome::default();
@@ -437,7 +380,7 @@ struct Echo {
 }
 
 async fn echo_runs() -> Echo {
-    let base = echo_server().await;
+    let base = echo::serve().await;
     let relay = Arc::new(LiveRelay::echo(base));
     let clients = Arc::new(http_clients(&relay, None).await);
     let loaded = http_run(clients.clone(), CLIENTS, None, true).await;
@@ -486,7 +429,16 @@ impl Databases {
     }
 }
 
-async fn relay_runs(label: &str, databases: &Databases, echo: &Echo) {
+/// What [`relay_runs`] found, for the ratios to each backend's own bound.
+struct Figures {
+    /// Median calls/s of the store ceiling and of the relay at full load.
+    ceiling: f64,
+    peak: f64,
+    /// The relay's p50 for one call at a time, ms.
+    single_p50_ms: f64,
+}
+
+async fn relay_runs(label: &str, databases: &Databases, echo: &Echo) -> Figures {
     println!("\n== {label} ==");
     // The ceiling and the relay at full load, alternated, so both see the same machine.
     let mut rounds = Vec::new();
@@ -549,6 +501,56 @@ async fn relay_runs(label: &str, databases: &Databases, echo: &Echo) {
         half.pct_ms(0.5) - echo_p50,
     );
     stop(relay).await;
+    Figures {
+        ceiling,
+        peak,
+        single_p50_ms: single.pct_ms(0.5),
+    }
+}
+
+/// SQLite's bound is HTTP and the store together: a call costs the echo's time plus the store
+/// ceiling's, so the relay can do at most 1/(1/echo + 1/store) calls/s.
+fn sqlite_ratios(figures: &Figures, echo: &Echo) {
+    let bound = 1.0 / (1.0 / echo.loaded.per_second() + 1.0 / figures.ceiling);
+    println!(
+        "SQLite bound 1/(1/echo + 1/store) {bound:.0} calls/s; relay ÷ bound {:.2} (target ≥ 0.85)",
+        figures.peak / bound
+    );
+}
+
+/// PostgreSQL's bound is the database's own commit rate, measured by pgbench on the same
+/// cluster before and after the relay's runs.
+async fn postgres_runs(url: &str, echo: &Echo) {
+    let databases = Databases::Postgres(url.to_owned());
+    let pgbench = std::env::var_os("SEALPOST_BENCH_PGBENCH").map(std::path::PathBuf::from);
+    let pgbench_db = match &pgbench {
+        Some(tool) => {
+            let db = databases.fresh().await;
+            pgbench::initialise(tool, &db);
+            Some((tool.clone(), db))
+        }
+        None => None,
+    };
+    let measure = || {
+        pgbench_db
+            .as_ref()
+            .map(|(tool, db)| pgbench::measure(tool, db, RUN.as_secs()))
+    };
+    let before = measure();
+    let figures = relay_runs("PostgreSQL", &databases, echo).await;
+    let (Some(before), Some(after)) = (before, measure()) else {
+        println!("(pgbench ratios skipped: SEALPOST_BENCH_PGBENCH does not name pgbench)");
+        return;
+    };
+    let db = pgbench::Pgbench::mean(before, after);
+    println!("{} (before the relay's runs)", before.line());
+    println!("{} (after)", after.line());
+    println!(
+        "ratios to pgbench: relay calls/s ÷ (tps at 16 clients ÷ 3) {:.2} (target ≥ 0.8); \
+         single-call p50 ÷ (3 × one-client latency) {:.2} (target ≤ 1.2)",
+        figures.peak / db.calls_per_second(),
+        figures.single_p50_ms / db.call_latency_ms()
+    );
 }
 
 async fn stop(relay: Arc<LiveRelay>) {
@@ -572,15 +574,16 @@ async fn main() {
     let echo = echo_runs().await;
     let dir = std::env::temp_dir().join(format!("sealpost-relay-bench-{}", random_id()));
     std::fs::create_dir_all(&dir).unwrap();
-    relay_runs(
+    let sqlite = relay_runs(
         "SQLite (WAL, synchronous=NORMAL, grouped statements)",
         &Databases::Sqlite(dir.clone()),
         &echo,
     )
     .await;
+    sqlite_ratios(&sqlite, &echo);
     let _ = std::fs::remove_dir_all(&dir);
     match std::env::var("SEALPOST_BENCH_POSTGRES_URL") {
-        Ok(url) => relay_runs("PostgreSQL", &Databases::Postgres(url), &echo).await,
+        Ok(url) => postgres_runs(&url, &echo).await,
         Err(_) => println!(
             "\n(PostgreSQL skipped: SEALPOST_BENCH_POSTGRES_URL is not set; `cargo xtask bench relay` sets it)"
         ),
