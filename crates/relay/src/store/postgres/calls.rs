@@ -1,171 +1,194 @@
 //! PostgreSQL call operations: post, claim, reply, cancel, and the sweeper.
 //!
 //! This is the hot path whose statements decide at-most-once delivery; each one changes state
-//! in a single statement.
+//! in a single statement. Post, claim, reply and read are each one statement in its own
+//! implicit transaction: the bearer's token row is checked inside it, and the wake-up it
+//! sends (`pg_notify`, delivered on commit) is part of it, so a call costs four round trips
+//! and three durable commits. Only when a statement finds nothing to do does a second look
+//! say why (the cold path).
 
 use sealpost_protocol::api::CallState;
 use sealpost_protocol::content::CancelReason;
 use sealpost_protocol::ids::Id16;
-use sqlx::postgres::PgPool;
+use sqlx::Postgres;
+use sqlx::postgres::{PgArguments, PgPool};
 
-use super::notify;
 use super::sessions::cancel_open_calls;
+use super::{WAKE_CHANNEL, notify, require_live};
 use crate::store::hot_path::SeenThrottle;
+use crate::store::rows::{self, Columns};
+use crate::store::sql;
 use crate::store::{
-    ClaimedRow, Ms, NewCall, Scope, StoreError, StoreResult, SweepStats, b, is_unique_violation,
+    Bearer, CallView, ClaimedRow, Ms, NewCall, Scope, StoreError, StoreResult, SweepStats, b,
+    is_unique_violation,
 };
-use crate::store::{rows, sql};
 use crate::wake::Topic;
+
+/// The bearer and the time as a hot-path statement's first five parameters (see
+/// [`token_live!`]).
+fn with_bearer<'q>(
+    sql: &'static str,
+    bearer: &Bearer,
+    now: Ms,
+) -> sqlx::query::Query<'q, Postgres, PgArguments> {
+    sqlx::query(sql)
+        .bind(b(bearer.token_id))
+        .bind(b(bearer.owner_id))
+        .bind(bearer.kind.as_str())
+        .bind(bearer.pair_id.map(b))
+        .bind(now)
+}
+
+/// `$6` call id, `$7` envelope, `$8` expires_at, `$9` session id, `$10` most pending calls
+/// (NULL: no cap), `$11`, `$12` the wake-up's channel and payload.
+///
+/// `FOR SHARE OF s`: the session row is share-locked until this post commits, so ending or
+/// replacing the session (an UPDATE of that row) waits for the post and then cancels its
+/// call; a post that comes second waits for the end and then sees the session ended. Posts
+/// share the lock, so they do not wait for each other. The wake-up is sent by the same
+/// statement, so it goes out only if the call is stored.
+const POST_CALL: &str = concat!(
+    "WITH posted AS ( \
+        INSERT INTO calls (owner_id, call_id, session_id, pair_id, state, envelope, created_at, expires_at) \
+        SELECT s.owner_id, $6, s.session_id, s.pair_id, 'pending', $7, $5, LEAST($8, s.expires_at) \
+        FROM sessions s \
+        WHERE s.owner_id = $2 AND s.session_id = $9 AND s.ended_at IS NULL AND s.expires_at > $5 \
+        AND ($4::bytea IS NULL OR s.pair_id = $4) \
+        AND ($10::bigint IS NULL OR (SELECT COUNT(*) FROM calls p WHERE p.owner_id = $2 \
+             AND p.session_id = $9 AND p.state = 'pending') < $10) \
+        AND ",
+    token_live!(),
+    " FOR SHARE OF s \
+        RETURNING expires_at) \
+     SELECT expires_at, pg_notify($11, $12)::text AS woken FROM posted"
+);
 
 pub(super) async fn post_call(
     pool: &PgPool,
+    bearer: &Bearer,
     c: &NewCall,
-    pair_id: Option<Id16>,
     max_pending: Option<u32>,
 ) -> StoreResult<Ms> {
-    let mut tx = pool.begin().await?;
-    // `FOR SHARE OF s`: the session row is share-locked until this post commits, so ending or
-    // replacing the session (an UPDATE of that row) waits for the post and then cancels its
-    // call; a post that comes second waits for the end and then sees the session ended. Posts
-    // share the lock, so they do not wait for each other.
-    let inserted: Result<Option<i64>, sqlx::Error> = sqlx::query_scalar(
-        "INSERT INTO calls (owner_id, call_id, session_id, pair_id, state, envelope, created_at, expires_at) \
-         SELECT s.owner_id, $2, s.session_id, s.pair_id, 'pending', $3, $4, LEAST($5, s.expires_at) \
-         FROM sessions s \
-         WHERE s.owner_id = $1 AND s.session_id = $6 AND s.ended_at IS NULL AND s.expires_at > $4 \
-         AND ($7::bytea IS NULL OR s.pair_id = $7) \
-         AND ($8::bigint IS NULL OR (SELECT COUNT(*) FROM calls p WHERE p.owner_id = $1 \
-              AND p.session_id = $6 AND p.state = 'pending') < $8) \
-         FOR SHARE OF s \
-         RETURNING expires_at",
-    )
-    .bind(b(c.owner_id))
-    .bind(b(c.call_id))
-    .bind(&c.envelope)
-    .bind(c.created_at)
-    .bind(c.expires_at)
-    .bind(b(c.session_id))
-    .bind(pair_id.map(b))
-    .bind(max_pending.map(i64::from))
-    .fetch_optional(&mut *tx)
-    .await;
-    match inserted {
-        Ok(Some(expires_at)) => {
-            notify(&mut tx, Topic::Session(c.owner_id, c.session_id)).await?;
-            tx.commit().await?;
-            return Ok(expires_at);
-        }
-        Err(e) if is_unique_violation(&e) => {
-            return Err(StoreError::Duplicate);
-        }
-        Err(e) => return Err(e.into()),
-        Ok(None) => {}
-    }
-    let session = sqlx::query(sql::SELECT_SESSION_STATE)
-        .bind(b(c.owner_id))
+    let inserted = with_bearer(POST_CALL, bearer, c.created_at)
+        .bind(b(c.call_id))
+        .bind(&c.envelope)
+        .bind(c.expires_at)
         .bind(b(c.session_id))
-        .fetch_optional(&mut *tx)
-        .await?;
-    Err(rows::why_not_posted(
-        session.as_ref(),
-        pair_id,
-        c.created_at,
-    ))
+        .bind(max_pending.map(i64::from))
+        .bind(WAKE_CHANNEL)
+        .bind(Topic::Session(c.owner_id, c.session_id).encode())
+        .fetch_optional(pool)
+        .await;
+    match inserted {
+        Ok(Some(row)) => row.int("expires_at"),
+        Err(e) if is_unique_violation(&e) => Err(StoreError::Duplicate),
+        Err(e) => Err(e.into()),
+        // The cold path: say why nothing was stored.
+        Ok(None) => {
+            require_live(pool, bearer, c.created_at).await?;
+            let session = sqlx::query(sql::SELECT_SESSION_STATE)
+                .bind(b(c.owner_id))
+                .bind(b(c.session_id))
+                .fetch_optional(pool)
+                .await?;
+            Err(rows::why_not_posted(
+                session.as_ref(),
+                bearer.pair_id,
+                c.created_at,
+            ))
+        }
+    }
 }
+
+/// `$6` session id, `$7` most calls, `$8` lease, `$9` whether to write `claimer_seen_at`.
+///
+/// One statement whatever it finds: its first row says whether the token and the session are
+/// live, and carries a claimed call if there is one; every further row is another claimed
+/// call. SKIP LOCKED: concurrent claimers (on any replica) take disjoint rows instead of
+/// queueing; the outer UPDATE re-checks the state, so a row is claimed once.
+const CLAIM_CALLS: &str = concat!(
+    "WITH live AS MATERIALIZED (SELECT ",
+    token_live!(),
+    " AS token, EXISTS (SELECT 1 FROM sessions WHERE owner_id = $2 AND session_id = $6 \
+            AND ended_at IS NULL AND expires_at > $5 AND ($4::bytea IS NULL OR pair_id = $4)) AS session), \
+     seen AS (UPDATE sessions SET claimer_seen_at = $5 \
+            WHERE $9 AND owner_id = $2 AND session_id = $6 AND (SELECT token AND session FROM live)), \
+     picked AS (SELECT c.owner_id, c.call_id FROM calls c, live \
+            WHERE live.token AND live.session \
+            AND c.owner_id = $2 AND c.session_id = $6 AND c.state = 'pending' AND c.expires_at > $5 \
+            ORDER BY c.created_at LIMIT $7 FOR UPDATE OF c SKIP LOCKED), \
+     claimed AS (UPDATE calls c SET state = 'claimed', lease_expires_at = LEAST($5 + $8, c.expires_at) \
+            FROM picked WHERE c.owner_id = picked.owner_id AND c.call_id = picked.call_id \
+            AND c.state = 'pending' \
+            RETURNING c.call_id, c.envelope, c.lease_expires_at, c.created_at) \
+     SELECT live.token, live.session, claimed.* FROM live LEFT JOIN claimed ON true"
+);
 
 pub(super) async fn claim_calls(
     pool: &PgPool,
     seen: &SeenThrottle,
-    scope: Scope,
+    bearer: &Bearer,
     session_id: Id16,
     now: Ms,
     max: u32,
     lease_ms: Ms,
 ) -> StoreResult<Vec<ClaimedRow>> {
-    let (owner_id, pair_id) = (scope.owner_id, scope.pair_id.map(b));
-    let write_seen = seen.due(owner_id, session_id, now);
-    if write_seen {
-        let live = sqlx::query(
-            "UPDATE sessions SET claimer_seen_at = $3 WHERE owner_id = $1 AND session_id = $2 \
-             AND ended_at IS NULL AND expires_at > $3 AND ($4::bytea IS NULL OR pair_id = $4)",
-        )
-        .bind(b(owner_id))
+    let write_seen = seen.due(bearer.owner_id, session_id, now);
+    let rows = with_bearer(CLAIM_CALLS, bearer, now)
         .bind(b(session_id))
-        .bind(now)
-        .bind(pair_id.clone())
-        .execute(pool)
+        .bind(i64::from(max))
+        .bind(lease_ms)
+        .bind(write_seen)
+        .fetch_all(pool)
         .await?;
-        if live.rows_affected() == 0 {
-            return Err(why_not_live(pool, scope, session_id).await);
-        }
+    let first = rows.first().ok_or_else(|| {
+        StoreError::Unreadable("the claim statement returned no status row".into())
+    })?;
+    if !first.flag("token")? {
+        return Err(StoreError::TokenNotLive);
     }
-    // SKIP LOCKED: concurrent claimers (on any replica) take disjoint rows instead of queueing;
-    // the outer UPDATE re-checks the state, so a row is claimed once. The session must still be
-    // live, for the claims that skip the `claimer_seen_at` write.
-    let claimed = sqlx::query(
-        "WITH picked AS ( \
-            SELECT owner_id, call_id FROM calls \
-            WHERE owner_id = $1 AND session_id = $2 AND state = 'pending' AND expires_at > $3 \
-            AND EXISTS (SELECT 1 FROM sessions WHERE owner_id = $1 AND session_id = $2 \
-                AND ended_at IS NULL AND expires_at > $3 AND ($6::bytea IS NULL OR pair_id = $6)) \
-            ORDER BY created_at LIMIT $4 FOR UPDATE SKIP LOCKED) \
-         UPDATE calls c SET state = 'claimed', lease_expires_at = LEAST($3 + $5, c.expires_at) \
-         FROM picked WHERE c.owner_id = picked.owner_id AND c.call_id = picked.call_id \
-         AND c.state = 'pending' \
-         RETURNING c.call_id, c.envelope, c.lease_expires_at, c.created_at",
-    )
-    .bind(b(owner_id))
-    .bind(b(session_id))
-    .bind(now)
-    .bind(i64::from(max))
-    .bind(lease_ms)
-    .bind(pair_id.clone())
-    .fetch_all(pool)
-    .await?;
-    if claimed.is_empty() && !write_seen {
-        let live: Option<i32> = sqlx::query_scalar(
-            "SELECT 1 FROM sessions WHERE owner_id = $1 AND session_id = $2 \
-             AND ended_at IS NULL AND expires_at > $3 AND ($4::bytea IS NULL OR pair_id = $4)",
-        )
-        .bind(b(owner_id))
-        .bind(b(session_id))
-        .bind(now)
-        .bind(pair_id)
-        .fetch_optional(pool)
-        .await?;
-        if live.is_none() {
-            return Err(why_not_live(pool, scope, session_id).await);
-        }
+    if !first.flag("session")? {
+        return Err(why_not_live(pool, bearer.scope(), session_id).await);
     }
+    let claimed = rows
+        .into_iter()
+        .filter(|row| matches!(row.opt_bytes("call_id"), Ok(Some(_))))
+        .collect();
     rows::claimed(claimed)
 }
 
+/// `$6` call id, `$7` reply, `$8`, `$9` the wake-up's channel and payload.
+const REPLY_CALL: &str = concat!(
+    "WITH answered AS ( \
+        UPDATE calls SET state = 'answered', reply = $7, envelope = NULL, answered_at = $5 \
+        WHERE owner_id = $2 AND call_id = $6 AND state = 'claimed' AND lease_expires_at > $5 \
+        AND ($4::bytea IS NULL OR pair_id = $4) AND ",
+    token_live!(),
+    " RETURNING call_id) \
+     SELECT pg_notify($8, $9)::text AS woken FROM answered"
+);
+
 pub(super) async fn reply_call(
     pool: &PgPool,
-    scope: Scope,
+    bearer: &Bearer,
     call_id: Id16,
     reply: Vec<u8>,
     now: Ms,
 ) -> StoreResult<()> {
-    let (owner_id, pair_id) = (scope.owner_id, scope.pair_id.map(b));
-    let mut tx = pool.begin().await?;
-    let done = sqlx::query(
-        "UPDATE calls SET state = 'answered', reply = $3, envelope = NULL, answered_at = $4 \
-         WHERE owner_id = $1 AND call_id = $2 AND state = 'claimed' AND lease_expires_at > $4 \
-         AND ($5::bytea IS NULL OR pair_id = $5)",
-    )
-    .bind(b(owner_id))
-    .bind(b(call_id))
-    .bind(&reply)
-    .bind(now)
-    .bind(pair_id.clone())
-    .execute(&mut *tx)
-    .await?;
-    if done.rows_affected() == 1 {
-        notify(&mut tx, Topic::Call(owner_id, call_id)).await?;
-        tx.commit().await?;
+    let (owner_id, pair_id) = (bearer.owner_id, bearer.pair_id.map(b));
+    let done = with_bearer(REPLY_CALL, bearer, now)
+        .bind(b(call_id))
+        .bind(&reply)
+        .bind(WAKE_CHANNEL)
+        .bind(Topic::Call(owner_id, call_id).encode())
+        .fetch_optional(pool)
+        .await?;
+    if done.is_some() {
         return Ok(());
     }
+    // The cold path: say why nothing was stored, expiring a claim whose lease lapsed.
+    require_live(pool, bearer, now).await?;
+    let mut tx = pool.begin().await?;
     let row = sqlx::query(
         "SELECT state, expires_at, lease_expires_at FROM calls WHERE owner_id = $1 AND call_id = $2 \
          AND ($3::bytea IS NULL OR pair_id = $3) FOR UPDATE",
@@ -190,6 +213,46 @@ pub(super) async fn reply_call(
         return Err(StoreError::LeaseExpired);
     }
     Err(StoreError::WrongState(rows::state_at(&row, now)?))
+}
+
+/// `$6` call id.
+///
+/// One statement: its one row says whether the token is live and carries the call, if the
+/// scope holds one. The SELECT sees the snapshot from before the UPDATE, so the first read
+/// reports `answered` and marks the call delivered in the same round trip. The mark is
+/// advisory (a delivered call reads like an answered one), so its commit does not wait for
+/// the disk (`synchronous_commit` off for this transaction alone): a crash may leave the call
+/// `answered`, never lose an acknowledged write.
+const READ_CALL: &str = concat!(
+    "WITH live AS MATERIALIZED (SELECT ",
+    token_live!(),
+    " AS token), \
+     marked AS (UPDATE calls SET state = 'delivered' \
+            WHERE owner_id = $2 AND call_id = $6 AND ($4::bytea IS NULL OR pair_id = $4) \
+            AND state = 'answered' AND (SELECT token FROM live)) \
+     SELECT live.token, c.state, c.reply, c.cancel_reason, c.expires_at, c.lease_expires_at, \
+            set_config('synchronous_commit', 'off', true) AS lazy \
+     FROM live LEFT JOIN calls c ON live.token AND c.owner_id = $2 AND c.call_id = $6 \
+            AND ($4::bytea IS NULL OR c.pair_id = $4)"
+);
+
+pub(super) async fn read_call(
+    pool: &PgPool,
+    bearer: &Bearer,
+    call_id: Id16,
+    now: Ms,
+) -> StoreResult<Option<CallView>> {
+    let row = with_bearer(READ_CALL, bearer, now)
+        .bind(b(call_id))
+        .fetch_one(pool)
+        .await?;
+    if !row.flag("token")? {
+        return Err(StoreError::TokenNotLive);
+    }
+    if row.opt_text("state")?.is_none() {
+        return Ok(None);
+    }
+    rows::view_at(&row, now).map(Some)
 }
 
 pub(super) async fn cancel_call(

@@ -28,6 +28,18 @@ use super::{
 };
 use crate::wake::{Hub, Topic};
 
+/// The bearer's token row is live, as a condition inside a hot-path statement whose first
+/// five parameters are `$1` token id, `$2` owner id, `$3` kind, `$4` pair id (NULL for an owner
+/// token) and `$5` now (bound by `calls::with_bearer`). The same check as [`require_live`],
+/// without its round trip.
+macro_rules! token_live {
+    () => {
+        "EXISTS (SELECT 1 FROM tokens t JOIN owners o ON o.id = t.owner_id \
+         WHERE t.id = $1 AND t.owner_id = $2 AND t.kind = $3 AND t.pair_id IS NOT DISTINCT FROM $4 \
+         AND t.revoked_at IS NULL AND t.expires_at > $5 AND o.disabled_at IS NULL)"
+    };
+}
+
 mod accounts;
 mod calls;
 mod migrate;
@@ -114,7 +126,8 @@ async fn listen_loop(pool: PgPool, hub: Arc<Hub>, shutdown: CancellationToken) {
     }
 }
 
-/// Checks the bearer's token row just before a call-loop operation (see [`Bearer`]).
+/// Checks the bearer's token row (see [`Bearer`]): the cold paths, to tell a dead token from a
+/// missing call or session.
 async fn require_live(pool: &PgPool, bearer: &Bearer, now: Ms) -> StoreResult<()> {
     let live: bool = sqlx::query_scalar(
         "SELECT EXISTS (SELECT 1 FROM tokens t JOIN owners o ON o.id = t.owner_id \
@@ -277,8 +290,7 @@ impl Store for PgStore {
         c: &NewCall,
         max_pending: Option<u32>,
     ) -> StoreResult<Ms> {
-        require_live(&self.pool, &bearer, c.created_at).await?;
-        calls::post_call(&self.pool, c, bearer.pair_id, max_pending).await
+        calls::post_call(&self.pool, &bearer, c, max_pending).await
     }
 
     async fn claim_calls(
@@ -289,15 +301,8 @@ impl Store for PgStore {
         max: u32,
         lease_ms: Ms,
     ) -> StoreResult<Vec<ClaimedRow>> {
-        require_live(&self.pool, &bearer, now).await?;
         calls::claim_calls(
-            &self.pool,
-            &self.seen,
-            bearer.scope(),
-            session_id,
-            now,
-            max,
-            lease_ms,
+            &self.pool, &self.seen, &bearer, session_id, now, max, lease_ms,
         )
         .await
     }
@@ -309,8 +314,7 @@ impl Store for PgStore {
         reply: Vec<u8>,
         now: Ms,
     ) -> StoreResult<()> {
-        require_live(&self.pool, &bearer, now).await?;
-        calls::reply_call(&self.pool, bearer.scope(), call_id, reply, now).await
+        calls::reply_call(&self.pool, &bearer, call_id, reply, now).await
     }
 
     async fn cancel_call(
@@ -329,23 +333,7 @@ impl Store for PgStore {
         call_id: Id16,
         now: Ms,
     ) -> StoreResult<Option<CallView>> {
-        require_live(&self.pool, &bearer, now).await?;
-        let scope = bearer.scope();
-        // One statement: the SELECT sees the snapshot from before the UPDATE, so the first
-        // read reports `answered` and marks the call delivered in the same round trip.
-        let row = sqlx::query(
-            "WITH marked AS ( \
-                UPDATE calls SET state = 'delivered' WHERE owner_id = $1 AND call_id = $2 \
-                AND ($3::bytea IS NULL OR pair_id = $3) AND state = 'answered') \
-             SELECT state, reply, cancel_reason, expires_at, lease_expires_at FROM calls \
-             WHERE owner_id = $1 AND call_id = $2 AND ($3::bytea IS NULL OR pair_id = $3)",
-        )
-        .bind(b(scope.owner_id))
-        .bind(b(call_id))
-        .bind(scope.pair_id.map(b))
-        .fetch_optional(&self.pool)
-        .await?;
-        row.map(|row| rows::view_at(&row, now)).transpose()
+        calls::read_call(&self.pool, &bearer, call_id, now).await
     }
 
     async fn sweep(&self, now: Ms, grace_ms: Ms) -> StoreResult<SweepStats> {
