@@ -14,6 +14,8 @@
 //! visible one: the loop is driven by the long-poll, not by timers), holds the Web Lock that
 //! makes one tab serve a pairing, and persists to IndexedDB; `js/sealpost.js` is the page's API.
 
+#![warn(missing_docs)]
+
 pub mod backoff;
 pub mod stop;
 

@@ -23,17 +23,35 @@ pub enum AuditOutcome {
     /// A tool ran and reported a failure of its own (no such document, ...).
     AnsweredWithError,
     /// A proposal tool saved a proposal for review.
-    ProposalSaved { proposal_id: Id16 },
+    ProposalSaved {
+        /// The review page's handle on it.
+        proposal_id: Id16,
+    },
     /// The call was opened and refused.
-    Refused { code: RefusalCode },
+    Refused {
+        /// Why, as the plugin reports it to the model.
+        code: RefusalCode,
+    },
     /// The call was not answered (could not be opened, replayed, expired, session over).
-    Cancelled { reason: CancelReason },
+    Cancelled {
+        /// Why no answer could be sealed.
+        reason: CancelReason,
+    },
     /// The person applied a proposal.
-    ProposalApplied { proposal_id: Id16 },
+    ProposalApplied {
+        /// The proposal whose change is now in the workspace.
+        proposal_id: Id16,
+    },
     /// The person rejected a proposal.
-    ProposalRejected { proposal_id: Id16 },
+    ProposalRejected {
+        /// The proposal, now dropped.
+        proposal_id: Id16,
+    },
     /// Applying was refused because the document changed since the proposal (or is gone).
-    ProposalApplyRefused { proposal_id: Id16 },
+    ProposalApplyRefused {
+        /// The proposal, still pending so the person can reject it.
+        proposal_id: Id16,
+    },
 }
 
 /// One entry of the audit log.
@@ -47,6 +65,7 @@ pub struct AuditRecord {
     pub tool: Option<String>,
     /// SHA-256 of the arguments' JSON, hex; absent when the call could not be opened.
     pub arguments_digest: Option<String>,
+    /// What was decided.
     pub outcome: AuditOutcome,
     /// Bytes of the sealed reply sent (0 when none was).
     pub reply_bytes: usize,
@@ -66,6 +85,7 @@ pub fn arguments_digest(arguments: &serde_json::Value) -> String {
 
 /// Where audit records go. The browser implements it by encrypting each record into IndexedDB.
 pub trait AuditSink {
+    /// Keeps one record; called once per decision, after any reply is sealed.
     fn record(&self, record: &AuditRecord);
 }
 
@@ -75,22 +95,27 @@ pub trait AuditSink {
 pub struct MemoryAuditLog(Rc<RefCell<VecDeque<AuditRecord>>>);
 
 impl MemoryAuditLog {
+    /// An empty log.
     pub fn new() -> Self {
         Self::default()
     }
 
+    /// Every kept record, oldest first.
     pub fn records(&self) -> Vec<AuditRecord> {
         self.0.borrow().iter().cloned().collect()
     }
 
+    /// The newest record, if any.
     pub fn last(&self) -> Option<AuditRecord> {
         self.0.borrow().back().cloned()
     }
 
+    /// How many records are kept.
     pub fn len(&self) -> usize {
         self.0.borrow().len()
     }
 
+    /// Whether nothing has been recorded yet.
     pub fn is_empty(&self) -> bool {
         self.0.borrow().is_empty()
     }

@@ -5,6 +5,7 @@ use std::cell::Cell;
 
 /// Tells the current Unix time in milliseconds.
 pub trait Clock {
+    /// Milliseconds since the Unix epoch, asked afresh at each decision.
     fn now_ms(&self) -> u64;
 }
 

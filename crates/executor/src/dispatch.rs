@@ -19,7 +19,9 @@ use crate::registry::{Action, HostTool};
 /// The executor's answer to one call, before sealing.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Decision {
+    /// What is sealed back to the plugin.
     pub reply: Reply,
+    /// What the audit record will say.
     pub outcome: AuditOutcome,
 }
 

@@ -34,14 +34,20 @@ pub const MAX_REPLY_PLAINTEXT_BYTES: usize = MAX_REPLY_ENVELOPE_BYTES - ENVELOPE
 pub enum Outcome {
     /// Post this sealed reply (a result or a refusal: the relay cannot tell which).
     Reply {
+        /// The call it answers.
         call_id: CallId,
+        /// The sealed reply, to post as it is.
         envelope: Vec<u8>,
+        /// The record already written to the audit sink.
         audit: AuditRecord,
     },
     /// Cancel the call with this reason; there is nothing to seal an answer with.
     Cancel {
+        /// The call, when its header could be read.
         call_id: Option<CallId>,
+        /// What to tell the relay, and through it the plugin.
         reason: CancelReason,
+        /// The record already written to the audit sink.
         audit: AuditRecord,
     },
 }
@@ -49,8 +55,10 @@ pub enum Outcome {
 /// Why a session could not start.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum SessionError {
+    /// The expiry given is not after the start.
     #[error("a session must expire after it is created")]
     BadTimes,
+    /// The catalog would not fit, or could not be sealed, in a hello.
     #[error("the catalog could not be sealed into the hello: {0}")]
     Seal(#[from] SealError),
 }
@@ -97,6 +105,8 @@ impl Executor {
         self.registry.borrow_mut().register(spec, handler)
     }
 
+    /// Removes a host tool, returning whether one was removed; built-ins stay (grants switch
+    /// them off).
     pub fn unregister_tool(&self, name: &str) -> bool {
         self.registry.borrow_mut().unregister(name)
     }
@@ -124,6 +134,7 @@ impl Executor {
         self.workspace.borrow_mut()
     }
 
+    /// The shared handle the executor reads at every decision.
     pub fn grants(&self) -> &GrantsHandle {
         &self.grants
     }

@@ -26,6 +26,7 @@ pub enum Access {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct Grants {
+    /// Off until the person turns AI access on.
     pub access: Access,
     /// Sources a session may read and propose changes to.
     pub sources: BTreeSet<String>,
@@ -40,14 +41,17 @@ impl Grants {
         serde_json::from_slice(bytes).unwrap_or_default()
     }
 
+    /// Whether calls may run now.
     pub fn is_on(&self) -> bool {
         self.access == Access::On
     }
 
+    /// Whether a session may read and propose changes to `source` now.
     pub fn allows_source(&self, source: &str) -> bool {
         self.is_on() && self.sources.contains(source)
     }
 
+    /// Whether a session may call `tool` now.
     pub fn allows_tool(&self, tool: &str) -> bool {
         self.is_on() && self.tools.contains(tool)
     }
@@ -59,6 +63,7 @@ impl Grants {
 pub struct GrantsHandle(Rc<RefCell<Grants>>);
 
 impl GrantsHandle {
+    /// A handle starting at `grants`; clone it to share it.
     pub fn new(grants: Grants) -> Self {
         Self(Rc::new(RefCell::new(grants)))
     }
@@ -78,6 +83,7 @@ impl GrantsHandle {
         read(&self.0.borrow())
     }
 
+    /// A copy of the current grants, for storing or showing.
     pub fn snapshot(&self) -> Grants {
         self.0.borrow().clone()
     }

@@ -12,6 +12,8 @@
 //!
 //! docs/EXECUTOR.md describes the decisions, the tools and the search ranking.
 
+#![warn(missing_docs)]
+
 mod audit;
 mod builtin;
 mod clock;

@@ -16,23 +16,36 @@ use crate::workspace::{DocId, Document, WorkspaceError};
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum ProposedChange {
+    /// A new note; its id is [`crate::CREATED_NOTE_ID_PREFIX`] and the proposal id.
     CreateNote {
+        /// The source it goes into.
         source: String,
+        /// The note's title, shown at review and then in outlines.
         title: String,
+        /// The note's whole text, shown at review before anything is written.
         body: String,
     },
+    /// Text added at the end of a document, on a new line.
     AppendNote {
+        /// The document to extend.
         doc_id: DocId,
+        /// What to add.
         text: String,
     },
+    /// One passage of a document replaced.
     EditNote {
+        /// The document to change.
         doc_id: DocId,
+        /// The passage, which occurred exactly once when proposed.
         find: String,
+        /// What takes its place.
         replace: String,
     },
     /// A host proposal tool's call, to be carried out by the host once a person approves it.
     HostTool {
+        /// Which host tool proposed it, and will carry it out once approved.
         tool: String,
+        /// The arguments it was called with, already checked against its schema.
         arguments: Value,
     },
 }
@@ -40,10 +53,13 @@ pub enum ProposedChange {
 /// One proposal awaiting review.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Proposal {
+    /// How the review page and the audit log refer to it (drawn at random).
     pub id: Id16,
+    /// Unix ms of the call that proposed it.
     pub created_at_ms: u64,
     /// The tool that proposed it.
     pub tool: String,
+    /// What approving it would do.
     pub change: ProposedChange,
     /// [`document_digest`] of the document when the proposal was made (append and edit only).
     pub base_digest: Option<String>,
@@ -53,22 +69,35 @@ pub struct Proposal {
 #[derive(Debug, Clone, PartialEq)]
 pub enum Applied {
     /// The workspace now holds the changed (or new) document.
-    DocumentWritten { doc_id: DocId },
+    DocumentWritten {
+        /// The new or changed document, so the app can show it.
+        doc_id: DocId,
+    },
     /// A host tool's proposal: the person approved it, the host now carries it out.
-    HostTool { tool: String, arguments: Value },
+    HostTool {
+        /// The host tool that carries it out.
+        tool: String,
+        /// The arguments the model proposed it with.
+        arguments: Value,
+    },
 }
 
 /// Why a proposal was not applied.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ApplyError {
+    /// The id is not pending.
     #[error("no pending proposal with that id; it may have been applied or rejected already")]
     NoSuchProposal,
+    /// The document is not as the proposal saw it, so the change might not fit.
     #[error("the document changed since this proposal was made; reject it and ask for a new one")]
     DocumentChanged,
+    /// The document was removed after the proposal.
     #[error("the document no longer exists; reject this proposal")]
     DocumentGone,
+    /// The source a new note was to go into was removed.
     #[error("the source {0:?} no longer exists; reject this proposal")]
     SourceGone(String),
+    /// The changed document would break a workspace rule, such as the body limit.
     #[error("the workspace refused the change: {0}")]
     Workspace(#[from] WorkspaceError),
 }

@@ -32,10 +32,12 @@ pub trait HostTool {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{message}")]
 pub struct ToolFailure {
+    /// What went wrong, in words the model can act on.
     pub message: String,
 }
 
 impl ToolFailure {
+    /// A failure saying `message`.
     pub fn new(message: impl Into<String>) -> Self {
         Self {
             message: message.into(),
@@ -46,26 +48,47 @@ impl ToolFailure {
 /// How a host describes a tool it registers.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ToolSpec {
+    /// What calls use and the catalog lists; checked by `validate_tool_name`.
     pub name: String,
+    /// What the model is told the tool does.
     pub description: String,
     /// JSON Schema of the arguments object.
     pub input_schema: Value,
+    /// Whether a call runs it or saves a proposal for review.
     pub kind: ToolKind,
 }
 
 /// Why a tool could not be registered.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum RegistryError {
+    /// The name breaks the protocol's naming rule.
     #[error("tool name {name:?} is not acceptable: {reason}")]
-    BadName { name: String, reason: BadToolName },
+    BadName {
+        /// The name as the host gave it.
+        name: String,
+        /// Which naming rule it breaks.
+        reason: BadToolName,
+    },
+    /// A built-in or an earlier host tool has that name.
     #[error("a tool named {0:?} is already registered")]
     Duplicate(String),
+    /// The catalog is full.
     #[error("a session may offer at most {MAX_TOOLS} tools")]
     TooMany,
+    /// Arguments are always an object, so the schema must describe one.
     #[error("the input schema of {name:?} must describe an object (\"type\": \"object\")")]
-    SchemaNotObject { name: String },
+    SchemaNotObject {
+        /// The tool being registered.
+        name: String,
+    },
+    /// The schema could not be compiled into a validator.
     #[error("the input schema of {name:?} is not valid JSON Schema: {reason}")]
-    BadSchema { name: String, reason: String },
+    BadSchema {
+        /// The tool being registered.
+        name: String,
+        /// What the schema compiler objected to.
+        reason: String,
+    },
 }
 
 pub(crate) enum Action {

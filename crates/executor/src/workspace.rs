@@ -20,6 +20,7 @@ use crate::search::{Hit, Query, SearchIndex};
 pub struct DocId(String);
 
 impl DocId {
+    /// Checks `id`, refusing an empty, overlong or control-character one.
     pub fn new(id: impl Into<String>) -> Result<Self, WorkspaceError> {
         let id = id.into();
         if id.is_empty() || id.len() > MAX_DOC_ID_BYTES || id.chars().any(char::is_control) {
@@ -28,6 +29,7 @@ impl DocId {
         Ok(Self(id))
     }
 
+    /// The id as the host app chose it.
     pub fn as_str(&self) -> &str {
         &self.0
     }
@@ -61,9 +63,13 @@ impl fmt::Debug for DocId {
 /// One document.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Document {
+    /// Unique across the workspace.
     pub id: DocId,
+    /// The source it belongs to; grants are given per source.
     pub source: String,
+    /// Shown in outlines and results, and weighted above the body in search.
     pub title: String,
+    /// The text that is searched and read.
     pub body: String,
     /// Unix ms of the last change, set by whoever changed it.
     pub updated_at_ms: u64,
@@ -72,14 +78,19 @@ pub struct Document {
 /// Why the workspace refused a change.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum WorkspaceError {
+    /// The id is empty, too long or holds a control character.
     #[error("a document id must be 1 to {MAX_DOC_ID_BYTES} bytes without control characters")]
     BadDocId,
+    /// The source name is empty, too long or holds a control character.
     #[error("a source name must be 1 to {MAX_SOURCE_NAME_BYTES} bytes without control characters")]
     BadSourceName,
+    /// A document names a source that was never added.
     #[error("no source named {0:?}; create it first")]
     NoSuchSource(String),
+    /// The title is over [`MAX_TITLE_BYTES`].
     #[error("a document title may be at most {MAX_TITLE_BYTES} bytes")]
     TitleTooLong,
+    /// The body is over [`MAX_BODY_BYTES`].
     #[error("a document body may be at most {MAX_BODY_BYTES} bytes")]
     BodyTooLarge,
 }
@@ -87,10 +98,15 @@ pub enum WorkspaceError {
 /// Where documents and source names are kept. The in-memory [`MemoryStore`] serves tests and
 /// benchmarks; the browser implements it over IndexedDB (in memory, written through).
 pub trait DocumentStore {
+    /// Every source name kept, including those without documents.
     fn sources(&self) -> Vec<String>;
+    /// Keeps a source name, so an empty source survives a reload.
     fn put_source(&mut self, name: &str);
+    /// The document with this id, if kept.
     fn get(&self, id: &DocId) -> Option<&Document>;
+    /// Keeps a document, replacing any with its id.
     fn put(&mut self, document: Document);
+    /// Drops a document, returning it if it was kept.
     fn remove(&mut self, id: &DocId) -> Option<Document>;
     /// Every document, in id order.
     fn documents(&self) -> Box<dyn Iterator<Item = &Document> + '_>;
@@ -163,6 +179,7 @@ impl Workspace {
         }
     }
 
+    /// Adds a source (a no-op if it exists), checking its name.
     pub fn add_source(&mut self, name: &str) -> Result<(), WorkspaceError> {
         if name.is_empty()
             || name.len() > MAX_SOURCE_NAME_BYTES
@@ -176,6 +193,7 @@ impl Workspace {
         Ok(())
     }
 
+    /// Whether a source of that name exists.
     pub fn has_source(&self, name: &str) -> bool {
         self.sources.contains(name)
     }
@@ -206,11 +224,13 @@ impl Workspace {
         Ok(())
     }
 
+    /// Removes a document from the store and the index, returning it if it existed.
     pub fn remove(&mut self, id: &DocId) -> Option<Document> {
         self.index.remove(id);
         self.store.remove(id)
     }
 
+    /// The document with this id, if any.
     pub fn get(&self, id: &DocId) -> Option<&Document> {
         self.store.get(id)
     }
@@ -220,10 +240,12 @@ impl Workspace {
         self.store.documents()
     }
 
+    /// How many documents it holds.
     pub fn len(&self) -> usize {
         self.index.len()
     }
 
+    /// Whether it holds no document.
     pub fn is_empty(&self) -> bool {
         self.index.is_empty()
     }

@@ -2,25 +2,27 @@
 //! tab it is paired with, through the team's relay, and opens and fences the reply.
 //!
 //! - [`config`]: the pairing file and the cached catalog (0600, validated on every load).
-//! - [`relay`]: the relay's API with the MCP token; bodies read under a running cap.
-//! - [`session`]: the live session, trusted only after its hello verifies.
-//! - [`call`]: one tool call from seal to fenced answer.
-//! - [`fence`]: third-party text made safe to show a model.
-//! - [`tools`]: what `tools/list` shows.
+//! - `relay`: the relay's API with the MCP token; bodies read under a running cap.
+//! - `session`: the live session, trusted only after its hello verifies.
+//! - `call`: one tool call from seal to fenced answer.
+//! - `fence`: third-party text made safe to show a model.
+//! - `tools`: what `tools/list` shows.
 //! - [`server`] and [`stdio`]: MCP over stdio (rmcp), with a line cap.
 //! - [`commands`]: `pair`, `unpair`, `status`.
-//! - [`messages`]: every failure as a sentence a person can act on.
+//! - `messages`: every failure as a sentence a person can act on.
 
-pub mod call;
+#![warn(missing_docs)]
+
+pub(crate) mod call;
 pub mod commands;
 pub mod config;
-pub mod fence;
-pub mod messages;
-pub mod relay;
+pub(crate) mod fence;
+pub(crate) mod messages;
+pub(crate) mod relay;
 pub mod server;
-pub mod session;
+pub(crate) mod session;
 pub mod stdio;
-pub mod tools;
+pub(crate) mod tools;
 
 use std::time::Duration;
 

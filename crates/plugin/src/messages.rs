@@ -39,8 +39,6 @@ pub enum Failure {
     ArgumentsTooLarge,
     /// No answer before the deadline.
     TimedOut { secs: u64 },
-    /// The tab refused the call.
-    Refused { code: RefusalCode },
     /// The relay cancelled the call.
     Cancelled { reason: CancelReason },
     /// The call expired on the relay before an answer.
@@ -146,7 +144,6 @@ impl Failure {
                 "The Sealpost tab did not answer within {secs} s. The tab may be busy or asleep; \
                  ask the person to check it, then try again."
             ),
-            Self::Refused { code } => refusal_sentence(*code).into(),
             Self::Cancelled { reason } => cancel_sentence(*reason).into(),
             Self::Expired => "The call expired before the Sealpost tab answered it. Try again; if \
                  it keeps happening, ask the person to check the tab."

@@ -21,12 +21,19 @@ use crate::workspace::{DocId, Document, Workspace};
 /// One of the executor's own tools.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum BuiltinTool {
+    /// Ranked full-text search with snippets.
     SearchWorkspace,
+    /// Reads part of one document's body from a character offset.
     GetSourceExcerpt,
+    /// Lists the documents of the readable sources.
     GetWorkspaceOutline,
+    /// Lists the readable sources with their document counts.
     ListSources,
+    /// Saves a new note for review.
     ProposeCreateNote,
+    /// Saves text to append to a document for review.
     ProposeAppendNote,
+    /// Saves a replacement of one passage for review.
     ProposeEditNote,
 }
 
@@ -41,6 +48,7 @@ pub(crate) enum BuiltinAnswer {
 }
 
 impl BuiltinTool {
+    /// Every built-in, in the order the catalog lists them.
     pub const ALL: [BuiltinTool; 7] = [
         Self::SearchWorkspace,
         Self::GetSourceExcerpt,
@@ -51,6 +59,7 @@ impl BuiltinTool {
         Self::ProposeEditNote,
     ];
 
+    /// The name a call uses and the catalog lists.
     pub fn name(self) -> &'static str {
         match self {
             Self::SearchWorkspace => "search_workspace",
@@ -63,6 +72,7 @@ impl BuiltinTool {
         }
     }
 
+    /// Whether it only reads or saves a proposal.
     pub fn kind(self) -> ToolKind {
         match self {
             Self::SearchWorkspace

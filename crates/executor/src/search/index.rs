@@ -66,7 +66,9 @@ impl SourceFilter {
 /// One ranked hit.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Hit {
+    /// The matching document.
     pub doc_id: DocId,
+    /// Its BM25F score; higher ranks first.
     pub score: f32,
 }
 
@@ -94,6 +96,7 @@ pub struct SearchIndex {
 }
 
 impl SearchIndex {
+    /// An index holding nothing.
     pub fn new() -> Self {
         Self::default()
     }
@@ -103,6 +106,7 @@ impl SearchIndex {
         self.live_docs as usize
     }
 
+    /// Whether no document is indexed.
     pub fn is_empty(&self) -> bool {
         self.live_docs == 0
     }

@@ -33,6 +33,7 @@ pub struct Clause {
 /// A parsed query, resolved against one index.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Query {
+    /// The scored words, at most 64.
     pub clauses: Vec<Clause>,
     /// Quoted phrases as term sequences; each must appear in a matching document.
     pub phrases: Vec<Vec<u32>>,

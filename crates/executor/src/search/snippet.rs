@@ -19,6 +19,7 @@ const MAX_MATCHES_CONSIDERED: usize = 2000;
 /// A passage of a body with its highlighted words.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Snippet {
+    /// About [`SNIPPET_CHARS`] characters of the body around the matches.
     pub text: String,
     /// Character offset of `text` in the body.
     pub start: usize,
