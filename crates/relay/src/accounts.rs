@@ -32,3 +32,37 @@ pub async fn create_signin_link(
         expires_at,
     ))
 }
+
+/// How long a sign-in link stays valid, in the words its message prints ("15 minutes", "1 hour",
+/// "90 seconds"): the largest unit that divides `ttl_s` exactly, so the text never rounds.
+pub fn validity_in_words(ttl_s: u64) -> String {
+    let (count, unit) = [(86_400, "day"), (3_600, "hour"), (60, "minute")]
+        .into_iter()
+        .find(|&(unit_s, _)| ttl_s != 0 && ttl_s.is_multiple_of(unit_s))
+        .map_or((ttl_s, "second"), |(unit_s, unit)| (ttl_s / unit_s, unit));
+    let plural = if count == 1 { "" } else { "s" };
+    format!("{count} {unit}{plural}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::validity_in_words;
+
+    #[test]
+    fn a_link_validity_reads_in_the_largest_exact_unit() {
+        for (ttl_s, words) in [
+            (900, "15 minutes"),
+            (60, "1 minute"),
+            (90, "90 seconds"),
+            (1, "1 second"),
+            (0, "0 seconds"),
+            (3_600, "1 hour"),
+            (5_400, "90 minutes"),
+            (7_200, "2 hours"),
+            (86_400, "1 day"),
+            (172_800, "2 days"),
+        ] {
+            assert_eq!(validity_in_words(ttl_s), words, "{ttl_s} s");
+        }
+    }
+}

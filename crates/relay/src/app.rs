@@ -243,8 +243,9 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
     let running = start(config.clone()).await?;
     if let Some(link) = bootstrap_owner(running.store.as_ref(), &config).await? {
         // Printed, not logged: the link carries a one-time code and logs keep no codes.
+        let validity = crate::accounts::validity_in_words(config.limits.signin_code_ttl_s);
         println!(
-            "No owner existed, so owner '{FIRST_OWNER_NAME}' was created. Sign in (once, within 15 minutes):\n  {link}"
+            "No owner existed, so owner '{FIRST_OWNER_NAME}' was created. Sign in (once, within {validity}):\n  {link}"
         );
     }
     println!("sealpost-relay listening on http://{}", running.addr);

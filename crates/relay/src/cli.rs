@@ -248,6 +248,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 .public_url
                 .unwrap_or_else(|| "http://127.0.0.1:8080".into());
             let ttl = Limits::default().signin_code_ttl_s;
+            let validity = crate::accounts::validity_in_words(ttl);
             match command {
                 OwnerCommand::Add { name } => {
                     let id = random_id();
@@ -264,7 +265,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                         crate::accounts::create_signin_link(store.as_ref(), &public_url, id, ttl)
                             .await?;
                     println!(
-                        "Owner {name:?} added. One-time sign-in link (valid 15 minutes):\n  {link}"
+                        "Owner {name:?} added. One-time sign-in link (valid {validity}):\n  {link}"
                     );
                 }
                 OwnerCommand::List => {
@@ -303,7 +304,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                         ttl,
                     )
                     .await?;
-                    println!("One-time sign-in link for {name:?} (valid 15 minutes):\n  {link}");
+                    println!("One-time sign-in link for {name:?} (valid {validity}):\n  {link}");
                 }
             }
             Ok(())
