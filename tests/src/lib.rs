@@ -140,6 +140,7 @@ impl LiveRelay {
         config.limits.rate_per_owner_per_s = 0;
         config.limits.max_bytes_held_per_owner = 0;
         config.limits.max_live_sessions_per_owner = 1_000;
+        let signin_code_ttl_s = config.limits.signin_code_ttl_s;
         let running = app::start(config).await?;
         let base = format!("http://{}", running.addr);
         let (owner_id, now) = (random_id(), sealpost_relay::clock::now_ms());
@@ -147,7 +148,7 @@ impl LiveRelay {
         store
             .create_owner(owner_id, &format!("e2e-{owner_id}"), now)
             .await?;
-        let (link, _) = create_signin_link(store, &base, owner_id, 900).await?;
+        let (link, _) = create_signin_link(store, &base, owner_id, signin_code_ttl_s).await?;
         let code = link
             .split("#signin=")
             .nth(1)

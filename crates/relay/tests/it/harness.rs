@@ -5,7 +5,7 @@ use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use reqwest::{Method, StatusCode};
 use sealpost_protocol::ids::Id16;
 use sealpost_relay::app::{self, Running};
-use sealpost_relay::config::Config;
+use sealpost_relay::config::{Config, Limits};
 use serde_json::{Value, json};
 
 use crate::support::{TestDb, id};
@@ -84,10 +84,14 @@ impl Relay {
             .create_owner(owner_id, name, sealpost_relay::clock::now_ms())
             .await
             .unwrap();
-        let (link, _) =
-            sealpost_relay::accounts::create_signin_link(store.as_ref(), &self.base, owner_id, 900)
-                .await
-                .unwrap();
+        let (link, _) = sealpost_relay::accounts::create_signin_link(
+            store.as_ref(),
+            &self.base,
+            owner_id,
+            Limits::default().signin_code_ttl_s,
+        )
+        .await
+        .unwrap();
         let code = link.split("#signin=").nth(1).unwrap();
         let (status, body) = self
             .send(

@@ -8,6 +8,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use reqwest::{Method, StatusCode};
+use sealpost_relay::config::Limits;
 use serde_json::json;
 
 use crate::harness::{Relay, TEST_KEY, b64};
@@ -118,10 +119,14 @@ async fn pairing_via(relay: &Relay, database_url: &str) -> crate::harness::Pairi
         )
         .await
         .unwrap();
-    let (link, _) =
-        sealpost_relay::accounts::create_signin_link(store.as_ref(), &relay.base, owner_id, 900)
-            .await
-            .unwrap();
+    let (link, _) = sealpost_relay::accounts::create_signin_link(
+        store.as_ref(),
+        &relay.base,
+        owner_id,
+        Limits::default().signin_code_ttl_s,
+    )
+    .await
+    .unwrap();
     let code = link.split("#signin=").nth(1).unwrap();
     let (_, body) = relay
         .send(
