@@ -1,6 +1,7 @@
-//! One tool call, as DESIGN §4 puts it: find and trust the live session, seal the call with an
-//! expiry no later than the session's, post it, long-poll for the answer (progress while
-//! waiting, cancellation honoured, an absent tab answered at once), open and fence the reply.
+//! One tool call, as docs/PLUGIN.md ("A call") puts it: find and trust the live session, seal
+//! the call with an expiry no later than the session's, post it, long-poll for the answer
+//! (progress while waiting, cancellation honoured, an absent tab answered at once), open and
+//! fence the reply.
 
 use std::future::Future;
 use std::time::{Duration, Instant};

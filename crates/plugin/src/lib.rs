@@ -32,7 +32,7 @@ use sealpost_protocol::ids::Id16;
 use crate::config::{CachedCatalog, ConfigDir};
 use crate::session::SessionKeysCache;
 
-/// How the plugin waits. Defaults suit every client checked (DESIGN §4).
+/// How the plugin waits. Defaults suit every client checked (docs/PLUGIN.md, "A call").
 #[derive(Debug, Clone)]
 pub struct Options {
     /// The whole wait for one call; below the 60 s that Codex and Claude Desktop allow.

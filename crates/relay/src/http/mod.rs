@@ -31,7 +31,8 @@ pub mod state;
 use error::{ApiError, ApiResult};
 use state::AppState;
 
-/// The web app's content security policy (DESIGN §0): only its own origin, wasm allowed.
+/// The web app's content security policy (docs/SECURITY.md, "The relay operator"): only its
+/// own origin, wasm allowed.
 const CSP: &str = "default-src 'self'; script-src 'self' 'wasm-unsafe-eval'; connect-src 'self'; frame-ancestors 'none'";
 
 /// Parses an id from a path. A malformed id names nothing, so it answers 404 like a missing one.
