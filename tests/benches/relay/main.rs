@@ -14,7 +14,8 @@
 //! - wake-up: from sending a post to the answer of a claim already waiting for it.
 //!
 //! For profiling, one measurement alone: `SEALPOST_BENCH_STORE_ONLY=sqlite:///tmp/p.db` (the
-//! store ceiling) or `SEALPOST_BENCH_RELAY_ONLY=sqlite:///tmp/p.db` (the relay at full load).
+//! store ceiling), `SEALPOST_BENCH_RELAY_ONLY=sqlite:///tmp/p.db` (the relay at full load) or
+//! `SEALPOST_BENCH_STEPS=sqlite:///tmp/p.db` (each store step of a lone call timed apart).
 
 // The relay binary's allocator, so the relay measured here is the one that ships.
 #[global_allocator]
@@ -23,6 +24,7 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 mod client;
 mod echo;
 mod pgbench;
+mod steps;
 
 use std::future::Future;
 use std::sync::Arc;
@@ -565,6 +567,10 @@ async fn main() {
         let clients = Arc::new(http_clients(&relay, Some(relay.store())).await);
         let loaded = http_run(clients, CLIENTS, None, false).await;
         println!("{}", loaded.line(&format!("relay ({CLIENTS} clients)")));
+        return;
+    }
+    if let Ok(url) = std::env::var("SEALPOST_BENCH_STEPS") {
+        steps::run(&url).await;
         return;
     }
     if let Ok(url) = std::env::var("SEALPOST_BENCH_STORE_ONLY") {

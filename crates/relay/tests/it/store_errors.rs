@@ -88,3 +88,37 @@ async fn a_database_failure_keeps_its_cause_up_to_the_log_line_of_the_500() {
     let error = store.post_call(bearer, &call, None).await.unwrap_err();
     assert_cause_kept(error);
 }
+
+/// PostgreSQL: pooled connections that the server cut while they sat idle (a restart, a
+/// failover) are found out before use, so the first request after a quiet spell does not fail.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connections_cut_while_idle_are_replaced_before_use() {
+    let Some(db) = TestDb::postgres().await else {
+        return;
+    };
+    let store = db.open().await;
+    // Fill the pool with open connections.
+    let opened: Vec<_> = (0..4).map(|_| store.count_calls_by_state()).collect();
+    for counted in futures_util::future::join_all(opened).await {
+        counted.unwrap();
+    }
+    let database = db.url.rsplit_once('/').unwrap().1.to_owned();
+    let admin_url = crate::support::postgres_admin_url().unwrap();
+    let mut admin = sqlx::PgConnection::connect(&admin_url).await.unwrap();
+    let cut: i64 = sqlx::query_scalar(
+        "SELECT COUNT(*) FROM (SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
+         WHERE datname = $1 AND pid <> pg_backend_pid()) AS t",
+    )
+    .bind(&database)
+    .fetch_one(&mut admin)
+    .await
+    .unwrap();
+    assert!(cut > 0, "no connection of the store's to cut");
+    tokio::time::sleep(std::time::Duration::from_millis(1_500)).await;
+    for _ in 0..4 {
+        store
+            .count_calls_by_state()
+            .await
+            .expect("a cut connection was handed out");
+    }
+}

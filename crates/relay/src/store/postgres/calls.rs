@@ -2,9 +2,9 @@
 //!
 //! This is the hot path whose statements decide at-most-once delivery; each one changes state
 //! in a single statement. Post, claim, reply and read are each one statement in its own
-//! implicit transaction: the bearer's token row is checked inside it, and the wake-up it
-//! sends (`pg_notify`, delivered on commit) is part of it, so a call costs four round trips
-//! and three durable commits. Only when a statement finds nothing to do does a second look
+//! implicit transaction, the bearer's token row checked inside it, so a call costs four round
+//! trips and three durable commits; the wake-ups for other replicas follow the commit
+//! (`wakeups`). Only when a statement finds nothing to do does a second look
 //! say why (the cold path).
 
 use sealpost_protocol::api::CallState;
@@ -14,7 +14,7 @@ use sqlx::Postgres;
 use sqlx::postgres::{PgArguments, PgPool};
 
 use super::sessions::cancel_open_calls;
-use super::{WAKE_CHANNEL, notify, require_live};
+use super::{Notifier, notify, require_live};
 use crate::store::hot_path::SeenThrottle;
 use crate::store::rows::{self, Columns};
 use crate::store::sql;
@@ -40,13 +40,12 @@ fn with_bearer<'q>(
 }
 
 /// `$6` call id, `$7` envelope, `$8` expires_at, `$9` session id, `$10` most pending calls
-/// (NULL: no cap), `$11`, `$12` the wake-up's channel and payload.
+/// (NULL: no cap).
 ///
 /// `FOR SHARE OF s`: the session row is share-locked until this post commits, so ending or
 /// replacing the session (an UPDATE of that row) waits for the post and then cancels its
 /// call; a post that comes second waits for the end and then sees the session ended. Posts
-/// share the lock, so they do not wait for each other. The wake-up is sent by the same
-/// statement, so it goes out only if the call is stored.
+/// share the lock, so they do not wait for each other.
 const POST_CALL: &str = concat!(
     "WITH posted AS ( \
         INSERT INTO calls (owner_id, call_id, session_id, pair_id, state, envelope, created_at, expires_at) \
@@ -60,11 +59,12 @@ const POST_CALL: &str = concat!(
     token_live!(),
     " FOR SHARE OF s \
         RETURNING expires_at) \
-     SELECT expires_at, pg_notify($11, $12)::text AS woken FROM posted"
+     SELECT expires_at FROM posted"
 );
 
 pub(super) async fn post_call(
     pool: &PgPool,
+    notifier: &Notifier,
     bearer: &Bearer,
     c: &NewCall,
     max_pending: Option<u32>,
@@ -75,12 +75,13 @@ pub(super) async fn post_call(
         .bind(c.expires_at)
         .bind(b(c.session_id))
         .bind(max_pending.map(i64::from))
-        .bind(WAKE_CHANNEL)
-        .bind(Topic::Session(c.owner_id, c.session_id).encode())
         .fetch_optional(pool)
         .await;
     match inserted {
-        Ok(Some(row)) => row.int("expires_at"),
+        Ok(Some(row)) => {
+            notifier.send(Topic::Session(c.owner_id, c.session_id));
+            row.int("expires_at")
+        }
         Err(e) if is_unique_violation(&e) => Err(StoreError::Duplicate),
         Err(e) => Err(e.into()),
         // The cold path: say why nothing was stored.
@@ -157,7 +158,7 @@ pub(super) async fn claim_calls(
     rows::claimed(claimed)
 }
 
-/// `$6` call id, `$7` reply, `$8`, `$9` the wake-up's channel and payload.
+/// `$6` call id, `$7` reply.
 const REPLY_CALL: &str = concat!(
     "WITH answered AS ( \
         UPDATE calls SET state = 'answered', reply = $7, envelope = NULL, answered_at = $5 \
@@ -165,11 +166,12 @@ const REPLY_CALL: &str = concat!(
         AND ($4::bytea IS NULL OR pair_id = $4) AND ",
     token_live!(),
     " RETURNING call_id) \
-     SELECT pg_notify($8, $9)::text AS woken FROM answered"
+     SELECT call_id FROM answered"
 );
 
 pub(super) async fn reply_call(
     pool: &PgPool,
+    notifier: &Notifier,
     bearer: &Bearer,
     call_id: Id16,
     reply: Vec<u8>,
@@ -179,11 +181,10 @@ pub(super) async fn reply_call(
     let done = with_bearer(REPLY_CALL, bearer, now)
         .bind(b(call_id))
         .bind(&reply)
-        .bind(WAKE_CHANNEL)
-        .bind(Topic::Call(owner_id, call_id).encode())
         .fetch_optional(pool)
         .await?;
     if done.is_some() {
+        notifier.send(Topic::Call(owner_id, call_id));
         return Ok(());
     }
     // The cold path: say why nothing was stored, expiring a claim whose lease lapsed.

@@ -2,21 +2,20 @@
 //!
 //! The claim is one statement (`FOR UPDATE SKIP LOCKED` in a CTE, then `UPDATE … RETURNING`), so
 //! replicas never hand one call out twice. Writes that should wake a waiter on another replica
-//! send `pg_notify` inside their own transaction (delivered only if it commits); each replica
-//! runs one `PgListener` that feeds those into its in-process hub.
+//! send `pg_notify` once committed (`wakeups`); each replica runs one `PgListener` that feeds
+//! those into its in-process hub.
 //!
-//! This file connects, migrates and listens for wake-ups; `accounts`, `sessions` and `calls`
-//! are the operations. Statements that are the same on SQLite are in `store::sql`, row mapping
+//! This file connects and migrates; `accounts`, `sessions` and `calls` are the operations,
+//! `wakeups` the notifications. Statements that are the same on SQLite are in `store::sql`, row mapping
 //! in `store::rows`.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use async_trait::async_trait;
 use sealpost_protocol::api::{CallState, TokenKind};
 use sealpost_protocol::content::CancelReason;
 use sealpost_protocol::ids::Id16;
-use sqlx::postgres::{PgConnection, PgListener, PgPool, PgPoolOptions};
+use sqlx::postgres::{PgPool, PgPoolOptions};
 use tokio_util::sync::CancellationToken;
 
 use super::hot_path::SeenThrottle;
@@ -26,46 +25,54 @@ use super::{
     Bearer, CallView, ClaimedRow, EndedSessions, HeldBytes, Inspect, LiveGrants, LiveSession, Ms,
     NewCall, NewSession, OwnerRow, Scope, Store, StoreError, StoreResult, SweepStats, TokenRow, b,
 };
-use crate::wake::{Hub, Topic};
+use crate::wake::Hub;
 
-/// The bearer's token row is live, as a condition inside a hot-path statement whose first
-/// five parameters are `$1` token id, `$2` owner id, `$3` kind, `$4` pair id (NULL for an owner
-/// token) and `$5` now (bound by `calls::with_bearer`). The same check as [`require_live`],
-/// without its round trip.
+/// The bearer's token row is live, as a condition inside a hot-path statement. With no
+/// arguments, the statement's first five parameters are `$1` token id, `$2` owner id, `$3`
+/// kind, `$4` pair id (NULL for an owner token) and `$5` now (bound by `calls::with_bearer`);
+/// a grouped statement names the columns that hold them instead. The same check as
+/// [`require_live`], without its round trip.
 macro_rules! token_live {
     () => {
-        "EXISTS (SELECT 1 FROM tokens t JOIN owners o ON o.id = t.owner_id \
-         WHERE t.id = $1 AND t.owner_id = $2 AND t.kind = $3 AND t.pair_id IS NOT DISTINCT FROM $4 \
-         AND t.revoked_at IS NULL AND t.expires_at > $5 AND o.disabled_at IS NULL)"
+        token_live!("$1", "$2", "$3", "$4", "$5")
+    };
+    ($token:literal, $owner:literal, $kind:literal, $pair:literal, $now:literal) => {
+        concat!(
+            "EXISTS (SELECT 1 FROM tokens t JOIN owners o ON o.id = t.owner_id WHERE t.id = ",
+            $token,
+            " AND t.owner_id = ",
+            $owner,
+            " AND t.kind = ",
+            $kind,
+            " AND t.pair_id IS NOT DISTINCT FROM ",
+            $pair,
+            " AND t.revoked_at IS NULL AND t.expires_at > ",
+            $now,
+            " AND o.disabled_at IS NULL)"
+        )
     };
 }
 
 mod accounts;
+mod batch;
 mod calls;
 mod migrate;
 mod sessions;
+mod wakeups;
 
-/// The notification channel every replica listens on.
-const WAKE_CHANNEL: &str = "sealpost_wake";
+use wakeups::{Notifier, notify};
+
 /// Connections per replica: enough to keep two cores busy; throughput comes from short
 /// statements, not from more connections.
 const POOL_SIZE: u32 = 16;
-/// Pause before reconnecting a lost listener.
-const LISTENER_RETRY: Duration = Duration::from_secs(1);
+/// A pooled connection idle this long is pinged before it is handed out.
+const PING_IF_IDLE_FOR: std::time::Duration = std::time::Duration::from_secs(1);
 /// The PostgreSQL store.
 #[derive(Debug, Clone)]
 pub struct PgStore {
     pool: PgPool,
     seen: Arc<SeenThrottle>,
-}
-
-pub(super) async fn notify(conn: &mut PgConnection, topic: Topic) -> StoreResult<()> {
-    sqlx::query("SELECT pg_notify($1, $2)")
-        .bind(WAKE_CHANNEL)
-        .bind(topic.encode())
-        .execute(conn)
-        .await?;
-    Ok(())
+    batch: batch::Batcher,
 }
 
 impl PgStore {
@@ -73,56 +80,25 @@ impl PgStore {
     pub async fn open(url: &str) -> StoreResult<Self> {
         let pool = PgPoolOptions::new()
             .max_connections(POOL_SIZE)
+            // A ping before every statement would double the hot path's round trips; a
+            // connection idle long enough to have been cut (a database restart) is pinged.
+            .test_before_acquire(false)
+            .before_acquire(|conn, meta| {
+                Box::pin(async move {
+                    if meta.idle_for < PING_IF_IDLE_FOR {
+                        return Ok(true);
+                    }
+                    sqlx::Connection::ping(conn).await.map(|()| true)
+                })
+            })
             .connect(url)
             .await?;
         migrate::run(&pool).await?;
         Ok(Self {
+            batch: batch::Batcher::start(pool.clone(), Notifier::start(pool.clone())),
             pool,
             seen: Arc::default(),
         })
-    }
-}
-
-/// Forwards notifications into the hub until shutdown, reconnecting after a loss.
-async fn listen_loop(pool: PgPool, hub: Arc<Hub>, shutdown: CancellationToken) {
-    loop {
-        let listening = async {
-            let mut listener = PgListener::connect_with(&pool).await?;
-            listener.listen(WAKE_CHANNEL).await?;
-            Ok::<_, sqlx::Error>(listener)
-        };
-        let mut listener = tokio::select! {
-            _ = shutdown.cancelled() => return,
-            listener = listening => match listener {
-                Ok(listener) => listener,
-                Err(error) => {
-                    tracing::warn!(%error, "wake-up listener could not connect; retrying");
-                    tokio::select! {
-                        _ = shutdown.cancelled() => return,
-                        _ = tokio::time::sleep(LISTENER_RETRY) => continue,
-                    }
-                }
-            },
-        };
-        // Anything posted while nobody listened would otherwise wait for the fallback poll.
-        hub.wake_all();
-        loop {
-            let received = tokio::select! {
-                _ = shutdown.cancelled() => return,
-                received = listener.try_recv() => received,
-            };
-            match received {
-                Ok(Some(notification)) => {
-                    if let Some(topic) = Topic::decode(notification.payload()) {
-                        hub.wake(topic);
-                    }
-                }
-                Ok(None) | Err(_) => {
-                    tracing::warn!("wake-up listener lost its connection; reconnecting");
-                    break;
-                }
-            }
-        }
     }
 }
 
@@ -160,7 +136,7 @@ impl Store for PgStore {
     }
 
     fn start_wakeup_listener(&self, hub: Arc<Hub>, shutdown: CancellationToken) {
-        tokio::spawn(listen_loop(self.pool.clone(), hub, shutdown));
+        tokio::spawn(wakeups::listen_loop(self.pool.clone(), hub, shutdown));
     }
 
     async fn secret(&self, name: &str, fresh: Vec<u8>) -> StoreResult<Vec<u8>> {
@@ -290,7 +266,7 @@ impl Store for PgStore {
         c: &NewCall,
         max_pending: Option<u32>,
     ) -> StoreResult<Ms> {
-        calls::post_call(&self.pool, &bearer, c, max_pending).await
+        self.batch.post(bearer, c.clone(), max_pending).await
     }
 
     async fn claim_calls(
@@ -314,7 +290,7 @@ impl Store for PgStore {
         reply: Vec<u8>,
         now: Ms,
     ) -> StoreResult<()> {
-        calls::reply_call(&self.pool, &bearer, call_id, reply, now).await
+        self.batch.reply(bearer, call_id, reply, now).await
     }
 
     async fn cancel_call(

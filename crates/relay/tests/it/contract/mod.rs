@@ -1,5 +1,6 @@
 //! The store contract: every property here holds on SQLite and on PostgreSQL alike.
-//! Each `check_*` function (in `calls`, `sessions`, `sweeper` and `accounts`) states one
+//! Each `check_*` function (in `calls`, `sessions`, `sweeper`, `accounts`, `bearer` and
+//! `together`) states one
 //! property; the macro at the bottom runs it on both backends.
 
 use std::sync::Arc;
@@ -15,12 +16,14 @@ mod bearer;
 mod calls;
 mod sessions;
 mod sweeper;
+mod together;
 
 use accounts::*;
 use bearer::*;
 use calls::*;
 use sessions::*;
 use sweeper::*;
+use together::*;
 
 const T0: i64 = 1_700_000_000_000;
 const HOUR: i64 = 3_600_000;
@@ -163,4 +166,5 @@ contract!(
     check_a_revoked_token_changes_nothing,
     check_an_expired_token_changes_nothing,
     check_a_token_that_does_not_match_its_row_changes_nothing,
+    check_operations_arriving_together_each_get_their_own_answer,
 );
