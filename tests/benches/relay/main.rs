@@ -205,6 +205,26 @@ async fn bearer(store: &dyn Store, owner: Id16, pair_id: Option<Id16>) -> Bearer
     }
 }
 
+/// A new pairing of `owner` with a live session, straight in the store: its session id, its
+/// MCP token and both ends' keys.
+async fn store_client(store: &dyn Store, owner: Id16) -> (Id16, Bearer, Ends) {
+    let secret = PairingSecret::generate(&mut rand::rng());
+    let (session_id, pair_id) = (random_id(), Id16(secret.pair_id()));
+    let (ends, hello) = Ends::new(&secret, session_id);
+    let t = now();
+    let session = NewSession {
+        owner_id: owner,
+        session_id,
+        pair_id,
+        hello,
+        created_at: t,
+        expires_at: t + 3_600_000,
+    };
+    store.create_session(&session, 1_000).await.unwrap();
+    let mcp = bearer(store, owner, Some(pair_id)).await;
+    (session_id, mcp, ends)
+}
+
 /// The same store operations the relay performs for one call, called directly (each checks
 /// its token row, as in the relay).
 async fn store_ceiling(url: &str) -> Outcome {
@@ -217,21 +237,7 @@ async fn store_ceiling(url: &str) -> Outcome {
     let tab = bearer(&*store, owner, None).await;
     let mut clients = Vec::new();
     for _ in 0..CLIENTS {
-        let secret = PairingSecret::generate(&mut rand::rng());
-        let (session_id, pair_id) = (random_id(), Id16(secret.pair_id()));
-        let (ends, hello) = Ends::new(&secret, session_id);
-        let t = now();
-        let session = NewSession {
-            owner_id: owner,
-            session_id,
-            pair_id,
-            hello,
-            created_at: t,
-            expires_at: t + 3_600_000,
-        };
-        store.create_session(&session, 1_000).await.unwrap();
-        let mcp = bearer(&*store, owner, Some(pair_id)).await;
-        clients.push((session_id, mcp, ends));
+        clients.push(store_client(&*store, owner).await);
     }
     let clients = Arc::new(clients);
     let store: Arc<dyn Store> = store;

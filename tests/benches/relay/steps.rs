@@ -4,11 +4,9 @@
 use std::time::Instant;
 
 use sealpost_e2e::random_id;
-use sealpost_protocol::ids::Id16;
-use sealpost_relay::store::{self, NewCall, NewSession};
-use sealpost_seal::PairingSecret;
+use sealpost_relay::store::{self, NewCall};
 
-use crate::{Ends, bearer, now};
+use crate::{bearer, now, store_client};
 
 const CALLS: usize = 500;
 
@@ -20,20 +18,7 @@ pub async fn run(url: &str) {
         .await
         .unwrap();
     let tab = bearer(&*store, owner, None).await;
-    let secret = PairingSecret::generate(&mut rand::rng());
-    let (session_id, pair_id) = (random_id(), Id16(secret.pair_id()));
-    let (ends, hello) = Ends::new(&secret, session_id);
-    let t = now();
-    let session = NewSession {
-        owner_id: owner,
-        session_id,
-        pair_id,
-        hello,
-        created_at: t,
-        expires_at: t + 3_600_000,
-    };
-    store.create_session(&session, 1_000).await.unwrap();
-    let mcp = bearer(&*store, owner, Some(pair_id)).await;
+    let (session_id, mcp, ends) = store_client(&*store, owner).await;
     let mut steps: [Vec<u64>; 4] = Default::default();
     let mut timed = |step: usize, since: Instant| {
         steps[step].push(since.elapsed().as_micros() as u64);
