@@ -103,7 +103,10 @@ fn test(postgres: Postgres) -> Result<()> {
         "dependencies: bans, licenses and sources (cargo deny, offline)",
         || {
             // `--offline` also keeps it from fetching the advisory database, which cannot be
-            // fetched here; `advisories` is therefore not checked.
+            // fetched here; `advisories` is therefore not checked. cargo-deny reads the
+            // metadata of every platform's dependencies, and a build downloads only this
+            // platform's, so a fresh machine fetches the rest from the registry first.
+            cargo(&["fetch", "--locked"]).run()?;
             cmd(
                 &tools.cargo_deny,
                 &["deny", "--offline", "check", "bans", "licenses", "sources"],
