@@ -31,11 +31,12 @@ const PARTS: [Part; 2] = [
         name: "relay",
         package: "sealpost-relay",
         // Who may act (tokens, owner sessions) and the call state machine on SQLite (post,
-        // claim, reply, cancel, expiry sweep); PostgreSQL's copy is covered by the same
-        // contract suite.
+        // claim, reply, cancel, expiry sweep, and the writer's grouped statements);
+        // PostgreSQL's copy is covered by the same contract suite.
         files: &[
             "crates/relay/src/http/auth.rs",
-            "crates/relay/src/store/sqlite_calls.rs",
+            "crates/relay/src/store/sqlite/calls.rs",
+            "crates/relay/src/store/sqlite/batch.rs",
         ],
         // `Debug` output is not a property anyone relies on.
         exclude: &["impl Debug"],
@@ -100,4 +101,26 @@ fn summary(outcomes: &std::path::Path) -> Result<String> {
         count("timeout"),
         count("total_mutants")
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::PARTS;
+    use crate::cmd::root;
+
+    /// A file that moved would leave cargo-mutants with nothing to mutate, and the run would
+    /// report a clean table over no code.
+    #[test]
+    fn every_file_a_part_names_exists() {
+        for part in &PARTS {
+            for pattern in part.files {
+                let path = pattern.trim_end_matches("/**/*.rs");
+                assert!(
+                    root().join(path).exists(),
+                    "{}: {pattern} names nothing",
+                    part.name
+                );
+            }
+        }
+    }
 }
