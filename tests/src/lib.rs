@@ -134,12 +134,22 @@ impl LiveRelay {
     /// Starts a relay on `database_url` (limits tuned for load: no rate limit, many sessions),
     /// creates an owner and signs in through `/v1/auth/signin` with a one-time code.
     pub async fn start(database_url: &str) -> Result<Self> {
+        Self::start_with(database_url, |_| {}).await
+    }
+
+    /// As [`LiveRelay::start`], with `limits` changed by `tune` after the load-test defaults.
+    pub async fn start_with(
+        database_url: &str,
+        tune: impl FnOnce(&mut sealpost_relay::config::Limits),
+    ) -> Result<Self> {
         let mut config = Config::new(database_url);
         config.listen = "127.0.0.1:0".parse()?;
+        config.metrics_listen = Some("127.0.0.1:0".parse()?);
         config.limits.rate_per_token_per_s = 0;
         config.limits.rate_per_owner_per_s = 0;
         config.limits.max_bytes_held_per_owner = 0;
         config.limits.max_live_sessions_per_owner = 1_000;
+        tune(&mut config.limits);
         let signin_code_ttl_s = config.limits.signin_code_ttl_s;
         let running = app::start(config).await?;
         let base = format!("http://{}", running.addr);
@@ -161,6 +171,21 @@ impl LiveRelay {
             .await?;
         relay.owner_token = signin.token;
         Ok(relay)
+    }
+
+    /// The Prometheus text from the relay's own metrics address (empty for an [`LiveRelay::echo`]
+    /// client, which started no relay).
+    pub async fn metrics(&self) -> Result<String> {
+        let Some(addr) = self.running.as_ref().and_then(|r| r.metrics_addr) else {
+            return Ok(String::new());
+        };
+        Ok(self
+            .http
+            .get(format!("http://{addr}/metrics"))
+            .send()
+            .await?
+            .text()
+            .await?)
     }
 
     /// A client for the same relay acting with `owner_token` (for a tab on its own thread).

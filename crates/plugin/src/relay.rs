@@ -28,6 +28,14 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 const REQUEST_SLACK: Duration = Duration::from_secs(10);
 /// Idle connections are dropped after this, so a laptop that slept starts on fresh ones.
 const POOL_IDLE: Duration = Duration::from_secs(20);
+/// A 429 whose `Retry-After` is at most this is waited out and the request sent again, up to
+/// [`RATE_RETRIES`] times: a burst costs the agent a short delay, not a failed tool call.
+/// Every request the plugin makes may be repeated (a post is keyed by its call id; reads,
+/// look-ups and cancels change nothing twice). A longer wait (a quota that frees only at the
+/// next sweep) is reported at once.
+const RATE_WAIT_MAX: Duration = Duration::from_secs(5);
+/// How many times one request waits out a 429.
+const RATE_RETRIES: u32 = 3;
 
 /// What went wrong talking to the relay.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -233,11 +241,21 @@ impl RelayClient {
             host: self.host.clone(),
         };
         let deadline = wait.unwrap_or_default() + REQUEST_SLACK;
-        let mut response = request
-            .timeout(deadline)
-            .send()
-            .await
-            .map_err(|_| unreachable())?;
+        let request = request.timeout(deadline);
+        let mut retries = 0;
+        let mut response = loop {
+            // The plugin's bodies are JSON bytes, never streams, so a request always clones.
+            let attempt = request.try_clone().expect("request bodies are bytes");
+            let response = attempt.send().await.map_err(|_| unreachable())?;
+            match rate_wait(&response) {
+                Some(pause) if retries < RATE_RETRIES => {
+                    retries += 1;
+                    tracing::debug!(host = %self.host, ?pause, "rate limited: waiting, then again");
+                    tokio::time::sleep(pause).await;
+                }
+                _ => break response,
+            }
+        };
         let status = response.status();
         let too_large = || RelayError::BadResponse {
             host: self.host.clone(),
@@ -279,4 +297,22 @@ impl RelayClient {
             }
         }
     }
+}
+
+/// How long to wait before sending again: a 429's `Retry-After` (whole seconds, as the relay
+/// sends it), when it is no longer than [`RATE_WAIT_MAX`].
+fn rate_wait(response: &reqwest::Response) -> Option<Duration> {
+    if response.status() != StatusCode::TOO_MANY_REQUESTS {
+        return None;
+    }
+    let seconds: u64 = response
+        .headers()
+        .get(reqwest::header::RETRY_AFTER)?
+        .to_str()
+        .ok()?
+        .trim()
+        .parse()
+        .ok()?;
+    let pause = Duration::from_secs(seconds);
+    (pause <= RATE_WAIT_MAX).then_some(pause)
 }

@@ -387,3 +387,40 @@ async fn after_every_connection_dies_the_next_call_works_without_a_restart() {
     again.stop().await.unwrap();
     drop(_db);
 }
+
+#[tokio::test]
+async fn a_burst_past_the_rate_limit_waits_instead_of_failing() {
+    // Three requests per call (look-up, post, read) against tokens allowed a burst of six and
+    // one a second: the plugin's first two calls use its burst, the next ones meet 429 with
+    // `Retry-After: 1`. The tab's owner token (pairing, session, then a claim and a reply per
+    // call) stays within the same limits.
+    let db = SqliteFile::new();
+    let relay = LiveRelay::start_with(&db.url(), |limits| {
+        limits.rate_per_token_per_s = 1;
+        limits.rate_burst_per_token = 6;
+    })
+    .await
+    .unwrap();
+    let pairing = relay.pair().await.unwrap();
+    let config = config_dir();
+    write_pairing(config.path(), &pairing.code(&relay.base));
+    let tab = Tab::start(&relay, &pairing.secret, 600, tab_executor)
+        .await
+        .unwrap();
+    let mut mcp = Mcp::spawn(config.path());
+    mcp.initialize("2025-11-25").await;
+    for round in 0..4 {
+        let (text, is_error) = result_text(&mcp.call("list_sources", json!({})).await);
+        assert!(!is_error, "call {round} is answered after waiting: {text}");
+        assert!(text.contains("notes"), "{text}");
+    }
+    let metrics = relay.metrics().await.unwrap();
+    assert!(
+        metrics
+            .lines()
+            .any(|l| l.contains("status=\"429\"") && l.contains("_count")),
+        "the relay refused some of the requests, which the plugin then repeated:\n{metrics}"
+    );
+    drop(tab);
+    relay.stop().await.unwrap();
+}
