@@ -22,7 +22,14 @@ const DOCS = Number(process.env.SEALPOST_BENCH_WEB_DOCS ?? 1000);
 const corpus = JSON.parse(readFileSync(process.env.SEALPOST_BENCH_CORPUS, 'utf8'));
 const documents = corpus.documents.slice(0, DOCS);
 
-const relay = await startRelay();
+// The loop costs the owner about five requests per call (the plugin's lookup, post and read;
+// the tab's claim and reply): at this pace that is past the default per-owner and per-token
+// rates, so the bench lifts them to measure the loop, not the limiter.
+const relay = await startRelay({
+  args: ['--rate-per-owner', '0', '--rate-per-token', '0'],
+  log: process.env.SEALPOST_BENCH_RELAY_LOG ?? 'warn',
+});
+let failedRuns = 0;
 const browser = await launchBrowser();
 let mcp;
 try {
@@ -68,6 +75,7 @@ try {
     const calls = [];
     const echo = [];
     let failed = 0;
+    let firstError = null;
     for (let i = 0; i < WARMUP; i += 1) {
       await mcp.call('search_workspace', { query: corpus.queries[i % corpus.queries.length] });
       await echoes();
@@ -77,16 +85,25 @@ try {
       const started = performance.now();
       const answer = await mcp.call('search_workspace', { query });
       calls.push(performance.now() - started);
-      if (answer.isError) failed += 1;
+      if (answer.isError) {
+        failed += 1;
+        firstError ??= answer.text;
+      }
       echo.push(await echoes());
     }
-    return { calls, echo, failed };
+    return { calls, echo, failed, firstError };
   }
 
-  function report(name, visibility, { calls, echo, failed }) {
+  // A call answered with an error comes back fast: a run with any is not a measurement.
+  function report(name, visibility, { calls, echo, failed, firstError }) {
+    if (failed) {
+      failedRuns += 1;
+      console.log(`${name}: NOT MEASURED, ${failed} of ${calls.length} calls answered with an error; the first: ${firstError}`);
+      return;
+    }
     const p50 = percentile(calls, 0.5);
     const echo50 = percentile(echo, 0.5);
-    console.log(`${name} (document.visibilityState ${visibility}): search_workspace p50 ${ms(p50)}, p99 ${ms(percentile(calls, 0.99))}, max ${ms(Math.max(...calls))}; ${ECHOES} × GET /healthz p50 ${ms(echo50)}; ratio ${ratio(p50, echo50)}${failed ? `; ${failed} calls answered with an error` : ''} (${against(p50 <= 15, 'p50 ≤ 15 ms')})`);
+    console.log(`${name} (document.visibilityState ${visibility}): search_workspace p50 ${ms(p50)}, p99 ${ms(percentile(calls, 0.99))}, max ${ms(Math.max(...calls))}; ${ECHOES} × GET /healthz p50 ${ms(echo50)}; ratio ${ratio(p50, echo50)} (${against(p50 <= 15, 'p50 ≤ 15 ms')})`);
   }
 
   console.log(`${documents.length} documents imported through the app in ${ms(importMs)}; ${CALLS} calls after ${WARMUP} warm-up calls, queries from the executor benchmark`);
@@ -112,6 +129,7 @@ try {
     console.log(`window minimised: not measured (${error.message})`);
   }
 } finally {
+  if (failedRuns) process.exitCode = 1;
   mcp?.close();
   await browser.close();
   await relay.stop();

@@ -24,15 +24,16 @@ export function tempDir(prefix) {
 // A relay on a fresh SQLite file serving `web` (the built app by default); resolves once it
 // listens, with the first owner's sign-in link. `restart()` stops it and starts it again on the
 // same address and database, as a relay that went away and came back.
-export async function startRelay({ web = WEB_DIR } = {}) {
+// `args`: extra `serve` flags (a bench lifts the per-owner rate); `log`: the relay's SEALPOST_LOG.
+export async function startRelay({ web = WEB_DIR, args = [], log = 'warn' } = {}) {
   const dir = tempDir('sealpost-web-relay-');
   const database = `sqlite://${dir}/relay.db`;
   let child;
   let code = null;
   const spawnRelay = (listen) => new Promise((ok, fail) => {
-    child = spawn(RELAY_BIN, ['serve', '--listen', listen, '--database-url', database, '--web', web], {
+    child = spawn(RELAY_BIN, ['serve', '--listen', listen, '--database-url', database, '--web', web, ...args], {
       stdio: ['ignore', 'pipe', 'inherit'],
-      env: { ...process.env, RUST_LOG: 'warn' },
+      env: { ...process.env, SEALPOST_LOG: log },
     });
     child.once('exit', (status) => fail(new Error(`the relay exited (${status})`)));
     createInterface({ input: child.stdout }).on('line', (line) => {
