@@ -25,7 +25,7 @@ struct SystemClock;
 
 impl Clock for SystemClock {
     fn now_ms(&self) -> UnixMillis {
-        UnixMillis::from_ms(sealpost_relay::clock::now_ms() as u64)
+        sealpost_relay::clock::now_ms()
     }
 }
 
@@ -75,12 +75,7 @@ async fn one_call(relay: &LiveRelay) -> (Reply, [u8; 16]) {
 
     // The plugin finds the session, checks the hello and seals a call.
     let live = relay.live_session(&pairing).await.unwrap();
-    let verified = verify_hello(
-        &pairing.secret,
-        &live.hello.0,
-        UnixMillis::from_ms(live.now_ms as u64),
-    )
-    .unwrap();
+    let verified = verify_hello(&pairing.secret, &live.hello.0, live.now_ms).unwrap();
     let plugin = PluginSession::start(&pairing.secret, &verified, &mut rng).unwrap();
     let call_id = random_id();
     let now = SystemClock.now_ms();

@@ -51,7 +51,7 @@ pub struct Tab {
 }
 
 fn now_ms() -> UnixMillis {
-    UnixMillis::from_ms(sealpost_relay::clock::now_ms() as u64)
+    sealpost_relay::clock::now_ms()
 }
 
 impl Tab {

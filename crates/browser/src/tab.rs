@@ -423,9 +423,7 @@ impl TabCore {
                 .await
                 .map_err(relay_error)?;
             // The earlier of the relay's and the hello's end: the plugin judges by the hello.
-            let expires_at = u64::try_from(created_on_relay.expires_at)
-                .map_or(expires, UnixMillis::from_ms)
-                .min(expires);
+            let expires_at = created_on_relay.expires_at.min(expires);
             core.inner.session.set(Some((session_id, expires_at)));
             core.inner.stop.set(None);
             let shown = core.shown_pairing().unwrap_or_default();

@@ -55,7 +55,7 @@ impl SessionKeysCache {
         secret: &PairingSecret,
         live: &LiveSessionResponse,
     ) -> Result<TrustedSession, SessionError> {
-        let relay_now_ms = UnixMillis::from_ms(u64::try_from(live.now_ms).unwrap_or(0));
+        let relay_now_ms = live.now_ms;
         let hello = verify_hello(secret, &live.hello.0, relay_now_ms)
             .map_err(|e: SealError| SessionError::Hello(e.code()))?;
         let session_id = Id16(*hello.session_id());
@@ -80,10 +80,7 @@ impl SessionKeysCache {
             session_id,
             expires_at_ms: hello.expires_at_ms(),
             relay_now_ms,
-            claimer_seen_at_ms: live
-                .claimer_seen_at
-                .and_then(|t| u64::try_from(t).ok())
-                .map(UnixMillis::from_ms),
+            claimer_seen_at_ms: live.claimer_seen_at,
             tools: catalog.tools,
             keys,
         })

@@ -2,8 +2,9 @@
 //!
 //! The relay, the plugin and the browser all (de)serialise these types, so a field renamed here
 //! is renamed everywhere at once. Envelopes and hellos are opaque [`Base64Bytes`]; ids are
-//! [`Id16`]; times are Unix milliseconds. Error codes are listed once, in [`ErrorCode`].
+//! [`Id16`]; times are [`UnixMillis`], a JSON integer. Error codes are listed once, in [`ErrorCode`].
 
+use sealpost_time::UnixMillis;
 use serde::{Deserialize, Serialize};
 
 use crate::content::CancelReason;
@@ -42,7 +43,8 @@ pub struct SigninResponse {
     /// Who signed in.
     pub owner: OwnerInfo,
     /// When the token expires, Unix ms.
-    pub expires_at: i64,
+    #[cfg_attr(feature = "openapi", schema(value_type = u64))]
+    pub expires_at: UnixMillis,
 }
 
 /// `GET /v1/me`.
@@ -60,9 +62,11 @@ pub struct MeResponse {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub token: Option<String>,
     /// When the token expires, Unix ms.
-    pub expires_at: i64,
+    #[cfg_attr(feature = "openapi", schema(value_type = u64))]
+    pub expires_at: UnixMillis,
     /// The relay's clock when it answered, Unix ms.
-    pub now_ms: i64,
+    #[cfg_attr(feature = "openapi", schema(value_type = u64))]
+    pub now_ms: UnixMillis,
 }
 
 /// The two kinds of bearer token the relay issues.
@@ -93,7 +97,8 @@ pub struct SigninLinkResponse {
     /// The link to open on the other device. It carries a one-time code: never log it.
     pub link: String,
     /// When the link's code expires, Unix ms.
-    pub expires_at: i64,
+    #[cfg_attr(feature = "openapi", schema(value_type = u64))]
+    pub expires_at: UnixMillis,
 }
 
 /// `POST /v1/mcp-tokens`.
@@ -119,7 +124,8 @@ pub struct CreateMcpTokenResponse {
     /// The MCP token itself, shown this once. A secret: never log it.
     pub token: String,
     /// When the token expires, Unix ms.
-    pub expires_at: i64,
+    #[cfg_attr(feature = "openapi", schema(value_type = u64))]
+    pub expires_at: UnixMillis,
 }
 
 /// One MCP token as listed (never the token itself).
@@ -133,9 +139,11 @@ pub struct McpTokenInfo {
     /// The pairing the token acts for.
     pub pair_id: Id16,
     /// When the token was made, Unix ms.
-    pub created_at: i64,
+    #[cfg_attr(feature = "openapi", schema(value_type = u64))]
+    pub created_at: UnixMillis,
     /// When the token expires, Unix ms.
-    pub expires_at: i64,
+    #[cfg_attr(feature = "openapi", schema(value_type = u64))]
+    pub expires_at: UnixMillis,
 }
 
 /// `GET /v1/mcp-tokens`.
@@ -153,9 +161,11 @@ pub struct OwnerTokenInfo {
     /// The sign-in's id, for revoking it.
     pub id: Id16,
     /// When the person signed in, Unix ms.
-    pub created_at: i64,
+    #[cfg_attr(feature = "openapi", schema(value_type = u64))]
+    pub created_at: UnixMillis,
     /// When the sign-in lapses unless used, Unix ms (never past its absolute lifetime).
-    pub expires_at: i64,
+    #[cfg_attr(feature = "openapi", schema(value_type = u64))]
+    pub expires_at: UnixMillis,
     /// Whether this is the token the request was made with.
     pub current: bool,
 }
@@ -190,7 +200,8 @@ pub struct CreateSessionResponse {
     /// The new session's id.
     pub session_id: Id16,
     /// When the session ends, Unix ms.
-    pub expires_at: i64,
+    #[cfg_attr(feature = "openapi", schema(value_type = u64))]
+    pub expires_at: UnixMillis,
 }
 
 /// `GET /v1/pairings/{pair_id}/session`: the live session of a pairing.
@@ -202,12 +213,15 @@ pub struct LiveSessionResponse {
     /// The hello byte for byte as the browser posted it.
     pub hello: Base64Bytes,
     /// When the session ends, Unix ms.
-    pub expires_at: i64,
+    #[cfg_attr(feature = "openapi", schema(value_type = u64))]
+    pub expires_at: UnixMillis,
     /// When the tab last asked for calls; `None` if it never has.
     #[serde(default)]
-    pub claimer_seen_at: Option<i64>,
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<u64>))]
+    pub claimer_seen_at: Option<UnixMillis>,
     /// The relay's clock when it answered, Unix ms.
-    pub now_ms: i64,
+    #[cfg_attr(feature = "openapi", schema(value_type = u64))]
+    pub now_ms: UnixMillis,
 }
 
 /// `POST /v1/sessions/{session_id}/calls`.
@@ -230,9 +244,11 @@ pub struct PostCallResponse {
     /// The call's id.
     pub call_id: Id16,
     /// When the call expires, Unix ms.
-    pub expires_at: i64,
+    #[cfg_attr(feature = "openapi", schema(value_type = u64))]
+    pub expires_at: UnixMillis,
     /// The relay's clock when it answered, Unix ms.
-    pub now_ms: i64,
+    #[cfg_attr(feature = "openapi", schema(value_type = u64))]
+    pub now_ms: UnixMillis,
 }
 
 /// One call handed to an executor by a claim.
@@ -244,7 +260,8 @@ pub struct ClaimedCall {
     /// The sealed call.
     pub envelope: Base64Bytes,
     /// When the claim's lease ends, Unix ms: a reply after it is refused.
-    pub lease_expires_at: i64,
+    #[cfg_attr(feature = "openapi", schema(value_type = u64))]
+    pub lease_expires_at: UnixMillis,
 }
 
 /// Answer to `POST /v1/sessions/{session_id}/claims?wait_ms=&max=`.
@@ -254,7 +271,8 @@ pub struct ClaimResponse {
     /// The calls this claim took (empty when the wait ran out).
     pub calls: Vec<ClaimedCall>,
     /// The relay's clock when it answered, Unix ms.
-    pub now_ms: i64,
+    #[cfg_attr(feature = "openapi", schema(value_type = u64))]
+    pub now_ms: UnixMillis,
 }
 
 /// `PUT /v1/calls/{call_id}/reply`.
@@ -342,9 +360,11 @@ pub struct CallStatusResponse {
     /// Why the call was cancelled, when it was.
     pub reason: Option<CancelReason>,
     /// When the call expires, Unix ms.
-    pub expires_at: i64,
+    #[cfg_attr(feature = "openapi", schema(value_type = u64))]
+    pub expires_at: UnixMillis,
     /// The relay's clock when it answered, Unix ms.
-    pub now_ms: i64,
+    #[cfg_attr(feature = "openapi", schema(value_type = u64))]
+    pub now_ms: UnixMillis,
 }
 
 #[cfg(test)]

@@ -50,7 +50,7 @@ const RUN: Duration = Duration::from_secs(5);
 /// Rounds of (store ceiling, relay at full load), alternated; the figures are their medians.
 const ROUNDS: usize = 3;
 
-fn now() -> i64 {
+fn now() -> UnixMillis {
     sealpost_relay::clock::now_ms()
 }
 
@@ -94,7 +94,7 @@ impl Ends {
     /// A session for `secret`: the tab's hello, and the plugin joined to it.
     fn new(secret: &PairingSecret, session_id: Id16) -> (Self, Vec<u8>) {
         let mut rng = rand::rng();
-        let t = UnixMillis::from_ms(now() as u64);
+        let t = now();
         let end = t.saturating_add_ms(3_600_000);
         let (tab, hello) =
             BrowserSession::start(secret, session_id.0, t, end, b"{}", &mut rng).unwrap();
@@ -114,7 +114,7 @@ impl Ends {
 
     /// The plugin seals a call.
     fn seal_call(&self, call_id: Id16) -> (Header, Vec<u8>) {
-        let t = UnixMillis::from_ms(now() as u64);
+        let t = now();
         let header = self
             .plugin
             .call_header(call_id.0, t, t.saturating_add_ms(60_000));
@@ -132,7 +132,7 @@ impl Ends {
             &self.tab_keys,
             &header,
             &self.plaintext,
-            UnixMillis::from_ms(now() as u64),
+            now(),
             &mut rand::rng(),
         )
         .unwrap()
@@ -198,7 +198,7 @@ async fn bearer(store: &dyn Store, owner: Id16, pair_id: Option<Id16>) -> Bearer
         pair_id,
         label: "bench".into(),
         created_at: now(),
-        expires_at: now() + 3_600_000,
+        expires_at: now().saturating_add_ms(3_600_000),
     };
     store.create_token(&row).await.unwrap();
     Bearer {
@@ -222,7 +222,7 @@ async fn store_client(store: &dyn Store, owner: Id16) -> (Id16, Bearer, Ends) {
         pair_id,
         hello,
         created_at: t,
-        expires_at: t + 3_600_000,
+        expires_at: t.saturating_add_ms(3_600_000),
     };
     store.create_session(&session, 1_000).await.unwrap();
     let mcp = bearer(store, owner, Some(pair_id)).await;
@@ -258,7 +258,7 @@ async fn store_ceiling(url: &str) -> Outcome {
                 call_id,
                 envelope,
                 created_at: t,
-                expires_at: t + 60_000,
+                expires_at: t.saturating_add_ms(60_000),
             };
             store.post_call(*mcp, &call, Some(1_000)).await.unwrap();
             let claimed = store

@@ -26,7 +26,7 @@ fn executor() -> Executor {
 }
 
 fn now_ms() -> UnixMillis {
-    UnixMillis::from_ms(sealpost_relay::clock::now_ms() as u64)
+    sealpost_relay::clock::now_ms()
 }
 
 /// Serves `session` on `listener` for every pairing, and counts the calls posted to it.
@@ -67,9 +67,9 @@ async fn an_endless_answer_is_cut_at_the_cap_before_it_is_parsed() {
     let body = serde_json::to_vec(&LiveSessionResponse {
         session_id: random_id(),
         hello,
-        expires_at: 0,
+        expires_at: UnixMillis::EPOCH,
         claimer_seen_at: None,
-        now_ms: 0,
+        now_ms: UnixMillis::EPOCH,
     })
     .unwrap();
     let body = Arc::new(body);
@@ -115,9 +115,9 @@ async fn a_hello_of_another_session_than_the_relay_names_is_not_sealed_to() {
     let answer = LiveSessionResponse {
         session_id: random_id(), // not the hello's
         hello: Base64Bytes(hello),
-        expires_at: now.saturating_add_ms(600_000).as_ms() as i64,
-        claimer_seen_at: Some(now.as_ms() as i64),
-        now_ms: now.as_ms() as i64,
+        expires_at: now.saturating_add_ms(600_000),
+        claimer_seen_at: Some(now),
+        now_ms: now,
     };
     let session = Router::new().route(
         "/v1/pairings/{id}/session",

@@ -221,7 +221,7 @@ async fn a_revoked_token_an_ended_session_and_an_absent_tab_each_say_so() {
 
     // A session whose tab never polls: answered at once, not after the deadline.
     let started = Instant::now();
-    let now = UnixMillis::from_ms(sealpost_relay::clock::now_ms() as u64);
+    let now = sealpost_relay::clock::now_ms();
     let executor = tab_executor();
     let session_id = sealpost_e2e::random_id();
     let hello = executor
