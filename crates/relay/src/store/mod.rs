@@ -394,6 +394,14 @@ pub trait Store: Send + Sync + std::fmt::Debug {
 pub trait Inspect: Store {
     /// Which bytes a call row still holds; `None` if the row is gone.
     async fn held_bytes(&self, owner_id: Id16, call_id: Id16) -> StoreResult<Option<HeldBytes>>;
+    /// Overwrites a call's stored `expires_at` with the raw integer `stored`, as a row written
+    /// by hand might hold it (a negative value, say), so a test can see how the store reads it.
+    async fn overwrite_call_expiry(
+        &self,
+        owner_id: Id16,
+        call_id: Id16,
+        stored: i64,
+    ) -> StoreResult<()>;
 }
 
 /// Opens the store a database URL names (`sqlite://…` or `postgres://…`), running migrations.

@@ -349,4 +349,19 @@ impl Inspect for PgStore {
             .await?;
         row.as_ref().map(rows::held_bytes).transpose()
     }
+
+    async fn overwrite_call_expiry(
+        &self,
+        owner_id: Id16,
+        call_id: Id16,
+        stored: i64,
+    ) -> StoreResult<()> {
+        sqlx::query(sql::OVERWRITE_CALL_EXPIRY)
+            .bind(b(owner_id))
+            .bind(b(call_id))
+            .bind(stored)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
 }

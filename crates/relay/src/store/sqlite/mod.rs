@@ -370,4 +370,24 @@ impl Inspect for SqliteStore {
             .await?;
         row.as_ref().map(rows::held_bytes).transpose()
     }
+
+    async fn overwrite_call_expiry(
+        &self,
+        owner_id: Id16,
+        call_id: Id16,
+        stored: i64,
+    ) -> StoreResult<()> {
+        self.write(move |conn| {
+            Box::pin(async move {
+                sqlx::query(sql::OVERWRITE_CALL_EXPIRY)
+                    .bind(b(owner_id))
+                    .bind(b(call_id))
+                    .bind(stored)
+                    .execute(&mut *conn)
+                    .await?;
+                Ok(())
+            })
+        })
+        .await
+    }
 }

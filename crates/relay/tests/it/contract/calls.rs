@@ -7,6 +7,7 @@ use std::sync::Arc;
 use sealpost_protocol::api::CallState;
 use sealpost_protocol::content::CancelReason;
 use sealpost_relay::store::{Inspect, NewCall, Scope, StoreError};
+use sealpost_time::UnixMillis;
 
 use super::{HOUR, T0, new_session, world};
 use crate::support::id;
@@ -359,6 +360,25 @@ pub(super) async fn check_duplicate_ids_are_refused_per_owner(store: Arc<dyn Ins
         .post_call(other.mcp, &other.call(call_id, T0, 60_000), None)
         .await
         .unwrap();
+}
+
+/// Times are `i64` in SQL and never negative as the relay writes them; a negative one (a row
+/// written by hand) reads as the epoch, earlier than any `now`, so the call is expired.
+pub(super) async fn check_a_negative_stored_expiry_reads_as_the_epoch_so_expired(
+    store: Arc<dyn Inspect>,
+) {
+    let w = world(store).await;
+    let call = w.post(T0, HOUR).await;
+    w.store
+        .overwrite_call_expiry(w.owner, call, -1)
+        .await
+        .unwrap();
+    let view = w.store.read_call(w.mcp, call, T0).await.unwrap().unwrap();
+    assert_eq!(view.state, CallState::Expired);
+    assert_eq!(view.expires_at, UnixMillis::EPOCH);
+    assert_eq!(view.next_change_at, None);
+    let claimed = w.store.claim_calls(w.tab, w.session, T0, 10, 30_000).await;
+    assert!(claimed.unwrap().is_empty());
 }
 
 pub(super) async fn check_expired_calls_are_not_claimable_and_read_as_expired(

@@ -160,6 +160,7 @@ contract!(
     check_cancel_applies_to_open_calls_only,
     check_duplicate_ids_are_refused_per_owner,
     check_expired_calls_are_not_claimable_and_read_as_expired,
+    check_a_negative_stored_expiry_reads_as_the_epoch_so_expired,
     check_sweeper_drops_bytes_then_rows,
     check_the_sweeper_ends_expired_sessions_and_names_them,
     check_ending_a_session_cancels_only_open_calls,
