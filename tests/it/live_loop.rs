@@ -13,6 +13,7 @@ use sealpost_executor::{
 use sealpost_protocol::api::CallState;
 use sealpost_protocol::content::{ContentBlock, Reply, ToolCall};
 use sealpost_seal::{PluginSession, verify_hello};
+use sealpost_time::UnixMillis;
 use serde_json::json;
 
 use crate::logs;
@@ -23,8 +24,8 @@ const CANARY: &str = "CANARY-7f3e9b1c-sealpost-plaintext";
 struct SystemClock;
 
 impl Clock for SystemClock {
-    fn now_ms(&self) -> u64 {
-        sealpost_relay::clock::now_ms() as u64
+    fn now_ms(&self) -> UnixMillis {
+        sealpost_relay::clock::now_ms()
     }
 }
 
@@ -38,7 +39,7 @@ fn tab() -> Executor {
             source: "notes".into(),
             title: "Key rotation".into(),
             body,
-            updated_at_ms: 0,
+            updated_at_ms: UnixMillis::EPOCH,
         })
         .unwrap();
     let grants = GrantsHandle::new(Grants {
@@ -59,7 +60,13 @@ async fn one_call(relay: &LiveRelay) -> (Reply, [u8; 16]) {
     let session_id = random_id();
     let now = SystemClock.now_ms();
     let hello = executor
-        .start_session(&pairing.secret, session_id.0, now, now + 600_000, &mut rng)
+        .start_session(
+            &pairing.secret,
+            session_id.0,
+            now,
+            now.saturating_add_ms(600_000),
+            &mut rng,
+        )
         .unwrap();
     relay
         .create_session(session_id, pairing.pair_id, hello, 600)
@@ -68,11 +75,11 @@ async fn one_call(relay: &LiveRelay) -> (Reply, [u8; 16]) {
 
     // The plugin finds the session, checks the hello and seals a call.
     let live = relay.live_session(&pairing).await.unwrap();
-    let verified = verify_hello(&pairing.secret, &live.hello.0, live.now_ms as u64).unwrap();
+    let verified = verify_hello(&pairing.secret, &live.hello.0, live.now_ms).unwrap();
     let plugin = PluginSession::start(&pairing.secret, &verified, &mut rng).unwrap();
     let call_id = random_id();
     let now = SystemClock.now_ms();
-    let header = plugin.call_header(call_id.0, now, now + 60_000);
+    let header = plugin.call_header(call_id.0, now, now.saturating_add_ms(60_000));
     let call = ToolCall {
         name: "search_workspace".into(),
         arguments: json!({"query": format!("rotation {CANARY}")}),

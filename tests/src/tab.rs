@@ -11,6 +11,7 @@ use anyhow::{Context as _, Result};
 use sealpost_executor::{Executor, Outcome};
 use sealpost_protocol::ids::Id16;
 use sealpost_seal::PairingSecret;
+use sealpost_time::UnixMillis;
 use tokio::sync::watch;
 
 use crate::{LiveRelay, random_id};
@@ -49,8 +50,8 @@ pub struct Tab {
     thread: Option<JoinHandle<()>>,
 }
 
-fn now_ms() -> u64 {
-    sealpost_relay::clock::now_ms() as u64
+fn now_ms() -> UnixMillis {
+    sealpost_relay::clock::now_ms()
 }
 
 impl Tab {
@@ -95,7 +96,7 @@ impl Tab {
                             &secret,
                             session_id.0,
                             now,
-                            now + ttl_s * 1000,
+                            now.saturating_add_ms(ttl_s * 1000),
                             &mut rand::rng(),
                         )
                         .context("start the session")?;

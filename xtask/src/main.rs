@@ -36,7 +36,12 @@ use crate::cmd::{cargo, cmd, step};
 const USAGE: &str = "usage: cargo xtask <test [--no-postgres] | run | bench [seal|relay|executor|plugin|browser|web|all] | fuzz [SECONDS] | mutants [seal|relay|all] | tools | postgres | mcpb [--debug] | web>";
 
 /// Crates that must build for `wasm32-unknown-unknown` (pure: no I/O, no clock).
-const PURE_CRATES: [&str; 3] = ["sealpost-seal", "sealpost-protocol", "sealpost-executor"];
+const PURE_CRATES: [&str; 4] = [
+    "sealpost-time",
+    "sealpost-seal",
+    "sealpost-protocol",
+    "sealpost-executor",
+];
 
 fn main() -> Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();

@@ -14,13 +14,14 @@ use sealpost_executor::{
 };
 use sealpost_protocol::content::{ToolCall, ToolKind, ToolResult};
 use sealpost_seal::{PairingSecret, PluginSession, verify_hello};
+use sealpost_time::UnixMillis;
 use serde::Deserialize;
 use serde_json::{Value, json};
 use wasm_bindgen::JsCast as _;
 use wasm_bindgen::prelude::*;
 
-fn now_ms() -> u64 {
-    js_sys::Date::now() as u64
+fn now_ms() -> UnixMillis {
+    UnixMillis::from_ms(js_sys::Date::now() as u64)
 }
 
 /// Polls a future that never waits: every tool here answers at once.
@@ -151,7 +152,7 @@ impl BenchCalls {
         )?;
         let rng = &mut rand::rng();
         let pairing = PairingSecret::from_bytes(rand::random());
-        let (start, end) = (now_ms(), now_ms() + 3_600_000);
+        let (start, end) = (now_ms(), now_ms().saturating_add_ms(3_600_000));
         let hello = executor.start_session(&pairing, rand::random(), start, end, rng)?;
         let plugin = PluginSession::start(&pairing, &verify_hello(&pairing, &hello, start)?, rng)?;
         let plaintext = serde_json::to_vec(&ToolCall {

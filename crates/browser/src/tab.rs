@@ -17,6 +17,7 @@ use sealpost_protocol::api::{CreateMcpTokenRequest, CreateSessionRequest};
 use sealpost_protocol::content::ToolKind;
 use sealpost_protocol::ids::{Base64Bytes, Id16};
 use sealpost_seal::{PairingCode, PairingSecret, RelayOrigin};
+use sealpost_time::UnixMillis;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use wasm_bindgen::prelude::*;
@@ -36,8 +37,8 @@ const CLAIM_MAX: u32 = 50;
 /// relay's clock and this tab's differ by a little.
 const EXPIRY_SLACK_MS: u64 = 1_000;
 
-fn now_ms() -> u64 {
-    js_sys::Date::now() as u64
+fn now_ms() -> UnixMillis {
+    UnixMillis::from_ms(js_sys::Date::now() as u64)
 }
 
 fn to_js<T: Serialize>(value: &T) -> JsValue {
@@ -100,7 +101,7 @@ struct Inner {
     audit: MemoryAuditLog,
     listener: Listener,
     pairing: RefCell<Option<Pairing>>,
-    session: Cell<Option<(Id16, u64)>>,
+    session: Cell<Option<(Id16, UnixMillis)>>,
     serving: RefCell<Option<AbortController>>,
     stop: Cell<Option<StopReason>>,
 }
@@ -394,7 +395,7 @@ impl TabCore {
             }
             let session_id = Id16(rand::random());
             let created = now_ms();
-            let expires = created + u64::from(ttl_s) * 1000;
+            let expires = created.saturating_add_ms(u64::from(ttl_s) * 1000);
             let (hello, pair_id) = {
                 let pairing = core.inner.pairing.borrow();
                 let pairing = pairing.as_ref().expect("made above");
@@ -422,9 +423,7 @@ impl TabCore {
                 .await
                 .map_err(relay_error)?;
             // The earlier of the relay's and the hello's end: the plugin judges by the hello.
-            let expires_at = u64::try_from(created_on_relay.expires_at)
-                .unwrap_or(expires)
-                .min(expires);
+            let expires_at = created_on_relay.expires_at.min(expires);
             core.inner.session.set(Some((session_id, expires_at)));
             core.inner.stop.set(None);
             let shown = core.shown_pairing().unwrap_or_default();
@@ -529,7 +528,7 @@ impl TabCore {
             let signal = controller.signal();
             *self.inner.serving.borrow_mut() = Some(controller);
             let relay = self.inner.relay.borrow().clone();
-            let wait = CLAIM_WAIT_MS.min(expires_at - now);
+            let wait = CLAIM_WAIT_MS.min(expires_at.saturating_sub(now));
             let claimed = relay.claim(session_id, wait, CLAIM_MAX, &signal).await;
             self.inner.serving.borrow_mut().take();
             if let Some(reason) = self.inner.stop.get() {
@@ -556,7 +555,7 @@ impl TabCore {
                     self.inner.executor.end_session();
                     // The relay ends a session that ran out as it ends one that was ended; the
                     // loop tells them apart by the clock (the claim waited until the expiry).
-                    if now_ms() + EXPIRY_SLACK_MS >= expires_at {
+                    if now_ms().saturating_add_ms(EXPIRY_SLACK_MS) >= expires_at {
                         return StopReason::Expired;
                     }
                     return StopReason::SessionEnded;

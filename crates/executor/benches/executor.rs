@@ -21,6 +21,7 @@ use sealpost_executor::{
 };
 use sealpost_protocol::content::{ToolCall, ToolKind, ToolResult};
 use sealpost_seal::{PairingSecret, PluginSession, verify_hello};
+use sealpost_time::UnixMillis;
 use serde_json::{Value, json};
 
 const DOCUMENTS: usize = 10_000;
@@ -29,7 +30,7 @@ const VOCABULARY: usize = 40_000;
 const QUERIES: usize = 200;
 const HANDLE_CALLS: usize = 100_000;
 const SOURCES: [&str; 4] = ["notes", "docs", "journal", "archive"];
-const START_MS: u64 = 1_800_000_000_000;
+const START_MS: UnixMillis = UnixMillis::from_ms(1_800_000_000_000);
 
 /// Made-up words from syllables, so every run and machine sees the same text.
 fn vocabulary(rng: &mut StdRng) -> Vec<String> {
@@ -264,7 +265,7 @@ fn main() {
         )
         .unwrap();
     let pairing = PairingSecret::from_bytes([7; 32]);
-    let session_end = START_MS + 3_600_000;
+    let session_end = START_MS.saturating_add_ms(3_600_000);
     let hello = executor
         .start_session(&pairing, [1; 16], START_MS, session_end, &mut rng)
         .unwrap();

@@ -9,6 +9,7 @@ use std::rc::Rc;
 
 use sealpost_protocol::content::{CancelReason, RefusalCode};
 use sealpost_protocol::ids::Id16;
+use sealpost_time::UnixMillis;
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 
@@ -57,8 +58,8 @@ pub enum AuditOutcome {
 /// One entry of the audit log.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct AuditRecord {
-    /// Unix ms of the decision.
-    pub at_ms: u64,
+    /// When the decision was made.
+    pub at_ms: UnixMillis,
     /// The call, when one is concerned and its header could be read.
     pub call_id: Option<Id16>,
     /// The tool, when the call could be opened (or the proposal's tool).

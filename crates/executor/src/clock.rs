@@ -3,29 +3,31 @@
 
 use std::cell::Cell;
 
-/// Tells the current Unix time in milliseconds.
+use sealpost_time::UnixMillis;
+
+/// Tells the current time.
 pub trait Clock {
-    /// Milliseconds since the Unix epoch, asked afresh at each decision.
-    fn now_ms(&self) -> u64;
+    /// The current time, asked afresh at each decision.
+    fn now_ms(&self) -> UnixMillis;
 }
 
 /// A fixed instant: for calls whose tools answer at once, and for tests.
-impl Clock for u64 {
-    fn now_ms(&self) -> u64 {
+impl Clock for UnixMillis {
+    fn now_ms(&self) -> UnixMillis {
         *self
     }
 }
 
 /// A time the host moves forward by hand (tests, benchmarks, simulations).
-impl Clock for Cell<u64> {
-    fn now_ms(&self) -> u64 {
+impl Clock for Cell<UnixMillis> {
+    fn now_ms(&self) -> UnixMillis {
         self.get()
     }
 }
 
 /// Any closure, such as one that reads `Date.now()` in the browser.
-impl<F: Fn() -> u64> Clock for F {
-    fn now_ms(&self) -> u64 {
+impl<F: Fn() -> UnixMillis> Clock for F {
+    fn now_ms(&self) -> UnixMillis {
         self()
     }
 }

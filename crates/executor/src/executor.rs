@@ -16,6 +16,7 @@ use sealpost_seal::{
     CallId, ENVELOPE_OVERHEAD, MAX_REPLY_ENVELOPE_BYTES, PairingSecret, SealError, SessionId,
     seal_reply,
 };
+use sealpost_time::UnixMillis;
 
 use crate::audit::{AuditOutcome, AuditRecord, AuditSink, arguments_digest};
 use crate::clock::Clock;
@@ -145,8 +146,8 @@ impl Executor {
         &self,
         pairing: &PairingSecret,
         session_id: SessionId,
-        created_at_ms: u64,
-        expires_at_ms: u64,
+        created_at_ms: UnixMillis,
+        expires_at_ms: UnixMillis,
         rng: &mut (impl CryptoRng + ?Sized),
     ) -> Result<Vec<u8>, SessionError> {
         if expires_at_ms <= created_at_ms {

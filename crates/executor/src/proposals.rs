@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 use sealpost_protocol::ids::Id16;
+use sealpost_time::UnixMillis;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
@@ -55,8 +56,8 @@ pub enum ProposedChange {
 pub struct Proposal {
     /// How the review page and the audit log refer to it (drawn at random).
     pub id: Id16,
-    /// Unix ms of the call that proposed it.
-    pub created_at_ms: u64,
+    /// When the call that proposed it was handled.
+    pub created_at_ms: UnixMillis,
     /// The tool that proposed it.
     pub tool: String,
     /// What approving it would do.

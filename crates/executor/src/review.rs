@@ -2,6 +2,7 @@
 //! calls these; no tool call can reach them. Each decision is written to the audit log.
 
 use sealpost_protocol::ids::Id16;
+use sealpost_time::UnixMillis;
 
 use crate::Executor;
 use crate::audit::{AuditOutcome, AuditRecord, arguments_digest};
@@ -28,7 +29,7 @@ impl Executor {
     /// Applies a proposal the person approved. An append or edit is applied only if the
     /// document is exactly as it was when proposed; otherwise nothing is written and the
     /// proposal stays pending, so the person can reject it. Audited either way.
-    pub fn apply_proposal(&self, id: Id16, now_ms: u64) -> Result<Applied, ApplyError> {
+    pub fn apply_proposal(&self, id: Id16, now_ms: UnixMillis) -> Result<Applied, ApplyError> {
         let Some(proposal) = self.proposals.borrow().get(&id).cloned() else {
             return Err(ApplyError::NoSuchProposal);
         };
@@ -45,7 +46,7 @@ impl Executor {
     }
 
     /// Rejects a proposal: it is dropped, nothing is written, the rejection is audited.
-    pub fn reject_proposal(&self, id: Id16, now_ms: u64) -> Result<(), ApplyError> {
+    pub fn reject_proposal(&self, id: Id16, now_ms: UnixMillis) -> Result<(), ApplyError> {
         let proposal = self
             .proposals
             .borrow_mut()
@@ -59,7 +60,11 @@ impl Executor {
         Ok(())
     }
 
-    fn write_proposal(&self, proposal: &Proposal, now_ms: u64) -> Result<Applied, ApplyError> {
+    fn write_proposal(
+        &self,
+        proposal: &Proposal,
+        now_ms: UnixMillis,
+    ) -> Result<Applied, ApplyError> {
         let mut workspace = self.workspace.borrow_mut();
         let base = |doc_id: &DocId| -> Result<Document, ApplyError> {
             let doc = workspace.get(doc_id).ok_or(ApplyError::DocumentGone)?;
@@ -115,7 +120,7 @@ impl Executor {
         Ok(Applied::DocumentWritten { doc_id })
     }
 
-    fn audit_review(&self, proposal: &Proposal, outcome: AuditOutcome, now_ms: u64) {
+    fn audit_review(&self, proposal: &Proposal, outcome: AuditOutcome, now_ms: UnixMillis) {
         let change = serde_json::to_value(&proposal.change).expect("a change serialises");
         self.audit.record(&AuditRecord {
             at_ms: now_ms,

@@ -13,6 +13,7 @@ use sealpost_seal::{
     BrowserSession, CLOCK_SKEW_MS, CallId, Header, Kind, PairingSecret, PublicKeyBytes, SealError,
     SessionId, SessionKeys, open_call, parse_header,
 };
+use sealpost_time::UnixMillis;
 
 use crate::limits::{MAX_CACHED_PLUGIN_KEYS, SEEN_CALLS_PRUNE_THRESHOLD};
 
@@ -35,10 +36,10 @@ pub(crate) struct Session {
     /// Derived keys by plugin key, least recently used first.
     keys: Vec<(PublicKeyBytes, SessionKeys)>,
     /// Call ids opened in this session, with each call's expiry.
-    seen: HashMap<CallId, u64>,
+    seen: HashMap<CallId, UnixMillis>,
     /// The latest time the host reported. Expiry is judged against it so a clock that steps
     /// back cannot revive an expired (and possibly pruned) call id.
-    latest_now_ms: u64,
+    latest_now_ms: UnixMillis,
     /// Size of `seen` above which expired ids are dropped.
     prune_seen_above: usize,
 }
@@ -47,8 +48,8 @@ impl Session {
     pub fn start(
         pairing: &PairingSecret,
         session_id: SessionId,
-        created_at_ms: u64,
-        expires_at_ms: u64,
+        created_at_ms: UnixMillis,
+        expires_at_ms: UnixMillis,
         catalog: &[u8],
         rng: &mut (impl CryptoRng + ?Sized),
     ) -> Result<Self, SealError> {
@@ -78,24 +79,24 @@ impl Session {
         self.browser.session_id()
     }
 
-    pub fn expires_at_ms(&self) -> u64 {
+    pub fn expires_at_ms(&self) -> UnixMillis {
         self.browser.expires_at_ms()
     }
 
     /// Whether the session is over at `now_ms` (with the clock tolerance).
-    pub fn is_over(&mut self, now_ms: u64) -> bool {
+    pub fn is_over(&mut self, now_ms: UnixMillis) -> bool {
         self.latest_now_ms = self.latest_now_ms.max(now_ms);
-        self.latest_now_ms > self.expires_at_ms().saturating_add(CLOCK_SKEW_MS)
+        self.latest_now_ms > self.expires_at_ms().saturating_add_ms(CLOCK_SKEW_MS)
     }
 
     /// Whether a call expiring at `expires_at_ms` is past its time at `now_ms`.
-    pub fn call_expired(&mut self, expires_at_ms: u64, now_ms: u64) -> bool {
+    pub fn call_expired(&mut self, expires_at_ms: UnixMillis, now_ms: UnixMillis) -> bool {
         self.latest_now_ms = self.latest_now_ms.max(now_ms);
-        self.latest_now_ms > expires_at_ms.saturating_add(CLOCK_SKEW_MS)
+        self.latest_now_ms > expires_at_ms.saturating_add_ms(CLOCK_SKEW_MS)
     }
 
     /// Opens a call envelope, or says why it is not answered.
-    pub fn open(&mut self, envelope: &[u8], now_ms: u64) -> Result<OpenedCall, Rejected> {
+    pub fn open(&mut self, envelope: &[u8], now_ms: UnixMillis) -> Result<OpenedCall, Rejected> {
         let reject = |call_id, reason| Rejected { call_id, reason };
         let Ok(header) = parse_header(envelope) else {
             return Err(reject(None, CancelReason::Undecryptable));
@@ -113,7 +114,7 @@ impl Session {
         // A call may not outlive its session, and one stamped in the future is not believed.
         if header.expires_at_ms() > self.expires_at_ms()
             || self.call_expired(header.expires_at_ms(), now_ms)
-            || header.created_at_ms() > self.latest_now_ms.saturating_add(CLOCK_SKEW_MS)
+            || header.created_at_ms() > self.latest_now_ms.saturating_add_ms(CLOCK_SKEW_MS)
         {
             return Err(reject(call_id, CancelReason::Expired));
         }
@@ -152,7 +153,7 @@ impl Session {
             // (and judged time never steps back), so expired ids can be forgotten.
             let latest = self.latest_now_ms;
             self.seen
-                .retain(|_, expires| latest <= expires.saturating_add(CLOCK_SKEW_MS));
+                .retain(|_, expires| latest <= expires.saturating_add_ms(CLOCK_SKEW_MS));
             // Prune again only once the set has doubled, so a session full of live calls costs
             // amortised constant time per call rather than a scan per call.
             self.prune_seen_above = SEEN_CALLS_PRUNE_THRESHOLD.max(2 * self.seen.len());
@@ -173,11 +174,19 @@ mod tests {
 
     use super::*;
 
-    const NOW: u64 = 1_800_000_000_000;
+    const NOW: UnixMillis = UnixMillis::from_ms(1_800_000_000_000);
 
     fn session(rng: &mut StdRng) -> (Session, PairingSecret) {
         let pairing = PairingSecret::from_bytes([5; 32]);
-        let session = Session::start(&pairing, [1; 16], NOW, NOW + 600_000, b"{}", rng).unwrap();
+        let session = Session::start(
+            &pairing,
+            [1; 16],
+            NOW,
+            NOW.saturating_add_ms(600_000),
+            b"{}",
+            rng,
+        )
+        .unwrap();
         (session, pairing)
     }
 
@@ -189,7 +198,7 @@ mod tests {
     ) -> Vec<u8> {
         let hello = verify_hello(pairing, session.hello(), NOW).unwrap();
         let plugin = PluginSession::start(pairing, &hello, rng).unwrap();
-        let header = plugin.call_header([call_id; 16], NOW, NOW + 1000);
+        let header = plugin.call_header([call_id; 16], NOW, NOW.saturating_add_ms(1000));
         plugin.seal_call(&header, b"{}", rng).unwrap()
     }
 
@@ -200,7 +209,14 @@ mod tests {
         // An impostor runs its own session under the same id with another pairing secret.
         let (impostor_session, _) = {
             let impostor = PairingSecret::from_bytes([6; 32]);
-            let s = Session::start(&impostor, [1; 16], NOW, NOW + 600_000, b"{}", &mut rng);
+            let s = Session::start(
+                &impostor,
+                [1; 16],
+                NOW,
+                NOW.saturating_add_ms(600_000),
+                b"{}",
+                &mut rng,
+            );
             (s.unwrap(), impostor)
         };
         let impostor = PairingSecret::from_bytes([6; 32]);
@@ -233,12 +249,12 @@ mod tests {
             id[..4].copy_from_slice(&n.to_be_bytes());
             session.seen.insert(id, NOW);
         }
-        session.latest_now_ms = NOW + CLOCK_SKEW_MS + 1;
+        session.latest_now_ms = NOW.saturating_add_ms(CLOCK_SKEW_MS + 1);
         let pairing = PairingSecret::from_bytes([5; 32]);
         let hello = verify_hello(&pairing, session.hello(), NOW).unwrap();
         let plugin = PluginSession::start(&pairing, &hello, &mut rng).unwrap();
-        let later = NOW + CLOCK_SKEW_MS + 1;
-        let header = plugin.call_header([0xff; 16], later, later + 1000);
+        let later = NOW.saturating_add_ms(CLOCK_SKEW_MS + 1);
+        let header = plugin.call_header([0xff; 16], later, later.saturating_add_ms(1000));
         let envelope = plugin.seal_call(&header, b"{}", &mut rng).unwrap();
         assert!(session.open(&envelope, later).is_ok());
         assert_eq!(session.seen.len(), 1);

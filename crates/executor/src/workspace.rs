@@ -8,6 +8,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 
+use sealpost_time::UnixMillis;
 use serde::{Deserialize, Serialize};
 
 use crate::limits::{MAX_BODY_BYTES, MAX_DOC_ID_BYTES, MAX_SOURCE_NAME_BYTES, MAX_TITLE_BYTES};
@@ -71,8 +72,8 @@ pub struct Document {
     pub title: String,
     /// The text that is searched and read.
     pub body: String,
-    /// Unix ms of the last change, set by whoever changed it.
-    pub updated_at_ms: u64,
+    /// When it last changed, set by whoever changed it.
+    pub updated_at_ms: UnixMillis,
 }
 
 /// Why the workspace refused a change.

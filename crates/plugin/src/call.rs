@@ -11,6 +11,7 @@ use sealpost_protocol::content::{CancelReason, Reply, ToolCall};
 use sealpost_protocol::ids::{Base64Bytes, Id16};
 use sealpost_protocol::limits::MAX_CALL_ENVELOPE_BYTES;
 use sealpost_seal::{ENVELOPE_OVERHEAD, PairingCode};
+use sealpost_time::UnixMillis;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
@@ -45,10 +46,11 @@ impl<P> std::fmt::Debug for Waiting<P> {
     }
 }
 
-pub(crate) fn local_now_ms() -> u64 {
-    std::time::SystemTime::now()
+pub(crate) fn local_now_ms() -> UnixMillis {
+    let ms = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as u64)
+        .map_or(0, |d| d.as_millis() as u64);
+    UnixMillis::from_ms(ms)
 }
 
 impl Plugin {
@@ -137,9 +139,10 @@ impl Plugin {
             }
             // Times are the relay's clock, which the tab also judges by (within the skew).
             let now = session.relay_now_ms;
-            let wanted = now + self.options.call_timeout.as_millis() as u64 + 5_000;
+            let wanted =
+                now.saturating_add_ms(self.options.call_timeout.as_millis() as u64 + 5_000);
             let expires_at = wanted.min(session.expires_at_ms);
-            if expires_at <= now + 1_000 {
+            if expires_at <= now.saturating_add_ms(1_000) {
                 return Err(Failure::NoSession {
                     origin: code.relay_origin().clone(),
                 });
@@ -153,7 +156,7 @@ impl Plugin {
             let request = PostCallRequest {
                 call_id,
                 envelope: Base64Bytes(envelope),
-                ttl_s: (expires_at - now).div_ceil(1000),
+                ttl_s: expires_at.saturating_sub(now).div_ceil(1000),
             };
             match relay.post_call(session.session_id, &request).await {
                 // A retry of a post that landed: the call is there, read it.

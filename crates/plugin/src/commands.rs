@@ -7,6 +7,7 @@ use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use sealpost_protocol::ids::Id16;
 use sealpost_seal::PairingCode;
+use sealpost_time::UnixMillis;
 use serde::Serialize;
 use zeroize::Zeroizing;
 
@@ -80,12 +81,12 @@ pub struct StatusReport {
     pub relay_reachable: Option<bool>,
     /// Whether the relay accepted the MCP token.
     pub token_live: Option<bool>,
-    /// When the MCP token expires (Unix ms), as the token says.
-    pub token_expires_at: Option<u64>,
+    /// When the MCP token expires, as the token says.
+    pub token_expires_at: Option<UnixMillis>,
     /// Whether a session is live for the pairing.
     pub session_live: Option<bool>,
-    /// When the live session ends (Unix ms).
-    pub session_expires_at: Option<u64>,
+    /// When the live session ends.
+    pub session_expires_at: Option<UnixMillis>,
     /// Seconds since the tab last polled, per the relay.
     pub tab_last_seen_secs_ago: Option<u64>,
     /// Tools the live session offers.
@@ -170,12 +171,12 @@ impl StatusReport {
     }
 }
 
-fn in_words(at_ms: u64) -> String {
+fn in_words(at: UnixMillis) -> String {
     let now = crate::call::local_now_ms();
-    if at_ms <= now {
+    if at <= now {
         return "already passed".into();
     }
-    let secs = (at_ms - now) / 1000;
+    let secs = at.saturating_sub(now) / 1000;
     match secs {
         0..=119 => format!("in {secs} s"),
         120..=7199 => format!("in {} min", secs / 60),
@@ -184,12 +185,13 @@ fn in_words(at_ms: u64) -> String {
     }
 }
 
-/// The `exp` a JWT claims, in Unix ms (read, not verified: for display only).
-fn token_expiry_ms(token: &str) -> Option<u64> {
+/// The `exp` a JWT claims (read, not verified: for display only).
+fn token_expiry_ms(token: &str) -> Option<UnixMillis> {
     let payload = token.split('.').nth(1)?;
     let bytes = Zeroizing::new(URL_SAFE_NO_PAD.decode(payload).ok()?);
     let claims: serde_json::Value = serde_json::from_slice(&bytes).ok()?;
-    claims.get("exp")?.as_u64()?.checked_mul(1000)
+    let exp_s = claims.get("exp")?.as_u64()?;
+    exp_s.checked_mul(1000).map(UnixMillis::from_ms)
 }
 
 fn fingerprint(code: &PairingCode) -> String {

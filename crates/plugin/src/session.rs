@@ -11,18 +11,19 @@ use sealpost_protocol::api::LiveSessionResponse;
 use sealpost_protocol::content::{Catalog, CatalogEntry};
 use sealpost_protocol::ids::Id16;
 use sealpost_seal::{PairingSecret, PluginSession, SealError, verify_hello};
+use sealpost_time::UnixMillis;
 
 /// A session the plugin may seal calls to.
 #[derive(Debug, Clone)]
 pub struct TrustedSession {
     /// The session's id (from the verified hello).
     pub session_id: Id16,
-    /// When the session ends (from the verified hello), Unix ms.
-    pub expires_at_ms: u64,
-    /// The relay's clock when it answered, Unix ms.
-    pub relay_now_ms: u64,
+    /// When the session ends (from the verified hello).
+    pub expires_at_ms: UnixMillis,
+    /// The relay's clock when it answered.
+    pub relay_now_ms: UnixMillis,
     /// When the tab last polled, per the relay (advisory).
-    pub claimer_seen_at_ms: Option<u64>,
+    pub claimer_seen_at_ms: Option<UnixMillis>,
     /// The tools the hello's sealed catalog offers.
     pub tools: Vec<CatalogEntry>,
     /// Keys for this session.
@@ -54,7 +55,7 @@ impl SessionKeysCache {
         secret: &PairingSecret,
         live: &LiveSessionResponse,
     ) -> Result<TrustedSession, SessionError> {
-        let relay_now_ms = u64::try_from(live.now_ms).unwrap_or(0);
+        let relay_now_ms = live.now_ms;
         let hello = verify_hello(secret, &live.hello.0, relay_now_ms)
             .map_err(|e: SealError| SessionError::Hello(e.code()))?;
         let session_id = Id16(*hello.session_id());
@@ -79,7 +80,7 @@ impl SessionKeysCache {
             session_id,
             expires_at_ms: hello.expires_at_ms(),
             relay_now_ms,
-            claimer_seen_at_ms: live.claimer_seen_at.and_then(|t| u64::try_from(t).ok()),
+            claimer_seen_at_ms: live.claimer_seen_at,
             tools: catalog.tools,
             keys,
         })

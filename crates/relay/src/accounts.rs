@@ -2,6 +2,7 @@
 //! the `/v1` API all hand out one-time sign-in links the same way.
 
 use sealpost_protocol::ids::Id16;
+use sealpost_time::UnixMillis;
 use sha2::{Digest, Sha256};
 
 use crate::clock::now_ms;
@@ -19,11 +20,11 @@ pub async fn create_signin_link(
     public_url: &str,
     owner_id: Id16,
     ttl_s: u64,
-) -> StoreResult<(String, i64)> {
+) -> StoreResult<(String, UnixMillis)> {
     let mut bytes = [0u8; 32];
     getrandom::fill(&mut bytes).expect("the OS random source works");
     let code = base64::Engine::encode(&base64::engine::general_purpose::URL_SAFE_NO_PAD, bytes);
-    let expires_at = now_ms() + ttl_s as i64 * 1000;
+    let expires_at = now_ms().saturating_add_ms(ttl_s.saturating_mul(1000));
     store
         .create_signin_code(code_hash(&code), owner_id, expires_at)
         .await?;

@@ -1,12 +1,14 @@
-//! The relay's one clock read: Unix milliseconds. Everything below the HTTP layer takes `now`
-//! as a parameter so tests can drive time.
+//! The relay's one clock read. Everything below the HTTP layer takes `now` as a parameter so
+//! tests can drive time.
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
-/// Milliseconds since the Unix epoch.
-pub fn now_ms() -> i64 {
-    SystemTime::now()
+use sealpost_time::UnixMillis;
+
+/// The current time (the epoch if the system clock reads earlier than it).
+pub fn now_ms() -> UnixMillis {
+    let ms = SystemTime::now()
         .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_millis() as i64)
-        .unwrap_or(0)
+        .map_or(0, |d| d.as_millis() as u64);
+    UnixMillis::from_ms(ms)
 }

@@ -5,6 +5,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 
 use sealpost_protocol::limits;
+use sealpost_time::UnixMillis;
 
 /// Everything `serve` needs.
 #[derive(Debug, Clone)]
@@ -48,7 +49,7 @@ pub struct Limits {
     /// Most calls one claim returns.
     pub max_claim_batch: u32,
     /// Lease a claim grants (never past the call's expiry).
-    pub lease_ms: i64,
+    pub lease_ms: u64,
     /// Highest call `ttl_s`.
     pub max_call_ttl_s: u64,
     /// Highest session `ttl_s`.
@@ -90,7 +91,7 @@ pub struct Limits {
     /// How often the sweeper runs.
     pub sweep_interval_ms: u64,
     /// How long finished rows (already without bytes) stay before deletion.
-    pub sweep_grace_ms: i64,
+    pub sweep_grace_ms: u64,
     /// Long-polls re-check the store at least this often (a missed cross-replica wake-up
     /// costs at most this much).
     pub fallback_poll_ms: u64,
@@ -126,7 +127,7 @@ impl Default for Limits {
             body_read_timeout_ms: 30_000,
             max_wait_ms: limits::MAX_WAIT_MS,
             max_claim_batch: limits::MAX_CLAIM_BATCH as u32,
-            lease_ms: limits::DEFAULT_LEASE_MS as i64,
+            lease_ms: limits::DEFAULT_LEASE_MS,
             max_call_ttl_s: 600,
             max_session_ttl_s: 24 * 3600,
             default_mcp_token_ttl_s: 90 * 24 * 3600,
@@ -165,9 +166,10 @@ impl Default for Limits {
 impl Limits {
     /// When an owner token signed in at `signed_in_at` and used at `now` lapses: the sliding
     /// window from now, cut at the absolute lifetime from the sign-in.
-    pub fn owner_token_expiry(&self, signed_in_at: i64, now: i64) -> i64 {
-        let sliding = now.saturating_add(self.owner_token_ttl_s as i64 * 1000);
-        let absolute = signed_in_at.saturating_add(self.owner_token_lifetime_s as i64 * 1000);
+    pub fn owner_token_expiry(&self, signed_in_at: UnixMillis, now: UnixMillis) -> UnixMillis {
+        let sliding = now.saturating_add_ms(self.owner_token_ttl_s.saturating_mul(1000));
+        let absolute =
+            signed_in_at.saturating_add_ms(self.owner_token_lifetime_s.saturating_mul(1000));
         sliding.min(absolute)
     }
 

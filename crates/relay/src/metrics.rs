@@ -177,9 +177,9 @@ impl Metrics {
     }
 
     /// One claimed call that waited `latency_ms` since it was posted.
-    pub fn call_claimed(&self, latency_ms: i64) {
+    pub fn call_claimed(&self, latency_ms: u64) {
         self.calls_claimed.increment(1);
-        self.claim_latency.record(latency_ms.max(0) as f64 / 1000.0);
+        self.claim_latency.record(latency_ms as f64 / 1000.0);
     }
 
     /// A claim request answered after `waited`.

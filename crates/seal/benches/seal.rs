@@ -5,7 +5,13 @@ use chacha20poly1305::aead::Aead;
 use chacha20poly1305::{KeyInit, XChaCha20Poly1305};
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use sealpost_seal::{BrowserSession, PairingSecret, PluginSession, open_call, verify_hello};
+use sealpost_time::UnixMillis;
 use std::hint::black_box;
+
+/// A time this many milliseconds after the epoch: the benchmarks need only order, not dates.
+const fn at(ms: u64) -> UnixMillis {
+    UnixMillis::from_ms(ms)
+}
 
 fn session() -> (PairingSecret, BrowserSession, PluginSession) {
     let mut rng = rand::rng();
@@ -13,13 +19,13 @@ fn session() -> (PairingSecret, BrowserSession, PluginSession) {
     let (browser, hello) = BrowserSession::start(
         &secret,
         [1; 16],
-        1_000,
-        3_600_000,
+        at(1_000),
+        at(3_600_000),
         b"{\"tools\":[]}",
         &mut rng,
     )
     .unwrap();
-    let verified = verify_hello(&secret, &hello, 2_000).unwrap();
+    let verified = verify_hello(&secret, &hello, at(2_000)).unwrap();
     let plugin = PluginSession::start(&secret, &verified, &mut rng).unwrap();
     (secret, browser, plugin)
 }
@@ -46,7 +52,7 @@ fn seal_open(c: &mut Criterion) {
             },
         );
         let plaintext = vec![0x5a; size];
-        let header = plugin.call_header([2; 16], 2_000, 60_000);
+        let header = plugin.call_header([2; 16], at(2_000), at(60_000));
         group.throughput(Throughput::Bytes(size as u64));
         group.bench_with_input(
             BenchmarkId::from_parameter(size),
@@ -68,8 +74,8 @@ fn key_derivation(c: &mut Criterion) {
     let (secret, browser, plugin) = session();
     let mut rng = rand::rng();
     let (_, hello) =
-        BrowserSession::start(&secret, [3; 16], 1_000, 3_600_000, b"{}", &mut rng).unwrap();
-    let verified = verify_hello(&secret, &hello, 2_000).unwrap();
+        BrowserSession::start(&secret, [3; 16], at(1_000), at(3_600_000), b"{}", &mut rng).unwrap();
+    let verified = verify_hello(&secret, &hello, at(2_000)).unwrap();
     c.bench_function("browser keys_for (one X25519 + two HKDF)", |b| {
         b.iter(|| black_box(browser.keys_for(black_box(plugin.plugin_public())).unwrap()))
     });
@@ -77,7 +83,7 @@ fn key_derivation(c: &mut Criterion) {
         "plugin verify_hello + start (HMAC, catalog open, keygen, X25519)",
         |b| {
             b.iter(|| {
-                let verified = verify_hello(&secret, black_box(&hello), 2_000).unwrap();
+                let verified = verify_hello(&secret, black_box(&hello), at(2_000)).unwrap();
                 black_box(PluginSession::start(&secret, &verified, &mut rng).unwrap())
             })
         },

@@ -20,6 +20,7 @@
 use chacha20poly1305::aead::AeadInOut;
 use chacha20poly1305::{KeyInit, XChaCha20Poly1305};
 use rand_core::CryptoRng;
+use sealpost_time::UnixMillis;
 
 use crate::keys::SessionKeys;
 use crate::{CallId, PublicKeyBytes, SealError, SessionId, VERSION};
@@ -64,8 +65,10 @@ impl Kind {
 ///
 /// ```compile_fail
 /// use sealpost_seal::{Header, Kind};
+/// use sealpost_time::UnixMillis;
 ///
-/// let mut header = Header::call([1; 16], [2; 16], [3; 32], 0, 1);
+/// let (created, expires) = (UnixMillis::from_ms(0), UnixMillis::from_ms(1));
+/// let mut header = Header::call([1; 16], [2; 16], [3; 32], created, expires);
 /// header.kind = Kind::Reply;
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -74,8 +77,8 @@ pub struct Header {
     session_id: SessionId,
     call_id: CallId,
     plugin_public: PublicKeyBytes,
-    created_at_ms: u64,
-    expires_at_ms: u64,
+    created_at_ms: UnixMillis,
+    expires_at_ms: UnixMillis,
 }
 
 impl Header {
@@ -84,8 +87,8 @@ impl Header {
         session_id: SessionId,
         call_id: CallId,
         plugin_public: PublicKeyBytes,
-        created_at_ms: u64,
-        expires_at_ms: u64,
+        created_at_ms: UnixMillis,
+        expires_at_ms: UnixMillis,
     ) -> Self {
         Self {
             kind: Kind::Call,
@@ -117,13 +120,13 @@ impl Header {
         &self.plugin_public
     }
 
-    /// When the envelope was sealed, Unix ms.
-    pub fn created_at_ms(&self) -> u64 {
+    /// When the envelope was sealed.
+    pub fn created_at_ms(&self) -> UnixMillis {
         self.created_at_ms
     }
 
-    /// When the call expires, Unix ms (a reply repeats its call's).
-    pub fn expires_at_ms(&self) -> u64 {
+    /// When the call expires (a reply repeats its call's).
+    pub fn expires_at_ms(&self) -> UnixMillis {
         self.expires_at_ms
     }
 
@@ -163,8 +166,8 @@ pub fn parse_header(envelope: &[u8]) -> Result<Header, SealError> {
         session_id: envelope[2..18].try_into().expect("16 bytes"),
         call_id: envelope[18..34].try_into().expect("16 bytes"),
         plugin_public: envelope[34..66].try_into().expect("32 bytes"),
-        created_at_ms: u64::from_be_bytes(envelope[66..74].try_into().expect("8 bytes")),
-        expires_at_ms: u64::from_be_bytes(envelope[74..82].try_into().expect("8 bytes")),
+        created_at_ms: UnixMillis::from_be_bytes(envelope[66..74].try_into().expect("8 bytes")),
+        expires_at_ms: UnixMillis::from_be_bytes(envelope[74..82].try_into().expect("8 bytes")),
     };
     if header.expires_at_ms < header.created_at_ms {
         return Err(SealError::BadTimes);
@@ -252,7 +255,7 @@ pub fn seal_reply(
     keys: &SessionKeys,
     call: &Header,
     plaintext: &[u8],
-    created_at_ms: u64,
+    created_at_ms: UnixMillis,
     rng: &mut (impl CryptoRng + ?Sized),
 ) -> Result<Vec<u8>, SealError> {
     let header = Header {

@@ -19,6 +19,7 @@
 use chacha20poly1305::aead::{Aead, Payload};
 use chacha20poly1305::{KeyInit, XChaCha20Poly1305};
 use rand_core::CryptoRng;
+use sealpost_time::UnixMillis;
 
 use crate::envelope::{NONCE_LEN, TAG_LEN};
 use crate::kdf::{LABEL_CATALOG, LABEL_HELLO, hkdf32, hmac_sha256, hmac_sha256_verify};
@@ -43,11 +44,12 @@ const MIN_HELLO_BYTES: usize = HELLO_HEADER_LEN + NONCE_LEN + TAG_LEN + HELLO_TA
 /// ```
 /// use rand_core::CryptoRng;
 /// use sealpost_seal::{PairingSecret, PluginSession, SealError, verify_hello};
+/// use sealpost_time::UnixMillis;
 ///
 /// fn join(
 ///     secret: &PairingSecret,
 ///     hello: &[u8],
-///     now_ms: u64,
+///     now_ms: UnixMillis,
 ///     rng: &mut impl CryptoRng,
 /// ) -> Result<PluginSession, SealError> {
 ///     let verified = verify_hello(secret, hello, now_ms)?;
@@ -59,13 +61,14 @@ const MIN_HELLO_BYTES: usize = HELLO_HEADER_LEN + NONCE_LEN + TAG_LEN + HELLO_TA
 ///
 /// ```compile_fail
 /// use sealpost_seal::VerifiedHello;
+/// use sealpost_time::UnixMillis;
 ///
 /// let forged = VerifiedHello {
 ///     session_id: [0; 16],
 ///     pair_id: [0; 16],
 ///     browser_public: [9; 32],
-///     created_at_ms: 0,
-///     expires_at_ms: u64::MAX,
+///     created_at_ms: UnixMillis::EPOCH,
+///     expires_at_ms: UnixMillis::MAX,
 ///     catalog: Vec::new(),
 /// };
 /// ```
@@ -89,8 +92,8 @@ pub struct VerifiedHello {
     session_id: SessionId,
     pair_id: PairId,
     browser_public: PublicKeyBytes,
-    created_at_ms: u64,
-    expires_at_ms: u64,
+    created_at_ms: UnixMillis,
+    expires_at_ms: UnixMillis,
     catalog: Vec<u8>,
 }
 
@@ -110,13 +113,13 @@ impl VerifiedHello {
         &self.browser_public
     }
 
-    /// When the browser made the hello, Unix ms.
-    pub fn created_at_ms(&self) -> u64 {
+    /// When the browser made the hello.
+    pub fn created_at_ms(&self) -> UnixMillis {
         self.created_at_ms
     }
 
-    /// When the session ends, Unix ms.
-    pub fn expires_at_ms(&self) -> u64 {
+    /// When the session ends.
+    pub fn expires_at_ms(&self) -> UnixMillis {
         self.expires_at_ms
     }
 
@@ -131,8 +134,8 @@ pub(crate) struct HelloFields {
     pub session_id: SessionId,
     pub pair_id: PairId,
     pub browser_public: PublicKeyBytes,
-    pub created_at_ms: u64,
-    pub expires_at_ms: u64,
+    pub created_at_ms: UnixMillis,
+    pub expires_at_ms: UnixMillis,
 }
 
 pub(crate) fn build_hello(
@@ -188,7 +191,7 @@ pub(crate) fn build_hello(
 pub fn verify_hello(
     secret: &PairingSecret,
     hello: &[u8],
-    now_ms: u64,
+    now_ms: UnixMillis,
 ) -> Result<VerifiedHello, SealError> {
     if hello.len() < MIN_HELLO_BYTES {
         return Err(SealError::TooShort);
@@ -217,18 +220,18 @@ pub fn verify_hello(
         session_id: hello[1..17].try_into().expect("16 bytes"),
         pair_id: hello[17..33].try_into().expect("16 bytes"),
         browser_public: hello[33..65].try_into().expect("32 bytes"),
-        created_at_ms: u64::from_be_bytes(hello[65..73].try_into().expect("8 bytes")),
-        expires_at_ms: u64::from_be_bytes(hello[73..81].try_into().expect("8 bytes")),
+        created_at_ms: UnixMillis::from_be_bytes(hello[65..73].try_into().expect("8 bytes")),
+        expires_at_ms: UnixMillis::from_be_bytes(hello[73..81].try_into().expect("8 bytes")),
     };
     if fields.pair_id != secret.pair_id() {
         return Err(SealError::WrongPairing);
     }
     if fields.expires_at_ms <= fields.created_at_ms
-        || fields.created_at_ms > now_ms.saturating_add(CLOCK_SKEW_MS)
+        || fields.created_at_ms > now_ms.saturating_add_ms(CLOCK_SKEW_MS)
     {
         return Err(SealError::BadTimes);
     }
-    if now_ms > fields.expires_at_ms.saturating_add(CLOCK_SKEW_MS) {
+    if now_ms > fields.expires_at_ms.saturating_add_ms(CLOCK_SKEW_MS) {
         return Err(SealError::Expired);
     }
 

@@ -12,6 +12,7 @@
 use std::fmt;
 
 use rand_core::CryptoRng;
+use sealpost_time::UnixMillis;
 use sha2::{Digest, Sha256};
 use x25519_dalek::{PublicKey, StaticSecret};
 use zeroize::{Zeroize, ZeroizeOnDrop, Zeroizing};
@@ -48,7 +49,7 @@ struct Transcript<'a> {
     session_id: &'a SessionId,
     browser_public: &'a PublicKeyBytes,
     plugin_public: &'a PublicKeyBytes,
-    expires_at_ms: u64,
+    expires_at_ms: UnixMillis,
 }
 
 fn derive_keys(
@@ -92,7 +93,7 @@ pub struct BrowserSession {
     public: PublicKeyBytes,
     session_id: SessionId,
     pair_id: PairId,
-    expires_at_ms: u64,
+    expires_at_ms: UnixMillis,
 }
 
 impl fmt::Debug for BrowserSession {
@@ -110,8 +111,8 @@ impl BrowserSession {
     pub fn start(
         pairing: &PairingSecret,
         session_id: SessionId,
-        created_at_ms: u64,
-        expires_at_ms: u64,
+        created_at_ms: UnixMillis,
+        expires_at_ms: UnixMillis,
         catalog: &[u8],
         rng: &mut (impl CryptoRng + ?Sized),
     ) -> Result<(Self, Vec<u8>), SealError> {
@@ -142,8 +143,8 @@ impl BrowserSession {
         &self.session_id
     }
 
-    /// When the session ends, Unix ms.
-    pub fn expires_at_ms(&self) -> u64 {
+    /// When the session ends.
+    pub fn expires_at_ms(&self) -> UnixMillis {
         self.expires_at_ms
     }
 
@@ -166,7 +167,7 @@ pub struct PluginSession {
     keys: SessionKeys,
     plugin_public: PublicKeyBytes,
     session_id: SessionId,
-    expires_at_ms: u64,
+    expires_at_ms: UnixMillis,
 }
 
 impl fmt::Debug for PluginSession {
@@ -219,13 +220,18 @@ impl PluginSession {
         &self.session_id
     }
 
-    /// When the session ends, Unix ms.
-    pub fn expires_at_ms(&self) -> u64 {
+    /// When the session ends.
+    pub fn expires_at_ms(&self) -> UnixMillis {
         self.expires_at_ms
     }
 
     /// The header of a new call in this session.
-    pub fn call_header(&self, call_id: CallId, created_at_ms: u64, expires_at_ms: u64) -> Header {
+    pub fn call_header(
+        &self,
+        call_id: CallId,
+        created_at_ms: UnixMillis,
+        expires_at_ms: UnixMillis,
+    ) -> Header {
         Header::call(
             self.session_id,
             call_id,

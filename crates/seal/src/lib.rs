@@ -1,5 +1,5 @@
 //! Sealpost's cryptographic core. Pure: no I/O, no clock reads, no OS randomness. Time is a
-//! parameter (Unix milliseconds) and randomness is a `&mut impl CryptoRng`, so the known-answer
+//! parameter (a `sealpost_time::UnixMillis`) and randomness is a `&mut impl CryptoRng`, so the known-answer
 //! vectors in `tests/vectors.json` can pin every nonce and ephemeral key.
 //!
 //! The pieces, in the order a session uses them:
@@ -38,7 +38,7 @@ pub use secret::{PairId, PairingSecret};
 /// Version byte of every binary record this crate writes.
 pub const VERSION: u8 = 1;
 
-/// Tolerance allowed when judging another party's timestamps (Unix ms).
+/// Tolerance allowed when judging another party's timestamps, in milliseconds.
 pub const CLOCK_SKEW_MS: u64 = 120_000;
 
 /// Length of session and call ids.

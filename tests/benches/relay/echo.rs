@@ -8,6 +8,7 @@ use sealpost_protocol::api::{
     CallState, CallStatusResponse, ClaimResponse, ClaimedCall, PostCallResponse,
 };
 use sealpost_protocol::ids::Base64Bytes;
+use sealpost_time::UnixMillis;
 
 use crate::{ENVELOPE_BYTES, now};
 
@@ -23,7 +24,7 @@ pub async fn serve() -> String {
                 let call_id = serde_json::from_value(request["call_id"].clone()).unwrap();
                 let answer = PostCallResponse {
                     call_id,
-                    expires_at: 0,
+                    expires_at: UnixMillis::EPOCH,
                     now_ms: now(),
                 };
                 (axum::http::StatusCode::CREATED, axum::Json(answer))
@@ -35,7 +36,7 @@ pub async fn serve() -> String {
                 let call = ClaimedCall {
                     call_id: random_id(),
                     envelope: claimed,
-                    lease_expires_at: 0,
+                    lease_expires_at: UnixMillis::EPOCH,
                 };
                 axum::Json(ClaimResponse {
                     calls: vec![call],
@@ -54,7 +55,7 @@ pub async fn serve() -> String {
                     state: CallState::Answered,
                     reply: Some(read),
                     reason: None,
-                    expires_at: 0,
+                    expires_at: UnixMillis::EPOCH,
                     now_ms: now(),
                 })
             }),

@@ -39,6 +39,7 @@ use sealpost_seal::{
     BrowserSession, ENVELOPE_OVERHEAD, Header, PairingSecret, PluginSession, SessionKeys,
     open_call, seal_reply, verify_hello,
 };
+use sealpost_time::UnixMillis;
 use tokio::sync::Mutex;
 
 /// Sealed size of calls and replies.
@@ -49,7 +50,7 @@ const RUN: Duration = Duration::from_secs(5);
 /// Rounds of (store ceiling, relay at full load), alternated; the figures are their medians.
 const ROUNDS: usize = 3;
 
-fn now() -> i64 {
+fn now() -> UnixMillis {
     sealpost_relay::clock::now_ms()
 }
 
@@ -93,9 +94,10 @@ impl Ends {
     /// A session for `secret`: the tab's hello, and the plugin joined to it.
     fn new(secret: &PairingSecret, session_id: Id16) -> (Self, Vec<u8>) {
         let mut rng = rand::rng();
-        let t = now() as u64;
+        let t = now();
+        let end = t.saturating_add_ms(3_600_000);
         let (tab, hello) =
-            BrowserSession::start(secret, session_id.0, t, t + 3_600_000, b"{}", &mut rng).unwrap();
+            BrowserSession::start(secret, session_id.0, t, end, b"{}", &mut rng).unwrap();
         let verified = verify_hello(secret, &hello, t).unwrap();
         let plugin = PluginSession::start(secret, &verified, &mut rng).unwrap();
         let tab_keys = tab.keys_for(plugin.plugin_public()).unwrap();
@@ -112,8 +114,10 @@ impl Ends {
 
     /// The plugin seals a call.
     fn seal_call(&self, call_id: Id16) -> (Header, Vec<u8>) {
-        let t = now() as u64;
-        let header = self.plugin.call_header(call_id.0, t, t + 60_000);
+        let t = now();
+        let header = self
+            .plugin
+            .call_header(call_id.0, t, t.saturating_add_ms(60_000));
         let envelope = self
             .plugin
             .seal_call(&header, &self.plaintext, &mut rand::rng())
@@ -128,7 +132,7 @@ impl Ends {
             &self.tab_keys,
             &header,
             &self.plaintext,
-            now() as u64,
+            now(),
             &mut rand::rng(),
         )
         .unwrap()
@@ -194,7 +198,7 @@ async fn bearer(store: &dyn Store, owner: Id16, pair_id: Option<Id16>) -> Bearer
         pair_id,
         label: "bench".into(),
         created_at: now(),
-        expires_at: now() + 3_600_000,
+        expires_at: now().saturating_add_ms(3_600_000),
     };
     store.create_token(&row).await.unwrap();
     Bearer {
@@ -218,7 +222,7 @@ async fn store_client(store: &dyn Store, owner: Id16) -> (Id16, Bearer, Ends) {
         pair_id,
         hello,
         created_at: t,
-        expires_at: t + 3_600_000,
+        expires_at: t.saturating_add_ms(3_600_000),
     };
     store.create_session(&session, 1_000).await.unwrap();
     let mcp = bearer(store, owner, Some(pair_id)).await;
@@ -254,7 +258,7 @@ async fn store_ceiling(url: &str) -> Outcome {
                 call_id,
                 envelope,
                 created_at: t,
-                expires_at: t + 60_000,
+                expires_at: t.saturating_add_ms(60_000),
             };
             store.post_call(*mcp, &call, Some(1_000)).await.unwrap();
             let claimed = store

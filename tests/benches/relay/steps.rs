@@ -34,7 +34,7 @@ pub async fn run(url: &str) {
             call_id,
             envelope,
             created_at: t,
-            expires_at: t + 60_000,
+            expires_at: t.saturating_add_ms(60_000),
         };
         let start = Instant::now();
         store.post_call(mcp, &call, Some(1_000)).await.unwrap();

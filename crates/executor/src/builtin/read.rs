@@ -4,6 +4,7 @@
 use std::collections::BTreeMap;
 
 use schemars::JsonSchema;
+use sealpost_time::UnixMillis;
 use serde::{Deserialize, Serialize};
 
 use super::{
@@ -140,7 +141,7 @@ struct OutlineEntry<'a> {
     doc_id: &'a str,
     title: &'a str,
     chars: usize,
-    updated_at_ms: u64,
+    updated_at_ms: UnixMillis,
 }
 
 pub(super) fn outline(view: &View<'_>, args: OutlineArgs) -> Result<BuiltinAnswer, String> {

@@ -131,7 +131,7 @@ fn an_expired_call_is_cancelled() {
     let h = Harness::new();
     let (_, envelope) = h.envelope("list_sources", empty());
     h.now
-        .set(START_MS + CALL_TTL_MS + sealpost_seal::CLOCK_SKEW_MS + 1);
+        .set(START_MS.saturating_add_ms(CALL_TTL_MS + sealpost_seal::CLOCK_SKEW_MS + 1));
     assert_eq!(cancel_reason(&h.handle(&envelope)), CancelReason::Expired);
 }
 
@@ -141,7 +141,7 @@ fn a_call_within_the_clock_tolerance_still_runs() {
     let h = Harness::new();
     let (_, envelope) = h.envelope("list_sources", empty());
     h.now
-        .set(START_MS + CALL_TTL_MS + sealpost_seal::CLOCK_SKEW_MS);
+        .set(START_MS.saturating_add_ms(CALL_TTL_MS + sealpost_seal::CLOCK_SKEW_MS));
     assert!(matches!(h.handle(&envelope), Outcome::Reply { .. }));
 }
 
@@ -149,9 +149,11 @@ fn a_call_within_the_clock_tolerance_still_runs() {
 #[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
 fn a_call_expiring_after_the_session_is_cancelled() {
     let h = Harness::new();
-    let header = h
-        .plugin
-        .call_header([42; 16], START_MS, START_MS + SESSION_MS + 1);
+    let header = h.plugin.call_header(
+        [42; 16],
+        START_MS,
+        START_MS.saturating_add_ms(SESSION_MS + 1),
+    );
     let envelope = h.seal(&header, br#"{"name":"list_sources"}"#);
     assert_eq!(cancel_reason(&h.handle(&envelope)), CancelReason::Expired);
 }
@@ -160,8 +162,10 @@ fn a_call_expiring_after_the_session_is_cancelled() {
 #[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
 fn a_call_stamped_in_the_future_is_cancelled() {
     let h = Harness::new();
-    let created = START_MS + sealpost_seal::CLOCK_SKEW_MS + 1;
-    let header = h.plugin.call_header([43; 16], created, created + 1000);
+    let created = START_MS.saturating_add_ms(sealpost_seal::CLOCK_SKEW_MS + 1);
+    let header = h
+        .plugin
+        .call_header([43; 16], created, created.saturating_add_ms(1000));
     let envelope = h.seal(&header, br#"{"name":"list_sources"}"#);
     assert_eq!(cancel_reason(&h.handle(&envelope)), CancelReason::Expired);
 }
@@ -172,7 +176,7 @@ fn a_clock_stepping_back_does_not_revive_an_expired_call() {
     let h = Harness::new();
     let (_, envelope) = h.envelope("list_sources", empty());
     h.now
-        .set(START_MS + CALL_TTL_MS + sealpost_seal::CLOCK_SKEW_MS + 1);
+        .set(START_MS.saturating_add_ms(CALL_TTL_MS + sealpost_seal::CLOCK_SKEW_MS + 1));
     assert_eq!(cancel_reason(&h.handle(&envelope)), CancelReason::Expired);
     h.now.set(START_MS);
     assert_eq!(cancel_reason(&h.handle(&envelope)), CancelReason::Expired);
@@ -192,7 +196,7 @@ fn an_ended_or_expired_session_cancels_everything() {
     let h = Harness::new();
     let (_, envelope) = h.envelope("list_sources", empty());
     h.now
-        .set(START_MS + SESSION_MS + sealpost_seal::CLOCK_SKEW_MS + 1);
+        .set(START_MS.saturating_add_ms(SESSION_MS + sealpost_seal::CLOCK_SKEW_MS + 1));
     assert_eq!(
         cancel_reason(&h.handle(&envelope)),
         CancelReason::SessionEnded
@@ -512,7 +516,7 @@ fn a_call_that_expires_while_a_host_tool_runs_is_cancelled() {
     let (_, envelope) = h.envelope("host.slow", json!({"n": 1}));
     let outcome = handle_with_pause(&h, &envelope, &gate, || {
         h.now
-            .set(START_MS + CALL_TTL_MS + sealpost_seal::CLOCK_SKEW_MS + 1)
+            .set(START_MS.saturating_add_ms(CALL_TTL_MS + sealpost_seal::CLOCK_SKEW_MS + 1))
     });
     assert_eq!(cancel_reason(&outcome), CancelReason::Expired);
 }

@@ -62,8 +62,11 @@ fn applying_an_append_writes_reindexes_and_audits() {
         "propose_append_note",
         json!({"doc_id": "n2", "text": "Cheese."}),
     ));
-    h.now.set(START_MS + 5000);
-    let applied = h.executor.apply_proposal(id, START_MS + 5000).unwrap();
+    h.now.set(START_MS.saturating_add_ms(5000));
+    let applied = h
+        .executor
+        .apply_proposal(id, START_MS.saturating_add_ms(5000))
+        .unwrap();
     assert_eq!(
         applied,
         Applied::DocumentWritten {
@@ -77,7 +80,7 @@ fn applying_an_append_writes_reindexes_and_audits() {
             .get(&DocId::new("n2").unwrap())
             .unwrap()
             .updated_at_ms,
-        START_MS + 5000
+        START_MS.saturating_add_ms(5000)
     );
     assert!(h.executor.pending_proposals().is_empty());
     let record = h.audit.last().unwrap();

@@ -13,9 +13,10 @@ use sealpost_executor::{
 };
 use sealpost_protocol::content::{Refusal, RefusalCode, Reply, ToolCall, ToolResult};
 use sealpost_seal::{Header, PairingSecret, PluginSession, verify_hello};
+use sealpost_time::UnixMillis;
 use serde_json::{Value, json};
 
-pub const START_MS: u64 = 1_800_000_000_000;
+pub const START_MS: UnixMillis = UnixMillis::from_ms(1_800_000_000_000);
 pub const SESSION_MS: u64 = 3_600_000;
 pub const CALL_TTL_MS: u64 = 60_000;
 
@@ -37,7 +38,7 @@ pub fn doc(id: &str, source: &str, title: &str, body: &str) -> Document {
         source: source.to_owned(),
         title: title.to_owned(),
         body: body.to_owned(),
-        updated_at_ms: START_MS - 1000,
+        updated_at_ms: START_MS.saturating_sub_ms(1000),
     }
 }
 
@@ -96,7 +97,7 @@ pub struct Harness {
     pub plugin: PluginSession,
     pairing: PairingSecret,
     pub rng: RefCell<StdRng>,
-    pub now: Cell<u64>,
+    pub now: Cell<UnixMillis>,
     next_call: Cell<u8>,
 }
 
@@ -124,7 +125,13 @@ impl Harness {
         let executor = Executor::new(workspace, grants.clone(), Rc::new(audit.clone()));
         let mut rng = StdRng::seed_from_u64(7);
         let hello = executor
-            .start_session(&pairing, [1; 16], START_MS, START_MS + SESSION_MS, &mut rng)
+            .start_session(
+                &pairing,
+                [1; 16],
+                START_MS,
+                START_MS.saturating_add_ms(SESSION_MS),
+                &mut rng,
+            )
             .unwrap();
         let verified = verify_hello(&pairing, &hello, START_MS).unwrap();
         let plugin = PluginSession::start(&pairing, &verified, &mut rng).unwrap();
@@ -153,7 +160,8 @@ impl Harness {
         let id = self.next_call.get();
         self.next_call.set(id + 1);
         let now = self.now.get();
-        self.plugin.call_header([id; 16], now, now + CALL_TTL_MS)
+        self.plugin
+            .call_header([id; 16], now, now.saturating_add_ms(CALL_TTL_MS))
     }
 
     pub fn seal(&self, header: &Header, plaintext: &[u8]) -> Vec<u8> {

@@ -14,6 +14,7 @@ use sealpost_executor::{Executor, Workspace};
 use sealpost_protocol::api::LiveSessionResponse;
 use sealpost_protocol::ids::Base64Bytes;
 use sealpost_seal::{PairingCode, PairingSecret, RelayOrigin};
+use sealpost_time::UnixMillis;
 use serde_json::json;
 
 use crate::{Mcp, config_dir, granted_executor, result_text, write_pairing};
@@ -24,8 +25,8 @@ fn executor() -> Executor {
     granted_executor(workspace)
 }
 
-fn now_ms() -> u64 {
-    sealpost_relay::clock::now_ms() as u64
+fn now_ms() -> UnixMillis {
+    sealpost_relay::clock::now_ms()
 }
 
 /// Serves `session` on `listener` for every pairing, and counts the calls posted to it.
@@ -66,9 +67,9 @@ async fn an_endless_answer_is_cut_at_the_cap_before_it_is_parsed() {
     let body = serde_json::to_vec(&LiveSessionResponse {
         session_id: random_id(),
         hello,
-        expires_at: 0,
+        expires_at: UnixMillis::EPOCH,
         claimer_seen_at: None,
-        now_ms: 0,
+        now_ms: UnixMillis::EPOCH,
     })
     .unwrap();
     let body = Arc::new(body);
@@ -103,14 +104,20 @@ async fn a_hello_of_another_session_than_the_relay_names_is_not_sealed_to() {
     let secret = pair_with(config.path(), &origin);
     let now = now_ms();
     let hello = executor()
-        .start_session(&secret, random_id().0, now, now + 600_000, &mut rand::rng())
+        .start_session(
+            &secret,
+            random_id().0,
+            now,
+            now.saturating_add_ms(600_000),
+            &mut rand::rng(),
+        )
         .unwrap();
     let answer = LiveSessionResponse {
         session_id: random_id(), // not the hello's
         hello: Base64Bytes(hello),
-        expires_at: (now + 600_000) as i64,
-        claimer_seen_at: Some(now as i64),
-        now_ms: now as i64,
+        expires_at: now.saturating_add_ms(600_000),
+        claimer_seen_at: Some(now),
+        now_ms: now,
     };
     let session = Router::new().route(
         "/v1/pairings/{id}/session",

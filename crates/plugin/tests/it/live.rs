@@ -9,6 +9,7 @@ use sealpost_e2e::{LiveRelay, Pairing, SqliteFile, postgres_url};
 use sealpost_executor::{DocId, Document, Executor, Workspace};
 use sealpost_protocol::api::CallState;
 use sealpost_protocol::content::CancelReason;
+use sealpost_time::UnixMillis;
 use serde_json::json;
 
 use crate::{Mcp, config_dir, granted_executor, result_text, write_pairing};
@@ -22,7 +23,7 @@ fn document(id: &str, source: &str, title: &str, body: &str) -> Document {
         source: source.into(),
         title: title.into(),
         body: body.into(),
-        updated_at_ms: 0,
+        updated_at_ms: UnixMillis::EPOCH,
     }
 }
 
@@ -220,7 +221,7 @@ async fn a_revoked_token_an_ended_session_and_an_absent_tab_each_say_so() {
 
     // A session whose tab never polls: answered at once, not after the deadline.
     let started = Instant::now();
-    let now = sealpost_relay::clock::now_ms() as u64;
+    let now = sealpost_relay::clock::now_ms();
     let executor = tab_executor();
     let session_id = sealpost_e2e::random_id();
     let hello = executor
@@ -228,7 +229,7 @@ async fn a_revoked_token_an_ended_session_and_an_absent_tab_each_say_so() {
             &setup.pairing.secret,
             session_id.0,
             now,
-            now + 600_000,
+            now.saturating_add_ms(600_000),
             &mut rand::rng(),
         )
         .unwrap();

@@ -284,7 +284,7 @@ pub async fn create_mcp_token(
         pair_id: Some(request.pair_id),
         label: request.label,
         created_at: now,
-        expires_at: now + ttl_s as i64 * 1000,
+        expires_at: now.saturating_add_ms(ttl_s.saturating_mul(1000)),
     };
     state.store.create_token(&row).await?;
     tracing::info!(sid = %row.id, pair = %request.pair_id, "MCP token created");

@@ -85,8 +85,8 @@ impl Keys {
             aud: audience(row.kind).into(),
             sub: row.owner_id.to_string(),
             sid: row.id.to_string(),
-            exp: (row.expires_at / 1000) as u64,
-            iat: (row.created_at / 1000) as u64,
+            exp: row.expires_at.as_ms() / 1000,
+            iat: row.created_at.as_ms() / 1000,
             pair_id: row.pair_id.map(|p| p.to_string()),
         };
         jsonwebtoken::encode(&Header::new(Algorithm::HS256), &claims, &self.encoding)

@@ -149,7 +149,7 @@ pub async fn post(
         call_id: request.call_id,
         envelope: request.envelope.0,
         created_at: now,
-        expires_at: now + request.ttl_s as i64 * 1000,
+        expires_at: now.saturating_add_ms(request.ttl_s.saturating_mul(1000)),
     };
     let reserved = held_quota(&state, call.owner_id, call.envelope.len())?;
     let expires_at = match state
@@ -239,7 +239,9 @@ pub async fn claim(
         };
         if !claimed.is_empty() || Instant::now() >= deadline || state.shutdown.is_cancelled() {
             for call in &claimed {
-                state.metrics.call_claimed(now - call.created_at);
+                state
+                    .metrics
+                    .call_claimed(now.saturating_sub(call.created_at));
             }
             let calls = claimed
                 .into_iter()
@@ -470,7 +472,7 @@ pub async fn read(
             .min(Instant::now() + Duration::from_millis(state.config.limits.fallback_poll_ms));
         if let Some(change_at) = view.next_change_at {
             until =
-                until.min(Instant::now() + Duration::from_millis((change_at - now).max(0) as u64));
+                until.min(Instant::now() + Duration::from_millis(change_at.saturating_sub(now)));
         }
         tokio::select! {
             _ = notified => {}

@@ -78,7 +78,7 @@ pub async fn create(
         pair_id: request.pair_id,
         hello: request.hello.0,
         created_at: now,
-        expires_at: now + request.ttl_s as i64 * 1000,
+        expires_at: now.saturating_add_ms(request.ttl_s.saturating_mul(1000)),
     };
     let ended = match state
         .store

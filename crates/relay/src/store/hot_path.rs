@@ -7,28 +7,31 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 
 use sealpost_protocol::ids::Id16;
-
-use super::Ms;
+use sealpost_time::UnixMillis;
 
 /// Resolution of `claimer_seen_at`.
-pub const CLAIMER_SEEN_RESOLUTION_MS: Ms = 1_000;
+pub const CLAIMER_SEEN_RESOLUTION_MS: u64 = 1_000;
 /// Sessions remembered before the throttle forgets them all (and writes each once more).
 const MAX_TRACKED_SESSIONS: usize = 65_536;
 
 /// Remembers, per process, when each session's `claimer_seen_at` was last written.
 #[derive(Debug, Default)]
-pub(crate) struct SeenThrottle(Mutex<HashMap<(Id16, Id16), Ms>>);
+pub(crate) struct SeenThrottle(Mutex<HashMap<(Id16, Id16), UnixMillis>>);
 
 impl SeenThrottle {
     /// Whether a claim at `now` should write `claimer_seen_at`; if so, records that it did.
-    pub(crate) fn due(&self, owner_id: Id16, session_id: Id16, now: Ms) -> bool {
+    pub(crate) fn due(&self, owner_id: Id16, session_id: Id16, now: UnixMillis) -> bool {
         let mut seen = self.0.lock().expect("throttle lock");
         if seen.len() >= MAX_TRACKED_SESSIONS {
             seen.clear();
         }
         let key = (owner_id, session_id);
         match seen.get(&key) {
-            Some(&last) if (last..last + CLAIMER_SEEN_RESOLUTION_MS).contains(&now) => false,
+            Some(&last)
+                if (last..last.saturating_add_ms(CLAIMER_SEEN_RESOLUTION_MS)).contains(&now) =>
+            {
+                false
+            }
             _ => {
                 seen.insert(key, now);
                 true
@@ -44,18 +47,22 @@ mod tests {
     const A: Id16 = Id16([1; 16]);
     const S: Id16 = Id16([2; 16]);
 
+    fn at(ms: u64) -> UnixMillis {
+        UnixMillis::from_ms(ms)
+    }
+
     #[test]
     fn the_throttle_writes_once_per_resolution_window() {
         let throttle = SeenThrottle::default();
-        assert!(throttle.due(A, S, 10_000));
-        assert!(!throttle.due(A, S, 10_500));
-        assert!(throttle.due(A, S, 11_000));
+        assert!(throttle.due(A, S, at(10_000)));
+        assert!(!throttle.due(A, S, at(10_500)));
+        assert!(throttle.due(A, S, at(11_000)));
         assert!(
-            throttle.due(A, Id16([3; 16]), 11_000),
+            throttle.due(A, Id16([3; 16]), at(11_000)),
             "sessions are tracked apart"
         );
         assert!(
-            throttle.due(A, S, 9_000),
+            throttle.due(A, S, at(9_000)),
             "a clock that steps back writes again"
         );
     }

@@ -3,8 +3,8 @@
 //! Only this module and its children know SQL. Every call-level method is scoped by owner, and
 //! the state machine (`pending → claimed → answered → delivered`, `pending|claimed → expired |
 //! cancelled`) is enforced inside single statements, so concurrent requests and several relay
-//! replicas cannot hand one call to two executors. Times are Unix milliseconds passed in by the
-//! caller: the store never reads a clock, which lets the contract suite drive expiry exactly.
+//! replicas cannot hand one call to two executors. Times are [`UnixMillis`] passed in by the
+//! caller (an `i64` only in SQL, see `sql_time`): the store never reads a clock, which lets the contract suite drive expiry exactly.
 
 use std::sync::Arc;
 
@@ -12,6 +12,7 @@ use async_trait::async_trait;
 use sealpost_protocol::api::{CallState, TokenKind};
 use sealpost_protocol::content::CancelReason;
 use sealpost_protocol::ids::Id16;
+use sealpost_time::UnixMillis;
 
 use crate::wake::{Hub, Topic};
 
@@ -19,10 +20,10 @@ mod hot_path;
 pub mod postgres;
 mod rows;
 mod sql;
+mod sql_time;
 pub mod sqlite;
 
-/// Unix milliseconds.
-pub type Ms = i64;
+pub(crate) use sql_time::{duration_to_sql, time_from_sql, time_to_sql};
 
 /// Why a store operation did not happen. The HTTP layer maps each to a stable error code.
 #[derive(Debug, thiserror::Error)]
@@ -89,7 +90,7 @@ pub type StoreResult<T> = Result<T, StoreError>;
 pub struct OwnerRow {
     pub id: Id16,
     pub name: String,
-    pub created_at: Ms,
+    pub created_at: UnixMillis,
     pub disabled: bool,
 }
 
@@ -102,8 +103,8 @@ pub struct TokenRow {
     /// Set for MCP tokens: the one pairing the token may act for.
     pub pair_id: Option<Id16>,
     pub label: String,
-    pub created_at: Ms,
-    pub expires_at: Ms,
+    pub created_at: UnixMillis,
+    pub expires_at: UnixMillis,
 }
 
 /// A session to create. The hello is opaque bytes stored as given.
@@ -113,8 +114,8 @@ pub struct NewSession {
     pub session_id: Id16,
     pub pair_id: Id16,
     pub hello: Vec<u8>,
-    pub created_at: Ms,
-    pub expires_at: Ms,
+    pub created_at: UnixMillis,
+    pub expires_at: UnixMillis,
 }
 
 /// What a plugin sees of a pairing's live session.
@@ -122,8 +123,8 @@ pub struct NewSession {
 pub struct LiveSession {
     pub session_id: Id16,
     pub hello: Vec<u8>,
-    pub expires_at: Ms,
-    pub claimer_seen_at: Option<Ms>,
+    pub expires_at: UnixMillis,
+    pub claimer_seen_at: Option<UnixMillis>,
 }
 
 /// A call to post.
@@ -133,9 +134,9 @@ pub struct NewCall {
     pub session_id: Id16,
     pub call_id: Id16,
     pub envelope: Vec<u8>,
-    pub created_at: Ms,
+    pub created_at: UnixMillis,
     /// Requested expiry; the store clamps it to the session's expiry.
-    pub expires_at: Ms,
+    pub expires_at: UnixMillis,
 }
 
 /// A call handed to an executor.
@@ -143,8 +144,8 @@ pub struct NewCall {
 pub struct ClaimedRow {
     pub call_id: Id16,
     pub envelope: Vec<u8>,
-    pub lease_expires_at: Ms,
-    pub created_at: Ms,
+    pub lease_expires_at: UnixMillis,
+    pub created_at: UnixMillis,
 }
 
 /// A call as its poster reads it. `state` is the effective state at `now`: a pending call past
@@ -154,10 +155,10 @@ pub struct CallView {
     pub state: CallState,
     pub reply: Option<Vec<u8>>,
     pub reason: Option<CancelReason>,
-    pub expires_at: Ms,
+    pub expires_at: UnixMillis,
     /// When the call's state can next change on its own (expiry or lease end); readers wait no
     /// longer than this.
-    pub next_change_at: Option<Ms>,
+    pub next_change_at: Option<UnixMillis>,
 }
 
 /// The bearer token a request presented, as its verified JWT names it. The call loop's
@@ -259,12 +260,12 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     /// Returns the secret stored under `name`, storing `fresh` first if there is none.
     async fn secret(&self, name: &str, fresh: Vec<u8>) -> StoreResult<Vec<u8>>;
 
-    async fn create_owner(&self, id: Id16, name: &str, now: Ms) -> StoreResult<()>;
+    async fn create_owner(&self, id: Id16, name: &str, now: UnixMillis) -> StoreResult<()>;
     async fn list_owners(&self) -> StoreResult<Vec<OwnerRow>>;
     async fn owner_by_name(&self, name: &str) -> StoreResult<Option<OwnerRow>>;
     async fn owner_by_id(&self, id: Id16) -> StoreResult<Option<OwnerRow>>;
     /// Disables an owner and revokes all of their tokens. False if no such owner.
-    async fn disable_owner(&self, name: &str, now: Ms) -> StoreResult<bool>;
+    async fn disable_owner(&self, name: &str, now: UnixMillis) -> StoreResult<bool>;
     /// Enables a disabled owner; their revoked tokens stay revoked (they sign in afresh). False
     /// if no such owner.
     async fn enable_owner(&self, name: &str) -> StoreResult<bool>;
@@ -274,32 +275,45 @@ pub trait Store: Send + Sync + std::fmt::Debug {
         &self,
         code_hash: [u8; 32],
         owner_id: Id16,
-        expires_at: Ms,
+        expires_at: UnixMillis,
     ) -> StoreResult<()>;
     /// Uses a sign-in code up: returns its owner if the code existed, was unexpired and the
     /// owner is enabled. A code works once, even under concurrent attempts.
-    async fn consume_signin_code(&self, code_hash: [u8; 32], now: Ms) -> StoreResult<Option<Id16>>;
+    async fn consume_signin_code(
+        &self,
+        code_hash: [u8; 32],
+        now: UnixMillis,
+    ) -> StoreResult<Option<Id16>>;
 
     async fn create_token(&self, token: &TokenRow) -> StoreResult<()>;
     /// The token row if it is unrevoked, unexpired and its owner is enabled.
-    async fn active_token(&self, id: Id16, now: Ms) -> StoreResult<Option<TokenRow>>;
+    async fn active_token(&self, id: Id16, now: UnixMillis) -> StoreResult<Option<TokenRow>>;
     /// Slides an owner token's expiry forward. False if it is no longer active.
-    async fn extend_token(&self, id: Id16, expires_at: Ms, now: Ms) -> StoreResult<bool>;
+    async fn extend_token(
+        &self,
+        id: Id16,
+        expires_at: UnixMillis,
+        now: UnixMillis,
+    ) -> StoreResult<bool>;
     /// Revokes one of the owner's tokens (of `kind`, if given). False if there is no such token.
     async fn revoke_token(
         &self,
         owner_id: Id16,
         id: Id16,
         kind: Option<TokenKind>,
-        now: Ms,
+        now: UnixMillis,
     ) -> StoreResult<bool>;
-    async fn list_mcp_tokens(&self, owner_id: Id16, now: Ms) -> StoreResult<Vec<TokenRow>>;
+    async fn list_mcp_tokens(&self, owner_id: Id16, now: UnixMillis) -> StoreResult<Vec<TokenRow>>;
     /// Bytes each owner's calls and replies hold now (the byte quota's recount).
     async fn bytes_held_by_owner(&self) -> StoreResult<Vec<(Id16, i64)>>;
     /// How many live MCP tokens and unused sign-in codes the owner holds (their quotas).
-    async fn live_grants(&self, owner_id: Id16, now: Ms) -> StoreResult<LiveGrants>;
+    async fn live_grants(&self, owner_id: Id16, now: UnixMillis) -> StoreResult<LiveGrants>;
     /// The owner's live sign-ins (owner tokens), oldest first.
-    async fn list_owner_tokens(&self, owner_id: Id16, now: Ms) -> StoreResult<Vec<TokenRow>>;
+    async fn list_owner_tokens(
+        &self,
+        owner_id: Id16,
+        now: UnixMillis,
+    ) -> StoreResult<Vec<TokenRow>>;
 
     /// Creates a session, ending the pairing's previous one. Returns the sessions it ended and
     /// the calls that were cancelled (`session_ended`) with them.
@@ -312,7 +326,7 @@ pub trait Store: Send + Sync + std::fmt::Debug {
         &self,
         owner_id: Id16,
         pair_id: Id16,
-        now: Ms,
+        now: UnixMillis,
     ) -> StoreResult<Option<LiveSession>>;
     /// Ends a session; its pending and claimed calls become cancelled (`session_ended`).
     /// Returns the session and those calls. Ending an ended session is not an error.
@@ -320,7 +334,7 @@ pub trait Store: Send + Sync + std::fmt::Debug {
         &self,
         owner_id: Id16,
         session_id: Id16,
-        now: Ms,
+        now: UnixMillis,
     ) -> StoreResult<EndedSessions>;
 
     /// Posts a call to a live session of the bearer's owner (and pairing, for an MCP token).
@@ -331,16 +345,16 @@ pub trait Store: Send + Sync + std::fmt::Debug {
         bearer: Bearer,
         call: &NewCall,
         max_pending: Option<u32>,
-    ) -> StoreResult<Ms>;
+    ) -> StoreResult<UnixMillis>;
     /// Atomically moves up to `max` pending calls of a live session to claimed, oldest first,
     /// with a lease that never runs past a call's expiry. Records that the tab polled.
     async fn claim_calls(
         &self,
         bearer: Bearer,
         session_id: Id16,
-        now: Ms,
+        now: UnixMillis,
         max: u32,
-        lease_ms: Ms,
+        lease_ms: u64,
     ) -> StoreResult<Vec<ClaimedRow>>;
     /// Answers a claimed call whose lease has not run out.
     async fn reply_call(
@@ -348,7 +362,7 @@ pub trait Store: Send + Sync + std::fmt::Debug {
         bearer: Bearer,
         call_id: Id16,
         reply: Vec<u8>,
-        now: Ms,
+        now: UnixMillis,
     ) -> StoreResult<()>;
     /// Cancels a pending or claimed call.
     async fn cancel_call(
@@ -356,7 +370,7 @@ pub trait Store: Send + Sync + std::fmt::Debug {
         scope: Scope,
         call_id: Id16,
         reason: CancelReason,
-        now: Ms,
+        now: UnixMillis,
     ) -> StoreResult<()>;
     /// Reads a call in the bearer's scope; reading an answered call marks it delivered (the
     /// reply stays readable until the call expires).
@@ -364,12 +378,12 @@ pub trait Store: Send + Sync + std::fmt::Debug {
         &self,
         bearer: Bearer,
         call_id: Id16,
-        now: Ms,
+        now: UnixMillis,
     ) -> StoreResult<Option<CallView>>;
 
     /// Expires overdue calls and sessions, drops bytes of finished calls at their expiry, and
     /// deletes rows `grace_ms` after their expiry.
-    async fn sweep(&self, now: Ms, grace_ms: Ms) -> StoreResult<SweepStats>;
+    async fn sweep(&self, now: UnixMillis, grace_ms: u64) -> StoreResult<SweepStats>;
     /// Number of call rows per stored state (for metrics).
     async fn count_calls_by_state(&self) -> StoreResult<Vec<(CallState, i64)>>;
 }
@@ -380,6 +394,14 @@ pub trait Store: Send + Sync + std::fmt::Debug {
 pub trait Inspect: Store {
     /// Which bytes a call row still holds; `None` if the row is gone.
     async fn held_bytes(&self, owner_id: Id16, call_id: Id16) -> StoreResult<Option<HeldBytes>>;
+    /// Overwrites a call's stored `expires_at` with the raw integer `stored`, as a row written
+    /// by hand might hold it (a negative value, say), so a test can see how the store reads it.
+    async fn overwrite_call_expiry(
+        &self,
+        owner_id: Id16,
+        call_id: Id16,
+        stored: i64,
+    ) -> StoreResult<()>;
 }
 
 /// Opens the store a database URL names (`sqlite://…` or `postgres://…`), running migrations.
@@ -438,9 +460,9 @@ pub(crate) fn id_from(bytes: Vec<u8>) -> StoreResult<Id16> {
 /// The effective state of a call row at `now` (lazy expiry; the sweeper makes it durable).
 pub(crate) fn effective_state(
     state: CallState,
-    expires_at: Ms,
-    lease_expires_at: Option<Ms>,
-    now: Ms,
+    expires_at: UnixMillis,
+    lease_expires_at: Option<UnixMillis>,
+    now: UnixMillis,
 ) -> CallState {
     match state {
         CallState::Pending if expires_at <= now => CallState::Expired,
@@ -457,9 +479,9 @@ pub(crate) fn call_view(
     state: CallState,
     reply: Option<Vec<u8>>,
     reason: Option<CancelReason>,
-    expires_at: Ms,
-    lease_expires_at: Option<Ms>,
-    now: Ms,
+    expires_at: UnixMillis,
+    lease_expires_at: Option<UnixMillis>,
+    now: UnixMillis,
 ) -> CallView {
     let state = effective_state(state, expires_at, lease_expires_at, now);
     let next_change_at = match state {

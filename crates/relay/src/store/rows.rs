@@ -6,11 +6,12 @@
 
 use sealpost_protocol::api::CallState;
 use sealpost_protocol::ids::Id16;
+use sealpost_time::UnixMillis;
 use sqlx::{ColumnIndex, Decode, Row, Type};
 
 use super::{
-    CallView, ClaimedRow, HeldBytes, LiveSession, Ms, OwnerRow, StoreError, StoreResult, TokenRow,
-    call_view, effective_state, id_from, parse_kind, parse_reason, parse_state,
+    CallView, ClaimedRow, HeldBytes, LiveSession, OwnerRow, StoreError, StoreResult, TokenRow,
+    call_view, effective_state, id_from, parse_kind, parse_reason, parse_state, time_from_sql,
 };
 
 /// Typed reads of a row's columns by name.
@@ -20,6 +21,14 @@ pub(crate) trait Columns {
     fn opt_bytes(&self, column: &str) -> StoreResult<Option<Vec<u8>>>;
     fn int(&self, column: &str) -> StoreResult<i64>;
     fn opt_int(&self, column: &str) -> StoreResult<Option<i64>>;
+    /// A time column (see `time_from_sql`).
+    fn time(&self, column: &str) -> StoreResult<UnixMillis> {
+        self.int(column).map(time_from_sql)
+    }
+    /// A time column that may be NULL.
+    fn opt_time(&self, column: &str) -> StoreResult<Option<UnixMillis>> {
+        Ok(self.opt_int(column)?.map(time_from_sql))
+    }
     fn text(&self, column: &str) -> StoreResult<String>;
     fn opt_text(&self, column: &str) -> StoreResult<Option<String>>;
     fn flag(&self, column: &str) -> StoreResult<bool>;
@@ -72,7 +81,7 @@ pub(crate) fn owner(row: &impl Columns) -> StoreResult<OwnerRow> {
     Ok(OwnerRow {
         id: row.id("id")?,
         name: row.text("name")?,
-        created_at: row.int("created_at")?,
+        created_at: row.time("created_at")?,
         disabled: row.opt_int("disabled_at")?.is_some(),
     })
 }
@@ -85,8 +94,8 @@ pub(crate) fn token(row: &impl Columns) -> StoreResult<TokenRow> {
         kind: parse_kind(&row.text("kind")?)?,
         pair_id: row.opt_id("pair_id")?,
         label: row.text("label")?,
-        created_at: row.int("created_at")?,
-        expires_at: row.int("expires_at")?,
+        created_at: row.time("created_at")?,
+        expires_at: row.time("expires_at")?,
     })
 }
 
@@ -95,8 +104,8 @@ pub(crate) fn live_session(row: &impl Columns) -> StoreResult<LiveSession> {
     Ok(LiveSession {
         session_id: row.id("session_id")?,
         hello: row.opt_bytes("hello")?.unwrap_or_default(),
-        expires_at: row.int("expires_at")?,
-        claimer_seen_at: row.opt_int("claimer_seen_at")?,
+        expires_at: row.time("expires_at")?,
+        claimer_seen_at: row.opt_time("claimer_seen_at")?,
     })
 }
 
@@ -112,7 +121,7 @@ pub(crate) fn owner_sessions(rows: &[impl Columns]) -> StoreResult<Vec<(Id16, Id
 pub(crate) fn why_not_posted(
     session: Option<&impl Columns>,
     pair_id: Option<Id16>,
-    posted_at: Ms,
+    posted_at: UnixMillis,
 ) -> StoreError {
     let why = || {
         let Some(session) = session else {
@@ -123,7 +132,7 @@ pub(crate) fn why_not_posted(
         {
             return Ok(StoreError::NotFound);
         }
-        if session.opt_int("ended_at")?.is_some() || session.int("expires_at")? <= posted_at {
+        if session.opt_int("ended_at")?.is_some() || session.time("expires_at")? <= posted_at {
             return Ok(StoreError::SessionEnded);
         }
         Ok(StoreError::TooManyPending)
@@ -139,8 +148,8 @@ pub(crate) fn claimed<R: Columns>(rows: Vec<R>) -> StoreResult<Vec<ClaimedRow>> 
             Ok(ClaimedRow {
                 call_id: row.id("call_id")?,
                 envelope: row.opt_bytes("envelope")?.unwrap_or_default(),
-                lease_expires_at: row.int("lease_expires_at")?,
-                created_at: row.int("created_at")?,
+                lease_expires_at: row.time("lease_expires_at")?,
+                created_at: row.time("created_at")?,
             })
         })
         .collect::<StoreResult<Vec<_>>>()?;
@@ -154,24 +163,24 @@ pub(crate) fn stored_state(row: &impl Columns) -> StoreResult<CallState> {
 }
 
 /// A call's effective state at `now`, from `state, expires_at, lease_expires_at`.
-pub(crate) fn state_at(row: &impl Columns, now: Ms) -> StoreResult<CallState> {
+pub(crate) fn state_at(row: &impl Columns, now: UnixMillis) -> StoreResult<CallState> {
     Ok(effective_state(
         stored_state(row)?,
-        row.int("expires_at")?,
-        row.opt_int("lease_expires_at")?,
+        row.time("expires_at")?,
+        row.opt_time("lease_expires_at")?,
         now,
     ))
 }
 
 /// A call as its poster reads it at `now`, from
 /// `state, reply, cancel_reason, expires_at, lease_expires_at`.
-pub(crate) fn view_at(row: &impl Columns, now: Ms) -> StoreResult<CallView> {
+pub(crate) fn view_at(row: &impl Columns, now: UnixMillis) -> StoreResult<CallView> {
     Ok(call_view(
         stored_state(row)?,
         row.opt_bytes("reply")?,
         parse_reason(row.opt_text("cancel_reason")?),
-        row.int("expires_at")?,
-        row.opt_int("lease_expires_at")?,
+        row.time("expires_at")?,
+        row.opt_time("lease_expires_at")?,
         now,
     ))
 }

@@ -118,6 +118,11 @@ pub(crate) const SWEEP_DELETE_TOKENS: &str =
 
 pub(crate) const COUNT_CALLS_BY_STATE: &str =
     "SELECT state, COUNT(*) AS n FROM calls GROUP BY state";
+/// `$1` owner id, `$2` call id, `$3` the raw integer to store as the call's expiry
+/// ([`super::Inspect::overwrite_call_expiry`], for tests).
+pub(crate) const OVERWRITE_CALL_EXPIRY: &str =
+    "UPDATE calls SET expires_at = $3 WHERE owner_id = $1 AND call_id = $2";
+
 /// `$1` owner id, `$2` call id.
 pub(crate) const SELECT_HELD_BYTES: &str = "SELECT envelope IS NOT NULL AS e, reply IS NOT NULL AS r FROM calls \
      WHERE owner_id = $1 AND call_id = $2";

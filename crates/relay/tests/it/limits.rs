@@ -367,7 +367,7 @@ async fn bad_tokens_never_enter_the_rate_table_and_a_good_token_is_still_limited
         pair_id: (kind == TokenKind::Mcp).then_some(p.pair),
         label: "forged".into(),
         created_at: now,
-        expires_at: now + 3_600_000,
+        expires_at: now.saturating_add_ms(3_600_000),
     };
     // Signed with the relay's key but naming no row, signed with another key, and not a JWT.
     let unknown = Keys::new(crate::harness::TEST_KEY).sign(&row(TokenKind::Owner));

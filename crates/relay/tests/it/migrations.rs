@@ -5,6 +5,7 @@
 use sealpost_protocol::api::{CallState, TokenKind};
 use sealpost_protocol::ids::Id16;
 use sealpost_relay::store::{self, Bearer};
+use sealpost_time::UnixMillis;
 use sqlx::{AssertSqlSafe, Connection};
 
 use crate::support::{TestDb, id};
@@ -16,8 +17,8 @@ const PREVIOUS_POSTGRES: &str = include_str!("fixtures/previous_runner_postgres_
 const PREVIOUS_TABLE: &str = "CREATE TABLE IF NOT EXISTS relay_migrations \
      (version BIGINT PRIMARY KEY, applied_at BIGINT NOT NULL)";
 
-const NOW: i64 = 1_700_000_000_000;
-const HOUR: i64 = 3_600_000;
+const NOW: UnixMillis = UnixMillis::from_ms(1_700_000_000_000);
+const HOUR: u64 = 3_600_000;
 
 /// What the earlier relay left in the database: an owner with an MCP token, a live session
 /// and an answered call.
@@ -64,7 +65,7 @@ impl Held {
                 format!(
                     "INSERT INTO tokens (id, owner_id, kind, pair_id, label, created_at, expires_at) \
                      VALUES ($1, $2, 'mcp', $3, 'plugin', {NOW}, {})",
-                    NOW + 1000 * HOUR
+                    NOW.saturating_add_ms(1000 * HOUR)
                 ),
                 vec![t, o.clone(), p.clone()],
             ),
@@ -72,7 +73,7 @@ impl Held {
                 format!(
                     "INSERT INTO sessions (owner_id, session_id, pair_id, hello, created_at, expires_at) \
                      VALUES ($1, $2, $3, $4, {NOW}, {})",
-                    NOW + HOUR
+                    NOW.saturating_add_ms(HOUR)
                 ),
                 vec![o.clone(), s.clone(), p.clone(), b"hello".to_vec()],
             ),
@@ -80,7 +81,7 @@ impl Held {
                 format!(
                     "INSERT INTO calls (owner_id, call_id, session_id, pair_id, state, reply, created_at, expires_at, answered_at) \
                      VALUES ($1, $2, $3, $4, 'answered', $5, {NOW}, {}, {NOW})",
-                    NOW + HOUR
+                    NOW.saturating_add_ms(HOUR)
                 ),
                 vec![o, c, s, p, b"reply".to_vec()],
             ),

@@ -6,11 +6,12 @@ use std::time::Duration;
 use sealpost_protocol::api::TokenKind;
 use sealpost_protocol::ids::Id16;
 use sealpost_relay::store::{self, Bearer, NewCall, NewSession, Store, TokenRow};
+use sealpost_time::UnixMillis;
 
 use crate::support::{TestDb, id};
 
 /// An owner with a live session and an MCP token for it: (owner, session, bearer, now).
-async fn live_session(store: &dyn Store, name: &str) -> (Id16, Id16, Bearer, i64) {
+async fn live_session(store: &dyn Store, name: &str) -> (Id16, Id16, Bearer, UnixMillis) {
     let (owner, session, pair, now) = (id(), id(), id(), sealpost_relay::clock::now_ms());
     store.create_owner(owner, name, now).await.unwrap();
     let session_row = NewSession {
@@ -19,7 +20,7 @@ async fn live_session(store: &dyn Store, name: &str) -> (Id16, Id16, Bearer, i64
         pair_id: pair,
         hello: b"hello".to_vec(),
         created_at: now,
-        expires_at: now + 3_600_000,
+        expires_at: now.saturating_add_ms(3_600_000),
     };
     store.create_session(&session_row, 10).await.unwrap();
     let token = TokenRow {
@@ -29,7 +30,7 @@ async fn live_session(store: &dyn Store, name: &str) -> (Id16, Id16, Bearer, i64
         pair_id: Some(pair),
         label: name.into(),
         created_at: now,
-        expires_at: now + 3_600_000,
+        expires_at: now.saturating_add_ms(3_600_000),
     };
     store.create_token(&token).await.unwrap();
     let bearer = Bearer {
@@ -57,7 +58,7 @@ async fn the_wal_is_checkpointed_into_the_database_file_in_the_background() {
             call_id: id(),
             envelope: vec![7; 4096],
             created_at: now,
-            expires_at: now + 60_000,
+            expires_at: now.saturating_add_ms(60_000),
         };
         store.post_call(bearer, &call, None).await.unwrap();
     }
@@ -90,12 +91,12 @@ async fn an_envelope_the_sweeper_cleared_is_not_left_in_the_database_file() {
         call_id: id(),
         envelope,
         created_at: now,
-        expires_at: now + 1_000,
+        expires_at: now.saturating_add_ms(1_000),
     };
     store.post_call(bearer, &call, None).await.unwrap();
     // Past the call's expiry and the grace: its bytes are cleared, then its row deleted.
-    store.sweep(now + 10_000, 0).await.unwrap();
-    store.sweep(now + 20_000, 0).await.unwrap();
+    store.sweep(now.saturating_add_ms(10_000), 0).await.unwrap();
+    store.sweep(now.saturating_add_ms(20_000), 0).await.unwrap();
     // Everything in the WAL into the file, and the WAL emptied.
     let mut conn = sqlx::SqliteConnection::connect(&db.url).await.unwrap();
     sqlx::query("PRAGMA wal_checkpoint(TRUNCATE)")

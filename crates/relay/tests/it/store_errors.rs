@@ -8,6 +8,7 @@ use std::sync::{Arc, Mutex};
 use sealpost_protocol::api::TokenKind;
 use sealpost_relay::http::error::ApiError;
 use sealpost_relay::store::{Bearer, ErrorChain, NewCall, StoreError};
+use sealpost_time::UnixMillis;
 use sqlx::Connection;
 
 use crate::support::{TestDb, id};
@@ -82,8 +83,8 @@ async fn a_database_failure_keeps_its_cause_up_to_the_log_line_of_the_500() {
         session_id: id(),
         call_id: id(),
         envelope: vec![1],
-        created_at: 1,
-        expires_at: 2,
+        created_at: UnixMillis::from_ms(1),
+        expires_at: UnixMillis::from_ms(2),
     };
     let error = store.post_call(bearer, &call, None).await.unwrap_err();
     assert_cause_kept(error);

@@ -6,6 +6,12 @@ use sealpost_seal::{
     BrowserSession, ENVELOPE_OVERHEAD, Header, Kind, PairingCode, PairingSecret, PluginSession,
     SessionKeys, open_call, open_reply, parse_header, seal_reply, verify_hello,
 };
+use sealpost_time::UnixMillis;
+
+/// A time this many milliseconds after the epoch: these fixtures need only order, not dates.
+const fn at(ms: u64) -> UnixMillis {
+    UnixMillis::from_ms(ms)
+}
 
 struct Fixture {
     secret: PairingSecret,
@@ -20,13 +26,13 @@ fn fixture(seed: u8) -> Fixture {
     let (browser, hello) = BrowserSession::start(
         &secret,
         [seed; 16],
-        1_000,
-        3_600_000,
+        at(1_000),
+        at(3_600_000),
         b"{\"tools\":[]}",
         &mut rng,
     )
     .unwrap();
-    let verified = verify_hello(&secret, &hello, 2_000).unwrap();
+    let verified = verify_hello(&secret, &hello, at(2_000)).unwrap();
     let plugin = PluginSession::start(&secret, &verified, &mut rng).unwrap();
     let browser_keys = browser.keys_for(plugin.plugin_public()).unwrap();
     Fixture {
@@ -38,7 +44,7 @@ fn fixture(seed: u8) -> Fixture {
 }
 
 fn call(f: &Fixture, call_id: [u8; 16], plaintext: &[u8]) -> (Header, Vec<u8>) {
-    let header = f.plugin.call_header(call_id, 2_000, 60_000);
+    let header = f.plugin.call_header(call_id, at(2_000), at(60_000));
     let envelope = f
         .plugin
         .seal_call(&header, plaintext, &mut rand::rng())
@@ -47,7 +53,14 @@ fn call(f: &Fixture, call_id: [u8; 16], plaintext: &[u8]) -> (Header, Vec<u8>) {
 }
 
 fn reply(f: &Fixture, call: &Header, plaintext: &[u8]) -> Vec<u8> {
-    seal_reply(&f.browser_keys, call, plaintext, 3_000, &mut rand::rng()).unwrap()
+    seal_reply(
+        &f.browser_keys,
+        call,
+        plaintext,
+        at(3_000),
+        &mut rand::rng(),
+    )
+    .unwrap()
 }
 
 proptest! {
@@ -128,7 +141,7 @@ proptest! {
         let mut hello = f.hello.clone();
         let bit = bit.index(hello.len() * 8);
         hello[bit / 8] ^= 1 << (bit % 8);
-        prop_assert!(verify_hello(&f.secret, &hello, 2_000).is_err());
+        prop_assert!(verify_hello(&f.secret, &hello, at(2_000)).is_err());
     }
 
     #[test]
@@ -173,16 +186,16 @@ fn the_same_plugin_key_in_another_session_derives_other_keys() {
     let secret = PairingSecret::from_bytes([13; 32]);
     let mut rng = rand::rng();
     let (first, hello) =
-        BrowserSession::start(&secret, [1; 16], 1_000, 3_600_000, b"", &mut rng).unwrap();
+        BrowserSession::start(&secret, [1; 16], at(1_000), at(3_600_000), b"", &mut rng).unwrap();
     let (second, _) =
-        BrowserSession::start(&secret, [2; 16], 1_000, 3_600_000, b"", &mut rng).unwrap();
+        BrowserSession::start(&secret, [2; 16], at(1_000), at(3_600_000), b"", &mut rng).unwrap();
     let plugin = PluginSession::start(
         &secret,
-        &verify_hello(&secret, &hello, 2_000).unwrap(),
+        &verify_hello(&secret, &hello, at(2_000)).unwrap(),
         &mut rng,
     )
     .unwrap();
-    let header = plugin.call_header([9; 16], 2_000, 60_000);
+    let header = plugin.call_header([9; 16], at(2_000), at(60_000));
     let envelope = plugin.seal_call(&header, b"{}", &mut rng).unwrap();
     assert!(open_call(&first.keys_for(plugin.plugin_public()).unwrap(), &envelope).is_ok());
     assert!(open_call(&second.keys_for(plugin.plugin_public()).unwrap(), &envelope).is_err());
@@ -192,7 +205,7 @@ fn the_same_plugin_key_in_another_session_derives_other_keys() {
 fn an_oversized_envelope_is_refused_before_decryption() {
     use sealpost_seal::{MAX_CALL_ENVELOPE_BYTES, MAX_REPLY_ENVELOPE_BYTES, SealError};
     let f = fixture(14);
-    let header = f.plugin.call_header([9; 16], 2_000, 60_000);
+    let header = f.plugin.call_header([9; 16], at(2_000), at(60_000));
     let too_big = vec![0u8; MAX_CALL_ENVELOPE_BYTES - ENVELOPE_OVERHEAD + 1];
     assert_eq!(
         f.plugin

@@ -8,6 +8,7 @@ use sealpost_seal::{
     BrowserSession, Header, PairingCode, PairingCodeError, PairingSecret, PluginSession,
     RelayOrigin, SessionKeys, open_call, open_reply, seal_reply, verify_hello,
 };
+use sealpost_time::UnixMillis;
 use serde::{Deserialize, Serialize};
 
 use crate::support::{ScriptedRng, hex16, hex32};
@@ -62,7 +63,7 @@ enum Input {
         #[serde(default)]
         secret: Option<String>,
         #[serde(default)]
-        now_ms: Option<u64>,
+        now_ms: Option<UnixMillis>,
         #[serde(default)]
         expect_call_id: Option<String>,
     },
@@ -78,9 +79,9 @@ enum Input {
 struct SessionInput {
     secret: String,
     session_id: String,
-    created_at_ms: u64,
-    expires_at_ms: u64,
-    now_ms: u64,
+    created_at_ms: UnixMillis,
+    expires_at_ms: UnixMillis,
+    now_ms: UnixMillis,
     catalog: String,
     /// Randomness the browser draws: ephemeral secret, then the catalog nonce.
     browser_ephemeral: String,
@@ -88,11 +89,11 @@ struct SessionInput {
     /// Randomness the plugin draws: ephemeral secret, then each call's nonce.
     plugin_ephemeral: String,
     call_id: String,
-    call_created_at_ms: u64,
-    call_expires_at_ms: u64,
+    call_created_at_ms: UnixMillis,
+    call_expires_at_ms: UnixMillis,
     call_nonce: String,
     call_plaintext: String,
-    reply_created_at_ms: u64,
+    reply_created_at_ms: UnixMillis,
     reply_nonce: String,
     reply_plaintext: String,
 }
@@ -138,7 +139,7 @@ impl Mutation {
 struct SessionRun {
     secret: PairingSecret,
     browser: BrowserSession,
-    now_ms: u64,
+    now_ms: UnixMillis,
     hello: Vec<u8>,
     browser_keys: SessionKeys,
     plugin: PluginSession,

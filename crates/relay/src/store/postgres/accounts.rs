@@ -3,11 +3,12 @@
 
 use sealpost_protocol::api::TokenKind;
 use sealpost_protocol::ids::Id16;
+use sealpost_time::UnixMillis;
 use sqlx::postgres::PgPool;
 
 use crate::store::sql;
 use crate::store::{
-    Ms, OwnerRow, StoreError, StoreResult, TokenRow, b, id_from, is_unique_violation, rows,
+    OwnerRow, StoreError, StoreResult, TokenRow, b, id_from, is_unique_violation, rows, time_to_sql,
 };
 
 pub(super) async fn secret(pool: &PgPool, name: &str, fresh: Vec<u8>) -> StoreResult<Vec<u8>> {
@@ -22,11 +23,16 @@ pub(super) async fn secret(pool: &PgPool, name: &str, fresh: Vec<u8>) -> StoreRe
         .await?)
 }
 
-pub(super) async fn create_owner(pool: &PgPool, id: Id16, name: &str, now: Ms) -> StoreResult<()> {
+pub(super) async fn create_owner(
+    pool: &PgPool,
+    id: Id16,
+    name: &str,
+    now: UnixMillis,
+) -> StoreResult<()> {
     match sqlx::query(sql::INSERT_OWNER)
         .bind(b(id))
         .bind(name)
-        .bind(now)
+        .bind(time_to_sql(now))
         .execute(pool)
         .await
     {
@@ -56,17 +62,17 @@ pub(super) async fn owner_by_id(pool: &PgPool, id: Id16) -> StoreResult<Option<O
     row.as_ref().map(rows::owner).transpose()
 }
 
-pub(super) async fn disable_owner(pool: &PgPool, name: &str, now: Ms) -> StoreResult<bool> {
+pub(super) async fn disable_owner(pool: &PgPool, name: &str, now: UnixMillis) -> StoreResult<bool> {
     let mut tx = pool.begin().await?;
     let id: Option<Vec<u8>> = sqlx::query_scalar(sql::DISABLE_OWNER)
         .bind(name)
-        .bind(now)
+        .bind(time_to_sql(now))
         .fetch_optional(&mut *tx)
         .await?;
     let Some(id) = id else { return Ok(false) };
     sqlx::query(sql::REVOKE_OWNER_TOKENS)
         .bind(&id)
-        .bind(now)
+        .bind(time_to_sql(now))
         .execute(&mut *tx)
         .await?;
     sqlx::query(sql::DELETE_OWNER_SIGNIN_CODES)
@@ -81,12 +87,12 @@ pub(super) async fn create_signin_code(
     pool: &PgPool,
     code_hash: [u8; 32],
     owner_id: Id16,
-    expires_at: Ms,
+    expires_at: UnixMillis,
 ) -> StoreResult<()> {
     sqlx::query(sql::INSERT_SIGNIN_CODE)
         .bind(code_hash.to_vec())
         .bind(b(owner_id))
-        .bind(expires_at)
+        .bind(time_to_sql(expires_at))
         .execute(pool)
         .await?;
     Ok(())
@@ -95,11 +101,11 @@ pub(super) async fn create_signin_code(
 pub(super) async fn consume_signin_code(
     pool: &PgPool,
     code_hash: [u8; 32],
-    now: Ms,
+    now: UnixMillis,
 ) -> StoreResult<Option<Id16>> {
     let owner: Option<Vec<u8>> = sqlx::query_scalar(sql::CONSUME_SIGNIN_CODE)
         .bind(code_hash.to_vec())
-        .bind(now)
+        .bind(time_to_sql(now))
         .fetch_optional(pool)
         .await?;
     owner.map(id_from).transpose()
@@ -112,8 +118,8 @@ pub(super) async fn create_token(pool: &PgPool, t: &TokenRow) -> StoreResult<()>
         .bind(t.kind.as_str())
         .bind(t.pair_id.map(b))
         .bind(&t.label)
-        .bind(t.created_at)
-        .bind(t.expires_at)
+        .bind(time_to_sql(t.created_at))
+        .bind(time_to_sql(t.expires_at))
         .execute(pool)
         .await?;
     Ok(())
@@ -122,11 +128,11 @@ pub(super) async fn create_token(pool: &PgPool, t: &TokenRow) -> StoreResult<()>
 pub(super) async fn active_token(
     pool: &PgPool,
     id: Id16,
-    now: Ms,
+    now: UnixMillis,
 ) -> StoreResult<Option<TokenRow>> {
     let row = sqlx::query(sql::SELECT_ACTIVE_TOKEN)
         .bind(b(id))
-        .bind(now)
+        .bind(time_to_sql(now))
         .fetch_optional(pool)
         .await?;
     row.as_ref().map(rows::token).transpose()
@@ -135,16 +141,16 @@ pub(super) async fn active_token(
 pub(super) async fn extend_token(
     pool: &PgPool,
     id: Id16,
-    expires_at: Ms,
-    now: Ms,
+    expires_at: UnixMillis,
+    now: UnixMillis,
 ) -> StoreResult<bool> {
     let done = sqlx::query(
         "UPDATE tokens SET expires_at = GREATEST(expires_at, $2) \
          WHERE id = $1 AND revoked_at IS NULL AND expires_at > $3",
     )
     .bind(b(id))
-    .bind(expires_at)
-    .bind(now)
+    .bind(time_to_sql(expires_at))
+    .bind(time_to_sql(now))
     .execute(pool)
     .await?;
     Ok(done.rows_affected() == 1)
@@ -155,7 +161,7 @@ pub(super) async fn revoke_token(
     owner_id: Id16,
     id: Id16,
     kind: Option<TokenKind>,
-    now: Ms,
+    now: UnixMillis,
 ) -> StoreResult<bool> {
     let done = sqlx::query(
         "UPDATE tokens SET revoked_at = COALESCE(revoked_at, $3) \
@@ -163,7 +169,7 @@ pub(super) async fn revoke_token(
     )
     .bind(b(id))
     .bind(b(owner_id))
-    .bind(now)
+    .bind(time_to_sql(now))
     .bind(kind.map(TokenKind::as_str))
     .execute(pool)
     .await?;
@@ -173,11 +179,11 @@ pub(super) async fn revoke_token(
 pub(super) async fn list_mcp_tokens(
     pool: &PgPool,
     owner_id: Id16,
-    now: Ms,
+    now: UnixMillis,
 ) -> StoreResult<Vec<TokenRow>> {
     let rows = sqlx::query(sql::SELECT_MCP_TOKENS)
         .bind(b(owner_id))
-        .bind(now)
+        .bind(time_to_sql(now))
         .fetch_all(pool)
         .await?;
     rows.iter().map(rows::token).collect()

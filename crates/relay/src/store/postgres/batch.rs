@@ -13,12 +13,13 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use sealpost_protocol::ids::Id16;
+use sealpost_time::UnixMillis;
 use sqlx::postgres::PgPool;
 use tokio::sync::{mpsc, oneshot};
 
 use super::{Notifier, calls};
 use crate::store::rows::Columns;
-use crate::store::{Bearer, Ms, NewCall, StoreError, StoreResult, b};
+use crate::store::{Bearer, NewCall, StoreError, StoreResult, b, time_to_sql};
 use crate::wake::Topic;
 
 /// Most operations one grouped statement carries.
@@ -31,7 +32,7 @@ struct PostOp {
     bearer: Bearer,
     call: NewCall,
     max_pending: Option<u32>,
-    answer: oneshot::Sender<StoreResult<Ms>>,
+    answer: oneshot::Sender<StoreResult<UnixMillis>>,
 }
 
 /// A reply waiting for its group.
@@ -39,7 +40,7 @@ struct ReplyOp {
     bearer: Bearer,
     call_id: Id16,
     reply: Vec<u8>,
-    now: Ms,
+    now: UnixMillis,
     answer: oneshot::Sender<StoreResult<()>>,
 }
 
@@ -65,7 +66,7 @@ impl Batcher {
         bearer: Bearer,
         call: NewCall,
         max_pending: Option<u32>,
-    ) -> StoreResult<Ms> {
+    ) -> StoreResult<UnixMillis> {
         let (answer, answered) = oneshot::channel();
         let op = PostOp {
             bearer,
@@ -86,7 +87,7 @@ impl Batcher {
         bearer: Bearer,
         call_id: Id16,
         reply: Vec<u8>,
-        now: Ms,
+        now: UnixMillis,
     ) -> StoreResult<()> {
         let (answer, answered) = oneshot::channel();
         let op = ReplyOp {
@@ -178,7 +179,7 @@ const POST_GROUP: &str = concat!(
 async fn post_group(
     pool: &PgPool,
     group: &[PostOp],
-) -> Result<HashMap<(Id16, Id16), Ms>, Arc<StoreError>> {
+) -> Result<HashMap<(Id16, Id16), UnixMillis>, Arc<StoreError>> {
     let column = |f: &dyn Fn(&PostOp) -> Vec<u8>| group.iter().map(f).collect::<Vec<_>>();
     let rows = sqlx::query(POST_GROUP)
         .bind(column(&|op| b(op.bearer.token_id)))
@@ -198,7 +199,7 @@ async fn post_group(
         .bind(
             group
                 .iter()
-                .map(|op| op.call.created_at)
+                .map(|op| time_to_sql(op.call.created_at))
                 .collect::<Vec<_>>(),
         )
         .bind(column(&|op| b(op.call.call_id)))
@@ -206,7 +207,7 @@ async fn post_group(
         .bind(
             group
                 .iter()
-                .map(|op| op.call.expires_at)
+                .map(|op| time_to_sql(op.call.expires_at))
                 .collect::<Vec<_>>(),
         )
         .bind(column(&|op| b(op.call.session_id)))
@@ -223,7 +224,7 @@ async fn post_group(
         .map(|row| {
             Ok((
                 (row.id("owner_id")?, row.id("call_id")?),
-                row.int("expires_at")?,
+                row.time("expires_at")?,
             ))
         })
         .collect::<StoreResult<_>>()
@@ -304,7 +305,12 @@ async fn reply_group(
                 .map(|op| op.bearer.pair_id.map(b))
                 .collect::<Vec<_>>(),
         )
-        .bind(group.iter().map(|op| op.now).collect::<Vec<_>>())
+        .bind(
+            group
+                .iter()
+                .map(|op| time_to_sql(op.now))
+                .collect::<Vec<_>>(),
+        )
         .bind(column(&|op| b(op.call_id)))
         .bind(column(&|op| op.reply.clone()))
         .fetch_all(pool)

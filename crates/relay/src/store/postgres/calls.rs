@@ -10,6 +10,7 @@
 use sealpost_protocol::api::CallState;
 use sealpost_protocol::content::CancelReason;
 use sealpost_protocol::ids::Id16;
+use sealpost_time::UnixMillis;
 use sqlx::Postgres;
 use sqlx::postgres::{PgArguments, PgPool};
 
@@ -19,8 +20,8 @@ use crate::store::hot_path::SeenThrottle;
 use crate::store::rows::{self, Columns};
 use crate::store::sql;
 use crate::store::{
-    Bearer, CallView, ClaimedRow, Ms, NewCall, Scope, StoreError, StoreResult, SweepStats, b,
-    is_unique_violation,
+    Bearer, CallView, ClaimedRow, NewCall, Scope, StoreError, StoreResult, SweepStats, b,
+    duration_to_sql, is_unique_violation, time_to_sql,
 };
 use crate::wake::Topic;
 
@@ -29,14 +30,14 @@ use crate::wake::Topic;
 fn with_bearer<'q>(
     sql: &'static str,
     bearer: &Bearer,
-    now: Ms,
+    now: UnixMillis,
 ) -> sqlx::query::Query<'q, Postgres, PgArguments> {
     sqlx::query(sql)
         .bind(b(bearer.token_id))
         .bind(b(bearer.owner_id))
         .bind(bearer.kind.as_str())
         .bind(bearer.pair_id.map(b))
-        .bind(now)
+        .bind(time_to_sql(now))
 }
 
 /// `$6` call id, `$7` envelope, `$8` expires_at, `$9` session id, `$10` most pending calls
@@ -68,11 +69,11 @@ pub(super) async fn post_call(
     bearer: &Bearer,
     c: &NewCall,
     max_pending: Option<u32>,
-) -> StoreResult<Ms> {
+) -> StoreResult<UnixMillis> {
     let inserted = with_bearer(POST_CALL, bearer, c.created_at)
         .bind(b(c.call_id))
         .bind(&c.envelope)
-        .bind(c.expires_at)
+        .bind(time_to_sql(c.expires_at))
         .bind(b(c.session_id))
         .bind(max_pending.map(i64::from))
         .fetch_optional(pool)
@@ -80,7 +81,7 @@ pub(super) async fn post_call(
     match inserted {
         Ok(Some(row)) => {
             notifier.send(Topic::Session(c.owner_id, c.session_id));
-            row.int("expires_at")
+            row.time("expires_at")
         }
         Err(e) if is_unique_violation(&e) => Err(StoreError::Duplicate),
         Err(e) => Err(e.into()),
@@ -130,15 +131,15 @@ pub(super) async fn claim_calls(
     seen: &SeenThrottle,
     bearer: &Bearer,
     session_id: Id16,
-    now: Ms,
+    now: UnixMillis,
     max: u32,
-    lease_ms: Ms,
+    lease_ms: u64,
 ) -> StoreResult<Vec<ClaimedRow>> {
     let write_seen = seen.due(bearer.owner_id, session_id, now);
     let rows = with_bearer(CLAIM_CALLS, bearer, now)
         .bind(b(session_id))
         .bind(i64::from(max))
-        .bind(lease_ms)
+        .bind(duration_to_sql(lease_ms))
         .bind(write_seen)
         .fetch_all(pool)
         .await?;
@@ -175,7 +176,7 @@ pub(super) async fn reply_call(
     bearer: &Bearer,
     call_id: Id16,
     reply: Vec<u8>,
-    now: Ms,
+    now: UnixMillis,
 ) -> StoreResult<()> {
     let (owner_id, pair_id) = (bearer.owner_id, bearer.pair_id.map(b));
     let done = with_bearer(REPLY_CALL, bearer, now)
@@ -241,7 +242,7 @@ pub(super) async fn read_call(
     pool: &PgPool,
     bearer: &Bearer,
     call_id: Id16,
-    now: Ms,
+    now: UnixMillis,
 ) -> StoreResult<Option<CallView>> {
     let row = with_bearer(READ_CALL, bearer, now)
         .bind(b(call_id))
@@ -261,7 +262,7 @@ pub(super) async fn cancel_call(
     scope: Scope,
     call_id: Id16,
     reason: CancelReason,
-    now: Ms,
+    now: UnixMillis,
 ) -> StoreResult<()> {
     let mut tx = pool.begin().await?;
     let done = sqlx::query(
@@ -273,7 +274,7 @@ pub(super) async fn cancel_call(
     .bind(b(call_id))
     .bind(scope.pair_id.map(b))
     .bind(reason.as_str())
-    .bind(now)
+    .bind(time_to_sql(now))
     .execute(&mut *tx)
     .await?;
     if done.rows_affected() == 1 {
@@ -296,44 +297,48 @@ pub(super) async fn cancel_call(
     Err(StoreError::WrongState(rows::state_at(&row, now)?))
 }
 
-pub(super) async fn sweep(pool: &PgPool, now: Ms, grace_ms: Ms) -> StoreResult<SweepStats> {
+pub(super) async fn sweep(
+    pool: &PgPool,
+    now: UnixMillis,
+    grace_ms: u64,
+) -> StoreResult<SweepStats> {
     let mut tx = pool.begin().await?;
     let mut stats = SweepStats::default();
     for statement in [sql::SWEEP_EXPIRE_PENDING, sql::SWEEP_EXPIRE_LAPSED] {
         stats.expired_calls += sqlx::query(statement)
-            .bind(now)
+            .bind(time_to_sql(now))
             .execute(&mut *tx)
             .await?
             .rows_affected();
     }
     stats.cleared_replies = sqlx::query(sql::SWEEP_CLEAR_BYTES)
-        .bind(now)
+        .bind(time_to_sql(now))
         .execute(&mut *tx)
         .await?
         .rows_affected();
     stats.deleted_calls = sqlx::query(sql::SWEEP_DELETE_CALLS)
-        .bind(now - grace_ms)
+        .bind(time_to_sql(now.saturating_sub_ms(grace_ms)))
         .execute(&mut *tx)
         .await?
         .rows_affected();
     let ended = sqlx::query(sql::SWEEP_END_SESSIONS)
-        .bind(now)
+        .bind(time_to_sql(now))
         .fetch_all(&mut *tx)
         .await?;
     let ended = rows::owner_sessions(&ended)?;
     stats.ended_sessions = ended.len() as u64;
     stats.ended = cancel_open_calls(&mut tx, ended).await?;
     stats.deleted_sessions = sqlx::query(sql::SWEEP_DELETE_SESSIONS)
-        .bind(now - grace_ms)
+        .bind(time_to_sql(now.saturating_sub_ms(grace_ms)))
         .execute(&mut *tx)
         .await?
         .rows_affected();
     sqlx::query(sql::SWEEP_DELETE_SIGNIN_CODES)
-        .bind(now)
+        .bind(time_to_sql(now))
         .execute(&mut *tx)
         .await?;
     sqlx::query(sql::SWEEP_DELETE_TOKENS)
-        .bind(now - grace_ms)
+        .bind(time_to_sql(now.saturating_sub_ms(grace_ms)))
         .execute(&mut *tx)
         .await?;
     tx.commit().await?;

@@ -15,6 +15,7 @@ use async_trait::async_trait;
 use sealpost_protocol::api::{CallState, TokenKind};
 use sealpost_protocol::content::CancelReason;
 use sealpost_protocol::ids::Id16;
+use sealpost_time::UnixMillis;
 use sqlx::postgres::{PgPool, PgPoolOptions};
 use tokio_util::sync::CancellationToken;
 
@@ -22,8 +23,9 @@ use super::hot_path::SeenThrottle;
 use super::rows;
 use super::sql;
 use super::{
-    Bearer, CallView, ClaimedRow, EndedSessions, HeldBytes, Inspect, LiveGrants, LiveSession, Ms,
+    Bearer, CallView, ClaimedRow, EndedSessions, HeldBytes, Inspect, LiveGrants, LiveSession,
     NewCall, NewSession, OwnerRow, Scope, Store, StoreError, StoreResult, SweepStats, TokenRow, b,
+    time_to_sql,
 };
 use crate::wake::Hub;
 
@@ -104,7 +106,7 @@ impl PgStore {
 
 /// Checks the bearer's token row (see [`Bearer`]): the cold paths, to tell a dead token from a
 /// missing call or session.
-async fn require_live(pool: &PgPool, bearer: &Bearer, now: Ms) -> StoreResult<()> {
+async fn require_live(pool: &PgPool, bearer: &Bearer, now: UnixMillis) -> StoreResult<()> {
     let live: bool = sqlx::query_scalar(
         "SELECT EXISTS (SELECT 1 FROM tokens t JOIN owners o ON o.id = t.owner_id \
          WHERE t.id = $1 AND t.owner_id = $2 AND t.kind = $3 AND t.pair_id IS NOT DISTINCT FROM $4 \
@@ -114,7 +116,7 @@ async fn require_live(pool: &PgPool, bearer: &Bearer, now: Ms) -> StoreResult<()
     .bind(b(bearer.owner_id))
     .bind(bearer.kind.as_str())
     .bind(bearer.pair_id.map(b))
-    .bind(now)
+    .bind(time_to_sql(now))
     .fetch_one(pool)
     .await?;
     if live {
@@ -143,7 +145,7 @@ impl Store for PgStore {
         accounts::secret(&self.pool, name, fresh).await
     }
 
-    async fn create_owner(&self, id: Id16, name: &str, now: Ms) -> StoreResult<()> {
+    async fn create_owner(&self, id: Id16, name: &str, now: UnixMillis) -> StoreResult<()> {
         accounts::create_owner(&self.pool, id, name, now).await
     }
 
@@ -159,7 +161,7 @@ impl Store for PgStore {
         accounts::owner_by_id(&self.pool, id).await
     }
 
-    async fn disable_owner(&self, name: &str, now: Ms) -> StoreResult<bool> {
+    async fn disable_owner(&self, name: &str, now: UnixMillis) -> StoreResult<bool> {
         accounts::disable_owner(&self.pool, name, now).await
     }
 
@@ -175,12 +177,16 @@ impl Store for PgStore {
         &self,
         code_hash: [u8; 32],
         owner_id: Id16,
-        expires_at: Ms,
+        expires_at: UnixMillis,
     ) -> StoreResult<()> {
         accounts::create_signin_code(&self.pool, code_hash, owner_id, expires_at).await
     }
 
-    async fn consume_signin_code(&self, code_hash: [u8; 32], now: Ms) -> StoreResult<Option<Id16>> {
+    async fn consume_signin_code(
+        &self,
+        code_hash: [u8; 32],
+        now: UnixMillis,
+    ) -> StoreResult<Option<Id16>> {
         accounts::consume_signin_code(&self.pool, code_hash, now).await
     }
 
@@ -188,11 +194,16 @@ impl Store for PgStore {
         accounts::create_token(&self.pool, token).await
     }
 
-    async fn active_token(&self, id: Id16, now: Ms) -> StoreResult<Option<TokenRow>> {
+    async fn active_token(&self, id: Id16, now: UnixMillis) -> StoreResult<Option<TokenRow>> {
         accounts::active_token(&self.pool, id, now).await
     }
 
-    async fn extend_token(&self, id: Id16, expires_at: Ms, now: Ms) -> StoreResult<bool> {
+    async fn extend_token(
+        &self,
+        id: Id16,
+        expires_at: UnixMillis,
+        now: UnixMillis,
+    ) -> StoreResult<bool> {
         accounts::extend_token(&self.pool, id, expires_at, now).await
     }
 
@@ -201,12 +212,12 @@ impl Store for PgStore {
         owner_id: Id16,
         id: Id16,
         kind: Option<TokenKind>,
-        now: Ms,
+        now: UnixMillis,
     ) -> StoreResult<bool> {
         accounts::revoke_token(&self.pool, owner_id, id, kind, now).await
     }
 
-    async fn list_mcp_tokens(&self, owner_id: Id16, now: Ms) -> StoreResult<Vec<TokenRow>> {
+    async fn list_mcp_tokens(&self, owner_id: Id16, now: UnixMillis) -> StoreResult<Vec<TokenRow>> {
         accounts::list_mcp_tokens(&self.pool, owner_id, now).await
     }
 
@@ -217,10 +228,10 @@ impl Store for PgStore {
         rows.iter().map(rows::owner_bytes).collect()
     }
 
-    async fn live_grants(&self, owner_id: Id16, now: Ms) -> StoreResult<LiveGrants> {
+    async fn live_grants(&self, owner_id: Id16, now: UnixMillis) -> StoreResult<LiveGrants> {
         let (mcp_tokens, signin_codes): (i64, i64) = sqlx::query_as(sql::COUNT_LIVE_GRANTS)
             .bind(b(owner_id))
-            .bind(now)
+            .bind(time_to_sql(now))
             .fetch_one(&self.pool)
             .await?;
         Ok(LiveGrants {
@@ -229,10 +240,14 @@ impl Store for PgStore {
         })
     }
 
-    async fn list_owner_tokens(&self, owner_id: Id16, now: Ms) -> StoreResult<Vec<TokenRow>> {
+    async fn list_owner_tokens(
+        &self,
+        owner_id: Id16,
+        now: UnixMillis,
+    ) -> StoreResult<Vec<TokenRow>> {
         let rows = sqlx::query(sql::SELECT_OWNER_TOKENS)
             .bind(b(owner_id))
-            .bind(now)
+            .bind(time_to_sql(now))
             .fetch_all(&self.pool)
             .await?;
         rows.iter().map(rows::token).collect()
@@ -246,7 +261,7 @@ impl Store for PgStore {
         &self,
         owner_id: Id16,
         pair_id: Id16,
-        now: Ms,
+        now: UnixMillis,
     ) -> StoreResult<Option<LiveSession>> {
         sessions::live_session(&self.pool, owner_id, pair_id, now).await
     }
@@ -255,7 +270,7 @@ impl Store for PgStore {
         &self,
         owner_id: Id16,
         session_id: Id16,
-        now: Ms,
+        now: UnixMillis,
     ) -> StoreResult<EndedSessions> {
         sessions::end_session(&self.pool, owner_id, session_id, now).await
     }
@@ -265,7 +280,7 @@ impl Store for PgStore {
         bearer: Bearer,
         c: &NewCall,
         max_pending: Option<u32>,
-    ) -> StoreResult<Ms> {
+    ) -> StoreResult<UnixMillis> {
         self.batch.post(bearer, c.clone(), max_pending).await
     }
 
@@ -273,9 +288,9 @@ impl Store for PgStore {
         &self,
         bearer: Bearer,
         session_id: Id16,
-        now: Ms,
+        now: UnixMillis,
         max: u32,
-        lease_ms: Ms,
+        lease_ms: u64,
     ) -> StoreResult<Vec<ClaimedRow>> {
         calls::claim_calls(
             &self.pool, &self.seen, &bearer, session_id, now, max, lease_ms,
@@ -288,7 +303,7 @@ impl Store for PgStore {
         bearer: Bearer,
         call_id: Id16,
         reply: Vec<u8>,
-        now: Ms,
+        now: UnixMillis,
     ) -> StoreResult<()> {
         self.batch.reply(bearer, call_id, reply, now).await
     }
@@ -298,7 +313,7 @@ impl Store for PgStore {
         scope: Scope,
         call_id: Id16,
         reason: CancelReason,
-        now: Ms,
+        now: UnixMillis,
     ) -> StoreResult<()> {
         calls::cancel_call(&self.pool, scope, call_id, reason, now).await
     }
@@ -307,12 +322,12 @@ impl Store for PgStore {
         &self,
         bearer: Bearer,
         call_id: Id16,
-        now: Ms,
+        now: UnixMillis,
     ) -> StoreResult<Option<CallView>> {
         calls::read_call(&self.pool, &bearer, call_id, now).await
     }
 
-    async fn sweep(&self, now: Ms, grace_ms: Ms) -> StoreResult<SweepStats> {
+    async fn sweep(&self, now: UnixMillis, grace_ms: u64) -> StoreResult<SweepStats> {
         calls::sweep(&self.pool, now, grace_ms).await
     }
 
@@ -333,5 +348,20 @@ impl Inspect for PgStore {
             .fetch_optional(&self.pool)
             .await?;
         row.as_ref().map(rows::held_bytes).transpose()
+    }
+
+    async fn overwrite_call_expiry(
+        &self,
+        owner_id: Id16,
+        call_id: Id16,
+        stored: i64,
+    ) -> StoreResult<()> {
+        sqlx::query(sql::OVERWRITE_CALL_EXPIRY)
+            .bind(b(owner_id))
+            .bind(b(call_id))
+            .bind(stored)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
     }
 }

@@ -3,13 +3,15 @@
 //! commit, wakes their waiters on every replica.
 
 use sealpost_protocol::ids::Id16;
+use sealpost_time::UnixMillis;
 use sqlx::postgres::{PgConnection, PgPool};
 
 use super::notify;
 use crate::store::rows::{self, Columns};
 use crate::store::sql;
 use crate::store::{
-    EndedSessions, LiveSession, Ms, NewSession, StoreError, StoreResult, b, is_unique_violation,
+    EndedSessions, LiveSession, NewSession, StoreError, StoreResult, b, is_unique_violation,
+    time_to_sql,
 };
 
 pub(super) async fn create_session(
@@ -26,7 +28,7 @@ pub(super) async fn create_session(
     let others: i64 = sqlx::query_scalar(sql::COUNT_OTHER_LIVE_SESSIONS)
         .bind(b(s.owner_id))
         .bind(b(s.pair_id))
-        .bind(s.created_at)
+        .bind(time_to_sql(s.created_at))
         .fetch_one(&mut *tx)
         .await?;
     if others >= i64::from(max_live) {
@@ -35,7 +37,7 @@ pub(super) async fn create_session(
     let replaced = sqlx::query(sql::END_PAIRING_SESSIONS)
         .bind(b(s.owner_id))
         .bind(b(s.pair_id))
-        .bind(s.created_at)
+        .bind(time_to_sql(s.created_at))
         .fetch_all(&mut *tx)
         .await?;
     let inserted = sqlx::query(sql::INSERT_SESSION)
@@ -43,8 +45,8 @@ pub(super) async fn create_session(
         .bind(b(s.session_id))
         .bind(b(s.pair_id))
         .bind(&s.hello)
-        .bind(s.created_at)
-        .bind(s.expires_at)
+        .bind(time_to_sql(s.created_at))
+        .bind(time_to_sql(s.expires_at))
         .execute(&mut *tx)
         .await;
     match inserted {
@@ -61,12 +63,12 @@ pub(super) async fn live_session(
     pool: &PgPool,
     owner_id: Id16,
     pair_id: Id16,
-    now: Ms,
+    now: UnixMillis,
 ) -> StoreResult<Option<LiveSession>> {
     let row = sqlx::query(sql::SELECT_LIVE_SESSION)
         .bind(b(owner_id))
         .bind(b(pair_id))
-        .bind(now)
+        .bind(time_to_sql(now))
         .fetch_optional(pool)
         .await?;
     row.as_ref().map(rows::live_session).transpose()
@@ -76,13 +78,13 @@ pub(super) async fn end_session(
     pool: &PgPool,
     owner_id: Id16,
     session_id: Id16,
-    now: Ms,
+    now: UnixMillis,
 ) -> StoreResult<EndedSessions> {
     let mut tx = pool.begin().await?;
     let found = sqlx::query(sql::END_SESSION)
         .bind(b(owner_id))
         .bind(b(session_id))
-        .bind(now)
+        .bind(time_to_sql(now))
         .fetch_optional(&mut *tx)
         .await?;
     if found.is_none() {

@@ -3,11 +3,12 @@
 
 use sealpost_protocol::api::TokenKind;
 use sealpost_protocol::ids::Id16;
+use sealpost_time::UnixMillis;
 
 use super::SqliteStore;
 use crate::store::sql;
 use crate::store::{
-    Ms, OwnerRow, StoreError, StoreResult, TokenRow, b, id_from, is_unique_violation, rows,
+    OwnerRow, StoreError, StoreResult, TokenRow, b, id_from, is_unique_violation, rows, time_to_sql,
 };
 
 impl SqliteStore {
@@ -29,14 +30,19 @@ impl SqliteStore {
         .await
     }
 
-    pub(super) async fn create_owner_impl(&self, id: Id16, name: &str, now: Ms) -> StoreResult<()> {
+    pub(super) async fn create_owner_impl(
+        &self,
+        id: Id16,
+        name: &str,
+        now: UnixMillis,
+    ) -> StoreResult<()> {
         let name = name.to_owned();
         self.write(move |conn| {
             Box::pin(async move {
                 match sqlx::query(sql::INSERT_OWNER)
                     .bind(b(id))
                     .bind(&name)
-                    .bind(now)
+                    .bind(time_to_sql(now))
                     .execute(&mut *conn)
                     .await
                 {
@@ -71,19 +77,23 @@ impl SqliteStore {
         row.as_ref().map(rows::owner).transpose()
     }
 
-    pub(super) async fn disable_owner_impl(&self, name: &str, now: Ms) -> StoreResult<bool> {
+    pub(super) async fn disable_owner_impl(
+        &self,
+        name: &str,
+        now: UnixMillis,
+    ) -> StoreResult<bool> {
         let name = name.to_owned();
         self.write_atomic(move |conn| {
             Box::pin(async move {
                 let id: Option<Vec<u8>> = sqlx::query_scalar(sql::DISABLE_OWNER)
                     .bind(&name)
-                    .bind(now)
+                    .bind(time_to_sql(now))
                     .fetch_optional(&mut *conn)
                     .await?;
                 let Some(id) = id else { return Ok(false) };
                 sqlx::query(sql::REVOKE_OWNER_TOKENS)
                     .bind(&id)
-                    .bind(now)
+                    .bind(time_to_sql(now))
                     .execute(&mut *conn)
                     .await?;
                 sqlx::query(sql::DELETE_OWNER_SIGNIN_CODES)
@@ -100,14 +110,14 @@ impl SqliteStore {
         &self,
         code_hash: [u8; 32],
         owner_id: Id16,
-        expires_at: Ms,
+        expires_at: UnixMillis,
     ) -> StoreResult<()> {
         self.write(move |conn| {
             Box::pin(async move {
                 sqlx::query(sql::INSERT_SIGNIN_CODE)
                     .bind(code_hash.to_vec())
                     .bind(b(owner_id))
-                    .bind(expires_at)
+                    .bind(time_to_sql(expires_at))
                     .execute(&mut *conn)
                     .await?;
                 Ok(())
@@ -119,13 +129,13 @@ impl SqliteStore {
     pub(super) async fn consume_signin_code_impl(
         &self,
         code_hash: [u8; 32],
-        now: Ms,
+        now: UnixMillis,
     ) -> StoreResult<Option<Id16>> {
         self.write(move |conn| {
             Box::pin(async move {
                 let owner: Option<Vec<u8>> = sqlx::query_scalar(sql::CONSUME_SIGNIN_CODE)
                     .bind(code_hash.to_vec())
-                    .bind(now)
+                    .bind(time_to_sql(now))
                     .fetch_optional(&mut *conn)
                     .await?;
                 owner.map(id_from).transpose()
@@ -144,8 +154,8 @@ impl SqliteStore {
                     .bind(t.kind.as_str())
                     .bind(t.pair_id.map(b))
                     .bind(&t.label)
-                    .bind(t.created_at)
-                    .bind(t.expires_at)
+                    .bind(time_to_sql(t.created_at))
+                    .bind(time_to_sql(t.expires_at))
                     .execute(&mut *conn)
                     .await?;
                 Ok(())
@@ -157,11 +167,11 @@ impl SqliteStore {
     pub(super) async fn active_token_impl(
         &self,
         id: Id16,
-        now: Ms,
+        now: UnixMillis,
     ) -> StoreResult<Option<TokenRow>> {
         let row = sqlx::query(sql::SELECT_ACTIVE_TOKEN)
             .bind(b(id))
-            .bind(now)
+            .bind(time_to_sql(now))
             .fetch_optional(&self.readers)
             .await?;
         row.as_ref().map(rows::token).transpose()
@@ -170,8 +180,8 @@ impl SqliteStore {
     pub(super) async fn extend_token_impl(
         &self,
         id: Id16,
-        expires_at: Ms,
-        now: Ms,
+        expires_at: UnixMillis,
+        now: UnixMillis,
     ) -> StoreResult<bool> {
         self.write(move |conn| {
             Box::pin(async move {
@@ -180,8 +190,8 @@ impl SqliteStore {
                      WHERE id = ?1 AND revoked_at IS NULL AND expires_at > ?3",
                 )
                 .bind(b(id))
-                .bind(expires_at)
-                .bind(now)
+                .bind(time_to_sql(expires_at))
+                .bind(time_to_sql(now))
                 .execute(&mut *conn)
                 .await?;
                 Ok(done.rows_affected() == 1)
@@ -195,7 +205,7 @@ impl SqliteStore {
         owner_id: Id16,
         id: Id16,
         kind: Option<TokenKind>,
-        now: Ms,
+        now: UnixMillis,
     ) -> StoreResult<bool> {
         self.write(move |conn| {
             Box::pin(async move {
@@ -205,7 +215,7 @@ impl SqliteStore {
                 )
                 .bind(b(id))
                 .bind(b(owner_id))
-                .bind(now)
+                .bind(time_to_sql(now))
                 .bind(kind.map(TokenKind::as_str))
                 .execute(&mut *conn)
                 .await?;
@@ -218,11 +228,11 @@ impl SqliteStore {
     pub(super) async fn list_mcp_tokens_impl(
         &self,
         owner_id: Id16,
-        now: Ms,
+        now: UnixMillis,
     ) -> StoreResult<Vec<TokenRow>> {
         let rows = sqlx::query(sql::SELECT_MCP_TOKENS)
             .bind(b(owner_id))
-            .bind(now)
+            .bind(time_to_sql(now))
             .fetch_all(&self.readers)
             .await?;
         rows.iter().map(rows::token).collect()

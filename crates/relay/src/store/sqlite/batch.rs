@@ -14,6 +14,7 @@ use std::sync::Arc;
 
 use sealpost_protocol::api::CallState;
 use sealpost_protocol::ids::Id16;
+use sealpost_time::UnixMillis;
 use sqlx::AssertSqlSafe;
 use sqlx::sqlite::{SqliteConnection, SqliteRow};
 use tokio::sync::oneshot;
@@ -21,7 +22,9 @@ use tokio::sync::oneshot;
 use super::batch_read::Deliveries;
 use crate::store::rows::{self, Columns};
 use crate::store::sql;
-use crate::store::{Bearer, ClaimedRow, Ms, NewCall, StoreError, StoreResult, b};
+use crate::store::{
+    Bearer, ClaimedRow, NewCall, StoreError, StoreResult, b, duration_to_sql, time_to_sql,
+};
 
 /// Rows per grouped statement (SQLite allows 32,766 bound values; a post binds 9).
 const ROWS_PER_STATEMENT: usize = 128;
@@ -31,16 +34,16 @@ pub(crate) struct PostOp {
     pub bearer: Bearer,
     pub call: NewCall,
     pub max_pending: Option<u32>,
-    pub answer: oneshot::Sender<StoreResult<Ms>>,
+    pub answer: oneshot::Sender<StoreResult<UnixMillis>>,
 }
 
 /// A claim waiting for the writer. `write_seen`: also refresh the session's `claimer_seen_at`.
 pub(crate) struct ClaimOp {
     pub bearer: Bearer,
     pub session_id: Id16,
-    pub now: Ms,
+    pub now: UnixMillis,
     pub max: u32,
-    pub lease_ms: Ms,
+    pub lease_ms: u64,
     pub write_seen: bool,
     pub answer: oneshot::Sender<StoreResult<Vec<ClaimedRow>>>,
 }
@@ -50,7 +53,7 @@ pub(crate) struct ReplyOp {
     pub bearer: Bearer,
     pub call_id: Id16,
     pub reply: Vec<u8>,
-    pub now: Ms,
+    pub now: UnixMillis,
     pub answer: oneshot::Sender<StoreResult<()>>,
 }
 
@@ -70,7 +73,7 @@ pub(crate) fn token_live(token: &str, owner: &str, kind: &str, pair: &str, now: 
 pub(crate) async fn bearer_live(
     conn: &mut SqliteConnection,
     bearer: &Bearer,
-    now: Ms,
+    now: UnixMillis,
 ) -> StoreResult<bool> {
     let sql = format!(
         "SELECT {} AS live",
@@ -82,7 +85,7 @@ pub(crate) async fn bearer_live(
         .bind(b(bearer.owner_id))
         .bind(bearer.kind.as_str())
         .bind(bearer.pair_id.map(b))
-        .bind(now)
+        .bind(time_to_sql(now))
         .fetch_one(&mut *conn)
         .await?;
     Ok(live)
@@ -138,7 +141,7 @@ pub(crate) fn chunk_owned<T>(ops: Vec<T>) -> Vec<Vec<T>> {
 async fn insert_posts(
     conn: &mut SqliteConnection,
     ops: &[PostOp],
-) -> StoreResult<HashMap<(Id16, Id16), Ms>> {
+) -> StoreResult<HashMap<(Id16, Id16), UnixMillis>> {
     let sql = format!(
         "INSERT INTO calls (owner_id, call_id, session_id, pair_id, state, envelope, created_at, expires_at) \
          SELECT owner_id, call_id, session_id, pair_id, 'pending', envelope, created_at, expires_at FROM ( \
@@ -172,8 +175,8 @@ async fn insert_posts(
             .bind(b(c.owner_id))
             .bind(b(c.call_id))
             .bind(&c.envelope)
-            .bind(c.created_at)
-            .bind(c.expires_at)
+            .bind(time_to_sql(c.created_at))
+            .bind(time_to_sql(c.expires_at))
             .bind(b(c.session_id))
             .bind(op.bearer.pair_id.map(b))
             .bind(op.max_pending.map(i64::from))
@@ -185,7 +188,7 @@ async fn insert_posts(
     for row in query.fetch_all(&mut *conn).await? {
         inserted.insert(
             (row.id("owner_id")?, row.id("call_id")?),
-            row.int("expires_at")?,
+            row.time("expires_at")?,
         );
     }
     Ok(inserted)
@@ -276,7 +279,7 @@ async fn write_claimer_seen(conn: &mut SqliteConnection, op: &ClaimOp) -> StoreR
     let live = sqlx::query(AssertSqlSafe(sql))
         .bind(b(op.bearer.owner_id))
         .bind(b(op.session_id))
-        .bind(op.now)
+        .bind(time_to_sql(op.now))
         .bind(b(op.bearer.token_id))
         .bind(op.bearer.kind.as_str())
         .bind(op.bearer.pair_id.map(b))
@@ -327,9 +330,9 @@ async fn claim_grouped(
         query = query
             .bind(b(op.bearer.owner_id))
             .bind(b(op.session_id))
-            .bind(op.now)
+            .bind(time_to_sql(op.now))
             .bind(i64::from(op.max))
-            .bind(op.lease_ms)
+            .bind(duration_to_sql(op.lease_ms))
             .bind(b(op.bearer.token_id))
             .bind(op.bearer.kind.as_str())
             .bind(op.bearer.pair_id.map(b));
@@ -355,7 +358,7 @@ async fn session_live(conn: &mut SqliteConnection, op: &ClaimOp) -> StoreResult<
     )
     .bind(b(op.bearer.owner_id))
     .bind(b(op.session_id))
-    .bind(op.now)
+    .bind(time_to_sql(op.now))
     .bind(op.bearer.pair_id.map(b))
     .fetch_optional(&mut *conn)
     .await?;
@@ -447,7 +450,7 @@ async fn answer_grouped(
             .bind(b(op.bearer.owner_id))
             .bind(b(op.call_id))
             .bind(&op.reply)
-            .bind(op.now)
+            .bind(time_to_sql(op.now))
             .bind(b(op.bearer.token_id))
             .bind(op.bearer.kind.as_str())
             .bind(op.bearer.pair_id.map(b));

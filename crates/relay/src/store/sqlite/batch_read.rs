@@ -15,19 +15,20 @@ use std::time::{Duration, Instant};
 
 use sealpost_protocol::api::CallState;
 use sealpost_protocol::ids::Id16;
+use sealpost_time::UnixMillis;
 use sqlx::AssertSqlSafe;
 use sqlx::sqlite::SqliteConnection;
 use tokio::sync::oneshot;
 
 use super::batch::{chunk_owned, placeholders, token_live};
 use crate::store::rows::{self, Columns};
-use crate::store::{Bearer, CallView, ErrorChain, Ms, StoreError, StoreResult, b};
+use crate::store::{Bearer, CallView, ErrorChain, StoreError, StoreResult, b, time_to_sql};
 
 /// A read waiting for the writer.
 pub(crate) struct ReadOp {
     pub bearer: Bearer,
     pub call_id: Id16,
-    pub now: Ms,
+    pub now: UnixMillis,
     pub answer: oneshot::Sender<StoreResult<Option<CallView>>>,
 }
 
@@ -145,7 +146,7 @@ async fn select_calls(conn: &mut SqliteConnection, ops: &[ReadOp]) -> StoreResul
             .bind(op.bearer.pair_id.map(b))
             .bind(b(op.bearer.token_id))
             .bind(op.bearer.kind.as_str())
-            .bind(op.now);
+            .bind(time_to_sql(op.now));
     }
     let mut found: Vec<Found> = ops.iter().map(|_| Found::Missing).collect();
     for row in query.fetch_all(&mut *conn).await? {

@@ -6,11 +6,12 @@ use super::SqliteStore;
 use super::batch::{ClaimOp, PostOp, ReplyOp};
 use super::sessions::cancel_open_calls;
 use crate::store::{
-    Bearer, ClaimedRow, Ms, NewCall, Scope, StoreError, StoreResult, SweepStats, b,
+    Bearer, ClaimedRow, NewCall, Scope, StoreError, StoreResult, SweepStats, b, time_to_sql,
 };
 use crate::store::{rows, sql};
 use sealpost_protocol::content::CancelReason;
 use sealpost_protocol::ids::Id16;
+use sealpost_time::UnixMillis;
 
 impl SqliteStore {
     pub(super) async fn post_call_impl(
@@ -18,7 +19,7 @@ impl SqliteStore {
         bearer: Bearer,
         call: &NewCall,
         max_pending: Option<u32>,
-    ) -> StoreResult<Ms> {
+    ) -> StoreResult<UnixMillis> {
         let call = call.clone();
         self.writer
             .post(|answer| PostOp {
@@ -34,9 +35,9 @@ impl SqliteStore {
         &self,
         bearer: Bearer,
         session_id: Id16,
-        now: Ms,
+        now: UnixMillis,
         max: u32,
-        lease_ms: Ms,
+        lease_ms: u64,
     ) -> StoreResult<Vec<ClaimedRow>> {
         let write_seen = self.seen.due(bearer.owner_id, session_id, now);
         self.writer
@@ -57,7 +58,7 @@ impl SqliteStore {
         bearer: Bearer,
         call_id: Id16,
         reply: Vec<u8>,
-        now: Ms,
+        now: UnixMillis,
     ) -> StoreResult<()> {
         self.writer
             .reply(|answer| ReplyOp {
@@ -75,7 +76,7 @@ impl SqliteStore {
         scope: Scope,
         call_id: Id16,
         reason: CancelReason,
-        now: Ms,
+        now: UnixMillis,
     ) -> StoreResult<()> {
         self.write(move |conn| {
             Box::pin(async move {
@@ -88,7 +89,7 @@ impl SqliteStore {
                 .bind(b(call_id))
                 .bind(scope.pair_id.map(b))
                 .bind(reason.as_str())
-                .bind(now)
+                .bind(time_to_sql(now))
                 .execute(&mut *conn)
                 .await?;
                 if done.rows_affected() == 1 {
@@ -110,45 +111,49 @@ impl SqliteStore {
         .await
     }
 
-    pub(super) async fn sweep_impl(&self, now: Ms, grace_ms: Ms) -> StoreResult<SweepStats> {
+    pub(super) async fn sweep_impl(
+        &self,
+        now: UnixMillis,
+        grace_ms: u64,
+    ) -> StoreResult<SweepStats> {
         self.write_atomic(move |conn| {
             Box::pin(async move {
                 let mut stats = SweepStats::default();
                 for statement in [sql::SWEEP_EXPIRE_PENDING, sql::SWEEP_EXPIRE_LAPSED] {
                     stats.expired_calls += sqlx::query(statement)
-                        .bind(now)
+                        .bind(time_to_sql(now))
                         .execute(&mut *conn)
                         .await?
                         .rows_affected();
                 }
                 stats.cleared_replies = sqlx::query(sql::SWEEP_CLEAR_BYTES)
-                    .bind(now)
+                    .bind(time_to_sql(now))
                     .execute(&mut *conn)
                     .await?
                     .rows_affected();
                 stats.deleted_calls = sqlx::query(sql::SWEEP_DELETE_CALLS)
-                    .bind(now - grace_ms)
+                    .bind(time_to_sql(now.saturating_sub_ms(grace_ms)))
                     .execute(&mut *conn)
                     .await?
                     .rows_affected();
                 let ended = sqlx::query(sql::SWEEP_END_SESSIONS)
-                    .bind(now)
+                    .bind(time_to_sql(now))
                     .fetch_all(&mut *conn)
                     .await?;
                 let ended = rows::owner_sessions(&ended)?;
                 stats.ended_sessions = ended.len() as u64;
                 stats.ended = cancel_open_calls(conn, ended).await?;
                 stats.deleted_sessions = sqlx::query(sql::SWEEP_DELETE_SESSIONS)
-                    .bind(now - grace_ms)
+                    .bind(time_to_sql(now.saturating_sub_ms(grace_ms)))
                     .execute(&mut *conn)
                     .await?
                     .rows_affected();
                 sqlx::query(sql::SWEEP_DELETE_SIGNIN_CODES)
-                    .bind(now)
+                    .bind(time_to_sql(now))
                     .execute(&mut *conn)
                     .await?;
                 sqlx::query(sql::SWEEP_DELETE_TOKENS)
-                    .bind(now - grace_ms)
+                    .bind(time_to_sql(now.saturating_sub_ms(grace_ms)))
                     .execute(&mut *conn)
                     .await?;
                 Ok(stats)

@@ -21,6 +21,7 @@ use futures_util::future::BoxFuture;
 use sealpost_protocol::api::{CallState, TokenKind};
 use sealpost_protocol::content::CancelReason;
 use sealpost_protocol::ids::Id16;
+use sealpost_time::UnixMillis;
 use sqlx::Connection;
 use sqlx::sqlite::{
     SqliteConnectOptions, SqliteConnection, SqliteJournalMode, SqlitePool, SqlitePoolOptions,
@@ -35,8 +36,8 @@ use super::hot_path::SeenThrottle;
 use super::rows;
 use super::sql;
 use super::{
-    Bearer, CallView, ClaimedRow, EndedSessions, HeldBytes, LiveGrants, LiveSession, Ms, NewCall,
-    NewSession, OwnerRow, Scope, Store, StoreResult, SweepStats, TokenRow, b,
+    Bearer, CallView, ClaimedRow, EndedSessions, HeldBytes, LiveGrants, LiveSession, NewCall,
+    NewSession, OwnerRow, Scope, Store, StoreResult, SweepStats, TokenRow, b, time_to_sql,
 };
 use crate::wake::Hub;
 
@@ -149,7 +150,7 @@ impl Store for SqliteStore {
         self.secret_impl(name, fresh).await
     }
 
-    async fn create_owner(&self, id: Id16, name: &str, now: Ms) -> StoreResult<()> {
+    async fn create_owner(&self, id: Id16, name: &str, now: UnixMillis) -> StoreResult<()> {
         self.create_owner_impl(id, name, now).await
     }
 
@@ -165,7 +166,7 @@ impl Store for SqliteStore {
         self.owner_by_id_impl(id).await
     }
 
-    async fn disable_owner(&self, name: &str, now: Ms) -> StoreResult<bool> {
+    async fn disable_owner(&self, name: &str, now: UnixMillis) -> StoreResult<bool> {
         self.disable_owner_impl(name, now).await
     }
 
@@ -187,13 +188,17 @@ impl Store for SqliteStore {
         &self,
         code_hash: [u8; 32],
         owner_id: Id16,
-        expires_at: Ms,
+        expires_at: UnixMillis,
     ) -> StoreResult<()> {
         self.create_signin_code_impl(code_hash, owner_id, expires_at)
             .await
     }
 
-    async fn consume_signin_code(&self, code_hash: [u8; 32], now: Ms) -> StoreResult<Option<Id16>> {
+    async fn consume_signin_code(
+        &self,
+        code_hash: [u8; 32],
+        now: UnixMillis,
+    ) -> StoreResult<Option<Id16>> {
         self.consume_signin_code_impl(code_hash, now).await
     }
 
@@ -201,11 +206,16 @@ impl Store for SqliteStore {
         self.create_token_impl(token).await
     }
 
-    async fn active_token(&self, id: Id16, now: Ms) -> StoreResult<Option<TokenRow>> {
+    async fn active_token(&self, id: Id16, now: UnixMillis) -> StoreResult<Option<TokenRow>> {
         self.active_token_impl(id, now).await
     }
 
-    async fn extend_token(&self, id: Id16, expires_at: Ms, now: Ms) -> StoreResult<bool> {
+    async fn extend_token(
+        &self,
+        id: Id16,
+        expires_at: UnixMillis,
+        now: UnixMillis,
+    ) -> StoreResult<bool> {
         self.extend_token_impl(id, expires_at, now).await
     }
 
@@ -214,12 +224,12 @@ impl Store for SqliteStore {
         owner_id: Id16,
         id: Id16,
         kind: Option<TokenKind>,
-        now: Ms,
+        now: UnixMillis,
     ) -> StoreResult<bool> {
         self.revoke_token_impl(owner_id, id, kind, now).await
     }
 
-    async fn list_mcp_tokens(&self, owner_id: Id16, now: Ms) -> StoreResult<Vec<TokenRow>> {
+    async fn list_mcp_tokens(&self, owner_id: Id16, now: UnixMillis) -> StoreResult<Vec<TokenRow>> {
         self.list_mcp_tokens_impl(owner_id, now).await
     }
 
@@ -230,10 +240,10 @@ impl Store for SqliteStore {
         rows.iter().map(rows::owner_bytes).collect()
     }
 
-    async fn live_grants(&self, owner_id: Id16, now: Ms) -> StoreResult<LiveGrants> {
+    async fn live_grants(&self, owner_id: Id16, now: UnixMillis) -> StoreResult<LiveGrants> {
         let (mcp_tokens, signin_codes): (i64, i64) = sqlx::query_as(sql::COUNT_LIVE_GRANTS)
             .bind(b(owner_id))
-            .bind(now)
+            .bind(time_to_sql(now))
             .fetch_one(&self.readers)
             .await?;
         Ok(LiveGrants {
@@ -242,10 +252,14 @@ impl Store for SqliteStore {
         })
     }
 
-    async fn list_owner_tokens(&self, owner_id: Id16, now: Ms) -> StoreResult<Vec<TokenRow>> {
+    async fn list_owner_tokens(
+        &self,
+        owner_id: Id16,
+        now: UnixMillis,
+    ) -> StoreResult<Vec<TokenRow>> {
         let rows = sqlx::query(sql::SELECT_OWNER_TOKENS)
             .bind(b(owner_id))
-            .bind(now)
+            .bind(time_to_sql(now))
             .fetch_all(&self.readers)
             .await?;
         rows.iter().map(rows::token).collect()
@@ -263,7 +277,7 @@ impl Store for SqliteStore {
         &self,
         owner_id: Id16,
         pair_id: Id16,
-        now: Ms,
+        now: UnixMillis,
     ) -> StoreResult<Option<LiveSession>> {
         self.live_session_impl(owner_id, pair_id, now).await
     }
@@ -272,7 +286,7 @@ impl Store for SqliteStore {
         &self,
         owner_id: Id16,
         session_id: Id16,
-        now: Ms,
+        now: UnixMillis,
     ) -> StoreResult<EndedSessions> {
         self.end_session_impl(owner_id, session_id, now).await
     }
@@ -282,7 +296,7 @@ impl Store for SqliteStore {
         bearer: Bearer,
         call: &NewCall,
         max_pending: Option<u32>,
-    ) -> StoreResult<Ms> {
+    ) -> StoreResult<UnixMillis> {
         self.post_call_impl(bearer, call, max_pending).await
     }
 
@@ -290,9 +304,9 @@ impl Store for SqliteStore {
         &self,
         bearer: Bearer,
         session_id: Id16,
-        now: Ms,
+        now: UnixMillis,
         max: u32,
-        lease_ms: Ms,
+        lease_ms: u64,
     ) -> StoreResult<Vec<ClaimedRow>> {
         self.claim_calls_impl(bearer, session_id, now, max, lease_ms)
             .await
@@ -303,7 +317,7 @@ impl Store for SqliteStore {
         bearer: Bearer,
         call_id: Id16,
         reply: Vec<u8>,
-        now: Ms,
+        now: UnixMillis,
     ) -> StoreResult<()> {
         self.reply_call_impl(bearer, call_id, reply, now).await
     }
@@ -313,7 +327,7 @@ impl Store for SqliteStore {
         scope: Scope,
         call_id: Id16,
         reason: CancelReason,
-        now: Ms,
+        now: UnixMillis,
     ) -> StoreResult<()> {
         self.cancel_call_impl(scope, call_id, reason, now).await
     }
@@ -322,7 +336,7 @@ impl Store for SqliteStore {
         &self,
         bearer: Bearer,
         call_id: Id16,
-        now: Ms,
+        now: UnixMillis,
     ) -> StoreResult<Option<CallView>> {
         self.writer
             .read(|answer| ReadOp {
@@ -334,7 +348,7 @@ impl Store for SqliteStore {
             .await
     }
 
-    async fn sweep(&self, now: Ms, grace_ms: Ms) -> StoreResult<SweepStats> {
+    async fn sweep(&self, now: UnixMillis, grace_ms: u64) -> StoreResult<SweepStats> {
         self.sweep_impl(now, grace_ms).await
     }
 
@@ -355,5 +369,25 @@ impl Inspect for SqliteStore {
             .fetch_optional(&self.readers)
             .await?;
         row.as_ref().map(rows::held_bytes).transpose()
+    }
+
+    async fn overwrite_call_expiry(
+        &self,
+        owner_id: Id16,
+        call_id: Id16,
+        stored: i64,
+    ) -> StoreResult<()> {
+        self.write(move |conn| {
+            Box::pin(async move {
+                sqlx::query(sql::OVERWRITE_CALL_EXPIRY)
+                    .bind(b(owner_id))
+                    .bind(b(call_id))
+                    .bind(stored)
+                    .execute(&mut *conn)
+                    .await?;
+                Ok(())
+            })
+        })
+        .await
     }
 }

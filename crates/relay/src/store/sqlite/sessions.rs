@@ -3,13 +3,15 @@
 //! ended sessions' open calls.
 
 use sealpost_protocol::ids::Id16;
+use sealpost_time::UnixMillis;
 use sqlx::sqlite::SqliteConnection;
 
 use super::SqliteStore;
 use crate::store::rows;
 use crate::store::sql;
 use crate::store::{
-    EndedSessions, LiveSession, Ms, NewSession, StoreError, StoreResult, b, is_unique_violation,
+    EndedSessions, LiveSession, NewSession, StoreError, StoreResult, b, is_unique_violation,
+    time_to_sql,
 };
 
 impl SqliteStore {
@@ -24,7 +26,7 @@ impl SqliteStore {
                 let others: i64 = sqlx::query_scalar(sql::COUNT_OTHER_LIVE_SESSIONS)
                     .bind(b(s.owner_id))
                     .bind(b(s.pair_id))
-                    .bind(s.created_at)
+                    .bind(time_to_sql(s.created_at))
                     .fetch_one(&mut *conn)
                     .await?;
                 if others >= i64::from(max_live) {
@@ -33,7 +35,7 @@ impl SqliteStore {
                 let replaced = sqlx::query(sql::END_PAIRING_SESSIONS)
                     .bind(b(s.owner_id))
                     .bind(b(s.pair_id))
-                    .bind(s.created_at)
+                    .bind(time_to_sql(s.created_at))
                     .fetch_all(&mut *conn)
                     .await?;
                 let inserted = sqlx::query(sql::INSERT_SESSION)
@@ -41,8 +43,8 @@ impl SqliteStore {
                     .bind(b(s.session_id))
                     .bind(b(s.pair_id))
                     .bind(&s.hello)
-                    .bind(s.created_at)
-                    .bind(s.expires_at)
+                    .bind(time_to_sql(s.created_at))
+                    .bind(time_to_sql(s.expires_at))
                     .execute(&mut *conn)
                     .await;
                 match inserted {
@@ -60,12 +62,12 @@ impl SqliteStore {
         &self,
         owner_id: Id16,
         pair_id: Id16,
-        now: Ms,
+        now: UnixMillis,
     ) -> StoreResult<Option<LiveSession>> {
         let row = sqlx::query(sql::SELECT_LIVE_SESSION)
             .bind(b(owner_id))
             .bind(b(pair_id))
-            .bind(now)
+            .bind(time_to_sql(now))
             .fetch_optional(&self.readers)
             .await?;
         row.as_ref().map(rows::live_session).transpose()
@@ -75,14 +77,14 @@ impl SqliteStore {
         &self,
         owner_id: Id16,
         session_id: Id16,
-        now: Ms,
+        now: UnixMillis,
     ) -> StoreResult<EndedSessions> {
         self.write_atomic(move |conn| {
             Box::pin(async move {
                 let found = sqlx::query(sql::END_SESSION)
                     .bind(b(owner_id))
                     .bind(b(session_id))
-                    .bind(now)
+                    .bind(time_to_sql(now))
                     .fetch_optional(&mut *conn)
                     .await?;
                 if found.is_none() {

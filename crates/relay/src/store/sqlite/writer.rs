@@ -19,6 +19,7 @@
 //! Delivery marks are written between batches, when due (`batch_read::Deliveries`).
 
 use futures_util::future::BoxFuture;
+use sealpost_time::UnixMillis;
 use sqlx::sqlite::SqliteConnection;
 use tokio::sync::{mpsc, oneshot};
 
@@ -90,8 +91,8 @@ impl Writer {
 
     pub(crate) async fn post(
         &self,
-        op: impl FnOnce(oneshot::Sender<StoreResult<i64>>) -> PostOp,
-    ) -> StoreResult<i64> {
+        op: impl FnOnce(oneshot::Sender<StoreResult<UnixMillis>>) -> PostOp,
+    ) -> StoreResult<UnixMillis> {
         let (answer, answered) = oneshot::channel();
         self.send(Request::Post(op(answer))).await?;
         receive(answered).await
@@ -237,7 +238,7 @@ mod tests {
         let mut conn = SqliteConnection::connect_with(&options).await.unwrap();
         super::super::migrate::run(&mut conn).await.unwrap();
         let (owner, token, pair, session, call) = (id(), id(), id(), id(), id());
-        let now = 1_700_000_000_000_i64;
+        let now = UnixMillis::from_ms(1_700_000_000_000);
         for (sql, binds) in [
             (
                 "INSERT INTO owners (id, name, created_at) VALUES ($1, 'o', 0)",

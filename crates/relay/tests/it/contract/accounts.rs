@@ -16,11 +16,11 @@ pub(super) async fn check_signin_codes_work_once_and_tokens_are_revocable(store:
         Err(StoreError::Duplicate)
     ));
     store
-        .create_signin_code([1; 32], owner, T0 + 1_000)
+        .create_signin_code([1; 32], owner, T0.saturating_add_ms(1_000))
         .await
         .unwrap();
     store
-        .create_signin_code([2; 32], owner, T0 + 1_000)
+        .create_signin_code([2; 32], owner, T0.saturating_add_ms(1_000))
         .await
         .unwrap();
     assert_eq!(
@@ -34,7 +34,7 @@ pub(super) async fn check_signin_codes_work_once_and_tokens_are_revocable(store:
     );
     assert_eq!(
         store
-            .consume_signin_code([2; 32], T0 + 1_000)
+            .consume_signin_code([2; 32], T0.saturating_add_ms(1_000))
             .await
             .unwrap(),
         None,
@@ -47,7 +47,7 @@ pub(super) async fn check_signin_codes_work_once_and_tokens_are_revocable(store:
         pair_id: Some(id()),
         label: "laptop".into(),
         created_at: T0,
-        expires_at: T0 + HOUR,
+        expires_at: T0.saturating_add_ms(HOUR),
     };
     store.create_token(&token).await.unwrap();
     assert_eq!(
@@ -60,7 +60,7 @@ pub(super) async fn check_signin_codes_work_once_and_tokens_are_revocable(store:
     );
     assert!(
         store
-            .active_token(token.id, T0 + HOUR)
+            .active_token(token.id, T0.saturating_add_ms(HOUR))
             .await
             .unwrap()
             .is_none(),
@@ -89,20 +89,20 @@ pub(super) async fn check_signin_codes_work_once_and_tokens_are_revocable(store:
     store.create_token(&session_token).await.unwrap();
     assert!(
         store
-            .extend_token(session_token.id, T0 + 2 * HOUR, T0)
+            .extend_token(session_token.id, T0.saturating_add_ms(2 * HOUR), T0)
             .await
             .unwrap()
     );
     assert!(
         store
-            .active_token(session_token.id, T0 + HOUR)
+            .active_token(session_token.id, T0.saturating_add_ms(HOUR))
             .await
             .unwrap()
             .is_some(),
         "slid forward"
     );
     store
-        .create_signin_code([3; 32], owner, T0 + 1_000)
+        .create_signin_code([3; 32], owner, T0.saturating_add_ms(1_000))
         .await
         .unwrap();
     assert!(store.disable_owner("alice", T0).await.unwrap());

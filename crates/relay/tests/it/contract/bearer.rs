@@ -21,27 +21,27 @@ async fn three_calls(w: &World) -> [sealpost_protocol::ids::Id16; 3] {
     let answered = w.post(T0, HOUR).await;
     let claimed_one = w
         .store
-        .claim_calls(w.tab, w.session, T0 + 1, 1, 60_000)
+        .claim_calls(w.tab, w.session, T0.saturating_add_ms(1), 1, 60_000)
         .await
         .unwrap();
     assert_eq!(claimed_one[0].call_id, answered);
     w.store
-        .reply_call(w.tab, answered, b"reply".to_vec(), T0 + 2)
+        .reply_call(w.tab, answered, b"reply".to_vec(), T0.saturating_add_ms(2))
         .await
         .unwrap();
-    let claimed = w.post(T0 + 3, HOUR).await;
+    let claimed = w.post(T0.saturating_add_ms(3), HOUR).await;
     w.store
-        .claim_calls(w.tab, w.session, T0 + 4, 1, 60_000)
+        .claim_calls(w.tab, w.session, T0.saturating_add_ms(4), 1, 60_000)
         .await
         .unwrap();
-    let pending = w.post(T0 + 5, HOUR).await;
+    let pending = w.post(T0.saturating_add_ms(5), HOUR).await;
     [pending, claimed, answered]
 }
 
 pub(super) async fn check_a_revoked_token_changes_nothing(store: Arc<dyn Inspect>) {
     let w = world(store).await;
     let [pending, claimed, answered] = three_calls(&w).await;
-    let t = T0 + 10;
+    let t = T0.saturating_add_ms(10);
     w.store
         .revoke_token(w.owner, w.mcp.token_id, None, t)
         .await
@@ -59,7 +59,7 @@ pub(super) async fn check_a_revoked_token_changes_nothing(store: Arc<dyn Inspect
         "post",
     );
     not_live(w.store.read_call(w.mcp, answered, t).await, "read");
-    // The tab claimed at T0 + 4, so this claim skips the `claimer_seen_at` write (the grouped
+    // The tab claimed at T0.saturating_add_ms(4), so this claim skips the `claimer_seen_at` write (the grouped
     // claim itself must refuse); the next one, a second later, writes it (that write must).
     not_live(
         w.store.claim_calls(w.tab, w.session, t, 10, 60_000).await,
@@ -67,7 +67,7 @@ pub(super) async fn check_a_revoked_token_changes_nothing(store: Arc<dyn Inspect
     );
     not_live(
         w.store
-            .claim_calls(w.tab, w.session, t + 2_000, 10, 60_000)
+            .claim_calls(w.tab, w.session, t.saturating_add_ms(2_000), 10, 60_000)
             .await,
         "claim that records the poll",
     );
@@ -96,7 +96,7 @@ pub(super) async fn check_a_revoked_token_changes_nothing(store: Arc<dyn Inspect
     );
     let got = w
         .store
-        .claim_calls(tab, w.session, t + 3_000, 10, 60_000)
+        .claim_calls(tab, w.session, t.saturating_add_ms(3_000), 10, 60_000)
         .await
         .unwrap();
     assert_eq!(
@@ -105,7 +105,7 @@ pub(super) async fn check_a_revoked_token_changes_nothing(store: Arc<dyn Inspect
         "the refused claims took nothing"
     );
     w.store
-        .reply_call(tab, claimed, b"reply".to_vec(), t + 3_000)
+        .reply_call(tab, claimed, b"reply".to_vec(), t.saturating_add_ms(3_000))
         .await
         .expect("the refused reply left the call claimed");
 }
@@ -113,7 +113,7 @@ pub(super) async fn check_a_revoked_token_changes_nothing(store: Arc<dyn Inspect
 pub(super) async fn check_an_expired_token_changes_nothing(store: Arc<dyn Inspect>) {
     let w = world(store).await;
     let [pending, claimed, answered] = three_calls(&w).await;
-    // Tokens that lapse at T0 + 100, used just after.
+    // Tokens that lapse at T0.saturating_add_ms(100), used just after.
     let short = |mut bearer: Bearer| {
         let w = &w;
         async move {
@@ -124,7 +124,7 @@ pub(super) async fn check_an_expired_token_changes_nothing(store: Arc<dyn Inspec
                 pair_id: bearer.pair_id,
                 label: "short".into(),
                 created_at: T0,
-                expires_at: T0 + 100,
+                expires_at: T0.saturating_add_ms(100),
             };
             w.store.create_token(&row).await.unwrap();
             bearer.token_id = row.id;
@@ -132,7 +132,7 @@ pub(super) async fn check_an_expired_token_changes_nothing(store: Arc<dyn Inspec
         }
     };
     let (mcp, tab) = (short(w.mcp).await, short(w.tab).await);
-    let t = T0 + 100;
+    let t = T0.saturating_add_ms(100);
     not_live(
         w.store.post_call(mcp, &w.call(id(), t, HOUR), None).await,
         "post",
@@ -149,7 +149,7 @@ pub(super) async fn check_an_expired_token_changes_nothing(store: Arc<dyn Inspec
     // One millisecond earlier the same tokens work.
     let got = w
         .store
-        .claim_calls(tab, w.session, t - 1, 10, 60_000)
+        .claim_calls(tab, w.session, t.saturating_sub_ms(1), 10, 60_000)
         .await
         .unwrap();
     assert_eq!(got[0].call_id, pending);
@@ -161,7 +161,7 @@ pub(super) async fn check_a_token_that_does_not_match_its_row_changes_nothing(
     let w = world(store.clone()).await;
     let other = world(store).await;
     let [_, claimed, answered] = three_calls(&w).await;
-    let t = T0 + 10;
+    let t = T0.saturating_add_ms(10);
     // The row is the other owner's; the claims name this owner.
     let borrowed = Bearer {
         token_id: other.tab.token_id,

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use sealpost_protocol::api::CallState;
 use sealpost_protocol::content::CancelReason;
 use sealpost_relay::store::{Inspect, NewCall, Scope, StoreError};
+use sealpost_time::UnixMillis;
 
 use super::{HOUR, T0, new_session, world};
 use crate::support::id;
@@ -25,7 +26,11 @@ pub(super) async fn check_concurrent_claimers_take_every_call_exactly_once(
                 for i in 0..CALLS_PER_POSTER {
                     let call_id = id();
                     w.store
-                        .post_call(w.mcp, &w.call(call_id, T0 + i as i64, HOUR), None)
+                        .post_call(
+                            w.mcp,
+                            &w.call(call_id, T0.saturating_add_ms(i as u64), HOUR),
+                            None,
+                        )
                         .await
                         .unwrap();
                     ids.push(call_id);
@@ -45,7 +50,7 @@ pub(super) async fn check_concurrent_claimers_take_every_call_exactly_once(
                     let max = 1 + (n as u32 * 7) % 50;
                     let got = w
                         .store
-                        .claim_calls(w.tab, w.session, T0 + 10, max, 30_000)
+                        .claim_calls(w.tab, w.session, T0.saturating_add_ms(10), max, 30_000)
                         .await
                         .unwrap();
                     assert!(got.len() <= max as usize, "a claim takes at most max calls");
@@ -88,12 +93,12 @@ pub(super) async fn check_a_lapsed_lease_expires_the_call_and_it_is_never_offere
     let call = w.post(T0, 60_000).await;
     let got = w
         .store
-        .claim_calls(w.tab, w.session, T0 + 1, 10, 1_000)
+        .claim_calls(w.tab, w.session, T0.saturating_add_ms(1), 10, 1_000)
         .await
         .unwrap();
     assert_eq!(got.len(), 1);
-    assert_eq!(got[0].lease_expires_at, T0 + 1_001);
-    let later = T0 + 2_000;
+    assert_eq!(got[0].lease_expires_at, T0.saturating_add_ms(1_001));
+    let later = T0.saturating_add_ms(2_000);
     assert!(
         w.store
             .claim_calls(w.tab, w.session, later, 10, 1_000)
@@ -137,10 +142,10 @@ pub(super) async fn check_a_lease_never_runs_past_the_call_expiry(store: Arc<dyn
     w.post(T0, 5_000).await;
     let got = w
         .store
-        .claim_calls(w.tab, w.session, T0 + 1, 10, 30_000)
+        .claim_calls(w.tab, w.session, T0.saturating_add_ms(1), 10, 30_000)
         .await
         .unwrap();
-    assert_eq!(got[0].lease_expires_at, T0 + 5_000);
+    assert_eq!(got[0].lease_expires_at, T0.saturating_add_ms(5_000));
 }
 
 pub(super) async fn check_answer_then_read_marks_delivered_and_reads_repeat(
@@ -158,12 +163,12 @@ pub(super) async fn check_answer_then_read_marks_delivered_and_reads_repeat(
         CallState::Pending
     );
     w.store
-        .claim_calls(w.tab, w.session, T0 + 1, 10, 30_000)
+        .claim_calls(w.tab, w.session, T0.saturating_add_ms(1), 10, 30_000)
         .await
         .unwrap();
     assert_eq!(
         w.store
-            .read_call(w.mcp, call, T0 + 1)
+            .read_call(w.mcp, call, T0.saturating_add_ms(1))
             .await
             .unwrap()
             .unwrap()
@@ -171,12 +176,17 @@ pub(super) async fn check_answer_then_read_marks_delivered_and_reads_repeat(
         CallState::Claimed
     );
     w.store
-        .reply_call(w.tab, call, b"sealed reply".to_vec(), T0 + 2)
+        .reply_call(
+            w.tab,
+            call,
+            b"sealed reply".to_vec(),
+            T0.saturating_add_ms(2),
+        )
         .await
         .unwrap();
     let first = w
         .store
-        .read_call(w.mcp, call, T0 + 3)
+        .read_call(w.mcp, call, T0.saturating_add_ms(3))
         .await
         .unwrap()
         .unwrap();
@@ -184,7 +194,7 @@ pub(super) async fn check_answer_then_read_marks_delivered_and_reads_repeat(
     assert_eq!(first.reply.as_deref(), Some(&b"sealed reply"[..]));
     let again = w
         .store
-        .read_call(w.mcp, call, T0 + 4)
+        .read_call(w.mcp, call, T0.saturating_add_ms(4))
         .await
         .unwrap()
         .unwrap();
@@ -195,7 +205,7 @@ pub(super) async fn check_answer_then_read_marks_delivered_and_reads_repeat(
     );
     let twice = w
         .store
-        .reply_call(w.tab, call, b"again".to_vec(), T0 + 5)
+        .reply_call(w.tab, call, b"again".to_vec(), T0.saturating_add_ms(5))
         .await;
     assert!(
         matches!(twice, Err(StoreError::WrongState(CallState::Delivered))),
@@ -203,7 +213,12 @@ pub(super) async fn check_answer_then_read_marks_delivered_and_reads_repeat(
     );
     let cancel = w
         .store
-        .cancel_call(w.scope(), call, CancelReason::ClientCancelled, T0 + 6)
+        .cancel_call(
+            w.scope(),
+            call,
+            CancelReason::ClientCancelled,
+            T0.saturating_add_ms(6),
+        )
         .await;
     assert!(
         matches!(cancel, Err(StoreError::WrongState(CallState::Delivered))),
@@ -215,12 +230,17 @@ pub(super) async fn check_cancel_applies_to_open_calls_only(store: Arc<dyn Inspe
     let w = world(store).await;
     let pending = w.post(T0, 60_000).await;
     w.store
-        .cancel_call(w.scope(), pending, CancelReason::ClientCancelled, T0 + 1)
+        .cancel_call(
+            w.scope(),
+            pending,
+            CancelReason::ClientCancelled,
+            T0.saturating_add_ms(1),
+        )
         .await
         .unwrap();
     let view = w
         .store
-        .read_call(w.mcp, pending, T0 + 1)
+        .read_call(w.mcp, pending, T0.saturating_add_ms(1))
         .await
         .unwrap()
         .unwrap();
@@ -230,15 +250,15 @@ pub(super) async fn check_cancel_applies_to_open_calls_only(store: Arc<dyn Inspe
     );
     assert!(
         w.store
-            .claim_calls(w.tab, w.session, T0 + 2, 10, 30_000)
+            .claim_calls(w.tab, w.session, T0.saturating_add_ms(2), 10, 30_000)
             .await
             .unwrap()
             .is_empty()
     );
 
-    let claimed = w.post(T0 + 3, 60_000).await;
+    let claimed = w.post(T0.saturating_add_ms(3), 60_000).await;
     w.store
-        .claim_calls(w.tab, w.session, T0 + 4, 10, 30_000)
+        .claim_calls(w.tab, w.session, T0.saturating_add_ms(4), 10, 30_000)
         .await
         .unwrap();
     let owner_scope = Scope {
@@ -246,30 +266,40 @@ pub(super) async fn check_cancel_applies_to_open_calls_only(store: Arc<dyn Inspe
         pair_id: None,
     };
     w.store
-        .cancel_call(owner_scope, claimed, CancelReason::Undecryptable, T0 + 5)
+        .cancel_call(
+            owner_scope,
+            claimed,
+            CancelReason::Undecryptable,
+            T0.saturating_add_ms(5),
+        )
         .await
         .unwrap();
     let late = w
         .store
-        .reply_call(w.tab, claimed, b"x".to_vec(), T0 + 6)
+        .reply_call(w.tab, claimed, b"x".to_vec(), T0.saturating_add_ms(6))
         .await;
     assert!(
         matches!(late, Err(StoreError::WrongState(CallState::Cancelled))),
         "{late:?}"
     );
 
-    let answered = w.post(T0 + 7, 60_000).await;
+    let answered = w.post(T0.saturating_add_ms(7), 60_000).await;
     w.store
-        .claim_calls(w.tab, w.session, T0 + 8, 10, 30_000)
+        .claim_calls(w.tab, w.session, T0.saturating_add_ms(8), 10, 30_000)
         .await
         .unwrap();
     w.store
-        .reply_call(w.tab, answered, b"r".to_vec(), T0 + 9)
+        .reply_call(w.tab, answered, b"r".to_vec(), T0.saturating_add_ms(9))
         .await
         .unwrap();
     let cancel = w
         .store
-        .cancel_call(w.scope(), answered, CancelReason::ClientCancelled, T0 + 10)
+        .cancel_call(
+            w.scope(),
+            answered,
+            CancelReason::ClientCancelled,
+            T0.saturating_add_ms(10),
+        )
         .await;
     assert!(
         matches!(cancel, Err(StoreError::WrongState(CallState::Answered))),
@@ -284,9 +314,9 @@ pub(super) async fn check_cancel_applies_to_open_calls_only(store: Arc<dyn Inspe
         .store
         .cancel_call(
             other_pair,
-            w.post(T0 + 11, 60_000).await,
+            w.post(T0.saturating_add_ms(11), 60_000).await,
             CancelReason::ClientCancelled,
-            T0 + 12,
+            T0.saturating_add_ms(12),
         )
         .await;
     assert!(matches!(foreign, Err(StoreError::NotFound)), "{foreign:?}");
@@ -297,12 +327,19 @@ pub(super) async fn check_duplicate_ids_are_refused_per_owner(store: Arc<dyn Ins
     let call_id = w.post(T0, 60_000).await;
     let again = w
         .store
-        .post_call(w.mcp, &w.call(call_id, T0 + 1, 60_000), None)
+        .post_call(
+            w.mcp,
+            &w.call(call_id, T0.saturating_add_ms(1), 60_000),
+            None,
+        )
         .await;
     assert!(matches!(again, Err(StoreError::Duplicate)), "{again:?}");
     let dup_session = w
         .store
-        .create_session(&new_session(w.owner, w.session, id(), T0 + HOUR), 10)
+        .create_session(
+            &new_session(w.owner, w.session, id(), T0.saturating_add_ms(HOUR)),
+            10,
+        )
         .await;
     assert!(
         matches!(dup_session, Err(StoreError::Duplicate)),
@@ -325,6 +362,25 @@ pub(super) async fn check_duplicate_ids_are_refused_per_owner(store: Arc<dyn Ins
         .unwrap();
 }
 
+/// Times are `i64` in SQL and never negative as the relay writes them; a negative one (a row
+/// written by hand) reads as the epoch, earlier than any `now`, so the call is expired.
+pub(super) async fn check_a_negative_stored_expiry_reads_as_the_epoch_so_expired(
+    store: Arc<dyn Inspect>,
+) {
+    let w = world(store).await;
+    let call = w.post(T0, HOUR).await;
+    w.store
+        .overwrite_call_expiry(w.owner, call, -1)
+        .await
+        .unwrap();
+    let view = w.store.read_call(w.mcp, call, T0).await.unwrap().unwrap();
+    assert_eq!(view.state, CallState::Expired);
+    assert_eq!(view.expires_at, UnixMillis::EPOCH);
+    assert_eq!(view.next_change_at, None);
+    let claimed = w.store.claim_calls(w.tab, w.session, T0, 10, 30_000).await;
+    assert!(claimed.unwrap().is_empty());
+}
+
 pub(super) async fn check_expired_calls_are_not_claimable_and_read_as_expired(
     store: Arc<dyn Inspect>,
 ) {
@@ -332,14 +388,14 @@ pub(super) async fn check_expired_calls_are_not_claimable_and_read_as_expired(
     let call = w.post(T0, 1_000).await;
     assert!(
         w.store
-            .claim_calls(w.tab, w.session, T0 + 1_000, 10, 30_000)
+            .claim_calls(w.tab, w.session, T0.saturating_add_ms(1_000), 10, 30_000)
             .await
             .unwrap()
             .is_empty()
     );
     assert_eq!(
         w.store
-            .read_call(w.mcp, call, T0 + 1_000)
+            .read_call(w.mcp, call, T0.saturating_add_ms(1_000))
             .await
             .unwrap()
             .unwrap()
@@ -351,7 +407,10 @@ pub(super) async fn check_expired_calls_are_not_claimable_and_read_as_expired(
     let s2 = id();
     short
         .store
-        .create_session(&new_session(short.owner, s2, short.pair, T0 + 500), 10)
+        .create_session(
+            &new_session(short.owner, s2, short.pair, T0.saturating_add_ms(500)),
+            10,
+        )
         .await
         .unwrap();
     let e = short
@@ -366,7 +425,7 @@ pub(super) async fn check_expired_calls_are_not_claimable_and_read_as_expired(
         )
         .await
         .unwrap();
-    assert_eq!(e, T0 + 500);
+    assert_eq!(e, T0.saturating_add_ms(500));
 }
 
 pub(super) async fn check_another_owner_sees_nothing(store: Arc<dyn Inspect>) {
@@ -414,12 +473,12 @@ pub(super) async fn check_another_owner_sees_nothing(store: Arc<dyn Inspect>) {
         .await;
     assert!(matches!(post, Err(StoreError::NotFound)), "{post:?}");
     w.store
-        .claim_calls(w.tab, w.session, T0 + 1, 10, 30_000)
+        .claim_calls(w.tab, w.session, T0.saturating_add_ms(1), 10, 30_000)
         .await
         .unwrap();
     assert!(matches!(
         w.store
-            .reply_call(other.tab, call, b"x".to_vec(), T0 + 2)
+            .reply_call(other.tab, call, b"x".to_vec(), T0.saturating_add_ms(2))
             .await,
         Err(StoreError::NotFound)
     ));
@@ -431,7 +490,11 @@ pub(super) async fn check_a_claim_takes_at_most_max_calls_oldest_first(store: Ar
     for age in [5, 1, 4, 2, 3] {
         let call_id = id();
         w.store
-            .post_call(w.mcp, &w.call(call_id, T0 + age, HOUR), None)
+            .post_call(
+                w.mcp,
+                &w.call(call_id, T0.saturating_add_ms(age), HOUR),
+                None,
+            )
             .await
             .unwrap();
         posted.push((age, call_id));
@@ -440,7 +503,7 @@ pub(super) async fn check_a_claim_takes_at_most_max_calls_oldest_first(store: Ar
     let oldest: Vec<_> = posted.iter().map(|(_, call_id)| *call_id).collect();
     let first = w
         .store
-        .claim_calls(w.tab, w.session, T0 + 10, 2, 30_000)
+        .claim_calls(w.tab, w.session, T0.saturating_add_ms(10), 2, 30_000)
         .await
         .unwrap();
     assert_eq!(
@@ -449,7 +512,7 @@ pub(super) async fn check_a_claim_takes_at_most_max_calls_oldest_first(store: Ar
     );
     let rest = w
         .store
-        .claim_calls(w.tab, w.session, T0 + 10, 50, 30_000)
+        .claim_calls(w.tab, w.session, T0.saturating_add_ms(10), 50, 30_000)
         .await
         .unwrap();
     assert_eq!(

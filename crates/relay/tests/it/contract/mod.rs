@@ -8,6 +8,7 @@ use std::sync::Arc;
 use sealpost_protocol::api::TokenKind;
 use sealpost_protocol::ids::Id16;
 use sealpost_relay::store::{Bearer, Inspect, NewCall, NewSession, Store, TokenRow};
+use sealpost_time::UnixMillis;
 
 use crate::support::id;
 
@@ -25,8 +26,8 @@ use sessions::*;
 use sweeper::*;
 use together::*;
 
-const T0: i64 = 1_700_000_000_000;
-const HOUR: i64 = 3_600_000;
+const T0: UnixMillis = UnixMillis::from_ms(1_700_000_000_000);
+const HOUR: u64 = 3_600_000;
 
 struct World {
     store: Arc<dyn Inspect>,
@@ -47,7 +48,10 @@ async fn world(store: Arc<dyn Inspect>) -> World {
         .unwrap();
     let (session, pair) = (id(), id());
     store
-        .create_session(&new_session(owner, session, pair, T0 + HOUR), 10)
+        .create_session(
+            &new_session(owner, session, pair, T0.saturating_add_ms(HOUR)),
+            10,
+        )
         .await
         .unwrap();
     let mcp = token(&*store, owner, Some(pair)).await;
@@ -76,7 +80,7 @@ async fn token(store: &dyn Store, owner: Id16, pair: Option<Id16>) -> Bearer {
         pair_id: pair,
         label: "contract".into(),
         created_at: T0,
-        expires_at: T0 + 1_000 * HOUR,
+        expires_at: T0.saturating_add_ms(1_000 * HOUR),
     };
     store.create_token(&row).await.unwrap();
     Bearer {
@@ -87,7 +91,7 @@ async fn token(store: &dyn Store, owner: Id16, pair: Option<Id16>) -> Bearer {
     }
 }
 
-fn new_session(owner: Id16, session: Id16, pair: Id16, expires_at: i64) -> NewSession {
+fn new_session(owner: Id16, session: Id16, pair: Id16, expires_at: UnixMillis) -> NewSession {
     NewSession {
         owner_id: owner,
         session_id: session,
@@ -99,18 +103,18 @@ fn new_session(owner: Id16, session: Id16, pair: Id16, expires_at: i64) -> NewSe
 }
 
 impl World {
-    fn call(&self, call_id: Id16, at: i64, ttl: i64) -> NewCall {
+    fn call(&self, call_id: Id16, at: UnixMillis, ttl: u64) -> NewCall {
         NewCall {
             owner_id: self.owner,
             session_id: self.session,
             call_id,
             envelope: call_id.0.to_vec(),
             created_at: at,
-            expires_at: at + ttl,
+            expires_at: at.saturating_add_ms(ttl),
         }
     }
 
-    async fn post(&self, at: i64, ttl: i64) -> Id16 {
+    async fn post(&self, at: UnixMillis, ttl: u64) -> Id16 {
         let call_id = id();
         self.store
             .post_call(self.mcp, &self.call(call_id, at, ttl), Some(1000))
@@ -156,6 +160,7 @@ contract!(
     check_cancel_applies_to_open_calls_only,
     check_duplicate_ids_are_refused_per_owner,
     check_expired_calls_are_not_claimable_and_read_as_expired,
+    check_a_negative_stored_expiry_reads_as_the_epoch_so_expired,
     check_sweeper_drops_bytes_then_rows,
     check_the_sweeper_ends_expired_sessions_and_names_them,
     check_ending_a_session_cancels_only_open_calls,

@@ -15,24 +15,27 @@ pub(super) async fn check_ending_a_session_cancels_only_open_calls(store: Arc<dy
     let w = world(store).await;
     let answered = w.post(T0, 60_000).await;
     w.store
-        .claim_calls(w.tab, w.session, T0 + 1, 1, 30_000)
+        .claim_calls(w.tab, w.session, T0.saturating_add_ms(1), 1, 30_000)
         .await
         .unwrap();
     w.store
-        .reply_call(w.tab, answered, b"r".to_vec(), T0 + 2)
+        .reply_call(w.tab, answered, b"r".to_vec(), T0.saturating_add_ms(2))
         .await
         .unwrap();
-    let claimed = w.post(T0 + 3, 60_000).await;
+    let claimed = w.post(T0.saturating_add_ms(3), 60_000).await;
     w.store
-        .claim_calls(w.tab, w.session, T0 + 4, 1, 30_000)
+        .claim_calls(w.tab, w.session, T0.saturating_add_ms(4), 1, 30_000)
         .await
         .unwrap();
-    let pending = w.post(T0 + 5, 60_000).await;
+    let pending = w.post(T0.saturating_add_ms(5), 60_000).await;
     // A new session for the same pairing ends this one.
     let next = id();
     let ended = w
         .store
-        .create_session(&new_session(w.owner, next, w.pair, T0 + HOUR), 10)
+        .create_session(
+            &new_session(w.owner, next, w.pair, T0.saturating_add_ms(HOUR)),
+            10,
+        )
         .await
         .unwrap();
     assert_eq!(
@@ -47,7 +50,7 @@ pub(super) async fn check_ending_a_session_cancels_only_open_calls(store: Arc<dy
     for call in [claimed, pending] {
         let view = w
             .store
-            .read_call(w.mcp, call, T0 + 6)
+            .read_call(w.mcp, call, T0.saturating_add_ms(6))
             .await
             .unwrap()
             .unwrap();
@@ -58,7 +61,7 @@ pub(super) async fn check_ending_a_session_cancels_only_open_calls(store: Arc<dy
     }
     assert_eq!(
         w.store
-            .read_call(w.mcp, answered, T0 + 6)
+            .read_call(w.mcp, answered, T0.saturating_add_ms(6))
             .await
             .unwrap()
             .unwrap()
@@ -67,7 +70,7 @@ pub(super) async fn check_ending_a_session_cancels_only_open_calls(store: Arc<dy
     );
     assert_eq!(
         w.store
-            .live_session(w.owner, w.pair, T0 + 6)
+            .live_session(w.owner, w.pair, T0.saturating_add_ms(6))
             .await
             .unwrap()
             .unwrap()
@@ -76,20 +79,24 @@ pub(super) async fn check_ending_a_session_cancels_only_open_calls(store: Arc<dy
     );
     let claim = w
         .store
-        .claim_calls(w.tab, w.session, T0 + 7, 1, 30_000)
+        .claim_calls(w.tab, w.session, T0.saturating_add_ms(7), 1, 30_000)
         .await;
     assert!(matches!(claim, Err(StoreError::SessionEnded)), "{claim:?}");
     let post = w
         .store
-        .post_call(w.mcp, &w.call(id(), T0 + 7, 60_000), None)
+        .post_call(w.mcp, &w.call(id(), T0.saturating_add_ms(7), 60_000), None)
         .await;
     assert!(matches!(post, Err(StoreError::SessionEnded)), "{post:?}");
-    let ended = w.store.end_session(w.owner, next, T0 + 8).await.unwrap();
+    let ended = w
+        .store
+        .end_session(w.owner, next, T0.saturating_add_ms(8))
+        .await
+        .unwrap();
     assert_eq!(ended.sessions, vec![(w.owner, next)]);
     assert!(ended.cancelled_calls.is_empty());
     assert!(
         w.store
-            .live_session(w.owner, w.pair, T0 + 8)
+            .live_session(w.owner, w.pair, T0.saturating_add_ms(8))
             .await
             .unwrap()
             .is_none()
@@ -111,12 +118,18 @@ pub(super) async fn check_limits_on_pending_calls_and_live_sessions(store: Arc<d
     assert!(matches!(over, Err(StoreError::TooManyPending)), "{over:?}");
     // Live sessions: the world holds one; a limit of 2 allows one more pairing.
     w.store
-        .create_session(&new_session(w.owner, id(), id(), T0 + HOUR), 2)
+        .create_session(
+            &new_session(w.owner, id(), id(), T0.saturating_add_ms(HOUR)),
+            2,
+        )
         .await
         .unwrap();
     let third = w
         .store
-        .create_session(&new_session(w.owner, id(), id(), T0 + HOUR), 2)
+        .create_session(
+            &new_session(w.owner, id(), id(), T0.saturating_add_ms(HOUR)),
+            2,
+        )
         .await;
     assert!(
         matches!(third, Err(StoreError::TooManySessions)),
@@ -124,7 +137,10 @@ pub(super) async fn check_limits_on_pending_calls_and_live_sessions(store: Arc<d
     );
     // Replacing a pairing's own session is always allowed.
     w.store
-        .create_session(&new_session(w.owner, id(), w.pair, T0 + HOUR), 2)
+        .create_session(
+            &new_session(w.owner, id(), w.pair, T0.saturating_add_ms(HOUR)),
+            2,
+        )
         .await
         .unwrap();
 }
@@ -144,7 +160,7 @@ pub(super) async fn check_posts_racing_a_session_end_leave_no_call_pending(
             let w = w.clone();
             posts.spawn(async move {
                 let call = id();
-                let at = T0 + 10 + i as i64;
+                let at = T0.saturating_add_ms(10 + i as u64);
                 w.store
                     .post_call(w.mcp, &w.call(call, at, 60_000), Some(1000))
                     .await
@@ -157,10 +173,15 @@ pub(super) async fn check_posts_racing_a_session_end_leave_no_call_pending(
             let w = w.clone();
             tokio::spawn(async move {
                 if round % 2 == 0 {
-                    w.store.end_session(w.owner, w.session, T0 + 15).await
+                    w.store
+                        .end_session(w.owner, w.session, T0.saturating_add_ms(15))
+                        .await
                 } else {
                     w.store
-                        .create_session(&new_session(w.owner, id(), w.pair, T0 + HOUR), 10)
+                        .create_session(
+                            &new_session(w.owner, id(), w.pair, T0.saturating_add_ms(HOUR)),
+                            10,
+                        )
                         .await
                 }
             })
@@ -173,7 +194,7 @@ pub(super) async fn check_posts_racing_a_session_end_leave_no_call_pending(
         for call in acknowledged {
             let view = w
                 .store
-                .read_call(w.mcp, call, T0 + 20)
+                .read_call(w.mcp, call, T0.saturating_add_ms(20))
                 .await
                 .unwrap()
                 .unwrap();

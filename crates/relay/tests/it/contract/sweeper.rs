@@ -13,11 +13,11 @@ pub(super) async fn check_sweeper_drops_bytes_then_rows(store: Arc<dyn Inspect>)
     let answered = w.post(T0, 10_000).await;
     let pending = w.post(T0, 10_000).await;
     w.store
-        .claim_calls(w.tab, w.session, T0 + 1, 1, 30_000)
+        .claim_calls(w.tab, w.session, T0.saturating_add_ms(1), 1, 30_000)
         .await
         .unwrap();
     w.store
-        .reply_call(w.tab, answered, b"reply".to_vec(), T0 + 2)
+        .reply_call(w.tab, answered, b"reply".to_vec(), T0.saturating_add_ms(2))
         .await
         .unwrap();
     let held = w
@@ -30,7 +30,11 @@ pub(super) async fn check_sweeper_drops_bytes_then_rows(store: Arc<dyn Inspect>)
         !held.envelope && held.reply,
         "an answered call keeps only its reply"
     );
-    let stats = w.store.sweep(T0 + 10_000, 60_000).await.unwrap();
+    let stats = w
+        .store
+        .sweep(T0.saturating_add_ms(10_000), 60_000)
+        .await
+        .unwrap();
     assert!(
         stats.expired_calls >= 1 && stats.cleared_replies >= 1,
         "{stats:?}"
@@ -41,14 +45,17 @@ pub(super) async fn check_sweeper_drops_bytes_then_rows(store: Arc<dyn Inspect>)
     }
     assert_eq!(
         w.store
-            .read_call(w.mcp, pending, T0 + 10_000)
+            .read_call(w.mcp, pending, T0.saturating_add_ms(10_000))
             .await
             .unwrap()
             .unwrap()
             .state,
         CallState::Expired
     );
-    w.store.sweep(T0 + 70_000, 60_000).await.unwrap();
+    w.store
+        .sweep(T0.saturating_add_ms(70_000), 60_000)
+        .await
+        .unwrap();
     assert_eq!(
         w.store.held_bytes(w.owner, answered).await.unwrap(),
         None,
@@ -56,7 +63,7 @@ pub(super) async fn check_sweeper_drops_bytes_then_rows(store: Arc<dyn Inspect>)
     );
     assert_eq!(
         w.store
-            .read_call(w.mcp, answered, T0 + 70_000)
+            .read_call(w.mcp, answered, T0.saturating_add_ms(70_000))
             .await
             .unwrap(),
         None
@@ -67,16 +74,28 @@ pub(super) async fn check_the_sweeper_ends_expired_sessions_and_names_them(
     store: Arc<dyn Inspect>,
 ) {
     let w = world(store).await;
-    let before = w.store.sweep(T0 + HOUR - 1, 60_000).await.unwrap();
+    let before = w
+        .store
+        .sweep(T0.saturating_add_ms(HOUR - 1), 60_000)
+        .await
+        .unwrap();
     assert!(before.ended.sessions.is_empty(), "{before:?}");
-    let stats = w.store.sweep(T0 + HOUR, 60_000).await.unwrap();
+    let stats = w
+        .store
+        .sweep(T0.saturating_add_ms(HOUR), 60_000)
+        .await
+        .unwrap();
     assert_eq!(stats.ended_sessions, 1);
     assert_eq!(stats.ended.sessions, vec![(w.owner, w.session)]);
     let claim = w
         .store
-        .claim_calls(w.tab, w.session, T0 + HOUR, 1, 30_000)
+        .claim_calls(w.tab, w.session, T0.saturating_add_ms(HOUR), 1, 30_000)
         .await;
     assert!(matches!(claim, Err(StoreError::SessionEnded)), "{claim:?}");
-    let again = w.store.sweep(T0 + HOUR + 1, 60_000).await.unwrap();
+    let again = w
+        .store
+        .sweep(T0.saturating_add_ms(HOUR + 1), 60_000)
+        .await
+        .unwrap();
     assert!(again.ended.sessions.is_empty(), "a session ends once");
 }

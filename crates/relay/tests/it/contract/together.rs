@@ -7,11 +7,12 @@ use std::sync::Arc;
 use sealpost_protocol::api::CallState;
 use sealpost_protocol::ids::Id16;
 use sealpost_relay::store::{Bearer, Inspect, NewCall, StoreError};
+use sealpost_time::UnixMillis;
 
 use super::{HOUR, T0, World, new_session, token, world};
 use crate::support::id;
 
-const AT: i64 = T0 + 5;
+const AT: UnixMillis = T0.saturating_add_ms(5);
 
 /// What each concurrent post was, and the answer it got.
 enum Post {
@@ -28,11 +29,17 @@ pub(super) async fn check_operations_arriving_together_each_get_their_own_answer
     // A second pairing whose session has ended, and a revoked token for each end.
     let (ended, other_pair) = (id(), id());
     w.store
-        .create_session(&new_session(w.owner, ended, other_pair, T0 + HOUR), 10)
+        .create_session(
+            &new_session(w.owner, ended, other_pair, T0.saturating_add_ms(HOUR)),
+            10,
+        )
         .await
         .unwrap();
     let other_mcp = token(&*w.store, w.owner, Some(other_pair)).await;
-    w.store.end_session(w.owner, ended, T0 + 1).await.unwrap();
+    w.store
+        .end_session(w.owner, ended, T0.saturating_add_ms(1))
+        .await
+        .unwrap();
     let revoked_mcp = revoked(&w, Some(w.pair)).await;
     let revoked_tab = revoked(&w, None).await;
 
@@ -86,7 +93,7 @@ pub(super) async fn check_operations_arriving_together_each_get_their_own_answer
 
     let claimed = w
         .store
-        .claim_calls(w.tab, w.session, AT + 1, 50, 30_000)
+        .claim_calls(w.tab, w.session, AT.saturating_add_ms(1), 50, 30_000)
         .await
         .unwrap();
     assert_eq!(claimed.len(), ids.len());
@@ -98,7 +105,10 @@ pub(super) async fn check_operations_arriving_together_each_get_their_own_answer
             let w = w.clone();
             tasks.push(tokio::spawn(async move {
                 let reply = vec![n as u8, attempt];
-                let answer = w.store.reply_call(bearer, call_id, reply, AT + 2).await;
+                let answer = w
+                    .store
+                    .reply_call(bearer, call_id, reply, AT.saturating_add_ms(2))
+                    .await;
                 (n, attempt, answer)
             }));
         }
@@ -126,7 +136,7 @@ pub(super) async fn check_operations_arriving_together_each_get_their_own_answer
     for (n, &call_id) in ids.iter().enumerate() {
         let view = w
             .store
-            .read_call(w.mcp, call_id, AT + 3)
+            .read_call(w.mcp, call_id, AT.saturating_add_ms(3))
             .await
             .unwrap()
             .unwrap();
