@@ -3,7 +3,9 @@
 
 mod index;
 mod query;
+mod sequence;
 mod snippet;
+mod terms;
 mod tokenize;
 
 pub use index::{Hit, SearchIndex, SourceFilter};
