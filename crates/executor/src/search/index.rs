@@ -112,6 +112,13 @@ impl SearchIndex {
         self.live_docs == 0
     }
 
+    /// Whether the document is indexed, in that source.
+    pub fn holds(&self, id: &DocId, source: &str) -> bool {
+        self.slot_of.get(id).is_some_and(|&slot| {
+            self.source_ids.get(source) == Some(&self.slot_source[slot as usize])
+        })
+    }
+
     /// Resolves `allow_source` over the sources this index knows.
     pub fn source_filter(&self, allow_source: impl Fn(&str) -> bool) -> SourceFilter {
         let mut allowed = vec![false; self.source_ids.len()];
