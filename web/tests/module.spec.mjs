@@ -311,3 +311,98 @@ test('a passphrase protects the workspace at rest: nothing readable without it, 
   await page2.evaluate(() => window.tabs.b.close());
   assert.equal(await opening(undefined), 'opened');
 });
+
+// Damages the search index snapshot of workspace `name` in place: opened with the device key
+// (usable by the page, never readable), one byte in the middle flipped, sealed again, so the
+// record opens and it is the module that must notice.
+async function damageIndexSnapshot(page, name) {
+  await page.evaluate(async (name) => {
+    const db = await new Promise((ok, fail) => { const r = indexedDB.open(`sealpost-${name}`); r.onsuccess = () => ok(r.result); r.onerror = () => fail(r.error); });
+    const get = (store, key) => new Promise((ok) => { const r = db.transaction(store).objectStore(store).get(key); r.onsuccess = () => ok(r.result); });
+    const key = await get('keys', 'sealing');
+    const record = await get('sealed', 'index');
+    const additionalData = new TextEncoder().encode('index');
+    const bytes = new Uint8Array(await crypto.subtle.decrypt({ name: 'AES-GCM', iv: record.iv, additionalData }, key, record.sealed));
+    bytes[bytes.length >> 1] ^= 0xff;
+    const iv = crypto.getRandomValues(new Uint8Array(12));
+    const sealed = new Uint8Array(await crypto.subtle.encrypt({ name: 'AES-GCM', iv, additionalData }, key, bytes));
+    const tx = db.transaction('sealed', 'readwrite');
+    tx.objectStore('sealed').put({ v: 1, iv, sealed }, 'index');
+    await new Promise((ok) => { tx.oncomplete = ok; });
+    db.close();
+  }, name);
+}
+
+// Changes a stored document's body behind the module's back (device key: documents are kept
+// as they are), as another tab of an older build might.
+async function rewriteDocument(page, name, id, body) {
+  await page.evaluate(async ({ name, id, body }) => {
+    const db = await new Promise((ok) => { const r = indexedDB.open(`sealpost-${name}`); r.onsuccess = () => ok(r.result); });
+    const tx = db.transaction('documents', 'readwrite');
+    const store = tx.objectStore('documents');
+    const doc = await new Promise((ok) => { const r = store.get(id); r.onsuccess = () => ok(r.result); });
+    store.put({ ...doc, body });
+    await new Promise((ok) => { tx.oncomplete = ok; });
+    db.close();
+  }, { name, id, body });
+}
+
+test('a reload starts from the search index snapshot; a damaged or out-of-date one is reported and the documents are indexed again', async () => {
+  const page = await hostPage();
+  const { restored: fresh, ownerToken } = await openTab(page, 'a', 'snapshot');
+  assert.deepEqual(fresh.index, { from: 'documents', reason: null, message: null }, 'nothing kept yet');
+  await grantEverything(page, 'a');
+  await tabCall(page, 'a', 'putDocuments', [
+    { id: 'd_backup', source: 'notes', title: 'Backups', body: 'Nightly backups go to cold storage.', updated_at_ms: 2 },
+  ]);
+  // Written once the changes stop.
+  await waitEvent(page, 'a', 'index_saved');
+  await page.evaluate(() => window.tabs.a.close());
+
+  // The search goes through the real plugin, so it is the tab's own index that answers.
+  let mcp = null;
+  async function search(name, query) {
+    const started = await tabCall(page, name, 'startSession', 3600);
+    await serve(page, name);
+    mcp ??= await pairedClient(started.pairingCode);
+    const found = await mcp.call('search_workspace', { query });
+    assert.equal(found.isError, false, found.text);
+    await tabCall(page, name, 'endSession');
+    assert.equal(await served(page, name, AT_ONCE_MS), 'session_ended');
+    return found.text;
+  }
+
+  const { restored: reloaded } = await openTab(page, 'b', 'snapshot', ownerToken);
+  assert.deepEqual(reloaded.index, { from: 'snapshot', reason: null, message: null });
+  assert.deepEqual(reloaded.problems, []);
+  assert.ok((await search('b', 'cold storage')).includes('Backups'));
+  await page.evaluate(() => window.tabs.b.close());
+
+  await damageIndexSnapshot(page, 'snapshot');
+  const { restored: damaged } = await openTab(page, 'c', 'snapshot', ownerToken);
+  assert.equal(damaged.index.from, 'documents');
+  assert.equal(damaged.index.reason, 'damaged');
+  assert.ok(damaged.problems.some((p) => p.includes('search index is damaged') && p.includes('nothing is lost')), JSON.stringify(damaged.problems));
+  assert.deepEqual(damaged.documents.map((d) => d.id).sort(), ['d_backup', 'd_rotation']);
+  assert.ok((await search('c', 'rotation')).includes('Key rotation'), 'search works from the documents');
+  await waitEvent(page, 'c', 'index_saved');
+  await page.evaluate(() => window.tabs.c.close());
+
+  // Documents changed after the snapshot was written: it is out of date, and the new text is
+  // what is searched.
+  await rewriteDocument(page, 'snapshot', 'd_backup', 'Weekly backups go to the vault.');
+  const { restored: stale } = await openTab(page, 'd', 'snapshot', ownerToken);
+  assert.equal(stale.index.from, 'documents');
+  assert.equal(stale.index.reason, 'stale');
+  assert.deepEqual(stale.problems, [], 'an out-of-date snapshot is no problem for the person');
+  const vault = await search('d', 'vault');
+  assert.ok(vault.includes('Backups'), vault);
+  await waitEvent(page, 'd', 'index_saved');
+  await page.evaluate(() => window.tabs.d.close());
+
+  const { restored: again } = await openTab(page, 'e', 'snapshot', ownerToken);
+  assert.equal(again.index.from, 'snapshot', 'the fresh snapshot is used at the next start');
+  mcp.close();
+  assert.deepEqual(page.cspViolations, []);
+  assert.deepEqual(page.consoleErrors, []);
+});
