@@ -270,15 +270,21 @@ test('a passphrase protects the workspace at rest: nothing readable without it, 
   await tabCall(page, 'a', 'endSession');
   await assert.rejects(tabCall(page, 'a', 'setPassphrase', 'short'), /at least 8 characters/);
   assert.equal(await tabCall(page, 'a', 'setPassphrase', 'correct horse battery'), true);
+  await tabCall(page, 'a', 'saveIndex');
   await page.evaluate(() => window.tabs.a.close());
 
   // What IndexedDB holds: no title, body or path in any document record.
   const stored = await page.evaluate(async () => {
     const db = await new Promise((ok) => { const r = indexedDB.open('sealpost-secret'); r.onsuccess = () => ok(r.result); });
     const records = await new Promise((ok) => { const r = db.transaction('documents').objectStore('documents').getAll(); r.onsuccess = () => ok(r.result); });
+    const index = await new Promise((ok) => { const r = db.transaction('sealed').objectStore('sealed').get('index'); r.onsuccess = () => ok(r.result); });
     db.close();
-    return records.map((r) => ({ id: r.id, fields: Object.keys(r).sort(), text: new TextDecoder().decode(r.sealed ?? new Uint8Array()) }));
+    return [...records, { id: 'index', ...index }].map((r) => ({ id: r.id, fields: Object.keys(r).sort(), text: new TextDecoder().decode(r.sealed ?? new Uint8Array()) }));
   });
+  // The search index snapshot holds every document's terms: it is sealed under the passphrase too.
+  const index = stored.pop();
+  assert.deepEqual(index.fields, ['id', 'iv', 'sealed', 'v']);
+  assert.ok(!/salari|band|confidenti/.test(index.text));
   assert.equal(stored.length, 1);
   assert.match(stored[0].id, /^h_[0-9a-f]{64}$/);
   assert.deepEqual(stored[0].fields, ['id', 'iv', 'sealed', 'v']);
@@ -297,6 +303,7 @@ test('a passphrase protects the workspace at rest: nothing readable without it, 
   }, { ownerToken });
   assert.equal(restored.passphrase, true);
   assert.deepEqual(restored.problems, []);
+  assert.equal(restored.index.from, 'snapshot', 'the snapshot opens under the passphrase key');
   assert.equal(restored.pairing?.pairingCode, started.pairingCode, 'the pairing survives');
   assert.equal((await tabCall(page2, 'b', 'document', 'notes/salary.md')).body, 'The salary bands are confidential.');
 
@@ -347,7 +354,24 @@ async function rewriteDocument(page, name, id, body) {
   }, { name, id, body });
 }
 
-test('a reload starts from the search index snapshot; a damaged or out-of-date one is reported and the documents are indexed again', async () => {
+// Waits until the relay has seen tab `name` claim in the session `started` began: the plugin
+// answers "the tab is not open" at once, without waiting, to a call before that.
+async function claimerSeen(page, name, started) {
+  const { mcpToken } = decodePairingCode(started.pairingCode);
+  const pairId = (await tabCall(page, name, 'pairing')).pairId;
+  for (let attempt = 0; attempt < 200; attempt += 1) {
+    const session = await api(relay.base, 'GET', `/v1/pairings/${pairId}/session`, { token: mcpToken });
+    if (session.body?.claimer_seen_at) return;
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+  assert.fail(`tab ${name} never claimed`);
+}
+
+test('a reload starts from the search index snapshot; a damaged or out-of-date one is reported and the documents are indexed again', async (t) => {
+  // The search goes through the real plugin, so it is the tab's own index that answers. The
+  // plugin is closed however the test ends, or a failure would leave the run waiting on it.
+  let mcp = null;
+  t.after(() => mcp?.close());
   const page = await hostPage();
   const { restored: fresh, ownerToken } = await openTab(page, 'a', 'snapshot');
   assert.deepEqual(fresh.index, { from: 'documents', reason: null, message: null }, 'nothing kept yet');
@@ -359,11 +383,10 @@ test('a reload starts from the search index snapshot; a damaged or out-of-date o
   await waitEvent(page, 'a', 'index_saved');
   await page.evaluate(() => window.tabs.a.close());
 
-  // The search goes through the real plugin, so it is the tab's own index that answers.
-  let mcp = null;
   async function search(name, query) {
     const started = await tabCall(page, name, 'startSession', 3600);
     await serve(page, name);
+    await claimerSeen(page, name, started);
     mcp ??= await pairedClient(started.pairingCode);
     const found = await mcp.call('search_workspace', { query });
     assert.equal(found.isError, false, found.text);
@@ -402,7 +425,6 @@ test('a reload starts from the search index snapshot; a damaged or out-of-date o
 
   const { restored: again } = await openTab(page, 'e', 'snapshot', ownerToken);
   assert.equal(again.index.from, 'snapshot', 'the fresh snapshot is used at the next start');
-  mcp.close();
   assert.deepEqual(page.cspViolations, []);
   assert.deepEqual(page.consoleErrors, []);
 });
