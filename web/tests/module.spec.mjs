@@ -236,6 +236,7 @@ test('a damaged or foreign IndexedDB record is reported and skipped, and nothing
     const tx = damaged.transaction(['sealed', 'documents', 'audit'], 'readwrite');
     tx.objectStore('sealed').put({ v: 1, iv: new Uint8Array(12), sealed: new Uint8Array(40) }, 'pairing');
     tx.objectStore('documents').put({ id: 'd_bad', source: 7 });
+    tx.objectStore('documents').put({ id: '', source: 'notes', title: 'No id', body: 'an id the workspace refuses', updated_at_ms: 3 });
     tx.objectStore('audit').add({ ...foreignPairing });
     tx.objectStore('audit').add('not a record');
     await done(tx);
@@ -247,6 +248,7 @@ test('a damaged or foreign IndexedDB record is reported and skipped, and nothing
   assert.equal(restored.pairing, null, 'the damaged pairing is skipped');
   assert.ok(restored.problems.some((p) => p.includes('pairing could not be read')), JSON.stringify(restored.problems));
   assert.ok(restored.problems.some((p) => p.includes('document was damaged')), JSON.stringify(restored.problems));
+  assert.ok(restored.problems.some((p) => p.includes('could not be restored') && p.includes('document id')), JSON.stringify(restored.problems));
   assert.deepEqual(restored.documents.map((d) => d.id).sort(), ['d_one', 'd_two']);
   assert.deepEqual(restored.grants.sources, ['notes']);
   const log = await tabCall(page, 'again', 'auditLog');

@@ -3,6 +3,7 @@
 
 use sealpost_executor::{DocId, Document, IndexOrigin, search::SnapshotError};
 use serde_json::{Value, json};
+use wasm_bindgen::JsCast as _;
 use wasm_bindgen::prelude::*;
 
 use crate::tab::{TabCore, from_js, to_js};
@@ -87,17 +88,30 @@ impl TabCore {
         documents: JsValue,
         snapshot: Option<Vec<u8>>,
     ) -> Result<JsValue, JsError> {
-        let documents: Vec<Document> = from_js(documents, "documents")?;
+        // One document that does not read (an id the workspace refuses, say) is reported and
+        // skipped, as `putDocument` would refuse it alone; it must not fail the rest.
+        let list: js_sys::Array = documents
+            .dyn_into()
+            .map_err(|_| JsError::new("documents: expected an array"))?;
+        let mut readable = Vec::with_capacity(list.length() as usize);
+        let mut refused: Vec<Value> = Vec::new();
+        for item in list.iter() {
+            match serde_wasm_bindgen::from_value::<Document>(item) {
+                Ok(document) => readable.push(document),
+                Err(error) => refused.push(json!({"id": null, "error": error.to_string()})),
+            }
+        }
         let restored = self
             .inner
             .executor
             .workspace_mut()
-            .restore(documents, snapshot.as_deref());
-        let refused: Vec<Value> = restored
-            .refused
-            .iter()
-            .map(|(id, error)| json!({"id": id.as_str(), "error": error.to_string()}))
-            .collect();
+            .restore(readable, snapshot.as_deref());
+        refused.extend(
+            restored
+                .refused
+                .iter()
+                .map(|(id, error)| json!({"id": id.as_str(), "error": error.to_string()})),
+        );
         let (index, problem) = match restored.index {
             IndexOrigin::Snapshot => ("snapshot", None),
             IndexOrigin::Documents(problem) => ("documents", problem),

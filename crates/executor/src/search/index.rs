@@ -31,7 +31,7 @@ const ADJACENT_PHRASE_BONUS: f32 = 1.5;
 /// How many of the best candidates are re-checked for the adjacency bonus.
 const ADJACENCY_RERANK_DEPTH: usize = 200;
 /// Source id of a removed document's slot: never allowed (no filter has that many sources).
-pub(super) const DEAD: u32 = u32::MAX;
+const DEAD: u32 = u32::MAX;
 
 #[derive(Debug, Clone, Copy)]
 pub(super) struct Posting {
