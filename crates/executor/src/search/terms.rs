@@ -8,7 +8,7 @@
 
 use std::cmp::Ordering;
 use std::fmt;
-use std::hash::{BuildHasher, BuildHasherDefault, DefaultHasher};
+use std::hash::{BuildHasher, RandomState};
 
 use hashbrown::HashTable;
 
@@ -29,7 +29,8 @@ pub(crate) struct Terms {
     sorted: Vec<u32>,
     /// Ids added since `sorted` was last merged, in id order.
     unsorted: Vec<u32>,
-    hasher: BuildHasherDefault<DefaultHasher>,
+    /// Keyed per dictionary where the platform has randomness, as std's `HashMap` is.
+    hasher: RandomState,
 }
 
 impl fmt::Debug for Terms {
