@@ -236,6 +236,7 @@ test('a damaged or foreign IndexedDB record is reported and skipped, and nothing
     const tx = damaged.transaction(['sealed', 'documents', 'audit'], 'readwrite');
     tx.objectStore('sealed').put({ v: 1, iv: new Uint8Array(12), sealed: new Uint8Array(40) }, 'pairing');
     tx.objectStore('documents').put({ id: 'd_bad', source: 7 });
+    tx.objectStore('documents').put({ id: '', source: 'notes', title: 'No id', body: 'an id the workspace refuses', updated_at_ms: 3 });
     tx.objectStore('audit').add({ ...foreignPairing });
     tx.objectStore('audit').add('not a record');
     await done(tx);
@@ -247,6 +248,7 @@ test('a damaged or foreign IndexedDB record is reported and skipped, and nothing
   assert.equal(restored.pairing, null, 'the damaged pairing is skipped');
   assert.ok(restored.problems.some((p) => p.includes('pairing could not be read')), JSON.stringify(restored.problems));
   assert.ok(restored.problems.some((p) => p.includes('document was damaged')), JSON.stringify(restored.problems));
+  assert.ok(restored.problems.some((p) => p.includes('could not be restored') && p.includes('document id')), JSON.stringify(restored.problems));
   assert.deepEqual(restored.documents.map((d) => d.id).sort(), ['d_one', 'd_two']);
   assert.deepEqual(restored.grants.sources, ['notes']);
   const log = await tabCall(page, 'again', 'auditLog');
@@ -270,15 +272,21 @@ test('a passphrase protects the workspace at rest: nothing readable without it, 
   await tabCall(page, 'a', 'endSession');
   await assert.rejects(tabCall(page, 'a', 'setPassphrase', 'short'), /at least 8 characters/);
   assert.equal(await tabCall(page, 'a', 'setPassphrase', 'correct horse battery'), true);
+  await tabCall(page, 'a', 'saveIndex');
   await page.evaluate(() => window.tabs.a.close());
 
   // What IndexedDB holds: no title, body or path in any document record.
   const stored = await page.evaluate(async () => {
     const db = await new Promise((ok) => { const r = indexedDB.open('sealpost-secret'); r.onsuccess = () => ok(r.result); });
     const records = await new Promise((ok) => { const r = db.transaction('documents').objectStore('documents').getAll(); r.onsuccess = () => ok(r.result); });
+    const index = await new Promise((ok) => { const r = db.transaction('sealed').objectStore('sealed').get('index'); r.onsuccess = () => ok(r.result); });
     db.close();
-    return records.map((r) => ({ id: r.id, fields: Object.keys(r).sort(), text: new TextDecoder().decode(r.sealed ?? new Uint8Array()) }));
+    return [...records, { id: 'index', ...index }].map((r) => ({ id: r.id, fields: Object.keys(r).sort(), text: new TextDecoder().decode(r.sealed ?? new Uint8Array()) }));
   });
+  // The search index snapshot holds every document's terms: it is sealed under the passphrase too.
+  const index = stored.pop();
+  assert.deepEqual(index.fields, ['id', 'iv', 'sealed', 'v']);
+  assert.ok(!/salari|band|confidenti/.test(index.text));
   assert.equal(stored.length, 1);
   assert.match(stored[0].id, /^h_[0-9a-f]{64}$/);
   assert.deepEqual(stored[0].fields, ['id', 'iv', 'sealed', 'v']);
@@ -297,6 +305,7 @@ test('a passphrase protects the workspace at rest: nothing readable without it, 
   }, { ownerToken });
   assert.equal(restored.passphrase, true);
   assert.deepEqual(restored.problems, []);
+  assert.equal(restored.index.from, 'snapshot', 'the snapshot opens under the passphrase key');
   assert.equal(restored.pairing?.pairingCode, started.pairingCode, 'the pairing survives');
   assert.equal((await tabCall(page2, 'b', 'document', 'notes/salary.md')).body, 'The salary bands are confidential.');
 
@@ -310,4 +319,114 @@ test('a passphrase protects the workspace at rest: nothing readable without it, 
   assert.equal(await tabCall(page2, 'b', 'setPassphrase', null), false);
   await page2.evaluate(() => window.tabs.b.close());
   assert.equal(await opening(undefined), 'opened');
+});
+
+// Damages the search index snapshot of workspace `name` in place: opened with the device key
+// (usable by the page, never readable), one byte in the middle flipped, sealed again, so the
+// record opens and it is the module that must notice.
+async function damageIndexSnapshot(page, name) {
+  await page.evaluate(async (name) => {
+    const db = await new Promise((ok, fail) => { const r = indexedDB.open(`sealpost-${name}`); r.onsuccess = () => ok(r.result); r.onerror = () => fail(r.error); });
+    const get = (store, key) => new Promise((ok) => { const r = db.transaction(store).objectStore(store).get(key); r.onsuccess = () => ok(r.result); });
+    const key = await get('keys', 'sealing');
+    const record = await get('sealed', 'index');
+    const additionalData = new TextEncoder().encode('index');
+    const bytes = new Uint8Array(await crypto.subtle.decrypt({ name: 'AES-GCM', iv: record.iv, additionalData }, key, record.sealed));
+    bytes[bytes.length >> 1] ^= 0xff;
+    const iv = crypto.getRandomValues(new Uint8Array(12));
+    const sealed = new Uint8Array(await crypto.subtle.encrypt({ name: 'AES-GCM', iv, additionalData }, key, bytes));
+    const tx = db.transaction('sealed', 'readwrite');
+    tx.objectStore('sealed').put({ v: 1, iv, sealed }, 'index');
+    await new Promise((ok) => { tx.oncomplete = ok; });
+    db.close();
+  }, name);
+}
+
+// Changes a stored document's body behind the module's back (device key: documents are kept
+// as they are), as another tab of an older build might.
+async function rewriteDocument(page, name, id, body) {
+  await page.evaluate(async ({ name, id, body }) => {
+    const db = await new Promise((ok) => { const r = indexedDB.open(`sealpost-${name}`); r.onsuccess = () => ok(r.result); });
+    const tx = db.transaction('documents', 'readwrite');
+    const store = tx.objectStore('documents');
+    const doc = await new Promise((ok) => { const r = store.get(id); r.onsuccess = () => ok(r.result); });
+    store.put({ ...doc, body });
+    await new Promise((ok) => { tx.oncomplete = ok; });
+    db.close();
+  }, { name, id, body });
+}
+
+// Waits until the relay has seen tab `name` claim in the session `started` began: the plugin
+// answers "the tab is not open" at once, without waiting, to a call before that.
+async function claimerSeen(page, name, started) {
+  const { mcpToken } = decodePairingCode(started.pairingCode);
+  const pairId = (await tabCall(page, name, 'pairing')).pairId;
+  for (let attempt = 0; attempt < 200; attempt += 1) {
+    const session = await api(relay.base, 'GET', `/v1/pairings/${pairId}/session`, { token: mcpToken });
+    if (session.body?.claimer_seen_at) return;
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+  assert.fail(`tab ${name} never claimed`);
+}
+
+test('a reload starts from the search index snapshot; a damaged or out-of-date one is reported and the documents are indexed again', async (t) => {
+  // The search goes through the real plugin, so it is the tab's own index that answers. The
+  // plugin is closed however the test ends, or a failure would leave the run waiting on it.
+  let mcp = null;
+  t.after(() => mcp?.close());
+  const page = await hostPage();
+  const { restored: fresh, ownerToken } = await openTab(page, 'a', 'snapshot');
+  assert.deepEqual(fresh.index, { from: 'documents', reason: null, message: null }, 'nothing kept yet');
+  await grantEverything(page, 'a');
+  await tabCall(page, 'a', 'putDocuments', [
+    { id: 'd_backup', source: 'notes', title: 'Backups', body: 'Nightly backups go to cold storage.', updated_at_ms: 2 },
+  ]);
+  // Written once the changes stop.
+  await waitEvent(page, 'a', 'index_saved');
+  await page.evaluate(() => window.tabs.a.close());
+
+  async function search(name, query) {
+    const started = await tabCall(page, name, 'startSession', 3600);
+    await serve(page, name);
+    await claimerSeen(page, name, started);
+    mcp ??= await pairedClient(started.pairingCode);
+    const found = await mcp.call('search_workspace', { query });
+    assert.equal(found.isError, false, found.text);
+    await tabCall(page, name, 'endSession');
+    assert.equal(await served(page, name, AT_ONCE_MS), 'session_ended');
+    return found.text;
+  }
+
+  const { restored: reloaded } = await openTab(page, 'b', 'snapshot', ownerToken);
+  assert.deepEqual(reloaded.index, { from: 'snapshot', reason: null, message: null });
+  assert.deepEqual(reloaded.problems, []);
+  assert.ok((await search('b', 'cold storage')).includes('Backups'));
+  await page.evaluate(() => window.tabs.b.close());
+
+  await damageIndexSnapshot(page, 'snapshot');
+  const { restored: damaged } = await openTab(page, 'c', 'snapshot', ownerToken);
+  assert.equal(damaged.index.from, 'documents');
+  assert.equal(damaged.index.reason, 'damaged');
+  assert.ok(damaged.problems.some((p) => p.includes('search index is damaged') && p.includes('nothing is lost')), JSON.stringify(damaged.problems));
+  assert.deepEqual(damaged.documents.map((d) => d.id).sort(), ['d_backup', 'd_rotation']);
+  assert.ok((await search('c', 'rotation')).includes('Key rotation'), 'search works from the documents');
+  await waitEvent(page, 'c', 'index_saved');
+  await page.evaluate(() => window.tabs.c.close());
+
+  // Documents changed after the snapshot was written: it is out of date, and the new text is
+  // what is searched.
+  await rewriteDocument(page, 'snapshot', 'd_backup', 'Weekly backups go to the vault.');
+  const { restored: stale } = await openTab(page, 'd', 'snapshot', ownerToken);
+  assert.equal(stale.index.from, 'documents');
+  assert.equal(stale.index.reason, 'stale');
+  assert.deepEqual(stale.problems, [], 'an out-of-date snapshot is no problem for the person');
+  const vault = await search('d', 'vault');
+  assert.ok(vault.includes('Backups'), vault);
+  await waitEvent(page, 'd', 'index_saved');
+  await page.evaluate(() => window.tabs.d.close());
+
+  const { restored: again } = await openTab(page, 'e', 'snapshot', ownerToken);
+  assert.equal(again.index.from, 'snapshot', 'the fresh snapshot is used at the next start');
+  assert.deepEqual(page.cspViolations, []);
+  assert.deepEqual(page.consoleErrors, []);
 });

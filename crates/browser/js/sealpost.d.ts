@@ -59,6 +59,7 @@ export type SealpostEvent =
   | { type: 'retrying'; delayMs: number; error: string }
   | { type: 'stopped'; reason: StopReason }
   | { type: 'elsewhere'; tabId: string }
+  | { type: 'index_saved'; bytes: number }
   | { type: 'warning'; message: string };
 
 export interface AuditRecord {
@@ -70,8 +71,18 @@ export interface AuditRecord {
   reply_bytes: number;
 }
 
+/** Where the search index came from at open. */
+export interface IndexRestored {
+  /** `snapshot`: the kept snapshot covered exactly the kept documents; `documents`: their text was indexed. */
+  from: 'snapshot' | 'documents';
+  /** Why a kept snapshot was not used (`null` when it was, or when there was none). A damaged one is also in `problems`. */
+  reason: 'damaged' | 'version' | 'stale' | null;
+  message: string | null;
+}
+
 export interface Restored {
   problems: string[];
+  index: IndexRestored;
   pairing: PairingInfo | null;
   documents: DocumentSummary[];
   sources: string[];
@@ -94,6 +105,8 @@ export declare class Sealpost {
   addSource(name: string): Promise<void>;
   putDocuments(documents: Document[]): Promise<number>;
   removeDocument(id: string): Promise<void>;
+  /** Writes the search index snapshot now (it is otherwise written once changes stop for 2 s). */
+  saveIndex(): Promise<void>;
   document(id: string): Promise<Document | null>;
   documents(): Promise<DocumentSummary[]>;
   sources(): Promise<string[]>;

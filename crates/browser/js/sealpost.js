@@ -74,7 +74,7 @@ export class Sealpost {
   }
 
   // Subscribes to events: 'audit', 'serving', 'claimed', 'retrying', 'stopped', 'elsewhere',
-  // 'warning', or '*' for all. Returns a function that unsubscribes.
+  // 'index_saved', 'warning', or '*' for all. Returns a function that unsubscribes.
   on(type, listener) {
     if (!this.listeners.has(type)) this.listeners.set(type, new Set());
     this.listeners.get(type).add(listener);
@@ -85,6 +85,7 @@ export class Sealpost {
   addSource(name) { return this.call('addSource', name); }
   putDocuments(documents) { return this.call('putDocuments', documents); }
   removeDocument(id) { return this.call('removeDocument', id); }
+  saveIndex() { return this.call('saveIndex'); }
   document(id) { return this.call('document', id); }
   documents() { return this.call('documents'); }
   sources() { return this.call('sources'); }

@@ -10,10 +10,16 @@
 //
 // A record that does not open or parse is reported and skipped: nothing else is lost, and an
 // unreadable setting reads as nothing configured.
+//
+// The search index snapshot (bytes the module makes) is one more sealed record, 'index': under
+// a passphrase it holds every document's terms, so it is sealed like the documents. It is a
+// cache: setting or removing the passphrase drops it (the worker writes a fresh one), and one
+// that does not open is reported and the module indexes the documents instead.
 
 const VERSION = 1;
 const PBKDF2_ITERATIONS = 600_000;
 const PASSPHRASE_CHECK = 'sealpost passphrase check';
+const INDEX_RECORD = 'index';
 
 // An error the page can tell apart by its code (`passphrase_required`, `wrong_passphrase`).
 export class StoreError extends Error {
@@ -115,9 +121,10 @@ export class Store {
     this.key = null;
   }
 
+  // Seals text, or bytes as they are.
   async seal(text, name, key) {
     const iv = crypto.getRandomValues(new Uint8Array(12));
-    const data = new TextEncoder().encode(text);
+    const data = typeof text === 'string' ? new TextEncoder().encode(text) : text;
     const sealed = await crypto.subtle.encrypt(
       { name: 'AES-GCM', iv, additionalData: new TextEncoder().encode(name) },
       key ?? await this.sealingKey(), data);
@@ -126,6 +133,12 @@ export class Store {
 
   // `{value}` when the record opens, `{error}` when it is damaged or foreign, `{}` when absent.
   async open(record, name) {
+    const opened = await this.openBytes(record, name);
+    return opened.value ? { value: new TextDecoder().decode(opened.value) } : opened;
+  }
+
+  // As `open`, the value as bytes.
+  async openBytes(record, name) {
     if (record === undefined) return {};
     const key = await this.sealingKey();
     try {
@@ -133,10 +146,21 @@ export class Store {
       const plain = await crypto.subtle.decrypt(
         { name: 'AES-GCM', iv: record.iv, additionalData: new TextEncoder().encode(name) },
         key, record.sealed);
-      return { value: new TextDecoder().decode(plain) };
+      return { value: new Uint8Array(plain) };
     } catch {
       return { error: `the saved ${name} could not be read (damaged, or from another browser profile) and was skipped` };
     }
+  }
+
+  // The search index snapshot: `{value}` (bytes), `{error}`, or `{}` when none is kept.
+  async getIndexSnapshot() {
+    const tx = this.db.transaction('sealed');
+    const opened = await this.openBytes(await request(tx.objectStore('sealed').get(INDEX_RECORD)), INDEX_RECORD);
+    return opened.error ? { error: 'the saved search index could not be read (damaged, or from another browser profile)' } : opened;
+  }
+
+  async putIndexSnapshot(bytes) {
+    await this.putSealed(INDEX_RECORD, bytes);
   }
 
   async putSealed(name, text) {
@@ -239,7 +263,9 @@ export class Store {
     const sealedRecords = await request(read.objectStore('sealed').getAll());
     const auditKeys = await request(read.objectStore('audit').getAllKeys());
     const auditRecords = await request(read.objectStore('audit').getAll());
-    const opened = async (records, names) => Promise.all(records.map((record, i) => this.open(record, names(i))));
+    // The index snapshot is not carried over (it is bytes, and a cache): it is deleted below
+    // with the records that did not open, and the worker writes a fresh one.
+    const opened = async (records, names) => Promise.all(records.map((record, i) => (names(i) === INDEX_RECORD ? {} : this.open(record, names(i)))));
     const sealed = await opened(sealedRecords, (i) => sealedKeys[i]);
     const audit = await opened(auditRecords, () => 'audit');
 

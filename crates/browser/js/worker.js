@@ -10,6 +10,10 @@
 import init, { TabCore } from './pkg/sealpost_browser.js';
 import { Store } from './store.js';
 
+// How long the index must be left unchanged before its snapshot is written: an import or an
+// edit session writes it once, not at every document or keystroke.
+const INDEX_SAVE_DELAY_MS = 2000;
+
 const ready = init();
 let core = null;
 let store = null;
@@ -35,6 +39,27 @@ async function persistPairing() {
   else await store.deleteSealed('pairing');
 }
 
+// The search index snapshot, written once changes stop for INDEX_SAVE_DELAY_MS; saves run one
+// after another, so an older snapshot never lands after a newer one.
+let indexTimer = null;
+let indexSaving = Promise.resolve();
+
+function indexChanged() {
+  clearTimeout(indexTimer);
+  indexTimer = setTimeout(() => { saveIndex().catch((e) => emit({ type: 'warning', message: `search index not kept: ${e.message ?? e}` })); }, INDEX_SAVE_DELAY_MS);
+}
+
+function saveIndex() {
+  clearTimeout(indexTimer);
+  indexTimer = null;
+  const bytes = core.indexSnapshot();
+  indexSaving = indexSaving.catch(() => {}).then(async () => {
+    await store.putIndexSnapshot(bytes);
+    emit({ type: 'index_saved', bytes: bytes.length });
+  });
+  return indexSaving;
+}
+
 async function persistProposals() {
   await store.putSealed('proposals', JSON.stringify(core.pendingProposals()));
 }
@@ -54,10 +79,20 @@ const methods = {
       emit(event);
     });
     for (const source of await store.sources()) core.addSource(source);
+    const documents = [];
     for (const { value, error } of await store.documents()) {
-      if (error) { problems.push(error); continue; }
-      try { core.putDocument(value); } catch (e) { problems.push(`a document could not be restored: ${e.message}`); }
+      if (error) problems.push(error); else documents.push(value);
     }
+    // The index from its snapshot when that covers exactly these documents; otherwise from
+    // their text, and a fresh snapshot is written.
+    const snapshot = await store.getIndexSnapshot();
+    const restored = core.restoreDocuments(documents, snapshot.value ?? null);
+    for (const { error } of restored.refused) problems.push(`a document could not be restored: ${error}`);
+    const index = snapshot.error
+      ? { from: restored.index, reason: 'damaged', message: snapshot.error }
+      : { from: restored.index, reason: restored.reason, message: restored.message };
+    if (index.reason === 'damaged') problems.push(`${index.message}: the documents were indexed again, nothing is lost`);
+    if (index.from !== 'snapshot') indexChanged();
     const grants = await store.getPlain('grants');
     if (grants) { try { core.setGrants(grants); } catch { problems.push('the saved AI access settings were unreadable: access is off'); } }
     const pairing = await store.getSealed('pairing');
@@ -66,10 +101,10 @@ const methods = {
     const proposals = await store.getSealed('proposals');
     if (proposals.error) problems.push(proposals.error);
     else if (proposals.value) { try { core.restoreProposals(JSON.parse(proposals.value)); } catch { problems.push('saved proposals were unreadable and were skipped'); } }
-    return { problems, pairing: core.pairing(), documents: core.documents(), sources: core.sources(), grants: core.grants(), passphrase: store.protectedByPassphrase };
+    return { problems, index, pairing: core.pairing(), documents: core.documents(), sources: core.sources(), grants: core.grants(), passphrase: store.protectedByPassphrase };
   },
   // Protects the workspace at rest with a passphrase, or with null goes back to the device key.
-  async setPassphrase(passphrase) { await store.setPassphrase(passphrase); return store.protectedByPassphrase; },
+  async setPassphrase(passphrase) { await store.setPassphrase(passphrase); indexChanged(); return store.protectedByPassphrase; },
   async unlock(passphrase) { await store.unlock(passphrase); },
   async addSource(name) { core.addSource(name); await store.putSource(name); },
   async putDocuments(documents) {
@@ -77,10 +112,13 @@ const methods = {
       core.addSource(doc.source);
       core.putDocument(doc);
     }
+    indexChanged();
     await store.putDocuments(documents);
     return documents.length;
   },
-  async removeDocument(id) { core.removeDocument(id); await store.deleteDocument(id); },
+  async removeDocument(id) { core.removeDocument(id); indexChanged(); await store.deleteDocument(id); },
+  // Writes the search index snapshot now, rather than when changes stop.
+  async saveIndex() { await saveIndex(); },
   document(id) { return core.document(id); },
   documents() { return core.documents(); },
   sources() { return core.sources(); },
@@ -137,7 +175,7 @@ const methods = {
   async applyProposal(id) {
     const applied = core.applyProposal(id);
     await persistProposals();
-    if (applied.docId) await store.putDocuments([core.document(applied.docId)]);
+    if (applied.docId) { indexChanged(); await store.putDocuments([core.document(applied.docId)]); }
     return applied;
   },
   async rejectProposal(id) { core.rejectProposal(id); await persistProposals(); },
@@ -145,7 +183,13 @@ const methods = {
   // Locking stops serving at once, drops the session's keys and ends the session at the relay
   // (so the plugin's next call is answered at once instead of waiting for a tab), and drops the
   // sealing key from memory: under a passphrase, nothing sealed opens again until `unlock`.
-  async lock() { core.stop('locked'); await core.endSession(true).catch(() => {}); store.forgetKey(); },
+  // A snapshot still waiting to be written is written first, while the key is there.
+  async lock() {
+    core.stop('locked');
+    await core.endSession(true).catch(() => {});
+    if (indexTimer) await saveIndex().catch(() => {});
+    store.forgetKey();
+  },
   setOwnerToken(token) { core.setOwnerToken(token); },
 };
 

@@ -66,9 +66,15 @@ impl std::fmt::Debug for BenchWorkspace {
 #[wasm_bindgen]
 impl BenchWorkspace {
     /// Parses the corpus JSON text and indexes every document: the build the page times.
+    ///
+    /// The text is dropped once parsed, before indexing, so the index is built in the memory
+    /// it held: wasm memory never shrinks, and a text held through the build would leave its
+    /// size in the module for good. (The tab never holds such a text: it gets documents as
+    /// objects, a hundred at a time.)
     #[wasm_bindgen(constructor)]
-    pub fn new(corpus: &str) -> Result<BenchWorkspace, JsError> {
-        let corpus: Corpus = serde_json::from_str(corpus)?;
+    pub fn new(corpus_json: String) -> Result<BenchWorkspace, JsError> {
+        let corpus: Corpus = serde_json::from_str(&corpus_json)?;
+        drop(corpus_json);
         let mut workspace = Workspace::default();
         for source in &corpus.sources {
             workspace.add_source(source)?;

@@ -6,6 +6,8 @@
 //! - `relay` (wasm32): the relay's API over `fetch` with the owner token.
 //! - `tab` (wasm32): [`TabCore`](tab::TabCore), exported to JavaScript: documents, grants, host
 //!   tools, the pairing, a session, the claim loop, proposals and the audit trail.
+//! - `documents` (wasm32): `TabCore`'s sources and documents, restored at start with the
+//!   search index snapshot kept beside them.
 //! - `bench` (wasm32): what `cargo xtask bench browser` times in the page.
 //! - `host_tool` (wasm32): a JavaScript function as an executor `HostTool`, bounded by the
 //!   call's expiry.
@@ -22,6 +24,8 @@ pub mod stop;
 #[cfg(target_arch = "wasm32")]
 pub mod bench;
 
+#[cfg(target_arch = "wasm32")]
+mod documents;
 #[cfg(target_arch = "wasm32")]
 mod host_tool;
 #[cfg(target_arch = "wasm32")]

@@ -10,8 +10,8 @@ use std::rc::Rc;
 use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use sealpost_executor::{
-    Applied, AuditRecord, AuditSink, DocId, Document, Executor, Grants, GrantsHandle,
-    MemoryAuditLog, Outcome, Proposal, ToolSpec, Workspace,
+    Applied, AuditRecord, AuditSink, Executor, Grants, GrantsHandle, MemoryAuditLog, Outcome,
+    Proposal, ToolSpec, Workspace,
 };
 use sealpost_protocol::api::{CreateMcpTokenRequest, CreateSessionRequest};
 use sealpost_protocol::content::ToolKind;
@@ -41,13 +41,16 @@ fn now_ms() -> UnixMillis {
     UnixMillis::from_ms(js_sys::Date::now() as u64)
 }
 
-fn to_js<T: Serialize>(value: &T) -> JsValue {
+pub(crate) fn to_js<T: Serialize>(value: &T) -> JsValue {
     value
         .serialize(&serde_wasm_bindgen::Serializer::json_compatible())
         .unwrap_or(JsValue::NULL)
 }
 
-fn from_js<T: for<'de> Deserialize<'de>>(value: JsValue, what: &str) -> Result<T, JsError> {
+pub(crate) fn from_js<T: for<'de> Deserialize<'de>>(
+    value: JsValue,
+    what: &str,
+) -> Result<T, JsError> {
     serde_wasm_bindgen::from_value(value).map_err(|e| JsError::new(&format!("{what}: {e}")))
 }
 
@@ -93,10 +96,10 @@ impl AuditSink for EventAudit {
     }
 }
 
-struct Inner {
+pub(crate) struct Inner {
     origin: String,
     relay: RefCell<Relay>,
-    executor: Executor,
+    pub(crate) executor: Executor,
     grants: GrantsHandle,
     audit: MemoryAuditLog,
     listener: Listener,
@@ -109,7 +112,7 @@ struct Inner {
 /// The tab's trusted core, as JavaScript holds it.
 #[wasm_bindgen]
 pub struct TabCore {
-    inner: Rc<Inner>,
+    pub(crate) inner: Rc<Inner>,
 }
 
 impl std::fmt::Debug for TabCore {
@@ -165,73 +168,6 @@ impl TabCore {
     #[wasm_bindgen(js_name = onEvent)]
     pub fn on_event(&self, callback: js_sys::Function) {
         *self.inner.listener.borrow_mut() = Some(callback);
-    }
-
-    /// Adds a source (a named folder of documents).
-    #[wasm_bindgen(js_name = addSource)]
-    pub fn add_source(&self, name: &str) -> Result<(), JsError> {
-        let mut workspace = self.inner.executor.workspace_mut();
-        if workspace.has_source(name) {
-            return Ok(());
-        }
-        workspace
-            .add_source(name)
-            .map_err(|e| JsError::new(&e.to_string()))
-    }
-
-    /// The sources, in name order.
-    pub fn sources(&self) -> JsValue {
-        let names: Vec<String> = self
-            .inner
-            .executor
-            .workspace()
-            .sources()
-            .map(str::to_owned)
-            .collect();
-        to_js(&names)
-    }
-
-    /// Adds or replaces a document `{id, source, title, body, updated_at_ms}`.
-    #[wasm_bindgen(js_name = putDocument)]
-    pub fn put_document(&self, document: JsValue) -> Result<(), JsError> {
-        let document: Document = from_js(document, "a document")?;
-        self.inner
-            .executor
-            .workspace_mut()
-            .put(document)
-            .map_err(|e| JsError::new(&e.to_string()))
-    }
-
-    /// Removes a document; whether it was there.
-    #[wasm_bindgen(js_name = removeDocument)]
-    pub fn remove_document(&self, id: &str) -> Result<bool, JsError> {
-        let id = DocId::new(id).map_err(|e| JsError::new(&e.to_string()))?;
-        Ok(self.inner.executor.workspace_mut().remove(&id).is_some())
-    }
-
-    /// One document, or `null`.
-    pub fn document(&self, id: &str) -> JsValue {
-        let Ok(id) = DocId::new(id) else {
-            return JsValue::NULL;
-        };
-        self.inner
-            .executor
-            .workspace()
-            .get(&id)
-            .map_or(JsValue::NULL, to_js)
-    }
-
-    /// Every document without its body: `[{id, source, title, chars, updated_at_ms}]`.
-    pub fn documents(&self) -> JsValue {
-        let workspace = self.inner.executor.workspace();
-        let list: Vec<Value> = workspace
-            .documents()
-            .map(|d| {
-                json!({"id": d.id.as_str(), "source": d.source, "title": d.title,
-                       "chars": d.body.chars().count(), "updated_at_ms": d.updated_at_ms})
-            })
-            .collect();
-        to_js(&list)
     }
 
     /// Replaces the grants `{access: "on"|"off", sources: [...], tools: [...]}`. Applies to

@@ -38,4 +38,6 @@ pub use grants::{Access, Grants, GrantsHandle};
 pub use proposals::{Applied, ApplyError, Proposal, ProposedChange, document_digest};
 pub use registry::{HostTool, RegistryError, ToolFailure, ToolFuture, ToolSpec};
 pub use review::CREATED_NOTE_ID_PREFIX;
-pub use workspace::{DocId, Document, DocumentStore, MemoryStore, Workspace, WorkspaceError};
+pub use workspace::{
+    DocId, Document, DocumentStore, IndexOrigin, MemoryStore, Restored, Workspace, WorkspaceError,
+};

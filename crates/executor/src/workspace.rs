@@ -10,9 +10,10 @@ use std::fmt;
 
 use sealpost_time::UnixMillis;
 use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
 
 use crate::limits::{MAX_BODY_BYTES, MAX_DOC_ID_BYTES, MAX_SOURCE_NAME_BYTES, MAX_TITLE_BYTES};
-use crate::search::{Hit, Query, SearchIndex};
+use crate::search::{Hit, Query, SearchIndex, SnapshotError};
 
 /// A document id chosen by the host app (1 to [`MAX_DOC_ID_BYTES`] bytes, no control
 /// characters).
@@ -141,6 +142,24 @@ impl DocumentStore for MemoryStore {
     }
 }
 
+/// Where the index came from when documents were restored with [`Workspace::restore`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum IndexOrigin {
+    /// The snapshot given, which covered exactly these documents.
+    Snapshot,
+    /// The documents themselves; with why the snapshot given, if any, was not used.
+    Documents(Option<SnapshotError>),
+}
+
+/// What [`Workspace::restore`] did.
+#[derive(Debug)]
+pub struct Restored {
+    /// Where the index came from.
+    pub index: IndexOrigin,
+    /// Documents refused, as [`Workspace::put`] would refuse them, and why.
+    pub refused: Vec<(DocId, WorkspaceError)>,
+}
+
 /// Documents plus their search index.
 pub struct Workspace {
     store: Box<dyn DocumentStore>,
@@ -206,15 +225,7 @@ impl Workspace {
 
     /// Adds or replaces a document (its source must exist) and re-indexes it.
     pub fn put(&mut self, document: Document) -> Result<(), WorkspaceError> {
-        if !self.sources.contains(&document.source) {
-            return Err(WorkspaceError::NoSuchSource(document.source));
-        }
-        if document.title.len() > MAX_TITLE_BYTES {
-            return Err(WorkspaceError::TitleTooLong);
-        }
-        if document.body.len() > MAX_BODY_BYTES {
-            return Err(WorkspaceError::BodyTooLarge);
-        }
+        self.check(&document)?;
         self.index.upsert(
             &document.id,
             &document.source,
@@ -222,6 +233,91 @@ impl Workspace {
             &document.body,
         );
         self.store.put(document);
+        Ok(())
+    }
+
+    /// Adds kept documents (checked as [`Workspace::put`] checks them) and indexes them from
+    /// `snapshot` when it is one [`Workspace::index_snapshot`] made of exactly the documents the
+    /// workspace then holds; otherwise from the documents' text, saying why. Either way the
+    /// index matches the documents: a snapshot of other, older or damaged data is never used.
+    pub fn restore(&mut self, documents: Vec<Document>, snapshot: Option<&[u8]>) -> Restored {
+        let mut refused = Vec::new();
+        let mut added = Vec::with_capacity(documents.len());
+        for document in documents {
+            match self.check(&document) {
+                Ok(()) => {
+                    added.push(document.id.clone());
+                    // A second copy of an id replaces the first, as `put` would.
+                    self.store.put(document);
+                }
+                Err(error) => refused.push((document.id, error)),
+            }
+        }
+        let problem = match snapshot.map(|bytes| self.index_from_snapshot(bytes)) {
+            Some(Ok(index)) => {
+                self.index = index;
+                return Restored {
+                    index: IndexOrigin::Snapshot,
+                    refused,
+                };
+            }
+            Some(Err(error)) => Some(error),
+            None => None,
+        };
+        for id in added {
+            if let Some(doc) = self.store.get(&id) {
+                self.index
+                    .upsert(&doc.id, &doc.source, &doc.title, &doc.body);
+            }
+        }
+        Restored {
+            index: IndexOrigin::Documents(problem),
+            refused,
+        }
+    }
+
+    fn index_from_snapshot(&self, bytes: &[u8]) -> Result<SearchIndex, SnapshotError> {
+        let index = SearchIndex::from_snapshot(bytes, &self.documents_digest())?;
+        // The digest already says these are the documents; this only guards against a snapshot
+        // written wrongly, cheaply.
+        let covers_them = index.len() == self.store.documents().count()
+            && self
+                .store
+                .documents()
+                .all(|d| index.holds(&d.id, &d.source));
+        covers_them.then_some(index).ok_or(SnapshotError::Damaged)
+    }
+
+    /// The search index as bytes for the host to keep, stamped with a digest of the documents
+    /// it covers; [`Workspace::restore`] uses it only for those same documents.
+    pub fn index_snapshot(&self) -> Vec<u8> {
+        self.index.snapshot(&self.documents_digest())
+    }
+
+    /// SHA-256 over every document's id, source, title and body (what the index depends on),
+    /// in id order, each field length-prefixed.
+    fn documents_digest(&self) -> [u8; 32] {
+        let mut hasher = Sha256::new();
+        hasher.update(b"sealpost index documents\0");
+        for doc in self.store.documents() {
+            for field in [doc.id.as_str(), &doc.source, &doc.title, &doc.body] {
+                hasher.update((field.len() as u64).to_le_bytes());
+                hasher.update(field.as_bytes());
+            }
+        }
+        hasher.finalize().into()
+    }
+
+    fn check(&self, document: &Document) -> Result<(), WorkspaceError> {
+        if !self.sources.contains(&document.source) {
+            return Err(WorkspaceError::NoSuchSource(document.source.clone()));
+        }
+        if document.title.len() > MAX_TITLE_BYTES {
+            return Err(WorkspaceError::TitleTooLong);
+        }
+        if document.body.len() > MAX_BODY_BYTES {
+            return Err(WorkspaceError::BodyTooLarge);
+        }
         Ok(())
     }
 

@@ -1,17 +1,20 @@
 //! The ranked full-text index over the workspace: an inverted index scored with BM25F (title and
 //! body fields, the title weighted up), kept up to date one document at a time.
 //!
-//! Each document also keeps its term sequence (title, a separator, body), which is what exact
-//! phrases are checked against and what lets a document be removed without rescanning its text.
+//! Each document also keeps its term sequence (title, a separator, body; varint-encoded, see
+//! `sequence.rs`), which is what exact phrases are checked against and what lets a document be
+//! removed without rescanning its text.
 //!
 //! Every statistic a search depends on (the document count, the average field lengths, a term's
 //! document frequency, whether a term occurs at all, what a prefix expands to) is taken over the
 //! sources of the search's [`SourceFilter`] only. Documents outside it then change nothing in an
 //! answer, not even a score, which is what lets an ungranted source look exactly like no source.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 
 use super::query::Query;
+use super::sequence::{self, EncodedPhrase, FIELD_SEPARATOR};
+use super::terms::Terms;
 use super::tokenize::for_each_term;
 use crate::workspace::DocId;
 
@@ -27,22 +30,21 @@ const TITLE_WEIGHT: f32 = 3.0;
 const ADJACENT_PHRASE_BONUS: f32 = 1.5;
 /// How many of the best candidates are re-checked for the adjacency bonus.
 const ADJACENCY_RERANK_DEPTH: usize = 200;
-/// Separates title terms from body terms in a document's sequence so no phrase spans both.
-const FIELD_SEPARATOR: u32 = u32::MAX;
 /// Source id of a removed document's slot: never allowed (no filter has that many sources).
 const DEAD: u32 = u32::MAX;
 
 #[derive(Debug, Clone, Copy)]
-struct Posting {
-    slot: u32,
-    title_tf: u16,
-    body_tf: u16,
+pub(super) struct Posting {
+    pub(super) slot: u32,
+    pub(super) title_tf: u16,
+    pub(super) body_tf: u16,
 }
 
 #[derive(Debug)]
-struct IndexedDoc {
-    id: DocId,
-    sequence: Box<[u32]>,
+pub(super) struct IndexedDoc {
+    pub(super) id: DocId,
+    /// Title terms, a separator, body terms (`sequence.rs`).
+    pub(super) sequence: Box<[u8]>,
 }
 
 /// The sources one search ranges over, resolved against an index's source numbering. Built by
@@ -77,22 +79,21 @@ pub struct Hit {
 /// removal is a binary search per term).
 #[derive(Debug, Default)]
 pub struct SearchIndex {
-    term_ids: HashMap<String, u32>,
-    /// The same terms in order, for prefix expansion.
-    sorted_terms: BTreeMap<String, u32>,
-    postings: Vec<Vec<Posting>>,
-    docs: Vec<Option<IndexedDoc>>,
-    slot_source: Vec<u32>,
-    slot_title_len: Vec<u32>,
-    slot_body_len: Vec<u32>,
-    slot_of: HashMap<DocId, u32>,
-    source_ids: HashMap<String, u32>,
-    live_docs: u32,
+    pub(super) terms: Terms,
+    /// Per term id, the documents holding it, by slot.
+    pub(super) postings: Vec<Vec<Posting>>,
+    pub(super) docs: Vec<Option<IndexedDoc>>,
+    pub(super) slot_source: Vec<u32>,
+    pub(super) slot_title_len: Vec<u32>,
+    pub(super) slot_body_len: Vec<u32>,
+    pub(super) slot_of: HashMap<DocId, u32>,
+    pub(super) source_ids: HashMap<String, u32>,
+    pub(super) live_docs: u32,
     /// Live documents and their summed title and body lengths, per source id: the collection
     /// statistics of any set of sources are then a sum over those sources, not over documents.
-    source_docs: Vec<u32>,
-    source_title_len: Vec<u64>,
-    source_body_len: Vec<u64>,
+    pub(super) source_docs: Vec<u32>,
+    pub(super) source_title_len: Vec<u64>,
+    pub(super) source_body_len: Vec<u64>,
 }
 
 impl SearchIndex {
@@ -111,6 +112,13 @@ impl SearchIndex {
         self.live_docs == 0
     }
 
+    /// Whether the document is indexed, in that source.
+    pub fn holds(&self, id: &DocId, source: &str) -> bool {
+        self.slot_of.get(id).is_some_and(|&slot| {
+            self.source_ids.get(source) == Some(&self.slot_source[slot as usize])
+        })
+    }
+
     /// Resolves `allow_source` over the sources this index knows.
     pub fn source_filter(&self, allow_source: impl Fn(&str) -> bool) -> SourceFilter {
         let mut allowed = vec![false; self.source_ids.len()];
@@ -123,7 +131,7 @@ impl SearchIndex {
 
     /// The term's id when it occurs in a document `filter` allows.
     pub(crate) fn term_id(&self, term: &str, filter: &SourceFilter) -> Option<u32> {
-        let id = *self.term_ids.get(term)?;
+        let id = self.terms.get(term)?;
         self.occurs(id, filter).then_some(id)
     }
 
@@ -136,15 +144,10 @@ impl SearchIndex {
         max: usize,
         filter: &SourceFilter,
     ) -> Vec<(u32, &str)> {
-        self.sorted_terms
-            .range::<str, _>((
-                std::ops::Bound::Included(prefix),
-                std::ops::Bound::Unbounded,
-            ))
-            .take_while(|(term, _)| term.starts_with(prefix))
-            .filter(|(_, id)| self.occurs(**id, filter))
+        self.terms
+            .with_prefix(prefix)
+            .filter(|&(id, _)| self.occurs(id, filter))
             .take(max)
-            .map(|(term, id)| (*id, term.as_str()))
             .collect()
     }
 
@@ -183,23 +186,25 @@ impl SearchIndex {
         let slot = u32::try_from(self.docs.len()).expect("fewer than 4 billion index slots");
         let source_id = self.source_id(source);
 
-        let mut sequence = Vec::with_capacity(body.len() / 5 + 8);
+        let mut sequence = Vec::with_capacity(body.len() / 4 + 8);
         let mut counts: HashMap<u32, (u16, u16)> = HashMap::new();
+        let mut title_len = 0u32;
         for_each_term(title, |_, _, term| {
             let term_id = self.intern(term);
-            sequence.push(term_id);
+            sequence::push_term(&mut sequence, term_id);
+            title_len += 1;
             let entry = counts.entry(term_id).or_default();
             entry.0 = entry.0.saturating_add(1);
         });
-        let title_len = sequence.len() as u32;
         sequence.push(FIELD_SEPARATOR);
+        let mut body_len = 0u32;
         for_each_term(body, |_, _, term| {
             let term_id = self.intern(term);
-            sequence.push(term_id);
+            sequence::push_term(&mut sequence, term_id);
+            body_len += 1;
             let entry = counts.entry(term_id).or_default();
             entry.1 = entry.1.saturating_add(1);
         });
-        let body_len = (sequence.len() - title_len as usize - 1) as u32;
 
         for (term_id, (title_tf, body_tf)) in counts {
             self.postings[term_id as usize].push(Posting {
@@ -231,12 +236,8 @@ impl SearchIndex {
         let doc = self.docs[slot as usize]
             .take()
             .expect("a mapped slot holds a document");
-        let mut terms: Vec<u32> = doc
-            .sequence
-            .iter()
-            .copied()
-            .filter(|&t| t != FIELD_SEPARATOR)
-            .collect();
+        // The index wrote this sequence, so every value decodes.
+        let mut terms: Vec<u32> = sequence::terms(&doc.sequence).flatten().collect();
         terms.sort_unstable();
         terms.dedup();
         for term_id in terms {
@@ -355,23 +356,28 @@ impl SearchIndex {
         }
 
         let required = query.required_mask();
+        let phrases: Vec<EncodedPhrase> = query
+            .phrases
+            .iter()
+            .map(|phrase| self.encode_phrase(phrase))
+            .collect();
         let mut candidates: Vec<(u32, f32)> = scores
             .iter()
             .enumerate()
             .filter(|&(slot, &score)| score > 0.0 && matched[slot] & required == required)
             .map(|(slot, &score)| (slot as u32, score))
             .filter(|&(slot, _)| {
-                query
-                    .phrases
+                phrases
                     .iter()
-                    .all(|phrase| self.contains_sequence(slot, phrase))
+                    .all(|phrase| phrase.occurs_in(&self.doc(slot).sequence))
             })
             .collect();
 
         if let Some(words) = query.adjacent_words() {
+            let words = self.encode_phrase(&words);
             self.sort_candidates(&mut candidates);
             for (slot, score) in candidates.iter_mut().take(ADJACENCY_RERANK_DEPTH) {
-                if self.contains_sequence(*slot, &words) {
+                if words.occurs_in(&self.doc(*slot).sequence) {
                     *score *= ADJACENT_PHRASE_BONUS;
                 }
             }
@@ -400,35 +406,23 @@ impl SearchIndex {
             .expect("a scored slot holds a document")
     }
 
-    fn contains_sequence(&self, slot: u32, phrase: &[u32]) -> bool {
-        // Anchor on the phrase's rarest term: most positions fail that one u32 comparison, which
-        // is far cheaper than comparing every window of a long document.
-        let Some((anchor, &anchor_term)) = phrase
+    /// `phrase` encoded for matching, anchored on its rarest term: most positions of a
+    /// sequence then fail on one byte comparison, which is far cheaper than comparing every
+    /// window of a long document.
+    fn encode_phrase(&self, phrase: &[u32]) -> EncodedPhrase {
+        let anchor = phrase
             .iter()
             .enumerate()
             .min_by_key(|(_, term)| self.postings[**term as usize].len())
-        else {
-            return true;
-        };
-        let sequence = &self.doc(slot).sequence;
-        sequence
-            .iter()
-            .enumerate()
-            .filter(|&(at, &term)| term == anchor_term && at >= anchor)
-            .any(|(at, _)| {
-                let start = at - anchor;
-                sequence.get(start..start + phrase.len()) == Some(phrase)
-            })
+            .map_or(0, |(at, _)| at);
+        EncodedPhrase::new(phrase, anchor)
     }
 
     fn intern(&mut self, term: &str) -> u32 {
-        if let Some(&id) = self.term_ids.get(term) {
-            return id;
+        let id = self.terms.intern(term).expect("fewer than 4 billion terms");
+        if id as usize == self.postings.len() {
+            self.postings.push(Vec::new());
         }
-        let id = u32::try_from(self.postings.len()).expect("fewer than 4 billion terms");
-        self.term_ids.insert(term.to_owned(), id);
-        self.sorted_terms.insert(term.to_owned(), id);
-        self.postings.push(Vec::new());
         id
     }
 

@@ -3,10 +3,14 @@
 
 mod index;
 mod query;
+mod sequence;
+mod snapshot;
 mod snippet;
+mod terms;
 mod tokenize;
 
 pub use index::{Hit, SearchIndex, SourceFilter};
 pub use query::Query;
+pub use snapshot::{SNAPSHOT_VERSION, SnapshotError};
 pub use snippet::{Snippet, snippet};
 pub use tokenize::{fold_word, for_each_term, terms};
