@@ -152,6 +152,26 @@ proptest! {
     }
 }
 
+#[test]
+fn a_parsed_header_reads_back_every_field_it_was_sealed_with() {
+    let f = fixture(4);
+    let (header, envelope) = call(&f, [5; 16], b"{}");
+    let parsed = parse_header(&envelope).unwrap();
+    assert_eq!(parsed.kind(), Kind::Call);
+    assert_eq!(parsed.session_id(), &[4; 16]);
+    assert_eq!(parsed.call_id(), &[5; 16]);
+    assert_eq!(parsed.plugin_public(), f.plugin.plugin_public());
+    assert_eq!(parsed.created_at_ms(), at(2_000));
+    assert_eq!(parsed.expires_at_ms(), at(60_000));
+    assert_eq!(parsed, header);
+    let answer = parse_header(&reply(&f, &header, b"{}")).unwrap();
+    assert_eq!(answer.kind(), Kind::Reply);
+    assert_eq!(
+        (answer.call_id(), answer.expires_at_ms()),
+        (&[5; 16], at(60_000))
+    );
+}
+
 fn base64_url(bytes: &[u8]) -> String {
     use base64::Engine as _;
     base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes)

@@ -65,6 +65,36 @@ fn debug_output_never_shows_a_secret_or_token() {
     assert!(!printed.contains("header.payload.sig"), "{printed}");
     assert!(!printed.contains("7, 7"), "{printed}");
     assert!(printed.contains("redacted"));
+    // Redacted, not silent: the code's own output names what it is for.
+    let alone = format!("{code:?}");
+    assert!(alone.contains("PairingCode"), "{alone}");
+    assert!(alone.contains("relay.example.com"), "{alone}");
+    assert!(alone.contains("<redacted>"), "{alone}");
+}
+
+#[test]
+fn a_token_is_accepted_up_to_its_cap_and_refused_past_it_or_when_not_printable() {
+    let make = |token: &str| {
+        PairingCode::new(
+            origin("https://relay.example.com"),
+            token,
+            PairingSecret::from_bytes([1; 32]),
+        )
+    };
+    let at_cap = "t".repeat(4096);
+    let parsed = PairingCode::parse(make(&at_cap).unwrap().encode().as_str()).unwrap();
+    assert_eq!(parsed.mcp_token(), at_cap);
+    assert_eq!(
+        make(&"t".repeat(4097)).unwrap_err(),
+        PairingCodeError::BadToken
+    );
+    for unprintable in ["a b", "a\nb", "tok\u{e9}n", "\u{7f}"] {
+        assert_eq!(
+            make(unprintable).unwrap_err(),
+            PairingCodeError::BadToken,
+            "{unprintable:?}"
+        );
+    }
 }
 
 #[test]
