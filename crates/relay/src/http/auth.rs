@@ -106,7 +106,7 @@ impl Keys {
 /// the same statement (so a revoked token changes nothing); every other handler takes
 /// [`Authed`], which reads the row first.
 #[derive(Debug, Clone, Copy)]
-pub struct Verified(pub Bearer);
+pub(crate) struct Verified(pub Bearer);
 
 impl Verified {
     pub fn owner_id(&self) -> Id16 {
@@ -144,7 +144,7 @@ impl Verified {
 /// A request's bearer token whose row was read and is live: unrevoked, unexpired, its owner
 /// enabled, agreeing with the claims.
 #[derive(Debug, Clone)]
-pub struct Authed {
+pub(crate) struct Authed {
     pub token: TokenRow,
 }
 
@@ -156,11 +156,6 @@ impl Authed {
     /// Refuses MCP tokens.
     pub fn require_owner(&self) -> ApiResult<()> {
         require_owner(self.token.kind)
-    }
-
-    /// Refuses owner tokens; returns the MCP token's pairing.
-    pub fn require_mcp(&self) -> ApiResult<Id16> {
-        require_mcp(self.token.kind, self.token.pair_id)
     }
 }
 
@@ -216,7 +211,7 @@ fn verify(parts: &Parts, state: &AppState) -> ApiResult<Verified> {
 
 /// The token of an `Authorization: Bearer …` header. The scheme is matched without regard to
 /// case (RFC 9110 §11.1); surrounding spaces are dropped.
-pub fn bearer(headers: &axum::http::HeaderMap) -> Option<&str> {
+pub(crate) fn bearer(headers: &axum::http::HeaderMap) -> Option<&str> {
     let value = headers
         .get(axum::http::header::AUTHORIZATION)?
         .to_str()
@@ -228,7 +223,7 @@ pub fn bearer(headers: &axum::http::HeaderMap) -> Option<&str> {
 
 /// Whether two secrets are equal, in time that does not depend on where they differ (their
 /// digests are compared, so only equality of digests could leak, which tells nothing).
-pub fn same_secret(given: &str, expected: &str) -> bool {
+pub(crate) fn same_secret(given: &str, expected: &str) -> bool {
     use sha2::{Digest as _, Sha256};
     Sha256::digest(given.as_bytes()) == Sha256::digest(expected.as_bytes())
 }

@@ -17,11 +17,11 @@ use sealpost_time::UnixMillis;
 use crate::wake::{Hub, Topic};
 
 mod hot_path;
-pub mod postgres;
+mod postgres;
 mod rows;
 mod sql;
 mod sql_time;
-pub mod sqlite;
+mod sqlite;
 
 pub(crate) use sql_time::{duration_to_sql, time_from_sql, time_to_sql};
 
