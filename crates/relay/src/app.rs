@@ -29,10 +29,14 @@ pub(crate) const FIRST_OWNER_NAME: &str = "owner";
 /// A running relay.
 #[derive(Debug)]
 pub struct Running {
+    /// The address the API listens on (with the port chosen when `listen` named port 0).
     pub addr: SocketAddr,
     /// Where `/metrics` is served on its own, if anywhere.
     pub metrics_addr: Option<SocketAddr>,
+    /// The store the relay serves from.
     pub store: Arc<dyn Store>,
+    /// Cancel it to shut down gracefully: the listener closes, long-polls answer at once and
+    /// in-flight requests get `shutdown_deadline_ms` to finish.
     pub shutdown: CancellationToken,
     server: JoinHandle<()>,
 }

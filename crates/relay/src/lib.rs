@@ -2,12 +2,18 @@
 //! their browser tab, holding only ciphertext and never a key.
 //!
 //! - [`app`]: start, serve, sweep, shut down.
-//! - `serve`: connections: timeouts, caps, the shutdown deadline.
 //! - [`accounts`]: sign-in links, for the CLI, the first start and the API alike.
 //! - [`http`]: the `/v1` API, health, readiness, metrics, OpenAPI, the web app.
 //! - [`store`]: the only module that knows SQL (SQLite and PostgreSQL behind one trait).
 //! - [`wake`]: in-process wake-ups for long-polls.
 //! - [`config`]: configuration and every limit.
+//! - [`clock`]: the relay's one clock read.
+//! - [`cli`]: the binary's command line.
+//!
+//! Only the crate uses the rest: `serve` (connections: timeouts, caps, the shutdown deadline),
+//! `caps`, `quota`, `ratelimit`, `metrics` and `ids`.
+
+#![warn(missing_docs)]
 
 pub mod accounts;
 pub mod app;

@@ -1,7 +1,7 @@
 //! Bearer tokens: HS256 JWTs whose `sid` names a token row that is checked on every request,
 //! so sign-out, revocation and disabling an owner take effect on the next request. The call
-//! loop's handlers take [`Verified`] and the store checks the row inside the operation itself
-//! (one database round trip fewer per request); every other handler takes [`Authed`], which
+//! loop's handlers take `Verified` and the store checks the row inside the operation itself
+//! (one database round trip fewer per request); every other handler takes `Authed`, which
 //! reads the row first.
 //!
 //! Owner tokens and MCP tokens differ in audience, and the row's kind and pairing must agree
@@ -27,7 +27,9 @@ const MCP_AUDIENCE: &str = "sealpost-mcp";
 /// The claims the relay signs.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Claims {
+    /// Issuer: always [`ISSUER`].
     pub iss: String,
+    /// Audience: the token's kind (`sealpost-owner` or `sealpost-mcp`).
     pub aud: String,
     /// Owner id.
     pub sub: String,
@@ -35,7 +37,9 @@ pub struct Claims {
     pub sid: String,
     /// Expiry, Unix seconds.
     pub exp: u64,
+    /// Issue time, Unix seconds.
     pub iat: u64,
+    /// The pairing an MCP token acts for; absent from owner tokens.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pair_id: Option<String>,
 }
