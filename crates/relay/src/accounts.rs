@@ -9,7 +9,7 @@ use crate::clock::now_ms;
 use crate::store::{Store, StoreResult};
 
 /// SHA-256 of a sign-in code: only the hash is stored, so a database reader cannot sign in.
-pub fn code_hash(code: &str) -> [u8; 32] {
+pub(crate) fn code_hash(code: &str) -> [u8; 32] {
     Sha256::digest(code.as_bytes()).into()
 }
 
@@ -36,7 +36,7 @@ pub async fn create_signin_link(
 
 /// How long a sign-in link stays valid, in the words its message prints ("15 minutes", "1 hour",
 /// "90 seconds"): the largest unit that divides `ttl_s` exactly, so the text never rounds.
-pub fn validity_in_words(ttl_s: u64) -> String {
+pub(crate) fn validity_in_words(ttl_s: u64) -> String {
     let (count, unit) = [(86_400, "day"), (3_600, "hour"), (60, "minute")]
         .into_iter()
         .find(|&(unit_s, _)| ttl_s != 0 && ttl_s.is_multiple_of(unit_s))

@@ -24,15 +24,19 @@ const METRICS_UPKEEP_INTERVAL: Duration = Duration::from_secs(5);
 /// Name of the stored signing key in `relay_secrets`.
 const SIGNING_KEY_NAME: &str = "jwt_signing_key";
 /// Name of the owner created on a first start with no owners.
-pub const FIRST_OWNER_NAME: &str = "owner";
+pub(crate) const FIRST_OWNER_NAME: &str = "owner";
 
 /// A running relay.
 #[derive(Debug)]
 pub struct Running {
+    /// The address the API listens on (with the port chosen when `listen` named port 0).
     pub addr: SocketAddr,
     /// Where `/metrics` is served on its own, if anywhere.
     pub metrics_addr: Option<SocketAddr>,
+    /// The store the relay serves from.
     pub store: Arc<dyn Store>,
+    /// Cancel it to shut down gracefully: the listener closes, long-polls answer at once and
+    /// in-flight requests get `shutdown_deadline_ms` to finish.
     pub shutdown: CancellationToken,
     server: JoinHandle<()>,
 }
@@ -64,7 +68,10 @@ async fn signing_key(store: &dyn Store, config: &Config) -> anyhow::Result<Vec<u
 }
 
 /// Creates the first owner when there is none and returns a sign-in link for them.
-pub async fn bootstrap_owner(store: &dyn Store, config: &Config) -> anyhow::Result<Option<String>> {
+pub(crate) async fn bootstrap_owner(
+    store: &dyn Store,
+    config: &Config,
+) -> anyhow::Result<Option<String>> {
     if !store.list_owners().await?.is_empty() {
         return Ok(None);
     }
@@ -94,7 +101,10 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
 }
 
 /// Starts serving with an already opened store.
-pub async fn start_with_store(config: Config, store: Arc<dyn Store>) -> anyhow::Result<Running> {
+pub(crate) async fn start_with_store(
+    config: Config,
+    store: Arc<dyn Store>,
+) -> anyhow::Result<Running> {
     let keys = Keys::new(&signing_key(store.as_ref(), &config).await?);
     let listener = TcpListener::bind(config.listen)
         .await
@@ -238,7 +248,7 @@ async fn metrics_upkeep(state: AppState) {
 }
 
 /// Runs until SIGINT or SIGTERM, then shuts down gracefully.
-pub async fn serve(config: Config) -> anyhow::Result<()> {
+pub(crate) async fn serve(config: Config) -> anyhow::Result<()> {
     let signal = shutdown_signal()?;
     let running = start(config.clone()).await?;
     if let Some(link) = bootstrap_owner(running.store.as_ref(), &config).await? {

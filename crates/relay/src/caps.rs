@@ -49,7 +49,8 @@ impl<K: Hash + Eq + Copy> KeyedCap<K> {
     }
 
     /// Keys holding at least one place now.
-    pub fn keys(&self) -> usize {
+    #[cfg(test)]
+    fn keys(&self) -> usize {
         self.open.lock().unwrap_or_else(|e| e.into_inner()).len()
     }
 }

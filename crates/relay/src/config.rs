@@ -10,7 +10,9 @@ use sealpost_time::UnixMillis;
 /// Everything `serve` needs.
 #[derive(Debug, Clone)]
 pub struct Config {
+    /// Address the API listens on (port 0 picks a free one).
     pub listen: SocketAddr,
+    /// `sqlite://PATH` or `postgres://…`: the scheme chooses the backend.
     pub database_url: String,
     /// Folder of the web app served at `/` (none: a short notice).
     pub web_dir: Option<PathBuf>,
@@ -28,90 +30,109 @@ pub struct Config {
     pub metrics_token: Option<String>,
     /// Token signing key (≥ 32 bytes). None: generated once and stored in the database.
     pub signing_key: Option<Vec<u8>>,
+    /// Every limit the relay enforces.
     pub limits: Limits,
 }
 
 /// Every size, count, time and rate limit of the relay.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Limits {
-    /// Largest decoded call envelope (shared with the plugin).
+    /// Largest decoded call envelope, in bytes (shared with the plugin); above it, 413
+    /// `envelope_too_large`.
     pub max_call_envelope_bytes: usize,
-    /// Largest decoded reply envelope (shared with the browser).
+    /// Largest decoded reply envelope, in bytes (shared with the browser); above it, 413
+    /// `reply_too_large`.
     pub max_reply_envelope_bytes: usize,
-    /// Largest decoded session hello.
+    /// Largest decoded session hello, in bytes; above it, 413 `hello_too_large`.
     pub max_hello_bytes: usize,
-    /// Largest body of a request that carries no envelope (sign-in, tokens, cancel).
+    /// Largest body of a request that carries no envelope (sign-in, tokens, cancel), in bytes;
+    /// above it, 413 `body_too_large`.
     pub max_small_body_bytes: usize,
-    /// A request body must arrive within this time.
+    /// A request body must arrive within this many milliseconds; after it, 408 `body_timeout`.
     pub body_read_timeout_ms: u64,
-    /// Longest long-poll (`wait_ms`) for claims and reads.
+    /// Longest long-poll (`wait_ms`) for claims and reads, in milliseconds; a longer one is
+    /// refused with 400 `wait_too_long`.
     pub max_wait_ms: u64,
-    /// Most calls one claim returns.
+    /// Most calls one claim returns; a claim asking for more (its `max`) is refused with 400
+    /// `claim_batch_out_of_range`.
     pub max_claim_batch: u32,
-    /// Lease a claim grants (never past the call's expiry).
+    /// Lease a claim grants, in milliseconds (never past the call's expiry); a reply after it
+    /// gets 410 `lease_expired`.
     pub lease_ms: u64,
-    /// Highest call `ttl_s`.
+    /// Highest call `ttl_s`, in seconds; above it, 400 `ttl_out_of_range`.
     pub max_call_ttl_s: u64,
-    /// Highest session `ttl_s`.
+    /// Highest session `ttl_s`, in seconds; above it, 400 `ttl_out_of_range`.
     pub max_session_ttl_s: u64,
-    /// Default and highest MCP token lifetime.
+    /// Lifetime of an MCP token whose request names no `ttl_s`, in seconds.
     pub default_mcp_token_ttl_s: u64,
+    /// Highest MCP token `ttl_s`, in seconds; above it, 400 `ttl_out_of_range`.
     pub max_mcp_token_ttl_s: u64,
-    /// An owner sign-in lapses this long after its last renewal (each `GET /v1/me` renews it)…
+    /// An owner sign-in lapses this many seconds after its last renewal (each `GET /v1/me`
+    /// renews it), and then answers 401 `unauthorized`…
     pub owner_token_ttl_s: u64,
-    /// …and never later than this long after the sign-in itself, however often it is used.
+    /// …and never later than this many seconds after the sign-in itself, however often it is
+    /// used.
     pub owner_token_lifetime_s: u64,
-    /// A sign-in code works once within this time.
+    /// A sign-in code works once within this many seconds; later, 401 `invalid_signin_code`.
     pub signin_code_ttl_s: u64,
-    /// Longest MCP token label, in bytes.
+    /// Longest MCP token label, in bytes; above it, 400 `bad_request`.
     pub max_label_bytes: usize,
-    /// Pending calls one session may hold.
+    /// Pending calls one session may hold; past it, a post gets 429 `too_many_pending_calls`.
     pub max_pending_calls_per_session: u32,
-    /// Live sessions one owner may hold (one per pairing).
+    /// Live sessions one owner may hold (one per pairing); past it, 429 `too_many_sessions`.
     pub max_live_sessions_per_owner: u32,
-    /// Sustained requests per second per token (0 = unlimited), per replica.
+    /// Sustained requests per second per token (0 = unlimited), per replica; past it and the
+    /// burst, 429 `rate_limited` with `Retry-After`.
     pub rate_per_token_per_s: u32,
     /// Burst of requests a token may send above the sustained rate.
     pub rate_burst_per_token: u32,
     /// Sustained requests per second of all of one owner's tokens together (0 = unlimited),
-    /// per replica: minting more tokens buys no more rate.
+    /// per replica: minting more tokens buys no more rate. Past it and the burst, 429
+    /// `owner_rate_limited` with `Retry-After`.
     pub rate_per_owner_per_s: u32,
     /// Burst of requests an owner's tokens may send together above that rate.
     pub rate_burst_per_owner: u32,
-    /// Bytes one owner's calls and replies may hold at once (0 = no quota), per replica.
+    /// Bytes one owner's calls and replies may hold at once (0 = no quota), per replica; past
+    /// it, 429 `bytes_quota_exceeded`.
     pub max_bytes_held_per_owner: u64,
-    /// Live (unrevoked, unexpired) MCP tokens one owner may hold.
+    /// Live (unrevoked, unexpired) MCP tokens one owner may hold; past it, 429
+    /// `too_many_tokens`.
     pub max_live_mcp_tokens_per_owner: u32,
-    /// Unused, unexpired sign-in links one owner may hold (made through the API).
+    /// Unused, unexpired sign-in links one owner may hold (made through the API); past it, 429
+    /// `too_many_signin_links`.
     pub max_live_signin_codes_per_owner: u32,
-    /// Sign-in attempts per minute per client address (0 = unlimited), per replica.
+    /// Sign-in attempts per minute per client address (0 = unlimited), per replica; past it
+    /// and the burst, 429 `rate_limited` with `Retry-After`.
     pub signin_rate_per_address_per_min: u32,
     /// Burst of sign-in attempts an address may make above that rate.
     pub signin_burst_per_address: u32,
-    /// How often the sweeper runs.
+    /// How often the sweeper runs, in milliseconds.
     pub sweep_interval_ms: u64,
-    /// How long finished rows (already without bytes) stay before deletion.
+    /// How long finished rows (already without bytes) stay before deletion, in milliseconds.
     pub sweep_grace_ms: u64,
-    /// Long-polls re-check the store at least this often (a missed cross-replica wake-up
-    /// costs at most this much).
+    /// Long-polls re-check the store at least this often, in milliseconds (a missed
+    /// cross-replica wake-up costs at most this much).
     pub fallback_poll_ms: u64,
-    /// A connection must send a request's headers within this time of opening or of its
-    /// previous response (so this is also the keep-alive idle timeout).
+    /// A connection must send a request's headers within this many milliseconds of opening or
+    /// of its previous response (so this is also the keep-alive idle timeout), or it is closed.
     pub header_read_timeout_ms: u64,
-    /// A write to a client that makes no progress for this long drops the connection.
+    /// A write to a client that makes no progress for this many milliseconds drops the
+    /// connection.
     pub write_timeout_ms: u64,
     /// Connections open at once; past it, new ones get 503 `too_many_connections` and close.
     pub max_connections: u32,
     /// Connections open at once from one peer address (0 = no cap; off with `trust_proxy`,
-    /// where every peer is the proxy).
+    /// where every peer is the proxy); past it, 503 `too_many_connections` and close.
     pub max_connections_per_address: u32,
-    /// Responses one connection may carry before it is asked to close.
+    /// Responses one connection may carry; the last says `Connection: close`.
     pub max_requests_per_connection: u32,
-    /// On shutdown, in-flight requests get this long before their connections are dropped.
+    /// On shutdown, in-flight requests get this many milliseconds before their connections are
+    /// dropped.
     pub shutdown_deadline_ms: u64,
     /// A request body (declared, or chunked) or a reply above this many bytes is "large".
     pub large_body_bytes: usize,
-    /// Large request bodies read at once; past it, 503 `busy` before the body is read.
+    /// Large request bodies read at once, over all tokens; past it, 503 `busy` before the body
+    /// is read.
     pub max_large_bodies_in_flight: u32,
     /// Large replies one token may be sent at once; past it, 503 `busy`.
     pub max_large_replies_per_token: u32,

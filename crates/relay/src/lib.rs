@@ -2,24 +2,30 @@
 //! their browser tab, holding only ciphertext and never a key.
 //!
 //! - [`app`]: start, serve, sweep, shut down.
-//! - [`serve`]: connections: timeouts, caps, the shutdown deadline.
 //! - [`accounts`]: sign-in links, for the CLI, the first start and the API alike.
 //! - [`http`]: the `/v1` API, health, readiness, metrics, OpenAPI, the web app.
 //! - [`store`]: the only module that knows SQL (SQLite and PostgreSQL behind one trait).
 //! - [`wake`]: in-process wake-ups for long-polls.
 //! - [`config`]: configuration and every limit.
+//! - [`clock`]: the relay's one clock read.
+//! - [`cli`]: the binary's command line.
+//!
+//! Only the crate uses the rest: `serve` (connections: timeouts, caps, the shutdown deadline),
+//! `caps`, `quota`, `ratelimit`, `metrics` and `ids`.
+
+#![warn(missing_docs)]
 
 pub mod accounts;
 pub mod app;
-pub mod caps;
+pub(crate) mod caps;
 pub mod cli;
 pub mod clock;
 pub mod config;
 pub mod http;
-pub mod ids;
-pub mod metrics;
-pub mod quota;
-pub mod ratelimit;
-pub mod serve;
+pub(crate) mod ids;
+pub(crate) mod metrics;
+pub(crate) mod quota;
+pub(crate) mod ratelimit;
+pub(crate) mod serve;
 pub mod store;
 pub mod wake;

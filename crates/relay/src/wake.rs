@@ -30,6 +30,7 @@ impl Topic {
         }
     }
 
+    /// Reads a payload [`Topic::encode`] wrote; `None` if `text` is not one.
     pub fn decode(text: &str) -> Option<Topic> {
         if text.len() != 45 || !text.is_ascii() {
             return None;
@@ -60,6 +61,7 @@ pub struct Subscription<'a> {
 }
 
 impl Hub {
+    /// An empty hub, shared by every long-poll and the store's wake-up listener.
     pub fn new() -> Arc<Self> {
         Arc::new(Self::default())
     }
@@ -111,6 +113,7 @@ impl Hub {
 }
 
 impl Subscription<'_> {
+    /// The `Notify` the topic's wakers signal: wait on it between checks of the store.
     pub fn notify(&self) -> &Notify {
         &self.notify
     }

@@ -1,7 +1,7 @@
 //! Bearer tokens: HS256 JWTs whose `sid` names a token row that is checked on every request,
 //! so sign-out, revocation and disabling an owner take effect on the next request. The call
-//! loop's handlers take [`Verified`] and the store checks the row inside the operation itself
-//! (one database round trip fewer per request); every other handler takes [`Authed`], which
+//! loop's handlers take `Verified` and the store checks the row inside the operation itself
+//! (one database round trip fewer per request); every other handler takes `Authed`, which
 //! reads the row first.
 //!
 //! Owner tokens and MCP tokens differ in audience, and the row's kind and pairing must agree
@@ -27,7 +27,9 @@ const MCP_AUDIENCE: &str = "sealpost-mcp";
 /// The claims the relay signs.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Claims {
+    /// Issuer: always [`ISSUER`].
     pub iss: String,
+    /// Audience: the token's kind (`sealpost-owner` or `sealpost-mcp`).
     pub aud: String,
     /// Owner id.
     pub sub: String,
@@ -35,7 +37,9 @@ pub struct Claims {
     pub sid: String,
     /// Expiry, Unix seconds.
     pub exp: u64,
+    /// Issue time, Unix seconds.
     pub iat: u64,
+    /// The pairing an MCP token acts for; absent from owner tokens.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pair_id: Option<String>,
 }
@@ -106,7 +110,7 @@ impl Keys {
 /// the same statement (so a revoked token changes nothing); every other handler takes
 /// [`Authed`], which reads the row first.
 #[derive(Debug, Clone, Copy)]
-pub struct Verified(pub Bearer);
+pub(crate) struct Verified(pub Bearer);
 
 impl Verified {
     pub fn owner_id(&self) -> Id16 {
@@ -144,7 +148,7 @@ impl Verified {
 /// A request's bearer token whose row was read and is live: unrevoked, unexpired, its owner
 /// enabled, agreeing with the claims.
 #[derive(Debug, Clone)]
-pub struct Authed {
+pub(crate) struct Authed {
     pub token: TokenRow,
 }
 
@@ -156,11 +160,6 @@ impl Authed {
     /// Refuses MCP tokens.
     pub fn require_owner(&self) -> ApiResult<()> {
         require_owner(self.token.kind)
-    }
-
-    /// Refuses owner tokens; returns the MCP token's pairing.
-    pub fn require_mcp(&self) -> ApiResult<Id16> {
-        require_mcp(self.token.kind, self.token.pair_id)
     }
 }
 
@@ -216,7 +215,7 @@ fn verify(parts: &Parts, state: &AppState) -> ApiResult<Verified> {
 
 /// The token of an `Authorization: Bearer …` header. The scheme is matched without regard to
 /// case (RFC 9110 §11.1); surrounding spaces are dropped.
-pub fn bearer(headers: &axum::http::HeaderMap) -> Option<&str> {
+pub(crate) fn bearer(headers: &axum::http::HeaderMap) -> Option<&str> {
     let value = headers
         .get(axum::http::header::AUTHORIZATION)?
         .to_str()
@@ -228,7 +227,7 @@ pub fn bearer(headers: &axum::http::HeaderMap) -> Option<&str> {
 
 /// Whether two secrets are equal, in time that does not depend on where they differ (their
 /// digests are compared, so only equality of digests could leak, which tells nothing).
-pub fn same_secret(given: &str, expected: &str) -> bool {
+pub(crate) fn same_secret(given: &str, expected: &str) -> bool {
     use sha2::{Digest as _, Sha256};
     Sha256::digest(given.as_bytes()) == Sha256::digest(expected.as_bytes())
 }

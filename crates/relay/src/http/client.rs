@@ -14,11 +14,6 @@ use axum::http::HeaderMap;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ClientAddr(pub IpAddr);
 
-/// Whether the request names a forwarding proxy at all (trusted or not).
-pub fn forwarded(headers: &HeaderMap) -> bool {
-    headers.contains_key("forwarded") || headers.contains_key("x-forwarded-for")
-}
-
 /// The client's address for a request from `peer`.
 pub fn client_addr(headers: &HeaderMap, peer: SocketAddr, trust_proxy: bool) -> IpAddr {
     if !trust_proxy {

@@ -17,10 +17,10 @@ const TOO_MANY_SESSIONS_RETRY_S: u64 = 60;
 
 /// Longest text from elsewhere (a parser's message) that an error message repeats: a parser
 /// may quote what it was sent (an unknown field's name), and that can be of any length.
-pub const MAX_ECHO_CHARS: usize = 200;
+pub(crate) const MAX_ECHO_CHARS: usize = 200;
 
 /// `text` cut to [`MAX_ECHO_CHARS`] characters, marked when cut.
-pub fn bounded(text: &str) -> String {
+pub(crate) fn bounded(text: &str) -> String {
     match text.char_indices().nth(MAX_ECHO_CHARS) {
         Some((end, _)) => format!("{}…", &text[..end]),
         None => text.to_owned(),
@@ -30,21 +30,21 @@ pub fn bounded(text: &str) -> String {
 /// Marks a response that answers a database failure, so the request middleware counts it
 /// (`sealpost_store_errors_total`) where the relay's metrics are at hand.
 #[derive(Debug, Clone, Copy)]
-pub struct StoreFailure;
+pub(crate) struct StoreFailure;
 
 /// An error answered as `{"error":{"code","message"}}`.
 #[derive(Debug)]
 pub struct ApiError {
-    pub code: ErrorCode,
-    pub message: String,
+    pub(crate) code: ErrorCode,
+    pub(crate) message: String,
     /// Sent as `Retry-After` (whole seconds, at least 1).
-    pub retry_after: Option<Duration>,
+    pub(crate) retry_after: Option<Duration>,
 }
 
-pub type ApiResult<T> = Result<T, ApiError>;
+pub(crate) type ApiResult<T> = Result<T, ApiError>;
 
 impl ApiError {
-    pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
+    pub(crate) fn new(code: ErrorCode, message: impl Into<String>) -> Self {
         Self {
             code,
             message: message.into(),
@@ -53,12 +53,12 @@ impl ApiError {
     }
 
     /// 429 `rate_limited`, with when to try again.
-    pub fn rate_limited(limited: Limited, message: &str) -> Self {
+    pub(crate) fn rate_limited(limited: Limited, message: &str) -> Self {
         Self::limited(ErrorCode::RateLimited, limited, message)
     }
 
     /// A 429 of `code`, with when to try again.
-    pub fn limited(code: ErrorCode, limited: Limited, message: &str) -> Self {
+    pub(crate) fn limited(code: ErrorCode, limited: Limited, message: &str) -> Self {
         Self {
             retry_after: Some(limited.retry_after),
             ..Self::new(code, message)
@@ -66,12 +66,12 @@ impl ApiError {
     }
 
     /// A quota (a count of live things) is full: 429 of `code`, retry in `seconds`.
-    pub fn quota(code: ErrorCode, message: String, seconds: u64) -> Self {
+    pub(crate) fn quota(code: ErrorCode, message: String, seconds: u64) -> Self {
         Self::new(code, message).retry_in(seconds)
     }
 
     /// 503 `busy`: a cap on large transfers in flight; retry in a second.
-    pub fn busy(message: &str) -> Self {
+    pub(crate) fn busy(message: &str) -> Self {
         Self {
             retry_after: Some(Duration::from_secs(1)),
             ..Self::new(ErrorCode::Busy, message)
@@ -83,21 +83,21 @@ impl ApiError {
         self
     }
 
-    pub fn not_found(what: &str) -> Self {
+    pub(crate) fn not_found(what: &str) -> Self {
         Self::new(
             ErrorCode::NotFound,
             format!("No such {what} for this token."),
         )
     }
 
-    pub fn unauthorized() -> Self {
+    pub(crate) fn unauthorized() -> Self {
         Self::new(
             ErrorCode::Unauthorized,
             "The token is missing, expired or revoked. Sign in again (or pair the plugin again).",
         )
     }
 
-    pub fn wrong_kind(needed: &str) -> Self {
+    pub(crate) fn wrong_kind(needed: &str) -> Self {
         Self::new(
             ErrorCode::WrongTokenKind,
             format!("This endpoint needs {needed}."),

@@ -18,15 +18,15 @@ use utoipa::OpenApi as _;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-pub mod accounts;
+pub(crate) mod accounts;
 pub mod auth;
-pub mod body;
-pub mod calls;
-pub mod client;
+pub(crate) mod body;
+pub(crate) mod calls;
+pub(crate) mod client;
 pub mod error;
 mod openapi;
-pub mod sessions;
-pub mod state;
+pub(crate) mod sessions;
+pub(crate) mod state;
 
 use error::{ApiError, ApiResult};
 use state::AppState;
@@ -36,7 +36,7 @@ use state::AppState;
 const CSP: &str = "default-src 'self'; script-src 'self' 'wasm-unsafe-eval'; connect-src 'self'; frame-ancestors 'none'";
 
 /// Parses an id from a path. A malformed id names nothing, so it answers 404 like a missing one.
-pub fn path_id(text: &str, what: &str) -> ApiResult<Id16> {
+pub(crate) fn path_id(text: &str, what: &str) -> ApiResult<Id16> {
     text.parse().map_err(|_| ApiError::not_found(what))
 }
 
@@ -70,7 +70,7 @@ fn routes() -> OpenApiRouter<AppState> {
 }
 
 /// The OpenAPI document of every route the router serves.
-pub fn document() -> utoipa::openapi::OpenApi {
+pub(crate) fn document() -> utoipa::openapi::OpenApi {
     routes().into_openapi()
 }
 
@@ -80,7 +80,7 @@ pub fn document_json() -> &'static str {
 }
 
 /// Builds the router.
-pub fn router(state: AppState) -> Router {
+pub(crate) fn router(state: AppState) -> Router {
     let (api, _) = routes().split_for_parts();
     let api = api
         .fallback_service(web_service(&state))
@@ -288,7 +288,7 @@ async fn render_metrics(state: &AppState) -> Response {
 }
 
 /// The router of the metrics address: `/metrics` and nothing else, to whoever can reach it.
-pub fn metrics_router(state: AppState) -> Router {
+pub(crate) fn metrics_router(state: AppState) -> Router {
     Router::new()
         .route(
             "/metrics",

@@ -17,29 +17,36 @@ use sealpost_time::UnixMillis;
 use crate::wake::{Hub, Topic};
 
 mod hot_path;
-pub mod postgres;
+mod postgres;
 mod rows;
 mod sql;
 mod sql_time;
-pub mod sqlite;
+mod sqlite;
 
 pub(crate) use sql_time::{duration_to_sql, time_from_sql, time_to_sql};
 
 /// Why a store operation did not happen. The HTTP layer maps each to a stable error code.
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
+    /// No such row in the caller's scope: another owner's or another pairing's reads the same.
     #[error("not found")]
     NotFound,
+    /// The id (or owner name) is already taken.
     #[error("already exists")]
     Duplicate,
+    /// The session has ended or expired.
     #[error("the session has ended")]
     SessionEnded,
+    /// The claim's lease ran out before the reply; the call has expired for good.
     #[error("the lease has run out")]
     LeaseExpired,
+    /// The call is in this state, from which the operation cannot move it.
     #[error("the call is {}", .0.as_str())]
     WrongState(CallState),
+    /// The session already holds the most pending calls allowed.
     #[error("too many pending calls in this session")]
     TooManyPending,
+    /// The owner already holds the most live sessions allowed.
     #[error("too many live sessions for this owner")]
     TooManySessions,
     /// The presented token's row is revoked, expired, of a disabled owner, or does not match.
@@ -83,57 +90,83 @@ impl std::fmt::Display for ErrorChain<'_> {
     }
 }
 
+/// A store operation's result.
 pub type StoreResult<T> = Result<T, StoreError>;
 
 /// An owner account (a person or a team member).
 #[derive(Debug, Clone, PartialEq)]
 pub struct OwnerRow {
+    /// The owner's id, the `sub` of their tokens.
     pub id: Id16,
+    /// The unique name the admin CLI calls them by.
     pub name: String,
+    /// When the owner was created.
     pub created_at: UnixMillis,
+    /// Whether the owner is disabled: none of their tokens works and they cannot sign in.
     pub disabled: bool,
 }
 
 /// A bearer token's row. A JWT names it by `sid`; the row decides whether the JWT still works.
 #[derive(Debug, Clone, PartialEq)]
 pub struct TokenRow {
+    /// The row's id, the JWT's `sid`.
     pub id: Id16,
+    /// The owner the token acts for.
     pub owner_id: Id16,
+    /// An owner sign-in or an MCP token.
     pub kind: TokenKind,
     /// Set for MCP tokens: the one pairing the token may act for.
     pub pair_id: Option<Id16>,
+    /// The person's name for an MCP token; `sign-in` for an owner token.
     pub label: String,
+    /// When the token was made (for an owner token, the sign-in).
     pub created_at: UnixMillis,
+    /// When the token lapses; an owner token's slides forward each time `GET /v1/me` renews it.
     pub expires_at: UnixMillis,
 }
 
 /// A session to create. The hello is opaque bytes stored as given.
 #[derive(Debug, Clone)]
 pub struct NewSession {
+    /// The owner whose tab starts it.
     pub owner_id: Id16,
+    /// The session's id, chosen by the tab.
     pub session_id: Id16,
+    /// The pairing it serves: starting it ends that pairing's previous session.
     pub pair_id: Id16,
+    /// The sealed hello the plugin will fetch and verify.
     pub hello: Vec<u8>,
+    /// When it starts.
     pub created_at: UnixMillis,
+    /// When it ends unless ended sooner.
     pub expires_at: UnixMillis,
 }
 
 /// What a plugin sees of a pairing's live session.
 #[derive(Debug, Clone, PartialEq)]
 pub struct LiveSession {
+    /// The session's id.
     pub session_id: Id16,
+    /// Its hello, as the tab posted it.
     pub hello: Vec<u8>,
+    /// When it ends unless ended sooner.
     pub expires_at: UnixMillis,
+    /// When the tab last claimed (to within a second); `None` if it never has.
     pub claimer_seen_at: Option<UnixMillis>,
 }
 
 /// A call to post.
 #[derive(Debug, Clone)]
 pub struct NewCall {
+    /// The owner of the session it is posted to.
     pub owner_id: Id16,
+    /// The session whose tab is to claim it.
     pub session_id: Id16,
+    /// The call's id, chosen by the plugin; a repeat is [`StoreError::Duplicate`].
     pub call_id: Id16,
+    /// The sealed call, stored as given.
     pub envelope: Vec<u8>,
+    /// When it is posted.
     pub created_at: UnixMillis,
     /// Requested expiry; the store clamps it to the session's expiry.
     pub expires_at: UnixMillis,
@@ -142,9 +175,13 @@ pub struct NewCall {
 /// A call handed to an executor.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ClaimedRow {
+    /// The call's id.
     pub call_id: Id16,
+    /// The sealed call.
     pub envelope: Vec<u8>,
+    /// A reply after this is refused ([`StoreError::LeaseExpired`]).
     pub lease_expires_at: UnixMillis,
+    /// When the call was posted.
     pub created_at: UnixMillis,
 }
 
@@ -152,9 +189,13 @@ pub struct ClaimedRow {
 /// its expiry or a claimed call past its lease reads as expired even before the sweeper runs.
 #[derive(Debug, Clone, PartialEq)]
 pub struct CallView {
+    /// The effective state at `now`.
     pub state: CallState,
+    /// The sealed reply, while the call is answered or delivered.
     pub reply: Option<Vec<u8>>,
+    /// Why the call was cancelled, while it is cancelled.
     pub reason: Option<CancelReason>,
+    /// When the call expires (its reply stays readable until then).
     pub expires_at: UnixMillis,
     /// When the call's state can next change on its own (expiry or lease end); readers wait no
     /// longer than this.
@@ -169,8 +210,11 @@ pub struct CallView {
 /// nothing and the operation fails with [`StoreError::TokenNotLive`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Bearer {
+    /// The token row's id (the JWT's `sid`).
     pub token_id: Id16,
+    /// The owner the claims name (`sub`).
     pub owner_id: Id16,
+    /// The kind the claims' audience names.
     pub kind: TokenKind,
     /// Set for MCP tokens: the pairing the token acts for.
     pub pair_id: Option<Id16>,
@@ -189,7 +233,9 @@ impl Bearer {
 /// Who is asking about a call: always an owner, and for an MCP token also its pairing.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Scope {
+    /// The owner whose calls these are.
     pub owner_id: Id16,
+    /// For an MCP token, the one pairing whose calls it may touch; `None` for an owner token.
     pub pair_id: Option<Id16>,
 }
 
@@ -197,7 +243,9 @@ pub struct Scope {
 /// [`Inspect`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct HeldBytes {
+    /// The call's envelope is still stored.
     pub envelope: bool,
+    /// A reply is stored.
     pub reply: bool,
 }
 
@@ -231,23 +279,30 @@ impl EndedSessions {
 /// What one sweep did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct SweepStats {
+    /// Pending calls past their expiry and claimed calls past their lease, now expired.
     pub expired_calls: u64,
+    /// Calls past their expiry whose remaining envelope or reply bytes were dropped.
     pub cleared_replies: u64,
+    /// Call rows deleted, `grace_ms` after their expiry.
     pub deleted_calls: u64,
+    /// Sessions that reached their expiry and ended.
     pub ended_sessions: u64,
+    /// Ended sessions deleted, `grace_ms` after their end, once no call rows remain.
     pub deleted_sessions: u64,
     /// The sessions that expired in this sweep, and their cancelled calls.
     pub ended: EndedSessions,
 }
 
-/// The relay's storage. Both backends pass the same contract suite (`tests/it/contract/`).
 /// What an owner holds against their per-owner quotas.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct LiveGrants {
+    /// Unrevoked, unexpired MCP tokens (`max_live_mcp_tokens_per_owner`).
     pub mcp_tokens: i64,
+    /// Unused, unexpired sign-in codes (`max_live_signin_codes_per_owner`).
     pub signin_codes: i64,
 }
 
+/// The relay's storage. Both backends pass the same contract suite (`tests/it/contract/`).
 #[async_trait]
 pub trait Store: Send + Sync + std::fmt::Debug {
     /// Which backend this is ("sqlite" or "postgres"), for logs and metrics.
@@ -260,9 +315,13 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     /// Returns the secret stored under `name`, storing `fresh` first if there is none.
     async fn secret(&self, name: &str, fresh: Vec<u8>) -> StoreResult<Vec<u8>>;
 
+    /// Creates an enabled owner; [`StoreError::Duplicate`] if the id or name is taken.
     async fn create_owner(&self, id: Id16, name: &str, now: UnixMillis) -> StoreResult<()>;
+    /// Every owner, disabled or not, by name.
     async fn list_owners(&self) -> StoreResult<Vec<OwnerRow>>;
+    /// The owner called `name`, disabled or not.
     async fn owner_by_name(&self, name: &str) -> StoreResult<Option<OwnerRow>>;
+    /// The owner with this id, disabled or not.
     async fn owner_by_id(&self, id: Id16) -> StoreResult<Option<OwnerRow>>;
     /// Disables an owner and revokes all of their tokens. False if no such owner.
     async fn disable_owner(&self, name: &str, now: UnixMillis) -> StoreResult<bool>;
@@ -285,6 +344,7 @@ pub trait Store: Send + Sync + std::fmt::Debug {
         now: UnixMillis,
     ) -> StoreResult<Option<Id16>>;
 
+    /// Stores a new token row (a sign-in or an MCP token), live until it expires or is revoked.
     async fn create_token(&self, token: &TokenRow) -> StoreResult<()>;
     /// The token row if it is unrevoked, unexpired and its owner is enabled.
     async fn active_token(&self, id: Id16, now: UnixMillis) -> StoreResult<Option<TokenRow>>;
@@ -303,6 +363,7 @@ pub trait Store: Send + Sync + std::fmt::Debug {
         kind: Option<TokenKind>,
         now: UnixMillis,
     ) -> StoreResult<bool>;
+    /// The owner's unrevoked, unexpired MCP tokens, oldest first.
     async fn list_mcp_tokens(&self, owner_id: Id16, now: UnixMillis) -> StoreResult<Vec<TokenRow>>;
     /// Bytes each owner's calls and replies hold now (the byte quota's recount).
     async fn bytes_held_by_owner(&self) -> StoreResult<Vec<(Id16, i64)>>;
@@ -322,6 +383,8 @@ pub trait Store: Send + Sync + std::fmt::Debug {
         session: &NewSession,
         max_live: u32,
     ) -> StoreResult<EndedSessions>;
+    /// The pairing's session that is unended and unexpired at `now` (the newest, should there
+    /// be more than one).
     async fn live_session(
         &self,
         owner_id: Id16,
