@@ -94,6 +94,11 @@ pub(crate) async fn bootstrap_owner(
 
 /// Opens the store and starts serving on `config.listen` (port 0 picks a free port).
 pub async fn start(config: Config) -> anyhow::Result<Running> {
+    // Zero places would refuse every connection; unlike the per-address cap it has no "off".
+    anyhow::ensure!(
+        config.limits.max_connections > 0,
+        "max_connections must be at least 1"
+    );
     let store = store::open(&config.database_url)
         .await
         .context("open the database")?;
@@ -291,5 +296,18 @@ fn shutdown_signal() -> anyhow::Result<impl Future<Output = ()>> {
         Ok(async {
             let _ = tokio::signal::ctrl_c().await;
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_connection_cap_of_zero_is_refused_before_anything_starts() {
+        let mut config = Config::new("sqlite://does-not-matter.db");
+        config.limits.max_connections = 0;
+        let error = start(config).await.err().expect("refused");
+        assert!(error.to_string().contains("max_connections"), "{error}");
     }
 }
