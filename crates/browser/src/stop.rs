@@ -45,3 +45,36 @@ impl StopReason {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::StopReason::{self, *};
+
+    const ALL: [StopReason; 6] = [
+        Locked,
+        SignedOut,
+        SessionEnded,
+        Expired,
+        TokenRevoked,
+        TakenOver,
+    ];
+
+    #[test]
+    fn each_reason_has_the_name_javascript_sees_in_events_and_promises() {
+        for reason in ALL {
+            let serialized = serde_json::to_value(reason).unwrap();
+            assert_eq!(serialized, reason.as_str(), "{reason:?}");
+        }
+    }
+
+    #[test]
+    fn the_page_may_ask_only_for_the_stops_a_person_causes() {
+        for reason in [Locked, SignedOut, SessionEnded, TakenOver] {
+            assert_eq!(StopReason::requested(reason.as_str()), Some(reason));
+        }
+        // Expiry and a refused token are the relay's to report, never the page's to claim.
+        for name in ["expired", "token_revoked", "lock", ""] {
+            assert_eq!(StopReason::requested(name), None, "{name}");
+        }
+    }
+}
