@@ -4,7 +4,7 @@
 use proptest::prelude::*;
 use sealpost_seal::{
     BrowserSession, ENVELOPE_OVERHEAD, Header, Kind, PairingCode, PairingSecret, PluginSession,
-    SessionKeys, open_call, open_reply, parse_header, seal_reply, verify_hello,
+    SealError, SessionKeys, open_call, open_reply, parse_header, seal_reply, verify_hello,
 };
 use sealpost_time::UnixMillis;
 
@@ -170,6 +170,24 @@ fn a_parsed_header_reads_back_every_field_it_was_sealed_with() {
         (answer.call_id(), answer.expires_at_ms()),
         (&[5; 16], at(60_000))
     );
+}
+
+#[test]
+fn a_header_that_expires_before_it_was_made_is_refused_both_sealing_and_parsing() {
+    let f = fixture(6);
+    let seal = |created: u64, expires: u64| {
+        let header = f.plugin.call_header([6; 16], at(created), at(expires));
+        f.plugin.seal_call(&header, b"{}", &mut rand::rng())
+    };
+    assert_eq!(seal(2_000, 1_999).unwrap_err(), SealError::BadTimes);
+    // An envelope valid for no time at all is odd but not contradictory.
+    let instant = seal(2_000, 2_000).unwrap();
+    assert_eq!(parse_header(&instant).unwrap().expires_at_ms(), at(2_000));
+    // The same contradiction written into a sealed envelope's header by someone on the way:
+    // refused before any key is used.
+    let mut envelope = seal(2_000, 60_000).unwrap();
+    envelope[74..82].copy_from_slice(&1_999u64.to_be_bytes());
+    assert_eq!(parse_header(&envelope).unwrap_err(), SealError::BadTimes);
 }
 
 fn base64_url(bytes: &[u8]) -> String {
