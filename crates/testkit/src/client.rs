@@ -53,7 +53,12 @@ impl Client {
     }
 
     /// The plugin posts a sealed call.
-    pub async fn post_call(&self, session_id: Id16, call_id: Id16, envelope: Vec<u8>) -> Result<()> {
+    pub async fn post_call(
+        &self,
+        session_id: Id16,
+        call_id: Id16,
+        envelope: Vec<u8>,
+    ) -> Result<()> {
         let request = PostCallRequest {
             call_id,
             envelope: Base64Bytes(envelope),

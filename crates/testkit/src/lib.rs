@@ -13,4 +13,4 @@ pub mod relay;
 
 pub use client::Client;
 pub use db::{TempDir, TestDb, id, postgres_admin_url, report_skip};
-pub use relay::{Pairing, Relay, TEST_KEY, b64, pairing, test_config, unb64};
+pub use relay::{Pairing, Relay, SESSION_TTL_S, TEST_KEY, b64, pairing, test_config, unb64};

@@ -253,10 +253,7 @@ async fn crash_and_restart(db: TestDb) {
         acknowledged.extend(poster.await.unwrap());
     }
     let second = spawn_relay(&url, &dir, "after-crash");
-    let restarted = client_for(
-        &second,
-        TestDb::at(url.clone()),
-    );
+    let restarted = client_for(&second, TestDb::at(url.clone()));
     loop {
         let batch = claim_once(
             restarted.base.clone(),
