@@ -5,7 +5,7 @@
 
 use std::rc::Rc;
 
-use sealpost_e2e::{LiveRelay, SqliteFile, postgres_url, random_id};
+use sealpost_e2e::LiveRelay;
 use sealpost_executor::{
     Access, Clock, DocId, Document, Executor, Grants, GrantsHandle, MemoryAuditLog, Outcome,
     Workspace,
@@ -13,6 +13,7 @@ use sealpost_executor::{
 use sealpost_protocol::api::CallState;
 use sealpost_protocol::content::{ContentBlock, Reply, ToolCall};
 use sealpost_seal::{PluginSession, verify_hello};
+use sealpost_testkit::{TestDb, id};
 use sealpost_time::UnixMillis;
 use serde_json::json;
 
@@ -57,7 +58,7 @@ async fn one_call(relay: &LiveRelay) -> (Reply, [u8; 16]) {
     let executor = tab();
 
     // The tab starts a session and publishes its hello.
-    let session_id = random_id();
+    let session_id = id();
     let now = SystemClock.now_ms();
     let hello = executor
         .start_session(
@@ -69,15 +70,17 @@ async fn one_call(relay: &LiveRelay) -> (Reply, [u8; 16]) {
         )
         .unwrap();
     relay
+        .owner
         .create_session(session_id, pairing.pair_id, hello, 600)
         .await
         .unwrap();
 
     // The plugin finds the session, checks the hello and seals a call.
-    let live = relay.live_session(&pairing).await.unwrap();
+    let plugin_client = relay.plugin(&pairing);
+    let live = plugin_client.live_session(pairing.pair_id).await.unwrap();
     let verified = verify_hello(&pairing.secret, &live.hello.0, live.now_ms).unwrap();
     let plugin = PluginSession::start(&pairing.secret, &verified, &mut rng).unwrap();
-    let call_id = random_id();
+    let call_id = id();
     let now = SystemClock.now_ms();
     let header = plugin.call_header(call_id.0, now, now.saturating_add_ms(60_000));
     let call = ToolCall {
@@ -87,13 +90,13 @@ async fn one_call(relay: &LiveRelay) -> (Reply, [u8; 16]) {
     let envelope = plugin
         .seal_call(&header, &serde_json::to_vec(&call).unwrap(), &mut rng)
         .unwrap();
-    relay
-        .post_call(&pairing, live.session_id, call_id, envelope)
+    plugin_client
+        .post_call(live.session_id, call_id, envelope)
         .await
         .unwrap();
 
     // The tab claims, runs and answers.
-    let claimed = relay.claim(session_id, 10, 5_000).await.unwrap();
+    let claimed = relay.owner.claim(session_id, 10, 5_000).await.unwrap();
     assert_eq!(claimed.calls.len(), 1);
     let outcome = executor
         .handle(&claimed.calls[0].envelope.0, &SystemClock, &mut rng)
@@ -107,10 +110,10 @@ async fn one_call(relay: &LiveRelay) -> (Reply, [u8; 16]) {
         panic!("the tab should answer, got {outcome:?}");
     };
     assert_eq!(answered, call_id.0);
-    relay.reply(call_id, envelope).await.unwrap();
+    relay.owner.reply(call_id, envelope).await.unwrap();
 
     // The plugin reads and opens the answer.
-    let status = relay.read_call(&pairing, call_id, 5_000).await.unwrap();
+    let status = plugin_client.read_call(call_id, 5_000).await.unwrap();
     assert_eq!(status.state, CallState::Answered);
     let sealed = status.reply.expect("an answered call carries its reply");
     let opened = plugin.open_reply(&header, &sealed.0).unwrap();
@@ -137,14 +140,13 @@ fn contains(haystack: &[u8], needle: &[u8]) -> bool {
 #[tokio::test]
 async fn a_call_sealed_by_the_plugin_is_answered_by_the_tab_through_the_relay_on_sqlite() {
     logs::start();
-    let db = SqliteFile::new();
-    let relay = LiveRelay::start(&db.url()).await.unwrap();
+    let relay = LiveRelay::start(TestDb::sqlite()).await;
     let (reply, call_id) = one_call(&relay).await;
     assert!(
         reply_text(&reply).contains(CANARY),
         "the tab found the document"
     );
-    relay.stop().await.unwrap();
+    let db = relay.stop().await.expect("the relay's database");
 
     let stored: Vec<u8> = db
         .files()
@@ -170,12 +172,14 @@ async fn a_call_sealed_by_the_plugin_is_answered_by_the_tab_through_the_relay_on
 
 #[tokio::test]
 async fn a_call_sealed_by_the_plugin_is_answered_by_the_tab_through_the_relay_on_postgres() {
-    let Some(url) = postgres_url() else { return };
+    let Some(db) = TestDb::postgres().await else {
+        return;
+    };
     logs::start();
-    let relay = LiveRelay::start(&url).await.unwrap();
+    let relay = LiveRelay::start(db).await;
     let (reply, call_id) = one_call(&relay).await;
     assert!(reply_text(&reply).contains(CANARY));
-    relay.stop().await.unwrap();
+    let url = relay.stop().await.expect("the relay's database").url;
 
     // Every byte the relay stored, read back as text.
     let pool = sqlx::PgPool::connect(&url).await.unwrap();

@@ -14,7 +14,9 @@ use sealpost_seal::PairingSecret;
 use sealpost_time::UnixMillis;
 use tokio::sync::watch;
 
-use crate::{LiveRelay, random_id};
+use sealpost_testkit::{Client, id};
+
+use crate::LiveRelay;
 
 /// What the tab did, readable from the test while it runs.
 #[derive(Debug, Default)]
@@ -77,7 +79,7 @@ impl Tab {
         let (stop, stopped) = watch::channel(false);
         let (ready_tx, ready_rx) = tokio::sync::oneshot::channel::<Result<Id16>>();
         let log = Arc::new(TabLog::default());
-        let client = LiveRelay::echo(relay.base.clone()).with_owner(relay.owner_token.clone());
+        let client = relay.owner.clone();
         let secret = PairingSecret::from_bytes(*secret.expose());
         let thread_log = log.clone();
         let thread = std::thread::spawn(move || {
@@ -88,7 +90,7 @@ impl Tab {
             let local = tokio::task::LocalSet::new();
             local.block_on(&runtime, async move {
                 let executor = build();
-                let session_id = random_id();
+                let session_id = id();
                 let now = now_ms();
                 let started = async {
                     let hello = executor
@@ -141,7 +143,7 @@ impl Drop for Tab {
 }
 
 async fn serve(
-    client: &LiveRelay,
+    client: &Client,
     executor: &Executor,
     session_id: Id16,
     mode: TabMode,

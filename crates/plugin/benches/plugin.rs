@@ -12,13 +12,14 @@ use std::time::{Duration, Instant};
 
 use axum::Router;
 use axum::routing::any;
+use sealpost_e2e::LiveRelay;
 use sealpost_e2e::tab::Tab;
-use sealpost_e2e::{LiveRelay, SqliteFile};
 use sealpost_executor::{
     Access, Executor, Grants, GrantsHandle, HostTool, MemoryAuditLog, ToolFuture, ToolSpec,
     Workspace,
 };
 use sealpost_protocol::content::{ToolKind, ToolResult};
+use sealpost_testkit::{SESSION_TTL_S, TestDb};
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt as _, AsyncWriteExt as _, BufReader};
 
@@ -98,15 +99,14 @@ fn rss_kib(pid: u32) -> Option<u64> {
 
 #[tokio::main]
 async fn main() {
-    let db = SqliteFile::new();
-    let relay = LiveRelay::start(&db.url()).await.unwrap();
+    let relay = LiveRelay::start(TestDb::sqlite()).await;
     let pairing = relay.pair().await.unwrap();
     let config = tempfile::tempdir().unwrap();
     let code = sealpost_seal::PairingCode::parse(&pairing.code(&relay.base)).unwrap();
     sealpost::config::ConfigDir::at(config.path())
         .save_pairing(&code)
         .unwrap();
-    let tab = Tab::start(&relay, &pairing.secret, 3_600, noop_tab)
+    let tab = Tab::start(&relay, &pairing.secret, SESSION_TTL_S, noop_tab)
         .await
         .unwrap();
 
@@ -190,5 +190,5 @@ async fn main() {
         );
     }
     drop(tab);
-    relay.stop().await.unwrap();
+    relay.stop().await;
 }

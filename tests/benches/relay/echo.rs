@@ -3,11 +3,11 @@
 
 use axum::Router;
 use axum::routing::{get, post, put};
-use sealpost_e2e::random_id;
 use sealpost_protocol::api::{
     CallState, CallStatusResponse, ClaimResponse, ClaimedCall, PostCallResponse,
 };
 use sealpost_protocol::ids::Base64Bytes;
+use sealpost_testkit::id;
 use sealpost_time::UnixMillis;
 
 use crate::{ENVELOPE_BYTES, now};
@@ -34,7 +34,7 @@ pub async fn serve() -> String {
             "/v1/sessions/{s}/claims",
             post(move || async move {
                 let call = ClaimedCall {
-                    call_id: random_id(),
+                    call_id: id(),
                     envelope: claimed,
                     lease_expires_at: UnixMillis::EPOCH,
                 };

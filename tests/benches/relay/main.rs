@@ -31,7 +31,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use client::Conn;
-use sealpost_e2e::{LiveRelay, Pairing, random_id};
+use sealpost_e2e::{LiveRelay, Pairing};
 use sealpost_protocol::api::TokenKind;
 use sealpost_protocol::ids::Id16;
 use sealpost_relay::store::{self, Bearer, NewCall, NewSession, Store, TokenRow};
@@ -39,6 +39,7 @@ use sealpost_seal::{
     BrowserSession, ENVELOPE_OVERHEAD, Header, PairingSecret, PluginSession, SessionKeys,
     open_call, seal_reply, verify_hello,
 };
+use sealpost_testkit::{SESSION_TTL_S, TestDb, id};
 use sealpost_time::UnixMillis;
 use tokio::sync::Mutex;
 
@@ -192,7 +193,7 @@ async fn bearer(store: &dyn Store, owner: Id16, pair_id: Option<Id16>) -> Bearer
         None => TokenKind::Owner,
     };
     let row = TokenRow {
-        id: random_id(),
+        id: id(),
         owner_id: owner,
         kind,
         pair_id,
@@ -213,7 +214,7 @@ async fn bearer(store: &dyn Store, owner: Id16, pair_id: Option<Id16>) -> Bearer
 /// MCP token and both ends' keys.
 async fn store_client(store: &dyn Store, owner: Id16) -> (Id16, Bearer, Ends) {
     let secret = PairingSecret::generate(&mut rand::rng());
-    let (session_id, pair_id) = (random_id(), Id16(secret.pair_id()));
+    let (session_id, pair_id) = (id(), Id16(secret.pair_id()));
     let (ends, hello) = Ends::new(&secret, session_id);
     let t = now();
     let session = NewSession {
@@ -233,7 +234,7 @@ async fn store_client(store: &dyn Store, owner: Id16) -> (Id16, Bearer, Ends) {
 /// its token row, as in the relay).
 async fn store_ceiling(url: &str) -> Outcome {
     let store = store::open(url).await.unwrap();
-    let owner = random_id();
+    let owner = id();
     store
         .create_owner(owner, &format!("bench-{owner}"), now())
         .await
@@ -249,7 +250,7 @@ async fn store_ceiling(url: &str) -> Outcome {
         let (store, clients) = (store.clone(), clients.clone());
         async move {
             let (session_id, mcp, ends) = &clients[n];
-            let call_id = random_id();
+            let call_id = id();
             let (header, envelope) = ends.seal_call(call_id);
             let t = now();
             let call = NewCall {
@@ -291,7 +292,7 @@ struct HttpClient {
 /// ends open the envelopes they sealed themselves (the same work).
 async fn http_call(c: &HttpClient, echo: bool) {
     let (mut plugin, mut tab) = (c.plugin.lock().await, c.tab.lock().await);
-    let call_id = random_id();
+    let call_id = id();
     let (header, envelope) = c.ends.seal_call(call_id);
     plugin
         .post_call(c.session_id, call_id, envelope.clone())
@@ -321,21 +322,22 @@ async fn http_clients(relay: &LiveRelay, store: Option<&dyn Store>) -> Vec<HttpC
                     secret,
                     pair_id,
                     mcp_token: "echo".into(),
-                    token_id: random_id(),
+                    token_id: id(),
                 }
             }
         };
-        let session_id = random_id();
+        let session_id = id();
         let (ends, hello) = Ends::new(&pairing.secret, session_id);
         if store.is_some() {
             relay
-                .create_session(session_id, pairing.pair_id, hello, 3_600)
+                .owner
+                .create_session(session_id, pairing.pair_id, hello, SESSION_TTL_S)
                 .await
                 .unwrap();
         }
         clients.push(HttpClient {
             plugin: Mutex::new(Conn::open(&relay.base, &pairing.mcp_token).await),
-            tab: Mutex::new(Conn::open(&relay.base, &relay.owner_token).await),
+            tab: Mutex::new(Conn::open(&relay.base, &relay.owner.token).await),
             pairing,
             session_id,
             ends,
@@ -361,19 +363,20 @@ async fn http_run(
 async fn wake_latency(relay: Arc<LiveRelay>, client: &HttpClient, rounds: usize) -> Outcome {
     let mut outcome = Outcome::default();
     let start = Instant::now();
+    let plugin = relay.plugin(&client.pairing);
     for _ in 0..rounds {
         let (waiter, session_id) = (relay.clone(), client.session_id);
         let claim = tokio::spawn(async move {
-            waiter.claim(session_id, 1, 5_000).await.unwrap();
+            waiter.owner.claim(session_id, 1, 5_000).await.unwrap();
             Instant::now()
         });
         // Let the claim reach its wait (a benchmark may pace itself; tests never do this).
         tokio::time::sleep(Duration::from_millis(3)).await;
-        let call_id = random_id();
+        let call_id = id();
         let (_, envelope) = client.ends.seal_call(call_id);
         let posted = Instant::now();
-        relay
-            .post_call(&client.pairing, client.session_id, call_id, envelope)
+        plugin
+            .post_call(client.session_id, call_id, envelope)
             .await
             .unwrap();
         let woke = claim.await.unwrap();
@@ -422,7 +425,7 @@ impl Databases {
     async fn fresh(&self) -> String {
         let name = format!(
             "sealpost_bench_{}",
-            random_id().to_string().to_lowercase().replace('-', "_")
+            id().to_string().to_lowercase().replace('-', "_")
         );
         match self {
             Databases::Sqlite(dir) => format!("sqlite://{}/{name}.db", dir.display()),
@@ -460,7 +463,7 @@ async fn relay_runs(label: &str, databases: &Databases, echo: &Echo) -> Figures 
         if let Some((relay, _)) = last.take() {
             stop(relay).await;
         }
-        let relay = LiveRelay::start(&databases.fresh().await).await.unwrap();
+        let relay = LiveRelay::start(TestDb::at(databases.fresh().await)).await;
         let clients = Arc::new(http_clients(&relay, Some(relay.store())).await);
         let loaded = http_run(clients.clone(), CLIENTS, None, false).await;
         last = Some((Arc::new(relay), clients));
@@ -567,13 +570,13 @@ async fn postgres_runs(url: &str, echo: &Echo) {
 
 async fn stop(relay: Arc<LiveRelay>) {
     let relay = Arc::into_inner(relay).expect("every run has ended");
-    relay.stop().await.unwrap();
+    relay.stop().await;
 }
 
 #[tokio::main]
 async fn main() {
     if let Ok(url) = std::env::var("SEALPOST_BENCH_RELAY_ONLY") {
-        let relay = LiveRelay::start(&url).await.unwrap();
+        let relay = LiveRelay::start(TestDb::at(url)).await;
         let clients = Arc::new(http_clients(&relay, Some(relay.store())).await);
         let loaded = http_run(clients, CLIENTS, None, false).await;
         println!("{}", loaded.line(&format!("relay ({CLIENTS} clients)")));
@@ -588,7 +591,7 @@ async fn main() {
         return;
     }
     let echo = echo_runs().await;
-    let dir = std::env::temp_dir().join(format!("sealpost-relay-bench-{}", random_id()));
+    let dir = std::env::temp_dir().join(format!("sealpost-relay-bench-{}", id()));
     std::fs::create_dir_all(&dir).unwrap();
     let sqlite = relay_runs(
         "SQLite (WAL, synchronous=NORMAL, grouped statements)",

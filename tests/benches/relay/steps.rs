@@ -3,8 +3,8 @@
 
 use std::time::Instant;
 
-use sealpost_e2e::random_id;
 use sealpost_relay::store::{self, NewCall};
+use sealpost_testkit::id;
 
 use crate::{bearer, now, store_client};
 
@@ -12,7 +12,7 @@ const CALLS: usize = 500;
 
 pub async fn run(url: &str) {
     let store = store::open(url).await.unwrap();
-    let owner = random_id();
+    let owner = id();
     store
         .create_owner(owner, &format!("steps-{owner}"), now())
         .await
@@ -25,7 +25,7 @@ pub async fn run(url: &str) {
         Instant::now()
     };
     for _ in 0..CALLS {
-        let call_id = random_id();
+        let call_id = id();
         let (header, envelope) = ends.seal_call(call_id);
         let t = now();
         let call = NewCall {

@@ -4,7 +4,8 @@
 use std::os::unix::fs::PermissionsExt as _;
 use std::process::Output;
 
-use sealpost_e2e::{LiveRelay, SqliteFile};
+use sealpost_e2e::LiveRelay;
+use sealpost_testkit::TestDb;
 use serde_json::Value;
 use tokio::io::AsyncWriteExt as _;
 
@@ -76,8 +77,7 @@ async fn a_relay_that_does_not_answer_is_named_by_host_and_nothing_is_saved() {
 
 #[tokio::test]
 async fn pairing_checks_the_token_stores_0600_and_prints_host_and_fingerprint_only() {
-    let db = SqliteFile::new();
-    let relay = LiveRelay::start(&db.url()).await.unwrap();
+    let relay = LiveRelay::start(TestDb::sqlite()).await;
     let config = config_dir();
 
     // A token this relay never issued is refused.
@@ -120,13 +120,12 @@ async fn pairing_checks_the_token_stores_0600_and_prints_host_and_fingerprint_on
     assert_eq!(report["token_live"], true);
     assert_eq!(report["session_live"], false);
     assert!(report["token_expires_at"].as_u64().is_some());
-    relay.stop().await.unwrap();
+    relay.stop().await;
 }
 
 #[tokio::test]
 async fn the_code_is_also_read_from_the_environment_and_an_argument() {
-    let db = SqliteFile::new();
-    let relay = LiveRelay::start(&db.url()).await.unwrap();
+    let relay = LiveRelay::start(TestDb::sqlite()).await;
     let config = config_dir();
     let code = relay.pair().await.unwrap().code(&relay.base);
     let mut command = sealpost(config.path());
@@ -147,7 +146,7 @@ async fn the_code_is_also_read_from_the_environment_and_an_argument() {
         said(&output).contains("shell history"),
         "the argument is warned about"
     );
-    relay.stop().await.unwrap();
+    relay.stop().await;
 }
 
 #[tokio::test]
@@ -177,8 +176,7 @@ async fn a_damaged_or_foreign_pairing_file_is_named_with_the_fix() {
 
 #[tokio::test]
 async fn unpair_revokes_the_token_and_deletes_the_file() {
-    let db = SqliteFile::new();
-    let relay = LiveRelay::start(&db.url()).await.unwrap();
+    let relay = LiveRelay::start(TestDb::sqlite()).await;
     let config = config_dir();
     let pairing = relay.pair().await.unwrap();
     write_pairing(config.path(), &pairing.code(&relay.base));
@@ -187,10 +185,16 @@ async fn unpair_revokes_the_token_and_deletes_the_file() {
     assert!(said(&output).contains("Revoked"), "{}", said(&output));
     assert!(!config.path().join("pairing.json").exists());
     // The token is dead at the relay.
-    assert!(relay.live_session(&pairing).await.is_err());
+    assert!(
+        relay
+            .plugin(&pairing)
+            .live_session(pairing.pair_id)
+            .await
+            .is_err()
+    );
     let (_, code) = status_json(config.path()).await;
     assert_eq!(code, 8);
-    relay.stop().await.unwrap();
+    relay.stop().await;
 }
 
 #[tokio::test]

@@ -8,12 +8,13 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use axum::Router;
 use axum::body::Body;
 use axum::routing::{get, post};
+use sealpost_e2e::LiveRelay;
 use sealpost_e2e::tab::Tab;
-use sealpost_e2e::{LiveRelay, SqliteFile, random_id};
 use sealpost_executor::{Executor, Workspace};
 use sealpost_protocol::api::LiveSessionResponse;
 use sealpost_protocol::ids::Base64Bytes;
 use sealpost_seal::{PairingCode, PairingSecret, RelayOrigin};
+use sealpost_testkit::{TestDb, id};
 use sealpost_time::UnixMillis;
 use serde_json::json;
 
@@ -65,7 +66,7 @@ async fn an_endless_answer_is_cut_at_the_cap_before_it_is_parsed() {
     // whole, it would parse, and only the hello check would refuse it.
     let hello = Base64Bytes(vec![1u8; 4 * 1024 * 1024]);
     let body = serde_json::to_vec(&LiveSessionResponse {
-        session_id: random_id(),
+        session_id: id(),
         hello,
         expires_at: UnixMillis::EPOCH,
         claimer_seen_at: None,
@@ -106,14 +107,14 @@ async fn a_hello_of_another_session_than_the_relay_names_is_not_sealed_to() {
     let hello = executor()
         .start_session(
             &secret,
-            random_id().0,
+            id().0,
             now,
             now.saturating_add_ms(600_000),
             &mut rand::rng(),
         )
         .unwrap();
     let answer = LiveSessionResponse {
-        session_id: random_id(), // not the hello's
+        session_id: id(), // not the hello's
         hello: Base64Bytes(hello),
         expires_at: now.saturating_add_ms(600_000),
         claimer_seen_at: Some(now),
@@ -140,8 +141,7 @@ async fn a_hello_of_another_session_than_the_relay_names_is_not_sealed_to() {
 async fn a_call_never_outlives_its_session() {
     // A session with less time left than a call's usual expiry: the call is capped at the
     // session's end, so the tab runs it instead of cancelling it as past the session.
-    let db = SqliteFile::new();
-    let relay = LiveRelay::start(&db.url()).await.unwrap();
+    let relay = LiveRelay::start(TestDb::sqlite()).await;
     let pairing = relay.pair().await.unwrap();
     let config = config_dir();
     write_pairing(config.path(), &pairing.code(&relay.base));
@@ -154,5 +154,5 @@ async fn a_call_never_outlives_its_session() {
     assert!(!is_error, "{text}");
     assert!(text.contains("notes"), "{text}");
     drop(tab);
-    relay.stop().await.unwrap();
+    relay.stop().await;
 }

@@ -5,10 +5,11 @@
 use std::time::{Duration, Instant};
 
 use sealpost_e2e::tab::{Tab, TabMode};
-use sealpost_e2e::{LiveRelay, Pairing, SqliteFile, postgres_url};
+use sealpost_e2e::{LiveRelay, Pairing};
 use sealpost_executor::{DocId, Document, Executor, Workspace};
 use sealpost_protocol::api::CallState;
 use sealpost_protocol::content::CancelReason;
+use sealpost_testkit::{TestDb, id};
 use sealpost_time::UnixMillis;
 use serde_json::json;
 
@@ -62,18 +63,10 @@ struct Setup {
     relay: LiveRelay,
     pairing: Pairing,
     config: tempfile::TempDir,
-    _db: Option<SqliteFile>,
 }
 
-async fn setup(database: Option<String>) -> Setup {
-    let (url, db) = match database {
-        Some(url) => (url, None),
-        None => {
-            let db = SqliteFile::new();
-            (db.url(), Some(db))
-        }
-    };
-    let relay = LiveRelay::start(&url).await.unwrap();
+async fn setup(db: TestDb) -> Setup {
+    let relay = LiveRelay::start(db).await;
     let pairing = relay.pair().await.unwrap();
     let config = config_dir();
     write_pairing(config.path(), &pairing.code(&relay.base));
@@ -81,7 +74,6 @@ async fn setup(database: Option<String>) -> Setup {
         relay,
         pairing,
         config,
-        _db: db,
     }
 }
 
@@ -110,10 +102,8 @@ fn fenced_body(text: &str) -> (String, String) {
     (body, nonce)
 }
 
-async fn search_finds_only_granted_documents_and_keeps_hostile_text_fenced(
-    database: Option<String>,
-) {
-    let setup = setup(database).await;
+async fn search_finds_only_granted_documents_and_keeps_hostile_text_fenced(db: TestDb) {
+    let setup = setup(db).await;
     let tab = Tab::start(&setup.relay, &setup.pairing.secret, 600, tab_executor)
         .await
         .unwrap();
@@ -176,23 +166,25 @@ async fn search_finds_only_granted_documents_and_keeps_hostile_text_fenced(
     );
     assert!(tab.log.replied.load(std::sync::atomic::Ordering::SeqCst) >= 2);
     drop(tab);
-    setup.relay.stop().await.unwrap();
+    setup.relay.stop().await;
 }
 
 #[tokio::test]
 async fn search_through_the_binary_on_sqlite() {
-    search_finds_only_granted_documents_and_keeps_hostile_text_fenced(None).await;
+    search_finds_only_granted_documents_and_keeps_hostile_text_fenced(TestDb::sqlite()).await;
 }
 
 #[tokio::test]
 async fn search_through_the_binary_on_postgres() {
-    let Some(url) = postgres_url() else { return };
-    search_finds_only_granted_documents_and_keeps_hostile_text_fenced(Some(url)).await;
+    let Some(db) = TestDb::postgres().await else {
+        return;
+    };
+    search_finds_only_granted_documents_and_keeps_hostile_text_fenced(db).await;
 }
 
 #[tokio::test]
 async fn a_proposal_is_saved_pending_and_says_so() {
-    let setup = setup(None).await;
+    let setup = setup(TestDb::sqlite()).await;
     let tab = Tab::start(&setup.relay, &setup.pairing.secret, 600, tab_executor)
         .await
         .unwrap();
@@ -211,19 +203,19 @@ async fn a_proposal_is_saved_pending_and_says_so() {
     );
     assert_eq!(tab.log.pending_proposals.lock().unwrap().len(), 1);
     drop(tab);
-    setup.relay.stop().await.unwrap();
+    setup.relay.stop().await;
 }
 
 #[tokio::test]
 async fn a_revoked_token_an_ended_session_and_an_absent_tab_each_say_so() {
-    let setup = setup(None).await;
+    let setup = setup(TestDb::sqlite()).await;
     let mut mcp = started_mcp(&setup).await;
 
     // A session whose tab never polls: answered at once, not after the deadline.
     let started = Instant::now();
     let now = sealpost_relay::clock::now_ms();
     let executor = tab_executor();
-    let session_id = sealpost_e2e::random_id();
+    let session_id = id();
     let hello = executor
         .start_session(
             &setup.pairing.secret,
@@ -235,6 +227,7 @@ async fn a_revoked_token_an_ended_session_and_an_absent_tab_each_say_so() {
         .unwrap();
     setup
         .relay
+        .owner
         .create_session(session_id, setup.pairing.pair_id, hello, 600)
         .await
         .unwrap();
@@ -248,7 +241,7 @@ async fn a_revoked_token_an_ended_session_and_an_absent_tab_each_say_so() {
     );
 
     // The session ends: no live session.
-    setup.relay.end_session(session_id).await.unwrap();
+    setup.relay.owner.end_session(session_id).await.unwrap();
     let (text, is_error) = result_text(&mcp.call("search_workspace", json!({"query": "x"})).await);
     assert!(is_error);
     assert!(text.contains("no session is live"), "{text}");
@@ -256,6 +249,7 @@ async fn a_revoked_token_an_ended_session_and_an_absent_tab_each_say_so() {
     // The token is revoked.
     setup
         .relay
+        .owner
         .revoke_mcp_token(setup.pairing.token_id)
         .await
         .unwrap();
@@ -263,12 +257,12 @@ async fn a_revoked_token_an_ended_session_and_an_absent_tab_each_say_so() {
     assert!(is_error);
     assert!(text.contains("revoked or has expired"), "{text}");
     assert!(text.contains("sealpost pair --replace"), "{text}");
-    setup.relay.stop().await.unwrap();
+    setup.relay.stop().await;
 }
 
 #[tokio::test]
 async fn progress_arrives_while_waiting_and_cancellation_reaches_the_relay() {
-    let setup = setup(None).await;
+    let setup = setup(TestDb::sqlite()).await;
     let tab = Tab::start_in(
         &setup.relay,
         &setup.pairing.secret,
@@ -312,14 +306,7 @@ async fn progress_arrives_while_waiting_and_cancellation_reaches_the_relay() {
         .first()
         .expect("the tab claimed the call");
     let status = loop {
-        let status = setup
-            .relay
-            .get::<sealpost_protocol::api::CallStatusResponse>(
-                &format!("/v1/calls/{call_id}?wait_ms=5000"),
-                &setup.relay.owner_token,
-            )
-            .await
-            .unwrap();
+        let status = setup.relay.owner.read_call(call_id, 5_000).await.unwrap();
         if status.state.is_final() {
             break status;
         }
@@ -335,12 +322,12 @@ async fn progress_arrives_while_waiting_and_cancellation_reaches_the_relay() {
         mcp.notifications
     );
     drop(tab);
-    setup.relay.stop().await.unwrap();
+    setup.relay.stop().await;
 }
 
 #[tokio::test]
 async fn two_plugin_processes_share_one_pairing() {
-    let setup = setup(None).await;
+    let setup = setup(TestDb::sqlite()).await;
     let tab = Tab::start(&setup.relay, &setup.pairing.secret, 600, tab_executor)
         .await
         .unwrap();
@@ -355,14 +342,14 @@ async fn two_plugin_processes_share_one_pairing() {
         assert!(!is_error && text.contains(title), "{text}");
     }
     drop(tab);
-    setup.relay.stop().await.unwrap();
+    setup.relay.stop().await;
 }
 
 #[tokio::test]
 async fn after_every_connection_dies_the_next_call_works_without_a_restart() {
     // As after a laptop sleeps: the plugin's pooled connection to the relay is dead. Here the
     // relay stops (closing every connection) and comes back on the same address and database.
-    let setup = setup(None).await;
+    let setup = setup(TestDb::sqlite()).await;
     let tab = Tab::start(&setup.relay, &setup.pairing.secret, 600, tab_executor)
         .await
         .unwrap();
@@ -370,23 +357,14 @@ async fn after_every_connection_dies_the_next_call_works_without_a_restart() {
     let (text, is_error) = result_text(&mcp.call("list_sources", json!({})).await);
     assert!(!is_error, "{text}");
 
-    let addr: std::net::SocketAddr = setup.relay.base["http://".len()..].parse().unwrap();
-    let database = setup._db.as_ref().unwrap().url();
-    let Setup { relay, _db, .. } = setup;
-    relay.stop().await.unwrap();
-    let mut config = sealpost_relay::config::Config::new(&database);
-    config.listen = addr;
-    config.limits.rate_per_token_per_s = 0;
-    config.limits.rate_per_owner_per_s = 0;
-    config.limits.max_bytes_held_per_owner = 0;
-    let again = sealpost_relay::app::start(config).await.unwrap();
+    let Setup { relay, .. } = setup;
+    let again = relay.restart().await;
 
     let (text, is_error) = result_text(&mcp.call("list_sources", json!({})).await);
     assert!(!is_error, "the call after the outage works: {text}");
     assert!(text.contains("notes"), "{text}");
     drop(tab);
-    again.stop().await.unwrap();
-    drop(_db);
+    again.stop().await;
 }
 
 #[tokio::test]
@@ -395,13 +373,11 @@ async fn a_burst_past_the_rate_limit_waits_instead_of_failing() {
     // one a second: the plugin's first two calls use its burst, the next ones meet 429 with
     // `Retry-After: 1`. The tab's owner token (pairing, session, then a claim and a reply per
     // call) stays within the same limits.
-    let db = SqliteFile::new();
-    let relay = LiveRelay::start_with(&db.url(), |limits| {
+    let relay = LiveRelay::start_with(TestDb::sqlite(), |limits| {
         limits.rate_per_token_per_s = 1;
         limits.rate_burst_per_token = 6;
     })
-    .await
-    .unwrap();
+    .await;
     let pairing = relay.pair().await.unwrap();
     let config = config_dir();
     write_pairing(config.path(), &pairing.code(&relay.base));
@@ -415,7 +391,7 @@ async fn a_burst_past_the_rate_limit_waits_instead_of_failing() {
         assert!(!is_error, "call {round} is answered after waiting: {text}");
         assert!(text.contains("notes"), "{text}");
     }
-    let metrics = relay.metrics().await.unwrap();
+    let metrics = relay.metrics().await;
     assert!(
         metrics
             .lines()
@@ -423,5 +399,5 @@ async fn a_burst_past_the_rate_limit_waits_instead_of_failing() {
         "the relay refused some of the requests, which the plugin then repeated:\n{metrics}"
     );
     drop(tab);
-    relay.stop().await.unwrap();
+    relay.stop().await;
 }

@@ -5,8 +5,8 @@ use std::time::Duration;
 use reqwest::{Method, StatusCode};
 use serde_json::json;
 
-use crate::harness::{Relay, b64, pairing, unb64};
-use crate::support::{TestDb, id};
+use sealpost_testkit::{Relay, b64, pairing, unb64};
+use sealpost_testkit::{TestDb, id};
 
 #[tokio::test]
 async fn a_call_goes_pending_claimed_answered_delivered_and_reads_repeat() {
@@ -97,7 +97,7 @@ async fn a_call_goes_pending_claimed_answered_delivered_and_reads_repeat() {
 /// A relay whose long-polls never re-check on their own before the deadline, so only a
 /// wake-up can end them early.
 async fn relay_without_fallback_poll() -> Relay {
-    Relay::start(crate::support::TestDb::sqlite(), |c| {
+    Relay::start(sealpost_testkit::TestDb::sqlite(), |c| {
         c.limits.fallback_poll_ms = 600_000
     })
     .await

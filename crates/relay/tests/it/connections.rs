@@ -10,8 +10,8 @@ use reqwest::{Method, StatusCode};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpSocket, TcpStream};
 
-use crate::harness::Relay;
-use crate::support::{TempDir, TestDb};
+use sealpost_testkit::Relay;
+use sealpost_testkit::{TempDir, TestDb};
 
 /// Far longer than any timeout these tests configure: reaching it means the defence is gone.
 const GIVE_UP: Duration = Duration::from_secs(20);

@@ -6,7 +6,7 @@
 use std::io::{BufRead, BufReader, Read};
 use std::process::{Command, Stdio};
 
-use crate::support::TempDir;
+use sealpost_testkit::TempDir;
 
 /// Read by the logger (`tracing`'s filter), not by an argument.
 const LOGGER_VARIABLE: &str = "SEALPOST_LOG";

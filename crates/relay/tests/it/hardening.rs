@@ -11,8 +11,8 @@ use serde_json::json;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpSocket, TcpStream};
 
-use crate::harness::{Relay, b64, pairing};
-use crate::support::{TempDir, TestDb, id};
+use sealpost_testkit::{Relay, b64, pairing};
+use sealpost_testkit::{TempDir, TestDb, id};
 
 /// Far longer than any answer here takes: reaching it means the relay waited on the client.
 const GIVE_UP: Duration = Duration::from_secs(10);

@@ -6,8 +6,8 @@ use reqwest::{Method, StatusCode};
 use sealpost_relay::http::auth::{Claims, ISSUER};
 use serde_json::{Value, json};
 
-use crate::harness::{Relay, TEST_KEY, b64, pairing};
-use crate::support::id;
+use sealpost_testkit::id;
+use sealpost_testkit::{Relay, TEST_KEY, b64, pairing};
 
 fn forge(key: &[u8], alg: Algorithm, claims: &Claims) -> String {
     jsonwebtoken::encode(

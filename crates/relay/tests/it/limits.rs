@@ -13,8 +13,8 @@ use serde_json::json;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-use crate::harness::{Relay, b64, pairing};
-use crate::support::{TestDb, id};
+use sealpost_testkit::{Relay, b64, pairing};
+use sealpost_testkit::{TestDb, id};
 
 async fn code(
     relay: &Relay,
@@ -370,7 +370,7 @@ async fn bad_tokens_never_enter_the_rate_table_and_a_good_token_is_still_limited
         expires_at: now.saturating_add_ms(3_600_000),
     };
     // Signed with the relay's key but naming no row, signed with another key, and not a JWT.
-    let unknown = Keys::new(crate::harness::TEST_KEY).sign(&row(TokenKind::Owner));
+    let unknown = Keys::new(sealpost_testkit::TEST_KEY).sign(&row(TokenKind::Owner));
     let foreign = Keys::new(&[7u8; 32]).sign(&row(TokenKind::Owner));
     let garbage = "not.a.jwt".to_owned();
     let call = id();

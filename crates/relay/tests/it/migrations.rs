@@ -8,7 +8,7 @@ use sealpost_relay::store::{self, Bearer};
 use sealpost_time::UnixMillis;
 use sqlx::{AssertSqlSafe, Connection};
 
-use crate::support::{TestDb, id};
+use sealpost_testkit::{TestDb, id};
 
 /// The schema exactly as the earlier runner applied it (version 1).
 const PREVIOUS_SQLITE: &str = include_str!("fixtures/previous_runner_sqlite_0001.sql");

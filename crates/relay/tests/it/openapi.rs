@@ -4,7 +4,7 @@
 
 use reqwest::{Method, StatusCode};
 
-use crate::harness::Relay;
+use sealpost_testkit::Relay;
 
 const COMMITTED: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/src/http/openapi.json");
 

@@ -5,8 +5,8 @@ use std::process::Command;
 
 use reqwest::{Method, StatusCode};
 
-use crate::harness::{Relay, pairing};
-use crate::support::TestDb;
+use sealpost_testkit::TestDb;
+use sealpost_testkit::{Relay, pairing};
 
 #[tokio::test]
 async fn an_owner_lists_their_sign_ins_and_signs_out_another_device() {

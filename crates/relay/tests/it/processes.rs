@@ -8,11 +8,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use reqwest::{Method, StatusCode};
-use sealpost_relay::config::Limits;
 use serde_json::json;
 
-use crate::harness::{Relay, TEST_KEY, b64};
-use crate::support::{TempDir, TestDb, id};
+use sealpost_testkit::{Relay, TEST_KEY, b64, pairing};
+use sealpost_testkit::{TempDir, TestDb, id};
 
 /// A relay child process; killed when dropped.
 struct RelayProcess {
@@ -96,57 +95,14 @@ fn spawn_relay_with(
     }
 }
 
-/// A client-side view of a relay process, reusing the in-process harness's helpers.
+/// A client-side view of a relay process, with the kit's helpers; owners are made in the
+/// database the processes share.
 fn client_for(process: &RelayProcess, db: TestDb) -> Relay {
-    Relay {
-        base: process.base.clone(),
-        metrics_base: process.metrics_base.clone(),
-        running: None,
-        client: reqwest::Client::new(),
-        _db: db,
-    }
-}
-
-/// Signs in an owner through the store directly (the processes share the database).
-async fn pairing_via(relay: &Relay, database_url: &str) -> crate::harness::Pairing {
-    let store = sealpost_relay::store::open(database_url).await.unwrap();
-    let owner_id = id();
-    store
-        .create_owner(
-            owner_id,
-            &format!("o-{owner_id}"),
-            sealpost_relay::clock::now_ms(),
-        )
-        .await
-        .unwrap();
-    let (link, _) = sealpost_relay::accounts::create_signin_link(
-        store.as_ref(),
-        &relay.base,
-        owner_id,
-        Limits::default().signin_code_ttl_s,
+    Relay::connect(
+        process.base.clone(),
+        Some(process.metrics_base.clone()),
+        Some(db),
     )
-    .await
-    .unwrap();
-    let code = link.split("#signin=").nth(1).unwrap();
-    let (_, body) = relay
-        .send(
-            Method::POST,
-            "/v1/auth/signin",
-            None,
-            Some(json!({"code": code})),
-        )
-        .await;
-    let owner = body["token"].as_str().expect("signed in").to_owned();
-    let pair = id();
-    let (mcp_id, mcp) = relay.mcp_token(&owner, pair).await;
-    let session = relay.session(&owner, pair, b"opaque hello bytes").await;
-    crate::harness::Pairing {
-        owner,
-        pair,
-        mcp,
-        mcp_id,
-        session,
-    }
 }
 
 /// Two relay processes on one PostgreSQL database and a client for each. The processes (and
@@ -157,7 +113,7 @@ fn two_replicas(db: TestDb) -> ((RelayProcess, RelayProcess, TempDir), Relay, Re
     let second = spawn_relay(&db.url, &dir, "second");
     let url = db.url.clone();
     let a = client_for(&first, db);
-    let b = client_for(&second, TestDb { url, _dir: None });
+    let b = client_for(&second, TestDb::at(url));
     ((first, second, dir), a, b)
 }
 
@@ -166,9 +122,8 @@ async fn a_post_on_one_replica_wakes_a_claim_waiting_on_another() {
     let Some(db) = TestDb::postgres().await else {
         return;
     };
-    let url = db.url.clone();
     let (_replicas, a, b) = two_replicas(db);
-    let p = pairing_via(&a, &url).await;
+    let p = pairing(&a, &format!("o-{}", id())).await;
     let claim = b.send(
         Method::POST,
         format!("/v1/sessions/{}/claims?wait_ms=30000", p.session),
@@ -193,9 +148,8 @@ async fn a_session_replaced_on_one_replica_ends_a_claim_waiting_on_another() {
     let Some(db) = TestDb::postgres().await else {
         return;
     };
-    let url = db.url.clone();
     let (_replicas, a, b) = two_replicas(db);
-    let p = pairing_via(&a, &url).await;
+    let p = pairing(&a, &format!("o-{}", id())).await;
     let claim = b.send(
         Method::POST,
         format!("/v1/sessions/{}/claims?wait_ms=30000", p.session),
@@ -228,7 +182,7 @@ async fn crash_and_restart(db: TestDb) {
     let url = db.url.clone();
     let first = spawn_relay(&url, &dir, "before-crash");
     let relay = client_for(&first, db);
-    let p = pairing_via(&relay, &url).await;
+    let p = pairing(&relay, &format!("o-{}", id())).await;
     let stop = Arc::new(AtomicBool::new(false));
     // Load: posters record every call the relay acknowledged with 201; a claimer records
     // every call it was handed.
@@ -299,13 +253,7 @@ async fn crash_and_restart(db: TestDb) {
         acknowledged.extend(poster.await.unwrap());
     }
     let second = spawn_relay(&url, &dir, "after-crash");
-    let restarted = client_for(
-        &second,
-        TestDb {
-            url: url.clone(),
-            _dir: None,
-        },
-    );
+    let restarted = client_for(&second, TestDb::at(url.clone()));
     loop {
         let batch = claim_once(
             restarted.base.clone(),
@@ -366,10 +314,10 @@ async fn a_canary_in_calls_and_replies_never_reaches_disk_or_logs_in_the_clear()
     let db = TestDb::sqlite();
     let dir = TempDir::new();
     let url = db.url.clone();
-    let db_dir = db._dir.as_ref().unwrap().0.clone();
+    let db_dir = db.dir.as_ref().unwrap().0.clone();
     let process = spawn_relay(&url, &dir, "canary");
     let relay = client_for(&process, db);
-    let p = pairing_via(&relay, &url).await;
+    let p = pairing(&relay, &format!("o-{}", id())).await;
     for _ in 0..20 {
         let call = relay.post_call(&p.mcp, p.session, &seal(CANARY)).await;
         relay
@@ -443,7 +391,7 @@ async fn an_oversized_chunked_body_leaves_memory_flat() {
     let url = db.url.clone();
     let process = spawn_relay(&url, &dir, "memory");
     let relay = client_for(&process, db);
-    let p = pairing_via(&relay, &url).await;
+    let p = pairing(&relay, &format!("o-{}", id())).await;
     let before = rss_kib(process.child.id());
     for _ in 0..4 {
         let chunk = vec![b'A'; 256 * 1024];
@@ -473,7 +421,7 @@ async fn sigterm_ends_a_waiting_long_poll_and_exits_cleanly() {
     let url = db.url.clone();
     let mut process = spawn_relay(&url, &dir, "sigterm");
     let relay = client_for(&process, db);
-    let p = pairing_via(&relay, &url).await;
+    let p = pairing(&relay, &format!("o-{}", id())).await;
     let claim = relay.send(
         Method::POST,
         format!("/v1/sessions/{}/claims?wait_ms=30000", p.session),

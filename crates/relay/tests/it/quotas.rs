@@ -5,8 +5,8 @@
 use reqwest::{Method, StatusCode};
 use serde_json::json;
 
-use crate::harness::{Relay, pairing};
-use crate::support::{TestDb, id};
+use sealpost_testkit::{Relay, pairing};
+use sealpost_testkit::{TestDb, id};
 
 async fn raw(
     relay: &Relay,
@@ -138,7 +138,7 @@ async fn an_owner_s_tokens_share_one_request_rate() {
 /// and body of the post if it was refused, else of the reply.
 async fn answer(
     relay: &Relay,
-    p: &crate::harness::Pairing,
+    p: &sealpost_testkit::Pairing,
     ttl_s: u64,
     reply_bytes: usize,
 ) -> (StatusCode, serde_json::Value) {
@@ -149,7 +149,7 @@ async fn answer(
             format!("/v1/sessions/{}/calls", p.session),
             Some(&p.mcp),
             Some(
-                json!({"call_id": call, "envelope": crate::harness::b64(b"call"), "ttl_s": ttl_s}),
+                json!({"call_id": call, "envelope": sealpost_testkit::b64(b"call"), "ttl_s": ttl_s}),
             ),
         )
         .await;
@@ -170,7 +170,7 @@ async fn answer(
             Method::PUT,
             format!("/v1/calls/{call}/reply"),
             Some(&p.owner),
-            Some(json!({"envelope": crate::harness::b64(&vec![5u8; reply_bytes])})),
+            Some(json!({"envelope": sealpost_testkit::b64(&vec![5u8; reply_bytes])})),
         )
         .await
 }

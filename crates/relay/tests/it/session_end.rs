@@ -7,8 +7,8 @@ use std::time::Duration;
 use reqwest::{Method, StatusCode};
 use serde_json::json;
 
-use crate::harness::{Relay, b64};
-use crate::support::{TestDb, id};
+use sealpost_testkit::{Relay, b64};
+use sealpost_testkit::{TestDb, id};
 
 /// A claim waits up to 30 s; answering within this shows it was woken (a hang guard, not a
 /// speed measurement).

@@ -8,7 +8,7 @@ use sealpost_protocol::ids::Id16;
 use sealpost_relay::store::{self, Bearer, NewCall, NewSession, Store, TokenRow};
 use sealpost_time::UnixMillis;
 
-use crate::support::{TestDb, id};
+use sealpost_testkit::{TestDb, id};
 
 /// An owner with a live session and an MCP token for it: (owner, session, bearer, now).
 async fn live_session(store: &dyn Store, name: &str) -> (Id16, Id16, Bearer, UnixMillis) {

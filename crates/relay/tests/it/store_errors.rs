@@ -11,7 +11,7 @@ use sealpost_relay::store::{Bearer, ErrorChain, NewCall, StoreError};
 use sealpost_time::UnixMillis;
 use sqlx::Connection;
 
-use crate::support::{TestDb, id};
+use sealpost_testkit::{TestDb, id};
 
 /// Log lines written while `f` runs.
 fn logs_of(f: impl FnOnce()) -> String {
@@ -104,7 +104,7 @@ async fn connections_cut_while_idle_are_replaced_before_use() {
         counted.unwrap();
     }
     let database = db.url.rsplit_once('/').unwrap().1.to_owned();
-    let admin_url = crate::support::postgres_admin_url().unwrap();
+    let admin_url = sealpost_testkit::postgres_admin_url().unwrap();
     let mut admin = sqlx::PgConnection::connect(&admin_url).await.unwrap();
     let cut: i64 = sqlx::query_scalar(
         "SELECT COUNT(*) FROM (SELECT pg_terminate_backend(pid) FROM pg_stat_activity \

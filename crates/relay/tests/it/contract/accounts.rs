@@ -6,7 +6,7 @@ use sealpost_protocol::api::TokenKind;
 use sealpost_relay::store::{Inspect, StoreError, TokenRow};
 
 use super::{HOUR, T0};
-use crate::support::id;
+use sealpost_testkit::id;
 
 pub(super) async fn check_signin_codes_work_once_and_tokens_are_revocable(store: Arc<dyn Inspect>) {
     let owner = id();

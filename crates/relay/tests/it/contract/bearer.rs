@@ -7,7 +7,7 @@ use sealpost_protocol::api::{CallState, TokenKind};
 use sealpost_relay::store::{Bearer, Inspect, StoreError};
 
 use super::{HOUR, T0, World, token, world};
-use crate::support::id;
+use sealpost_testkit::id;
 
 fn not_live<T: std::fmt::Debug>(result: Result<T, StoreError>, what: &str) {
     assert!(

@@ -10,7 +10,7 @@ use sealpost_relay::store::{Inspect, NewCall, Scope, StoreError};
 use sealpost_time::UnixMillis;
 
 use super::{HOUR, T0, new_session, world};
-use crate::support::id;
+use sealpost_testkit::id;
 
 pub(super) async fn check_concurrent_claimers_take_every_call_exactly_once(
     store: Arc<dyn Inspect>,

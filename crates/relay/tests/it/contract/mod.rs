@@ -10,7 +10,7 @@ use sealpost_protocol::ids::Id16;
 use sealpost_relay::store::{Bearer, Inspect, NewCall, NewSession, Store, TokenRow};
 use sealpost_time::UnixMillis;
 
-use crate::support::id;
+use sealpost_testkit::id;
 
 mod accounts;
 mod bearer;
@@ -134,7 +134,7 @@ macro_rules! contract {
             $(
                 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
                 async fn $check() {
-                    let db = crate::support::TestDb::sqlite();
+                    let db = sealpost_testkit::TestDb::sqlite();
                     super::$check(db.open().await).await;
                 }
             )*
@@ -143,7 +143,7 @@ macro_rules! contract {
             $(
                 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
                 async fn $check() {
-                    let Some(db) = crate::support::TestDb::postgres().await else { return };
+                    let Some(db) = sealpost_testkit::TestDb::postgres().await else { return };
                     super::$check(db.open().await).await;
                 }
             )*

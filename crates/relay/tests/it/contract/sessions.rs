@@ -9,7 +9,7 @@ use sealpost_protocol::content::CancelReason;
 use sealpost_relay::store::{Inspect, StoreError};
 
 use super::{HOUR, T0, new_session, world};
-use crate::support::id;
+use sealpost_testkit::id;
 
 pub(super) async fn check_ending_a_session_cancels_only_open_calls(store: Arc<dyn Inspect>) {
     let w = world(store).await;

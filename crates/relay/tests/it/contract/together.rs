@@ -10,7 +10,7 @@ use sealpost_relay::store::{Bearer, Inspect, NewCall, StoreError};
 use sealpost_time::UnixMillis;
 
 use super::{HOUR, T0, World, new_session, token, world};
-use crate::support::id;
+use sealpost_testkit::id;
 
 const AT: UnixMillis = T0.saturating_add_ms(5);
 

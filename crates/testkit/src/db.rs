@@ -1,5 +1,6 @@
-//! Shared test fixtures: fresh databases (a temporary SQLite file, a new PostgreSQL database on
-//! the test cluster), ids, and a helper that turns a missing PostgreSQL into a loud failure.
+//! Fresh databases for one test (a temporary SQLite file, a new PostgreSQL database on the test
+//! cluster), ids, and the rule that turns a missing PostgreSQL into a loud failure or a
+//! reported skip.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -20,9 +21,15 @@ pub struct TempDir(pub PathBuf);
 
 impl TempDir {
     pub fn new() -> Self {
-        let path = std::env::temp_dir().join(format!("sealpost-relay-test-{}", id()));
+        let path = std::env::temp_dir().join(format!("sealpost-test-{}", id()));
         std::fs::create_dir_all(&path).expect("create temp dir");
         TempDir(path)
+    }
+}
+
+impl Default for TempDir {
+    fn default() -> Self {
+        Self::new()
     }
 }
 
@@ -36,17 +43,19 @@ impl Drop for TempDir {
 #[derive(Debug)]
 pub struct TestDb {
     pub url: String,
-    /// Held so the folder outlives the store.
-    pub _dir: Option<TempDir>,
+    /// The SQLite database's folder, removed on drop; `None` for PostgreSQL or a database
+    /// this test does not own.
+    pub dir: Option<TempDir>,
 }
 
 impl TestDb {
+    /// A new, empty SQLite database in a folder of its own.
     pub fn sqlite() -> Self {
         let dir = TempDir::new();
         let url = format!("sqlite://{}/relay.db", dir.0.display());
         TestDb {
             url,
-            _dir: Some(dir),
+            dir: Some(dir),
         }
     }
 
@@ -59,6 +68,7 @@ impl TestDb {
             .await
             .expect("connect to SEALPOST_TEST_POSTGRES_URL");
         let name = format!("relay_test_{}", hex_id());
+        // Safe: the name is made of hex digits and underscores.
         sqlx::raw_sql(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}")))
             .execute(&mut conn)
             .await
@@ -69,8 +79,16 @@ impl TestDb {
             .unwrap_or(&admin_url);
         Some(TestDb {
             url: format!("{base}/{name}"),
-            _dir: None,
+            dir: None,
         })
+    }
+
+    /// A database someone else made and removes (a benchmark's, another relay's).
+    pub fn at(url: impl Into<String>) -> Self {
+        TestDb {
+            url: url.into(),
+            dir: None,
+        }
     }
 
     /// Opens the store, with its [`Inspect`] side for the tests that look at held bytes.
@@ -78,6 +96,17 @@ impl TestDb {
         store::open_inspectable(&self.url)
             .await
             .expect("open store")
+    }
+
+    /// Every file SQLite keeps for the database (main file, WAL, shared memory); none for a
+    /// database this test holds no folder for.
+    pub fn files(&self) -> Vec<PathBuf> {
+        let Some(dir) = &self.dir else {
+            return Vec::new();
+        };
+        std::fs::read_dir(&dir.0)
+            .map(|entries| entries.filter_map(|e| e.ok().map(|e| e.path())).collect())
+            .unwrap_or_default()
     }
 }
 
@@ -104,7 +133,7 @@ pub fn postgres_admin_url() -> Option<String> {
 
 /// Prints `SKIPPED: <what> <test>` straight to stderr (the test harness captures `eprintln!`,
 /// not the stream itself) and appends the same line to the file `SEALPOST_SKIP_LOG` names, which
-/// `cargo xtask test` counts. The same format as `sealpost_e2e::report_skip`.
+/// `cargo xtask test` counts.
 pub fn report_skip(what: &str) {
     use std::io::Write as _;
     let thread = std::thread::current();
