@@ -10,6 +10,8 @@ mod vectors;
 #[cfg(not(target_arch = "wasm32"))]
 mod attacks;
 #[cfg(not(target_arch = "wasm32"))]
+mod boundaries;
+#[cfg(not(target_arch = "wasm32"))]
 mod limits;
 #[cfg(not(target_arch = "wasm32"))]
 mod pairing;
