@@ -108,6 +108,13 @@ fn a_reply_moved_to_another_call_of_the_same_session_is_refused_as_the_wrong_cal
         plugin.open_reply(&second, &answer).unwrap_err(),
         SealError::WrongCall
     );
+    // The same call id with another expiry is another call too.
+    let longer = plugin.call_header([1; 16], at(2_000), at(70_000));
+    let answer = seal_reply(&keys, &longer, b"{}", at(3_000), &mut rand::rng()).unwrap();
+    assert_eq!(
+        plugin.open_reply(&first, &answer).unwrap_err(),
+        SealError::WrongCall
+    );
 }
 
 #[test]
