@@ -72,6 +72,24 @@ fn a_hello_is_good_until_its_expiry_plus_the_clock_skew_and_not_a_millisecond_mo
 }
 
 #[test]
+fn a_hello_made_up_to_the_clock_skew_ahead_of_the_reader_is_accepted_and_no_further() {
+    let (_, bytes) = BrowserSession::start(
+        &secret(),
+        [8; 16],
+        at(200_000),
+        at(600_000),
+        b"{}",
+        &mut rand::rng(),
+    )
+    .unwrap();
+    assert!(verify_hello(&secret(), &bytes, at(200_000 - CLOCK_SKEW_MS)).is_ok());
+    assert_eq!(
+        verify_hello(&secret(), &bytes, at(199_999 - CLOCK_SKEW_MS)).unwrap_err(),
+        SealError::BadTimes
+    );
+}
+
+#[test]
 fn sessions_read_back_what_they_were_started_with_and_print_nothing_secret() {
     let (browser, bytes) = hello(b"{}").unwrap();
     let verified = verify_hello(&secret(), &bytes, at(2_000)).unwrap();
