@@ -27,6 +27,12 @@ function h(tag, attrs = {}, ...children) {
   return el;
 }
 
+// Replaces `el`'s children with those that apply: replaceChildren itself would print a null
+// as the text "null".
+function setChildren(el, ...children) {
+  el.replaceChildren(...children.flat().filter((c) => c !== null && c !== undefined && c !== false));
+}
+
 function say(message, { error = false } = {}) {
   notice.hidden = !message;
   notice.textContent = message ?? '';
@@ -180,7 +186,7 @@ async function openModule(token, passphrase) {
 
 function renderUnlock(token, problem) {
   const input = h('input', { type: 'password', id: 'unlock-passphrase', autocomplete: 'current-password', required: true });
-  main.replaceChildren(
+  setChildren(main,
     h('h2', { text: 'Unlock' }),
     h('p', { text: 'A passphrase protects this workspace in this browser. Enter it to open your documents and serve calls.' }),
     problem ? h('p', { class: 'bad', role: 'alert', text: problem }) : null,
@@ -399,7 +405,7 @@ function renderStatus() {
     ['Last call', ago(state.lastCall)],
     ['Time left', state.session ? left(state.session.expiresAt) : '—'],
   ];
-  box.replaceChildren(
+  setChildren(box,
     h('h3', { id: 'status-heading', text: 'Status' }),
     h('table', {}, h('tbody', {}, rows.map(([k, v]) => h('tr', {}, h('th', { scope: 'row', text: k }), h('td', { text: String(v) }))))),
     state.elsewhere ? h('p', {}, 'Another Sealpost tab served this pairing. ', h('button', { onclick: () => serve({ takeOver: true }) }, 'Serve from this tab')) : null,
@@ -458,7 +464,7 @@ async function renderActivity() {
     .map((e) => h('tr', {}, h('td', { text: when(e.at_ms) }), h('td', { text: e.tool ?? '—' }), h('td', { text: e.outcome.type.replaceAll('_', ' ') + (e.outcome.code ? ` (${e.outcome.code})` : '') + (e.outcome.reason ? ` (${e.outcome.reason})` : '') }), h('td', { text: String(e.reply_bytes) }))));
   toolFilter.addEventListener('change', fill); outcomeFilter.addEventListener('change', fill);
   fill();
-  main.replaceChildren(h('h2', { text: 'Activity' }),
+  setChildren(main, h('h2', { text: 'Activity' }),
     h('p', { class: 'muted', text: 'Every call and review, kept encrypted in this browser. Arguments are kept only as a digest.' }),
     h('div', { class: 'row' }, h('label', { for: 'filter-tool' }, 'Tool'), toolFilter, h('label', { for: 'filter-outcome' }, 'Outcome'), outcomeFilter),
     unreadable ? h('p', { class: 'bad', text: `${unreadable} entries could not be read and are not shown.` }) : null,

@@ -65,6 +65,20 @@ async function checkAccessibility(page, name) {
   assert.deepEqual(serious.map((v) => `${v.id}: ${v.nodes.map((n) => n.target.join(' ')).join(', ')}`), [], `${name}: accessibility`);
 }
 
+// A value the page forgot to leave out shows as the word itself ("null", "undefined").
+async function checkNoStrayValues(page, name) {
+  const stray = await page.evaluate(() => {
+    const found = [];
+    const walker = document.createTreeWalker(document.querySelector('main'), NodeFilter.SHOW_TEXT);
+    while (walker.nextNode()) {
+      const text = walker.currentNode.textContent.trim();
+      if (['null', 'undefined', 'NaN', '[object Object]'].includes(text)) found.push(text);
+    }
+    return found;
+  });
+  assert.deepEqual(stray, [], `${name}: a stray value is shown`);
+}
+
 test('a person signs in, imports, grants one source of two, pairs, and an MCP client gets answers', async () => {
   const page = await openPage(context, relay.signinUrl);
   page.on('pageerror', (error) => page.consoleErrors.push(error.message));
@@ -163,6 +177,7 @@ async function person(page) {
     for (const [width, height] of [[1280, 800], [390, 844]]) {
       await page.setViewportSize({ width, height });
       await checkAccessibility(page, `${name} at ${width}×${height}`);
+      await checkNoStrayValues(page, name);
       await page.screenshot({ path: screenshotPath(`${name}-${width}x${height}`), fullPage: true });
     }
     await page.setViewportSize({ width: 1280, height: 800 });
@@ -280,6 +295,7 @@ test('a passphrase: set in the workspace, asked for after a reload, a wrong one 
   for (const [width, height] of [[1280, 800], [390, 844]]) {
     await page.setViewportSize({ width, height });
     await checkAccessibility(page, `unlock at ${width}×${height}`);
+    await checkNoStrayValues(page, 'unlock');
     await page.screenshot({ path: screenshotPath(`unlock-${width}x${height}`), fullPage: true });
   }
   await page.setViewportSize({ width: 1280, height: 800 });
