@@ -19,6 +19,7 @@ use crate::wake::{Hub, Topic};
 mod hot_path;
 mod postgres;
 mod rows;
+mod session_sql;
 mod sql;
 mod sql_time;
 mod sqlite;

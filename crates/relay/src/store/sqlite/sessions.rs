@@ -8,10 +8,9 @@ use sqlx::sqlite::SqliteConnection;
 
 use super::SqliteStore;
 use crate::store::rows;
-use crate::store::sql;
+use crate::store::session_sql;
 use crate::store::{
-    EndedSessions, LiveSession, NewSession, StoreError, StoreResult, b, is_unique_violation,
-    time_to_sql,
+    EndedSessions, LiveSession, NewSession, StoreError, StoreResult, is_unique_violation,
 };
 
 impl SqliteStore {
@@ -23,30 +22,16 @@ impl SqliteStore {
         let s = session.clone();
         self.write_atomic(move |conn| {
             Box::pin(async move {
-                let others: i64 = sqlx::query_scalar(sql::COUNT_OTHER_LIVE_SESSIONS)
-                    .bind(b(s.owner_id))
-                    .bind(b(s.pair_id))
-                    .bind(time_to_sql(s.created_at))
+                let others = session_sql::count_other_live(&s)
                     .fetch_one(&mut *conn)
                     .await?;
                 if others >= i64::from(max_live) {
                     return Err(StoreError::TooManySessions);
                 }
-                let replaced = sqlx::query(sql::END_PAIRING_SESSIONS)
-                    .bind(b(s.owner_id))
-                    .bind(b(s.pair_id))
-                    .bind(time_to_sql(s.created_at))
+                let replaced = session_sql::end_pairing_sessions(&s)
                     .fetch_all(&mut *conn)
                     .await?;
-                let inserted = sqlx::query(sql::INSERT_SESSION)
-                    .bind(b(s.owner_id))
-                    .bind(b(s.session_id))
-                    .bind(b(s.pair_id))
-                    .bind(&s.hello)
-                    .bind(time_to_sql(s.created_at))
-                    .bind(time_to_sql(s.expires_at))
-                    .execute(&mut *conn)
-                    .await;
+                let inserted = session_sql::insert(&s).execute(&mut *conn).await;
                 match inserted {
                     Err(e) if is_unique_violation(&e) => return Err(StoreError::Duplicate),
                     other => other?,
@@ -64,10 +49,7 @@ impl SqliteStore {
         pair_id: Id16,
         now: UnixMillis,
     ) -> StoreResult<Option<LiveSession>> {
-        let row = sqlx::query(sql::SELECT_LIVE_SESSION)
-            .bind(b(owner_id))
-            .bind(b(pair_id))
-            .bind(time_to_sql(now))
+        let row = session_sql::select_live(owner_id, pair_id, now)
             .fetch_optional(&self.readers)
             .await?;
         row.as_ref().map(rows::live_session).transpose()
@@ -81,10 +63,7 @@ impl SqliteStore {
     ) -> StoreResult<EndedSessions> {
         self.write_atomic(move |conn| {
             Box::pin(async move {
-                let found = sqlx::query(sql::END_SESSION)
-                    .bind(b(owner_id))
-                    .bind(b(session_id))
-                    .bind(time_to_sql(now))
+                let found = session_sql::end(owner_id, session_id, now)
                     .fetch_optional(&mut *conn)
                     .await?;
                 if found.is_none() {
@@ -104,9 +83,7 @@ pub(super) async fn cancel_open_calls(
 ) -> StoreResult<EndedSessions> {
     let mut cancelled_calls = Vec::new();
     for &(owner_id, session_id) in &sessions {
-        let cancelled = sqlx::query(sql::CANCEL_SESSION_CALLS)
-            .bind(b(owner_id))
-            .bind(b(session_id))
+        let cancelled = session_sql::cancel_calls(owner_id, session_id)
             .fetch_all(&mut *conn)
             .await?;
         for row in &cancelled {

@@ -1,0 +1,97 @@
+//! The session statements with their arguments bound, written once for both backends.
+//!
+//! [`super::sql`] shares the text; this shares the binding, so the order of a statement's
+//! values cannot drift between SQLite and PostgreSQL. Each backend still owns its control
+//! flow: SQLite runs these on its writer, PostgreSQL in a transaction that also locks and
+//! notifies.
+
+use sealpost_protocol::ids::Id16;
+use sealpost_time::UnixMillis;
+use sqlx::query::{Query, QueryScalar};
+use sqlx::{Database, Encode, Type};
+
+use super::sql;
+use super::{NewSession, b, time_to_sql};
+
+/// A statement of `DB` with its values bound.
+type Bound<DB> = Query<'static, DB, <DB as Database>::Arguments>;
+
+/// How many live sessions the owner has on other pairings.
+pub(crate) fn count_other_live<DB>(s: &NewSession) -> QueryScalar<'static, DB, i64, DB::Arguments>
+where
+    DB: Database,
+    Vec<u8>: for<'q> Encode<'q, DB> + Type<DB>,
+    i64: for<'q> Encode<'q, DB> + Type<DB>,
+    (i64,): for<'r> sqlx::FromRow<'r, DB::Row>,
+{
+    sqlx::query_scalar(sql::COUNT_OTHER_LIVE_SESSIONS)
+        .bind(b(s.owner_id))
+        .bind(b(s.pair_id))
+        .bind(time_to_sql(s.created_at))
+}
+
+/// Ends the pairing's live session; returns `owner_id, session_id` of each ended.
+pub(crate) fn end_pairing_sessions<DB>(s: &NewSession) -> Bound<DB>
+where
+    DB: Database,
+    Vec<u8>: for<'q> Encode<'q, DB> + Type<DB>,
+    i64: for<'q> Encode<'q, DB> + Type<DB>,
+{
+    sqlx::query(sql::END_PAIRING_SESSIONS)
+        .bind(b(s.owner_id))
+        .bind(b(s.pair_id))
+        .bind(time_to_sql(s.created_at))
+}
+
+/// Inserts the new session.
+pub(crate) fn insert<DB>(s: &NewSession) -> Bound<DB>
+where
+    DB: Database,
+    Vec<u8>: for<'q> Encode<'q, DB> + Type<DB>,
+    i64: for<'q> Encode<'q, DB> + Type<DB>,
+{
+    sqlx::query(sql::INSERT_SESSION)
+        .bind(b(s.owner_id))
+        .bind(b(s.session_id))
+        .bind(b(s.pair_id))
+        .bind(s.hello.clone())
+        .bind(time_to_sql(s.created_at))
+        .bind(time_to_sql(s.expires_at))
+}
+
+/// The pairing's live session at `now`, as [`super::rows::live_session`] reads it.
+pub(crate) fn select_live<DB>(owner_id: Id16, pair_id: Id16, now: UnixMillis) -> Bound<DB>
+where
+    DB: Database,
+    Vec<u8>: for<'q> Encode<'q, DB> + Type<DB>,
+    i64: for<'q> Encode<'q, DB> + Type<DB>,
+{
+    sqlx::query(sql::SELECT_LIVE_SESSION)
+        .bind(b(owner_id))
+        .bind(b(pair_id))
+        .bind(time_to_sql(now))
+}
+
+/// Ends one session (keeping an earlier end); a row comes back when the session exists.
+pub(crate) fn end<DB>(owner_id: Id16, session_id: Id16, now: UnixMillis) -> Bound<DB>
+where
+    DB: Database,
+    Vec<u8>: for<'q> Encode<'q, DB> + Type<DB>,
+    i64: for<'q> Encode<'q, DB> + Type<DB>,
+{
+    sqlx::query(sql::END_SESSION)
+        .bind(b(owner_id))
+        .bind(b(session_id))
+        .bind(time_to_sql(now))
+}
+
+/// Cancels an ended session's open calls; returns their `call_id`s.
+pub(crate) fn cancel_calls<DB>(owner_id: Id16, session_id: Id16) -> Bound<DB>
+where
+    DB: Database,
+    Vec<u8>: for<'q> Encode<'q, DB> + Type<DB>,
+{
+    sqlx::query(sql::CANCEL_SESSION_CALLS)
+        .bind(b(owner_id))
+        .bind(b(session_id))
+}
