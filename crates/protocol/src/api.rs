@@ -219,6 +219,10 @@ pub struct LiveSessionResponse {
     #[serde(default)]
     #[cfg_attr(feature = "openapi", schema(value_type = Option<u64>))]
     pub claimer_seen_at: Option<UnixMillis>,
+    /// When the pairing's plugin last looked the session up; `None` if it never has.
+    #[serde(default)]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<u64>))]
+    pub plugin_seen_at: Option<UnixMillis>,
     /// The relay's clock when it answered, Unix ms.
     #[cfg_attr(feature = "openapi", schema(value_type = u64))]
     pub now_ms: UnixMillis,

@@ -70,6 +70,7 @@ async fn an_endless_answer_is_cut_at_the_cap_before_it_is_parsed() {
         hello,
         expires_at: UnixMillis::EPOCH,
         claimer_seen_at: None,
+        plugin_seen_at: None,
         now_ms: UnixMillis::EPOCH,
     })
     .unwrap();
@@ -118,6 +119,7 @@ async fn a_hello_of_another_session_than_the_relay_names_is_not_sealed_to() {
         hello: Base64Bytes(hello),
         expires_at: now.saturating_add_ms(600_000),
         claimer_seen_at: Some(now),
+        plugin_seen_at: None,
         now_ms: now,
     };
     let session = Router::new().route(

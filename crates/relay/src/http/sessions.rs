@@ -166,11 +166,26 @@ pub async fn live(
     let session = state.store.live_session(auth.owner_id(), pair_id, now).await?.ok_or_else(|| {
         ApiError::new(ErrorCode::NoLiveSession, "No browser session is live for this pairing. Open the web app and start a session.")
     })?;
+    let mut plugin_seen_at = session.plugin_seen_at;
+    if auth.token.kind == TokenKind::Mcp {
+        // Advisory: a failed write must not fail the plugin's call.
+        match state
+            .store
+            .mark_plugin_seen(auth.owner_id(), session.session_id, now)
+            .await
+        {
+            Ok(()) => plugin_seen_at = Some(now),
+            Err(error) => {
+                tracing::warn!(error = %error, "recording that the plugin looked up its session")
+            }
+        }
+    }
     Ok(Json(LiveSessionResponse {
         session_id: session.session_id,
         hello: Base64Bytes(session.hello),
         expires_at: session.expires_at,
         claimer_seen_at: session.claimer_seen_at,
+        plugin_seen_at,
         now_ms: now,
     }))
 }

@@ -154,6 +154,8 @@ pub struct LiveSession {
     pub expires_at: UnixMillis,
     /// When the tab last claimed (to within a second); `None` if it never has.
     pub claimer_seen_at: Option<UnixMillis>,
+    /// When the plugin last looked the session up (to within a second); `None` if it never has.
+    pub plugin_seen_at: Option<UnixMillis>,
 }
 
 /// A call to post.
@@ -392,6 +394,15 @@ pub trait Store: Send + Sync + std::fmt::Debug {
         pair_id: Id16,
         now: UnixMillis,
     ) -> StoreResult<Option<LiveSession>>;
+    /// Records that the pairing's plugin looked the live session up at `now`: written at most
+    /// once per [`hot_path::CLAIMER_SEEN_RESOLUTION_MS`] per session, since the lookup starts
+    /// every call.
+    async fn mark_plugin_seen(
+        &self,
+        owner_id: Id16,
+        session_id: Id16,
+        now: UnixMillis,
+    ) -> StoreResult<()>;
     /// Ends a session; its pending and claimed calls become cancelled (`session_ended`).
     /// Returns the session and those calls. Ending an ended session is not an error.
     async fn end_session(

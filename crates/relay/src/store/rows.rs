@@ -99,13 +99,14 @@ pub(crate) fn token(row: &impl Columns) -> StoreResult<TokenRow> {
     })
 }
 
-/// `session_id, hello, expires_at, claimer_seen_at` of a live session.
+/// `session_id, hello, expires_at, claimer_seen_at, plugin_seen_at` of a live session.
 pub(crate) fn live_session(row: &impl Columns) -> StoreResult<LiveSession> {
     Ok(LiveSession {
         session_id: row.id("session_id")?,
         hello: row.opt_bytes("hello")?.unwrap_or_default(),
         expires_at: row.time("expires_at")?,
         claimer_seen_at: row.opt_time("claimer_seen_at")?,
+        plugin_seen_at: row.opt_time("plugin_seen_at")?,
     })
 }
 

@@ -72,6 +72,19 @@ where
         .bind(time_to_sql(now))
 }
 
+/// Records that the plugin looked the session up at `now` (a live session only).
+pub(crate) fn mark_plugin_seen<DB>(owner_id: Id16, session_id: Id16, now: UnixMillis) -> Bound<DB>
+where
+    DB: Database,
+    Vec<u8>: for<'q> Encode<'q, DB> + Type<DB>,
+    i64: for<'q> Encode<'q, DB> + Type<DB>,
+{
+    sqlx::query(sql::MARK_PLUGIN_SEEN)
+        .bind(b(owner_id))
+        .bind(b(session_id))
+        .bind(time_to_sql(now))
+}
+
 /// Ends one session (keeping an earlier end); a row comes back when the session exists.
 pub(crate) fn end<DB>(owner_id: Id16, session_id: Id16, now: UnixMillis) -> Bound<DB>
 where

@@ -73,9 +73,13 @@ pub(crate) const END_PAIRING_SESSIONS: &str = "UPDATE sessions SET ended_at = $3
 pub(crate) const INSERT_SESSION: &str = "INSERT INTO sessions (owner_id, session_id, pair_id, hello, created_at, expires_at) \
      VALUES ($1, $2, $3, $4, $5, $6)";
 /// `$1` owner id, `$2` pair id, `$3` now.
-pub(crate) const SELECT_LIVE_SESSION: &str = "SELECT session_id, hello, expires_at, claimer_seen_at FROM sessions \
+pub(crate) const SELECT_LIVE_SESSION: &str = "SELECT session_id, hello, expires_at, claimer_seen_at, plugin_seen_at \
+     FROM sessions \
      WHERE owner_id = $1 AND pair_id = $2 AND ended_at IS NULL AND expires_at > $3 \
      ORDER BY created_at DESC LIMIT 1";
+/// `$1` owner id, `$2` session id, `$3` now: the plugin looked the live session up.
+pub(crate) const MARK_PLUGIN_SEEN: &str = "UPDATE sessions SET plugin_seen_at = $3 \
+     WHERE owner_id = $1 AND session_id = $2 AND ended_at IS NULL";
 /// `$1` owner id, `$2` session id, `$3` now: ends a session; ending an ended one keeps its end.
 pub(crate) const END_SESSION: &str = "UPDATE sessions SET ended_at = COALESCE(ended_at, $3), hello = NULL \
      WHERE owner_id = $1 AND session_id = $2 RETURNING owner_id";

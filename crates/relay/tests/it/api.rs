@@ -94,6 +94,26 @@ async fn a_call_goes_pending_claimed_answered_delivered_and_reads_repeat() {
     );
 }
 
+#[tokio::test]
+async fn the_owner_sees_when_the_plugin_last_looked_up_the_session() {
+    let relay = Relay::sqlite().await;
+    let p = pairing(&relay, "alice").await;
+    let path = format!("/v1/pairings/{}/session", p.pair);
+    let (status, by_owner) = relay.send(Method::GET, &path, Some(&p.owner), None).await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(
+        by_owner["plugin_seen_at"].is_null(),
+        "the owner's own lookup is not the plugin's: {by_owner}"
+    );
+    let (_, by_plugin) = relay.send(Method::GET, &path, Some(&p.mcp), None).await;
+    assert_eq!(by_plugin["plugin_seen_at"], by_plugin["now_ms"]);
+    let (_, by_owner) = relay.send(Method::GET, &path, Some(&p.owner), None).await;
+    assert_eq!(
+        by_owner["plugin_seen_at"], by_plugin["now_ms"],
+        "the owner reads when the plugin looked"
+    );
+}
+
 /// A relay whose long-polls never re-check on their own before the deadline, so only a
 /// wake-up can end them early.
 async fn relay_without_fallback_poll() -> Relay {

@@ -21,6 +21,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::hot_path::SeenThrottle;
 use super::rows;
+use super::session_sql;
 use super::sql;
 use super::{
     Bearer, CallView, ClaimedRow, EndedSessions, HeldBytes, Inspect, LiveGrants, LiveSession,
@@ -74,6 +75,7 @@ const PING_IF_IDLE_FOR: std::time::Duration = std::time::Duration::from_secs(1);
 pub struct PgStore {
     pool: PgPool,
     seen: Arc<SeenThrottle>,
+    plugin_seen: Arc<SeenThrottle>,
     batch: batch::Batcher,
 }
 
@@ -100,6 +102,7 @@ impl PgStore {
             batch: batch::Batcher::start(pool.clone(), Notifier::start(pool.clone())),
             pool,
             seen: Arc::default(),
+            plugin_seen: Arc::default(),
         })
     }
 }
@@ -264,6 +267,21 @@ impl Store for PgStore {
         now: UnixMillis,
     ) -> StoreResult<Option<LiveSession>> {
         sessions::live_session(&self.pool, owner_id, pair_id, now).await
+    }
+
+    async fn mark_plugin_seen(
+        &self,
+        owner_id: Id16,
+        session_id: Id16,
+        now: UnixMillis,
+    ) -> StoreResult<()> {
+        if !self.plugin_seen.due(owner_id, session_id, now) {
+            return Ok(());
+        }
+        session_sql::mark_plugin_seen(owner_id, session_id, now)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
     }
 
     async fn end_session(

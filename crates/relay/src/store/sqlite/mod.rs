@@ -65,6 +65,7 @@ pub struct SqliteStore {
     pub(super) writer: Writer,
     pub(super) readers: SqlitePool,
     pub(super) seen: SeenThrottle,
+    pub(super) plugin_seen: SeenThrottle,
     /// Stops the checkpointer when the store goes.
     _checkpointer: DropGuard,
 }
@@ -101,6 +102,7 @@ impl SqliteStore {
             writer: Writer::spawn(conn),
             readers,
             seen: SeenThrottle::default(),
+            plugin_seen: SeenThrottle::default(),
             _checkpointer: checkpointer.drop_guard(),
         })
     }
@@ -280,6 +282,15 @@ impl Store for SqliteStore {
         now: UnixMillis,
     ) -> StoreResult<Option<LiveSession>> {
         self.live_session_impl(owner_id, pair_id, now).await
+    }
+
+    async fn mark_plugin_seen(
+        &self,
+        owner_id: Id16,
+        session_id: Id16,
+        now: UnixMillis,
+    ) -> StoreResult<()> {
+        self.mark_plugin_seen_impl(owner_id, session_id, now).await
     }
 
     async fn end_session(

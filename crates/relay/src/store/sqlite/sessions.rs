@@ -55,6 +55,26 @@ impl SqliteStore {
         row.as_ref().map(rows::live_session).transpose()
     }
 
+    pub(super) async fn mark_plugin_seen_impl(
+        &self,
+        owner_id: Id16,
+        session_id: Id16,
+        now: UnixMillis,
+    ) -> StoreResult<()> {
+        if !self.plugin_seen.due(owner_id, session_id, now) {
+            return Ok(());
+        }
+        self.write(move |conn| {
+            Box::pin(async move {
+                session_sql::mark_plugin_seen(owner_id, session_id, now)
+                    .execute(&mut *conn)
+                    .await?;
+                Ok(())
+            })
+        })
+        .await
+    }
+
     pub(super) async fn end_session_impl(
         &self,
         owner_id: Id16,

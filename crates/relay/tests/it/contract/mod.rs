@@ -164,6 +164,7 @@ contract!(
     check_sweeper_drops_bytes_then_rows,
     check_the_sweeper_ends_expired_sessions_and_names_them,
     check_ending_a_session_cancels_only_open_calls,
+    check_the_plugin_lookup_is_recorded_once_a_second_on_live_sessions,
     check_posts_racing_a_session_end_leave_no_call_pending,
     check_another_owner_sees_nothing,
     check_limits_on_pending_calls_and_live_sessions,

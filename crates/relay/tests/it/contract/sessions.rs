@@ -206,3 +206,56 @@ pub(super) async fn check_posts_racing_a_session_end_leave_no_call_pending(
         }
     }
 }
+
+pub(super) async fn check_the_plugin_lookup_is_recorded_once_a_second_on_live_sessions(
+    store: Arc<dyn Inspect>,
+) {
+    let w = world(store).await;
+    let seen = |at: u64| {
+        let store = w.store.clone();
+        let (owner, pair) = (w.owner, w.pair);
+        async move {
+            store
+                .live_session(owner, pair, T0.saturating_add_ms(at))
+                .await
+                .unwrap()
+                .expect("live")
+                .plugin_seen_at
+        }
+    };
+    assert_eq!(seen(1).await, None, "never looked up yet");
+
+    let mark = |at: u64| {
+        w.store
+            .mark_plugin_seen(w.owner, w.session, T0.saturating_add_ms(at))
+    };
+    mark(10).await.unwrap();
+    assert_eq!(seen(11).await, Some(T0.saturating_add_ms(10)));
+    mark(500).await.unwrap();
+    assert_eq!(
+        seen(501).await,
+        Some(T0.saturating_add_ms(10)),
+        "within the second, the lookup writes nothing"
+    );
+    mark(1_010).await.unwrap();
+    assert_eq!(seen(1_011).await, Some(T0.saturating_add_ms(1_010)));
+
+    let next = id();
+    w.store
+        .create_session(
+            &new_session(w.owner, next, w.pair, T0.saturating_add_ms(HOUR)),
+            10,
+        )
+        .await
+        .unwrap();
+    assert_eq!(seen(1_100).await, None, "a new session starts unseen");
+    w.store
+        .mark_plugin_seen(w.owner, next, T0.saturating_add_ms(1_200))
+        .await
+        .unwrap();
+    assert_eq!(
+        seen(1_201).await,
+        Some(T0.saturating_add_ms(1_200)),
+        "each session is throttled on its own"
+    );
+}
