@@ -8,7 +8,7 @@ const TOKEN_KEY = 'sealpost.owner-token';
 const SESSION_KEY = 'sealpost.session';
 const main = document.getElementById('main');
 const notice = document.getElementById('notice');
-const state = { tab: null, me: null, status: 'Not serving', served: 0, refused: 0, lastCall: null, timeline: [], elsewhere: false, session: null, stopReason: null };
+const state = { tab: null, me: null, status: 'Not serving', served: 0, refused: 0, lastCall: null, pluginSeen: null, timeline: [], elsewhere: false, session: null, stopReason: null };
 
 // ---------- small helpers ----------
 
@@ -376,6 +376,7 @@ async function renderAccess() {
   );
   await renderPairing();
   renderStatus();
+  refreshPluginSeen().then(() => { if (location.hash === '#/access') renderStatus(); });
 }
 
 async function renderPairing() {
@@ -403,6 +404,7 @@ function renderStatus() {
     ['Calls served', state.served],
     ['Calls refused', state.refused],
     ['Last call', ago(state.lastCall)],
+    ['Plugin last seen', ago(state.pluginSeen)],
     ['Time left', state.session ? left(state.session.expiresAt) : '—'],
   ];
   setChildren(box,
@@ -536,5 +538,17 @@ document.getElementById('lock').addEventListener('click', async () => {
   main.replaceChildren(h('h2', { text: 'Locked' }), h('p', { text: 'Sealpost is locked: nothing is served and its keys are out of memory. Reload to unlock.' }));
 });
 addEventListener('hashchange', () => { if (location.hash.startsWith('#signin=')) boot(); else { render(); main.focus(); } });
-setInterval(() => { if (location.hash === '#/access') renderStatus(); }, 5000);
+// When the plugin last looked the session up: only the relay knows. Asked every 5 s while the
+// page is open; an unreachable relay leaves the last answer in place.
+async function refreshPluginSeen() {
+  const live = await state.tab?.liveStatus().catch(() => undefined);
+  if (live === undefined) return;
+  state.pluginSeen = live?.pluginSeenAgoMs == null ? null : Date.now() - live.pluginSeenAgoMs;
+}
+
+setInterval(async () => {
+  if (location.hash !== '#/access') return;
+  await refreshPluginSeen();
+  if (location.hash === '#/access') renderStatus();
+}, 5000);
 boot();

@@ -7,6 +7,7 @@ import { mkdtempSync, rmSync, writeFileSync, mkdirSync, cpSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve, dirname } from 'node:path';
 import { createInterface } from 'node:readline';
+import { after } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { chromium } from 'playwright-core';
 
@@ -155,10 +156,17 @@ export function pairPlugin(configDir, code) {
   });
 }
 
+// Plugins still running when a spec file ends: a spec that failed half-way never closed its
+// own, and their open pipes would keep the file's process (and the whole run) waiting.
+const runningPlugins = new Set();
+after(() => { for (const child of runningPlugins) child.kill(); });
+
 // `sealpost mcp` as an MCP client drives it: JSON-RPC lines on stdio.
 export class McpClient {
   constructor(configDir) {
     this.child = spawn(PLUGIN_BIN, ['mcp'], { env: { ...process.env, SEALPOST_CONFIG_DIR: configDir }, stdio: ['pipe', 'pipe', 'inherit'] });
+    runningPlugins.add(this.child);
+    this.child.on('exit', () => runningPlugins.delete(this.child));
     this.nextId = 1;
     this.waiting = new Map();
     this.notifications = [];

@@ -152,6 +152,10 @@ async function person(page) {
   const again = await mcp.call('search_workspace', { query: 'lunch' });
   assert.equal(again.isError, false, again.text);
 
+  // Only the relay knows when the plugin last looked the session up; AI access shows it.
+  await go(page, '#/access', 'AI access');
+  await page.waitForSelector('#access-status tr:has(th:text-is("Plugin last seen")) td:text-matches("^[0-9]+ s ago$")');
+
   // Hidden: headless Chromium reports a page behind another as visible, so the spec does what
   // Chromium does to a background tab at its harshest and freezes the page (no task of the
   // page runs; its timers stop). The Worker's loop answers all the same. How fast it answers

@@ -120,6 +120,10 @@ export declare class Sealpost {
   /** Starts a fresh session on the remembered pairing lasting until `until` (Unix ms). */
   resume(until: number): Promise<SessionStarted | null>;
   session(): Promise<{ sessionId: string; expiresAt: number } | null>;
+  /** What the relay knows of the live session: how long ago (on the relay's clock) the tab
+   *  last asked for calls and the plugin last looked the session up (`null`: never), or
+   *  `null` when no session is live there. */
+  liveStatus(): Promise<{ tabSeenAgoMs: number | null; pluginSeenAgoMs: number | null; expiresAt: number } | null>;
   endSession(options?: { keepalive?: boolean }): Promise<void>;
   serve(options?: { takeOver?: boolean }): Promise<StopReason | 'already_serving' | 'served_elsewhere'>;
   stop(reason: 'locked' | 'signed_out' | 'session_ended' | 'taken_over'): Promise<void>;

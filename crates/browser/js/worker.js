@@ -147,6 +147,7 @@ const methods = {
     return started;
   },
   session() { return core.session(); },
+  liveStatus() { return core.liveStatus(); },
   async endSession(keepalive) { await core.endSession(!!keepalive); },
   // Serves until a stop; with takeOver, steals the lock from another tab of this origin.
   async serve({ takeOver } = {}) {

@@ -3,7 +3,7 @@
 
 use sealpost_protocol::api::{
     CancelRequest, ClaimResponse, CreateMcpTokenRequest, CreateMcpTokenResponse,
-    CreateSessionRequest, CreateSessionResponse, ErrorBody, ReplyRequest,
+    CreateSessionRequest, CreateSessionResponse, ErrorBody, LiveSessionResponse, ReplyRequest,
 };
 use sealpost_protocol::content::CancelReason;
 use sealpost_protocol::ids::Id16;
@@ -180,6 +180,25 @@ impl Relay {
             keepalive,
         )
         .await
+    }
+
+    /// The pairing's live session as the relay sees it (when the tab and the plugin were last
+    /// seen); `None` when no session is live.
+    pub async fn live_session(
+        &self,
+        pair_id: Id16,
+    ) -> Result<Option<LiveSessionResponse>, RelayError> {
+        let path = format!("/v1/pairings/{pair_id}/session");
+        let (status, text) = self.send("GET", &path, None, None, false).await?;
+        if status == 404 {
+            return Ok(None);
+        }
+        if !(200..300).contains(&status) {
+            return Err(refusal(status, &text));
+        }
+        serde_json::from_str(&text)
+            .map(Some)
+            .map_err(|_| RelayError::Unreachable("an answer that is not the relay's".into()))
     }
 
     /// Claims up to `max` calls, waiting up to `wait_ms` for the first.

@@ -383,6 +383,30 @@ impl TabCore {
         }
     }
 
+    /// What the relay knows of the live session: `{tabSeenAgoMs, pluginSeenAgoMs, expiresAt}`,
+    /// each "ago" measured on the relay's clock (`null`: never seen), or `null` when the
+    /// relay has no live session for the pairing.
+    #[wasm_bindgen(js_name = liveStatus)]
+    pub fn live_status(&self) -> js_sys::Promise {
+        let core = self.clone_handle();
+        future_to_promise(async move {
+            let pair_id = match core.inner.pairing.borrow().as_ref() {
+                Some(pairing) => Id16(pairing.secret.pair_id()),
+                None => return Ok(JsValue::NULL),
+            };
+            let relay = core.inner.relay.borrow().clone();
+            let Some(live) = relay.live_session(pair_id).await.map_err(relay_error)? else {
+                return Ok(JsValue::NULL);
+            };
+            let ago = |seen: Option<UnixMillis>| seen.map(|at| live.now_ms.saturating_sub(at));
+            Ok(to_js(&json!({
+                "tabSeenAgoMs": ago(live.claimer_seen_at),
+                "pluginSeenAgoMs": ago(live.plugin_seen_at),
+                "expiresAt": live.expires_at,
+            })))
+        })
+    }
+
     /// Ends the session: the relay cancels its open calls, the keys are dropped. With
     /// `keepalive`, the request outlives the page (for `pagehide`).
     #[wasm_bindgen(js_name = endSession)]
