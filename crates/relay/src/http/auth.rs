@@ -259,10 +259,15 @@ async fn live_row(state: &AppState, bearer: &Bearer) -> ApiResult<TokenRow> {
         .active_token(bearer.token_id, now_ms())
         .await?
         .ok_or_else(ApiError::unauthorized)?;
-    if row.owner_id != bearer.owner_id || row.kind != bearer.kind || row.pair_id != bearer.pair_id {
+    if !agrees(&row, bearer) {
         return Err(ApiError::unauthorized());
     }
     Ok(row)
+}
+
+/// Whether a token row says what the token's claims say: its owner, its kind and its pairing.
+fn agrees(row: &TokenRow, bearer: &Bearer) -> bool {
+    row.owner_id == bearer.owner_id && row.kind == bearer.kind && row.pair_id == bearer.pair_id
 }
 
 impl FromRequestParts<AppState> for Authed {
@@ -275,5 +280,138 @@ impl FromRequestParts<AppState> for Authed {
         // rate table.
         charge(state, &bearer)?;
         Ok(Authed { token })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sealpost_time::UnixMillis;
+
+    fn row(kind: TokenKind, pair_id: Option<Id16>) -> TokenRow {
+        TokenRow {
+            id: Id16([1; 16]),
+            owner_id: Id16([2; 16]),
+            kind,
+            pair_id,
+            label: "laptop".into(),
+            created_at: UnixMillis::from_ms(1_700_000_000_123),
+            expires_at: UnixMillis::from_ms(4_000_000_000_456),
+        }
+    }
+
+    fn bearer_for(row: &TokenRow) -> Bearer {
+        Bearer {
+            token_id: row.id,
+            owner_id: row.owner_id,
+            kind: row.kind,
+            pair_id: row.pair_id,
+        }
+    }
+
+    #[test]
+    fn a_signed_token_carries_its_rows_times_in_seconds_and_verifies_to_its_bearer() {
+        let keys = Keys::new(b"a test secret of some length");
+        let mcp = row(TokenKind::Mcp, Some(Id16([3; 16])));
+        let claims = keys.verify(&keys.sign(&mcp)).expect("verifies");
+        assert_eq!((claims.exp, claims.iat), (4_000_000_000, 1_700_000_000));
+        let bearer = bearer_of(&claims).expect("well formed");
+        assert_eq!(
+            (
+                bearer.token_id,
+                bearer.owner_id,
+                bearer.kind,
+                bearer.pair_id
+            ),
+            (mcp.id, mcp.owner_id, TokenKind::Mcp, mcp.pair_id)
+        );
+    }
+
+    #[test]
+    fn a_token_past_its_expiry_fails_on_its_own_whatever_its_row_says() {
+        let keys = Keys::new(b"a test secret of some length");
+        let mut past = row(TokenKind::Owner, None);
+        past.expires_at = UnixMillis::from_ms(1_000_000_000_000);
+        assert!(keys.verify(&keys.sign(&past)).is_none());
+    }
+
+    #[test]
+    fn only_the_bearer_scheme_with_a_token_is_taken() {
+        let header = |value: &str| {
+            let mut headers = axum::http::HeaderMap::new();
+            headers.insert(axum::http::header::AUTHORIZATION, value.parse().unwrap());
+            headers
+        };
+        assert_eq!(bearer(&header("Bearer abc")), Some("abc"));
+        assert_eq!(bearer(&header("bEaReR  abc ")), Some("abc"));
+        assert_eq!(bearer(&header("Basic abc")), None);
+        assert_eq!(bearer(&header("Bearer ")), None);
+        assert_eq!(bearer(&header("Bearer")), None);
+    }
+
+    #[test]
+    fn a_row_agrees_only_when_owner_kind_and_pairing_all_match() {
+        let mcp = row(TokenKind::Mcp, Some(Id16([3; 16])));
+        let claims = bearer_for(&mcp);
+        assert!(agrees(&mcp, &claims));
+        let other_owner = Bearer {
+            owner_id: Id16([9; 16]),
+            ..claims
+        };
+        let other_kind = Bearer {
+            kind: TokenKind::Owner,
+            ..claims
+        };
+        let other_pairing = Bearer {
+            pair_id: Some(Id16([9; 16])),
+            ..claims
+        };
+        for (what, bearer) in [
+            ("owner", other_owner),
+            ("kind", other_kind),
+            ("pairing", other_pairing),
+        ] {
+            assert!(
+                !agrees(&mcp, &bearer),
+                "a different {what} alone is refused"
+            );
+        }
+    }
+
+    #[test]
+    fn each_kind_passes_only_its_own_requirement() {
+        let pair = Id16([3; 16]);
+        assert_eq!(require_mcp(TokenKind::Mcp, Some(pair)).ok(), Some(pair));
+        assert!(require_mcp(TokenKind::Owner, None).is_err());
+        assert!(require_mcp(TokenKind::Mcp, None).is_err());
+        assert!(require_owner(TokenKind::Owner).is_ok());
+        assert!(require_owner(TokenKind::Mcp).is_err());
+    }
+
+    #[test]
+    fn claims_that_mix_the_two_kinds_name_no_bearer() {
+        let keys = Keys::new(b"a test secret of some length");
+        let owner = keys
+            .verify(&keys.sign(&row(TokenKind::Owner, None)))
+            .unwrap();
+        assert!(bearer_of(&owner).is_some());
+        let with_pairing = Claims {
+            pair_id: Some(Id16([3; 16]).to_string()),
+            ..owner.clone()
+        };
+        assert!(
+            bearer_of(&with_pairing).is_none(),
+            "an owner token names no pairing"
+        );
+        let mcp_without_pairing = Claims {
+            aud: MCP_AUDIENCE.into(),
+            ..owner.clone()
+        };
+        assert!(bearer_of(&mcp_without_pairing).is_none());
+        let unknown = Claims {
+            aud: "someone-else".into(),
+            ..owner
+        };
+        assert!(bearer_of(&unknown).is_none());
     }
 }
