@@ -473,8 +473,20 @@ async function renderActivity() {
     h('table', {}, h('thead', {}, h('tr', {}, h('th', { text: 'When' }), h('th', { text: 'Tool' }), h('th', { text: 'Outcome' }), h('th', { text: 'Reply bytes' }))), body));
 }
 
+// Every page of the MCP token list (the relay pages it by id), oldest first.
+async function mcpTokens() {
+  const tokens = [];
+  let after = null;
+  do {
+    const page = await api('GET', `/v1/mcp-tokens${after ? `?after=${after}` : ''}`);
+    tokens.push(...page.tokens);
+    after = page.next ?? null;
+  } while (after);
+  return tokens.sort((a, b) => a.created_at - b.created_at);
+}
+
 async function renderTokens() {
-  const [{ tokens }, { tokens: devices }] = await Promise.all([api('GET', '/v1/mcp-tokens'), api('GET', '/v1/owner-tokens')]);
+  const [tokens, { tokens: devices }] = await Promise.all([mcpTokens(), api('GET', '/v1/owner-tokens')]);
   main.replaceChildren(h('h2', { text: 'Tokens' }),
     h('p', { class: 'muted', text: 'Each paired plugin holds one token. Revoking one stops that plugin at its next call.' }),
     tokens.length ? h('table', {}, h('thead', {}, h('tr', {}, h('th', { text: 'Label' }), h('th', { text: 'Created' }), h('th', { text: 'Expires' }), h('th', { text: '' }))),

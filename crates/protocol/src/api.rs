@@ -150,8 +150,11 @@ pub struct McpTokenInfo {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct McpTokenList {
-    /// The owner's MCP tokens.
+    /// The owner's MCP tokens, in id order.
     pub tokens: Vec<McpTokenInfo>,
+    /// When more remain: pass it as `after` for the next page.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next: Option<Id16>,
 }
 
 /// One owner sign-in as listed: one per signed-in device (never the token itself).

@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use axum::Json;
 use axum::body::Body;
-use axum::extract::{Extension, Path, State};
+use axum::extract::{Extension, Path, Query, State};
 use axum::http::{HeaderMap, StatusCode};
 use sealpost_protocol::api::{
     CreateMcpTokenRequest, CreateMcpTokenResponse, ErrorBody, ErrorCode, McpTokenInfo,
@@ -21,7 +21,7 @@ use super::state::AppState;
 use crate::accounts::{code_hash, create_signin_link};
 use crate::clock::now_ms;
 use crate::ids::random_id;
-use crate::store::TokenRow;
+use crate::store::{Page, TokenRow};
 
 fn small_body_timeout(state: &AppState) -> (usize, Duration) {
     (
@@ -298,14 +298,29 @@ pub async fn create_mcp_token(
     ))
 }
 
+/// The most MCP tokens in one page of `GET /v1/mcp-tokens`, and the default.
+const TOKEN_PAGE: u32 = 100;
+
+/// `GET /v1/mcp-tokens?after=&limit=`.
+#[derive(Debug, serde::Deserialize)]
+pub struct TokenPageQuery {
+    after: Option<String>,
+    limit: Option<u32>,
+}
+
 /// `GET /v1/mcp-tokens`
 #[utoipa::path(
     get,
     path = "/v1/mcp-tokens",
     tag = "accounts",
     security(("bearer" = [])),
+    params(
+        ("after" = Option<String>, Query, description = "List the tokens after this id (the `next` of the previous page)."),
+        ("limit" = Option<u32>, Query, description = "Most tokens in the page (default and ceiling 100)."),
+    ),
     responses(
-        (status = 200, description = "The owner's live MCP tokens (never the tokens themselves).", body = McpTokenList),
+        (status = 200, description = "A page of the owner's live MCP tokens in id order (never the tokens themselves); `next` when more remain.", body = McpTokenList),
+        (status = 400, description = "`bad_request`: a malformed `after` or `limit`.", body = ErrorBody),
         (status = 401, description = "`unauthorized`", body = ErrorBody),
         (status = 403, description = "`wrong_token_kind`: an MCP token.", body = ErrorBody),
         (status = 429, description = "`rate_limited`, `owner_rate_limited`", body = ErrorBody),
@@ -315,12 +330,32 @@ pub async fn create_mcp_token(
 pub async fn list_mcp_tokens(
     State(state): State<AppState>,
     auth: Authed,
+    Query(query): Query<TokenPageQuery>,
 ) -> ApiResult<Json<McpTokenList>> {
     auth.require_owner()?;
-    let rows = state
+    let after = match query.after.as_deref() {
+        Some(after) => Some(after.parse().map_err(|_| {
+            ApiError::new(
+                ErrorCode::BadRequest,
+                "after must be a token id (a page's next).",
+            )
+        })?),
+        None => None,
+    };
+    let limit = query.limit.unwrap_or(TOKEN_PAGE).clamp(1, TOKEN_PAGE);
+    // One row past the page says whether another page follows.
+    let page = Page {
+        after,
+        limit: limit + 1,
+    };
+    let mut rows = state
         .store
-        .list_mcp_tokens(auth.owner_id(), now_ms())
+        .list_mcp_tokens(auth.owner_id(), now_ms(), page)
         .await?;
+    let next = (rows.len() > limit as usize).then(|| {
+        rows.truncate(limit as usize);
+        rows.last().map(|row| row.id)
+    });
     let tokens = rows
         .into_iter()
         .filter_map(|row| {
@@ -333,7 +368,10 @@ pub async fn list_mcp_tokens(
             })
         })
         .collect();
-    Ok(Json(McpTokenList { tokens }))
+    Ok(Json(McpTokenList {
+        tokens,
+        next: next.flatten(),
+    }))
 }
 
 /// `DELETE /v1/mcp-tokens/{id}`

@@ -158,6 +158,15 @@ pub struct LiveSession {
     pub plugin_seen_at: Option<UnixMillis>,
 }
 
+/// One page of a listing in id order.
+#[derive(Debug, Clone, Copy)]
+pub struct Page {
+    /// List the rows after this id; `None`: from the first.
+    pub after: Option<Id16>,
+    /// The most rows.
+    pub limit: u32,
+}
+
 /// A call to post.
 #[derive(Debug, Clone)]
 pub struct NewCall {
@@ -366,8 +375,13 @@ pub trait Store: Send + Sync + std::fmt::Debug {
         kind: Option<TokenKind>,
         now: UnixMillis,
     ) -> StoreResult<bool>;
-    /// The owner's unrevoked, unexpired MCP tokens, oldest first.
-    async fn list_mcp_tokens(&self, owner_id: Id16, now: UnixMillis) -> StoreResult<Vec<TokenRow>>;
+    /// The owner's live MCP tokens in id order: at most `page.limit`, after `page.after`.
+    async fn list_mcp_tokens(
+        &self,
+        owner_id: Id16,
+        now: UnixMillis,
+        page: Page,
+    ) -> StoreResult<Vec<TokenRow>>;
     /// Bytes each owner's calls and replies hold now (the byte quota's recount).
     async fn bytes_held_by_owner(&self) -> StoreResult<Vec<(Id16, i64)>>;
     /// How many live MCP tokens and unused sign-in codes the owner holds (their quotas).

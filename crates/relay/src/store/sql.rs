@@ -58,9 +58,10 @@ pub(crate) const COUNT_LIVE_GRANTS: &str = "SELECT \
 /// `$1` owner name: enables the owner (their old tokens stay revoked).
 pub(crate) const ENABLE_OWNER: &str =
     "UPDATE owners SET disabled_at = NULL WHERE name = $1 RETURNING id";
-/// `$1` owner id, `$2` now.
+/// `$1` owner id, `$2` now, `$3` the id to list after (an empty blob: from the start), `$4` the
+/// most rows. Keyed by id, so a page boundary holds whatever is minted or revoked meanwhile.
 pub(crate) const SELECT_MCP_TOKENS: &str = "SELECT * FROM tokens WHERE owner_id = $1 AND kind = 'mcp' \
-     AND revoked_at IS NULL AND expires_at > $2 ORDER BY created_at";
+     AND revoked_at IS NULL AND expires_at > $2 AND id > $3 ORDER BY id LIMIT $4";
 
 /// `$1` owner id, `$2` pair id, `$3` now: the owner's other live sessions.
 pub(crate) const COUNT_OTHER_LIVE_SESSIONS: &str = "SELECT COUNT(*) FROM sessions WHERE owner_id = $1 AND pair_id != $2 \

@@ -286,6 +286,63 @@ async fn ending_a_session_cancels_its_calls_and_the_lookup_says_no_live_session(
 }
 
 #[tokio::test]
+async fn mcp_tokens_list_in_pages_that_say_what_follows() {
+    let relay = Relay::sqlite().await;
+    let p = pairing(&relay, "alice").await;
+    let mut minted = vec![p.mcp_id];
+    for _ in 0..2 {
+        minted.push(relay.mcp_token(&p.owner, id()).await.0);
+    }
+    // Id order is byte order, not the order of the ids' text.
+    minted.sort();
+    let minted: Vec<String> = minted.iter().map(ToString::to_string).collect();
+    let list = |query: String| {
+        let relay = &relay;
+        let owner = p.owner.clone();
+        async move {
+            relay
+                .send(
+                    Method::GET,
+                    format!("/v1/mcp-tokens{query}"),
+                    Some(&owner),
+                    None,
+                )
+                .await
+        }
+    };
+    let ids = |page: &serde_json::Value| -> Vec<String> {
+        page["tokens"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["id"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    let (status, first) = list("?limit=2".into()).await;
+    assert_eq!(status, StatusCode::OK, "{first}");
+    assert_eq!(ids(&first), minted[..2]);
+    assert_eq!(first["next"], json!(minted[1]));
+    let (_, second) = list(format!("?limit=2&after={}", minted[1])).await;
+    assert_eq!(ids(&second), minted[2..]);
+    assert!(
+        second.get("next").is_none(),
+        "the last page says so: {second}"
+    );
+    let (_, whole) = list(String::new()).await;
+    assert_eq!(ids(&whole), minted, "the default page holds them all");
+    let (status, body) = list("?after=not-an-id".into()).await;
+    assert_eq!(
+        (status, body["error"]["code"].as_str()),
+        (StatusCode::BAD_REQUEST, Some("bad_request"))
+    );
+    let (status, body) = list("?limit=-1".into()).await;
+    assert_eq!(
+        (status, body["error"]["code"].as_str()),
+        (StatusCode::BAD_REQUEST, Some("bad_request"))
+    );
+}
+
+#[tokio::test]
 async fn signing_out_and_revoking_take_effect_on_the_next_request() {
     let relay = Relay::sqlite().await;
     let p = pairing(&relay, "alice").await;

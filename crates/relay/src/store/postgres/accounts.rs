@@ -8,7 +8,8 @@ use sqlx::postgres::PgPool;
 
 use crate::store::sql;
 use crate::store::{
-    OwnerRow, StoreError, StoreResult, TokenRow, b, id_from, is_unique_violation, rows, time_to_sql,
+    OwnerRow, Page, StoreError, StoreResult, TokenRow, b, id_from, is_unique_violation, rows,
+    time_to_sql,
 };
 
 pub(super) async fn secret(pool: &PgPool, name: &str, fresh: Vec<u8>) -> StoreResult<Vec<u8>> {
@@ -180,10 +181,13 @@ pub(super) async fn list_mcp_tokens(
     pool: &PgPool,
     owner_id: Id16,
     now: UnixMillis,
+    page: Page,
 ) -> StoreResult<Vec<TokenRow>> {
     let rows = sqlx::query(sql::SELECT_MCP_TOKENS)
         .bind(b(owner_id))
         .bind(time_to_sql(now))
+        .bind(page.after.map(b).unwrap_or_default())
+        .bind(i64::from(page.limit))
         .fetch_all(pool)
         .await?;
     rows.iter().map(rows::token).collect()

@@ -25,8 +25,8 @@ use super::session_sql;
 use super::sql;
 use super::{
     Bearer, CallView, ClaimedRow, EndedSessions, HeldBytes, Inspect, LiveGrants, LiveSession,
-    NewCall, NewSession, OwnerRow, Scope, Store, StoreError, StoreResult, SweepStats, TokenRow, b,
-    time_to_sql,
+    NewCall, NewSession, OwnerRow, Page, Scope, Store, StoreError, StoreResult, SweepStats,
+    TokenRow, b, time_to_sql,
 };
 use crate::wake::Hub;
 
@@ -220,8 +220,13 @@ impl Store for PgStore {
         accounts::revoke_token(&self.pool, owner_id, id, kind, now).await
     }
 
-    async fn list_mcp_tokens(&self, owner_id: Id16, now: UnixMillis) -> StoreResult<Vec<TokenRow>> {
-        accounts::list_mcp_tokens(&self.pool, owner_id, now).await
+    async fn list_mcp_tokens(
+        &self,
+        owner_id: Id16,
+        now: UnixMillis,
+        page: Page,
+    ) -> StoreResult<Vec<TokenRow>> {
+        accounts::list_mcp_tokens(&self.pool, owner_id, now, page).await
     }
 
     async fn bytes_held_by_owner(&self) -> StoreResult<Vec<(Id16, i64)>> {

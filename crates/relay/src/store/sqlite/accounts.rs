@@ -8,7 +8,8 @@ use sealpost_time::UnixMillis;
 use super::SqliteStore;
 use crate::store::sql;
 use crate::store::{
-    OwnerRow, StoreError, StoreResult, TokenRow, b, id_from, is_unique_violation, rows, time_to_sql,
+    OwnerRow, Page, StoreError, StoreResult, TokenRow, b, id_from, is_unique_violation, rows,
+    time_to_sql,
 };
 
 impl SqliteStore {
@@ -229,10 +230,13 @@ impl SqliteStore {
         &self,
         owner_id: Id16,
         now: UnixMillis,
+        page: Page,
     ) -> StoreResult<Vec<TokenRow>> {
         let rows = sqlx::query(sql::SELECT_MCP_TOKENS)
             .bind(b(owner_id))
             .bind(time_to_sql(now))
+            .bind(page.after.map(b).unwrap_or_default())
+            .bind(i64::from(page.limit))
             .fetch_all(&self.readers)
             .await?;
         rows.iter().map(rows::token).collect()

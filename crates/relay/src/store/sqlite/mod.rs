@@ -37,7 +37,7 @@ use super::rows;
 use super::sql;
 use super::{
     Bearer, CallView, ClaimedRow, EndedSessions, HeldBytes, LiveGrants, LiveSession, NewCall,
-    NewSession, OwnerRow, Scope, Store, StoreResult, SweepStats, TokenRow, b, time_to_sql,
+    NewSession, OwnerRow, Page, Scope, Store, StoreResult, SweepStats, TokenRow, b, time_to_sql,
 };
 use crate::wake::Hub;
 
@@ -231,8 +231,13 @@ impl Store for SqliteStore {
         self.revoke_token_impl(owner_id, id, kind, now).await
     }
 
-    async fn list_mcp_tokens(&self, owner_id: Id16, now: UnixMillis) -> StoreResult<Vec<TokenRow>> {
-        self.list_mcp_tokens_impl(owner_id, now).await
+    async fn list_mcp_tokens(
+        &self,
+        owner_id: Id16,
+        now: UnixMillis,
+        page: Page,
+    ) -> StoreResult<Vec<TokenRow>> {
+        self.list_mcp_tokens_impl(owner_id, now, page).await
     }
 
     async fn bytes_held_by_owner(&self) -> StoreResult<Vec<(Id16, i64)>> {

@@ -3,10 +3,58 @@
 use std::sync::Arc;
 
 use sealpost_protocol::api::TokenKind;
-use sealpost_relay::store::{Inspect, StoreError, TokenRow};
+use sealpost_protocol::ids::Id16;
+use sealpost_relay::store::{Inspect, Page, StoreError, TokenRow};
 
 use super::{HOUR, T0};
 use sealpost_testkit::id;
+
+const FIRST_PAGE: Page = Page {
+    after: None,
+    limit: 100,
+};
+
+pub(super) async fn check_mcp_tokens_list_in_pages_by_id_live_ones_only(store: Arc<dyn Inspect>) {
+    let owner = id();
+    store.create_owner(owner, "paged", T0).await.unwrap();
+    let mut live = Vec::new();
+    for n in 0..7u64 {
+        let token = TokenRow {
+            id: id(),
+            owner_id: owner,
+            kind: TokenKind::Mcp,
+            pair_id: Some(id()),
+            label: format!("token {n}"),
+            created_at: T0,
+            expires_at: T0.saturating_add_ms(HOUR),
+        };
+        store.create_token(&token).await.unwrap();
+        live.push(token.id);
+    }
+    let revoked = live.remove(3);
+    assert!(store.revoke_token(owner, revoked, None, T0).await.unwrap());
+    live.sort();
+
+    let mut listed: Vec<Id16> = Vec::new();
+    let mut after = None;
+    // Bounded: a listing that never ends would otherwise hang the check.
+    for _ in 0..=live.len() {
+        let page = store
+            .list_mcp_tokens(owner, T0, Page { after, limit: 4 })
+            .await
+            .unwrap();
+        assert!(page.len() <= 4);
+        listed.extend(page.iter().map(|t| t.id));
+        if page.len() < 4 {
+            break;
+        }
+        after = page.last().map(|t| t.id);
+    }
+    assert_eq!(
+        listed, live,
+        "every live token once, in id order, the revoked one not"
+    );
+}
 
 pub(super) async fn check_signin_codes_work_once_and_tokens_are_revocable(store: Arc<dyn Inspect>) {
     let owner = id();
@@ -55,7 +103,7 @@ pub(super) async fn check_signin_codes_work_once_and_tokens_are_revocable(store:
         Some(token.clone())
     );
     assert_eq!(
-        store.list_mcp_tokens(owner, T0).await.unwrap(),
+        store.list_mcp_tokens(owner, T0, FIRST_PAGE).await.unwrap(),
         vec![token.clone()]
     );
     assert!(

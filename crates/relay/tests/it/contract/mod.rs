@@ -169,6 +169,7 @@ contract!(
     check_another_owner_sees_nothing,
     check_limits_on_pending_calls_and_live_sessions,
     check_signin_codes_work_once_and_tokens_are_revocable,
+    check_mcp_tokens_list_in_pages_by_id_live_ones_only,
     check_a_revoked_token_changes_nothing,
     check_an_expired_token_changes_nothing,
     check_a_token_that_does_not_match_its_row_changes_nothing,
