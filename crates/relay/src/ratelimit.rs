@@ -4,18 +4,24 @@
 //! endpoint without a token; the address honours `--trust-proxy`, see `http::client`).
 //!
 //! A token is charged only once it has authenticated: its JWT verified under the relay's key,
-//! and, for every endpoint but the call loop's four, its row read and found live. So a forged,
-//! malformed or unknown token never reaches the table, and neither does a revoked one outside
-//! the call loop. The call loop's operations check the row in the statement that does the work
-//! (one round trip fewer per call), so there a revoked but correctly signed token is charged
-//! before the store refuses it: such keys can only be tokens the relay itself issued, and the
-//! sweeper drops every key whose bucket has refilled.
+//! and, for every endpoint but the call loop's, its row read and found live. So a forged,
+//! malformed or unknown token never reaches the table, and neither does a revoked one. The call
+//! loop's operations check the row in the statement that does the work (one round trip fewer
+//! per call), so there a signed token is charged first; when the store then finds it dead, its
+//! key is forgotten ([`RateLimits::forget_token`]), which governor's own stores cannot do, hence
+//! [`Forgettable`]. The sweeper drops every key whose bucket has refilled.
 
+use std::hash::Hash;
 use std::net::IpAddr;
 use std::num::NonZeroU32;
+use std::sync::Arc;
 use std::time::Duration;
 
+use dashmap::DashMap;
 use governor::clock::{Clock, DefaultClock};
+use governor::nanos::Nanos;
+use governor::state::keyed::ShrinkableKeyedStateStore;
+use governor::state::{InMemoryState, NotKeyed, StateStore};
 use governor::{DefaultKeyedRateLimiter, Quota, RateLimiter};
 use sealpost_protocol::ids::Id16;
 
@@ -27,10 +33,63 @@ pub struct Limited {
     pub retry_after: Duration,
 }
 
+/// A keyed state store like governor's DashMap store, shared with [`RateLimits`] so that one
+/// key can be forgotten.
+#[derive(Debug)]
+pub(crate) struct Forgettable<K: Hash + Eq>(Arc<DashMap<K, InMemoryState>>);
+
+impl<K: Hash + Eq> Clone for Forgettable<K> {
+    fn clone(&self) -> Self {
+        Self(Arc::clone(&self.0))
+    }
+}
+
+impl<K: Hash + Eq + Clone> StateStore for Forgettable<K> {
+    type Key = K;
+
+    fn measure_and_replace<T, F, E>(&self, key: &K, f: F) -> Result<T, E>
+    where
+        F: Fn(Option<Nanos>) -> Result<(T, Nanos), E>,
+    {
+        if let Some(state) = self.0.get(key) {
+            return state.measure_and_replace(&NotKeyed::NonKey, f);
+        }
+        let state = self.0.entry(key.clone()).or_default();
+        state.measure_and_replace(&NotKeyed::NonKey, f)
+    }
+}
+
+impl<K: Hash + Eq + Clone> ShrinkableKeyedStateStore<K> for Forgettable<K> {
+    fn retain_recent(&self, drop_below: Nanos) {
+        self.0.retain(|_, state| {
+            // Read without changing: a closure that refuses hands back what it was shown.
+            let at = state
+                .measure_and_replace(&NotKeyed::NonKey, Err::<((), Nanos), _>)
+                .err()
+                .flatten();
+            at.is_some_and(|at| at > drop_below)
+        });
+    }
+
+    fn shrink_to_fit(&self) {
+        self.0.shrink_to_fit();
+    }
+
+    fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+type TokenLimiter = RateLimiter<Id16, Forgettable<Id16>, DefaultClock>;
+
 /// The relay's rate limiters; a limit configured as 0 is off.
 #[derive(Debug)]
 pub struct RateLimits {
-    per_token: Option<DefaultKeyedRateLimiter<Id16>>,
+    per_token: Option<(TokenLimiter, Forgettable<Id16>)>,
     per_owner: Option<DefaultKeyedRateLimiter<Id16>>,
     signin_per_address: Option<DefaultKeyedRateLimiter<IpAddr>>,
     clock: DefaultClock,
@@ -52,11 +111,16 @@ fn quota(per: Duration, count: u32, burst: u32) -> Option<Quota> {
 impl RateLimits {
     pub fn new(limits: &Limits) -> Self {
         Self {
-            per_token: limiter(quota(
+            per_token: quota(
                 Duration::from_secs(1),
                 limits.rate_per_token_per_s,
                 limits.rate_burst_per_token,
-            )),
+            )
+            .map(|quota| {
+                let keys = Forgettable(Arc::default());
+                let limiter = RateLimiter::new(quota, keys.clone(), DefaultClock::default());
+                (limiter, keys)
+            }),
             per_owner: limiter(quota(
                 Duration::from_secs(1),
                 limits.rate_per_owner_per_s,
@@ -73,7 +137,20 @@ impl RateLimits {
 
     /// Charges one request to an authenticated token.
     pub fn check_token(&self, token: Id16) -> Result<(), Limited> {
-        self.check(self.per_token.as_ref(), &token)
+        let Some((limiter, _)) = &self.per_token else {
+            return Ok(());
+        };
+        limiter.check_key(&token).map_err(|not_until| Limited {
+            retry_after: not_until.wait_time_from(self.clock.now()),
+        })
+    }
+
+    /// Forgets a token's key: the store found the token dead after it was charged, so the
+    /// table keeps no trace of it.
+    pub fn forget_token(&self, token: Id16) {
+        if let Some((_, keys)) = &self.per_token {
+            keys.0.remove(&token);
+        }
     }
 
     /// Charges one request to the owner of an authenticated token (all their tokens share it).
@@ -101,7 +178,7 @@ impl RateLimits {
 
     /// Forgets keys whose buckets have refilled completely (the sweeper calls this).
     pub fn forget_idle(&self) {
-        if let Some(limiter) = &self.per_token {
+        if let Some((limiter, _)) = &self.per_token {
             limiter.retain_recent();
             limiter.shrink_to_fit();
         }
@@ -117,7 +194,7 @@ impl RateLimits {
 
     /// How many tokens the table holds now (a metric).
     pub fn token_keys(&self) -> usize {
-        self.per_token.as_ref().map_or(0, |l| l.len())
+        self.per_token.as_ref().map_or(0, |(l, _)| l.len())
     }
 }
 
@@ -161,6 +238,25 @@ mod tests {
         assert!(
             limiter.check_owner(Id16([2; 16])).is_ok(),
             "buckets are per owner"
+        );
+    }
+
+    #[test]
+    fn a_forgotten_token_leaves_no_key_and_the_sweep_keeps_busy_ones() {
+        let limiter = RateLimits::new(&limits(1, 3));
+        let (dead, busy) = (Id16([7; 16]), Id16([8; 16]));
+        limiter.check_token(dead).unwrap();
+        limiter.check_token(busy).unwrap();
+        limiter.check_token(busy).unwrap();
+        assert_eq!(limiter.token_keys(), 2);
+        limiter.forget_token(dead);
+        assert_eq!(limiter.token_keys(), 1);
+        limiter.forget_idle();
+        assert_eq!(limiter.token_keys(), 1, "a bucket still refilling is kept");
+        assert!(limiter.check_token(busy).is_ok());
+        assert!(
+            limiter.check_token(busy).is_err(),
+            "its charges were kept too"
         );
     }
 

@@ -7,8 +7,11 @@
 //! Owner tokens and MCP tokens differ in audience, and the row's kind and pairing must agree
 //! with the claims: a token cannot be turned into the other kind by editing its claims.
 
-use axum::extract::FromRequestParts;
+use axum::extract::{FromRequestParts, Request, State};
+use axum::http::StatusCode;
 use axum::http::request::Parts;
+use axum::middleware::Next;
+use axum::response::Response;
 use jsonwebtoken::{Algorithm, DecodingKey, EncodingKey, Header, Validation};
 use sealpost_protocol::api::{ErrorCode, TokenKind};
 use sealpost_protocol::ids::Id16;
@@ -216,10 +219,12 @@ fn verify(parts: &Parts, state: &AppState) -> ApiResult<Verified> {
 /// The token of an `Authorization: Bearer …` header. The scheme is matched without regard to
 /// case (RFC 9110 §11.1); surrounding spaces are dropped.
 pub(crate) fn bearer(headers: &axum::http::HeaderMap) -> Option<&str> {
-    let value = headers
-        .get(axum::http::header::AUTHORIZATION)?
-        .to_str()
-        .ok()?;
+    bearer_in(headers.get(axum::http::header::AUTHORIZATION)?)
+}
+
+/// The token of one `Authorization` value (see [`bearer`]).
+fn bearer_in(value: &axum::http::HeaderValue) -> Option<&str> {
+    let value = value.to_str().ok()?;
     let (scheme, token) = value.trim_start().split_once(' ')?;
     let token = token.trim();
     (scheme.eq_ignore_ascii_case("bearer") && !token.is_empty()).then_some(token)
@@ -250,6 +255,30 @@ fn bearer_of(claims: &Claims) -> Option<Bearer> {
         kind,
         pair_id,
     })
+}
+
+/// After a 401, forgets the rate key of the token that got it, if the relay signed it: the call
+/// loop charges a signed token before its statement finds the row dead (see `ratelimit`), and
+/// a dead token must leave nothing in the table. Only a 401 pays for the second verification.
+pub(crate) async fn forget_dead_tokens(
+    State(state): State<AppState>,
+    request: Request,
+    next: Next,
+) -> Response {
+    let presented = request
+        .headers()
+        .get(axum::http::header::AUTHORIZATION)
+        .cloned();
+    let response = next.run(request).await;
+    if response.status() == StatusCode::UNAUTHORIZED
+        && let Some(presented) = presented
+    {
+        let signed = bearer_in(&presented).and_then(|token| state.keys.verify(token));
+        if let Some(bearer) = signed.as_ref().and_then(bearer_of) {
+            state.rate.forget_token(bearer.token_id);
+        }
+    }
+    response
 }
 
 /// The bearer's row, if it is live and agrees with the claims; else 401.

@@ -89,6 +89,10 @@ pub(crate) fn router(state: AppState) -> Router {
         .layer(middleware::from_fn(api_responses))
         .layer(middleware::from_fn_with_state(
             state.clone(),
+            auth::forget_dead_tokens,
+        ))
+        .layer(middleware::from_fn_with_state(
+            state.clone(),
             observe_request,
         ))
         .layer(SetResponseHeaderLayer::overriding(

@@ -387,10 +387,19 @@ async fn bad_tokens_never_enter_the_rate_table_and_a_good_token_is_still_limited
             }
         }
         // The call loop checks the row in its own statement, after the charge: tokens the
-        // relay did not sign never get that far.
-        for token in [&foreign, &garbage] {
+        // relay did not sign never get that far, and a signed one it finds dead is forgotten.
+        for token in [&unknown, &foreign, &garbage, &revoked] {
             let (status, _) = relay
                 .send(Method::GET, format!("/v1/calls/{call}"), Some(token), None)
+                .await;
+            assert_eq!(status, StatusCode::UNAUTHORIZED);
+            let (status, _) = relay
+                .send(
+                    Method::POST,
+                    format!("/v1/sessions/{}/calls", p.session),
+                    Some(token),
+                    Some(serde_json::json!({"call_id": id(), "envelope": "AAAA", "ttl_s": 30})),
+                )
                 .await;
             assert_eq!(status, StatusCode::UNAUTHORIZED);
         }
