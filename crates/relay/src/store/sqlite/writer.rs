@@ -223,11 +223,20 @@ mod tests {
         Id16(bytes)
     }
 
-    /// A read marks an answered call delivered in memory only. Jobs (cancels, session changes,
-    /// the sweeper) read call states from the table, so the writer writes the marks before a
-    /// job runs, even when the read's batch left them unwritten because more work was queued.
-    #[tokio::test]
-    async fn a_delivery_mark_is_written_before_the_next_job_reads_call_states() {
+    /// A database holding one owner with an MCP token and an owner token, a live session, and
+    /// one answered call; and a read of that call in a batch of its own, which leaves its
+    /// delivery mark unwritten (the writer was not idle).
+    struct Marked {
+        dir: std::path::PathBuf,
+        conn: SqliteConnection,
+        deliveries: Deliveries,
+        tab: Bearer,
+        owner: Id16,
+        call: Id16,
+        now: UnixMillis,
+    }
+
+    async fn answered_call_read_once() -> Marked {
         let dir = std::env::temp_dir().join(format!("sealpost-marks-{}", id()));
         std::fs::create_dir_all(&dir).unwrap();
         let options =
@@ -237,7 +246,7 @@ mod tests {
                 .journal_mode(SqliteJournalMode::Wal);
         let mut conn = SqliteConnection::connect_with(&options).await.unwrap();
         super::super::migrate::run(&mut conn).await.unwrap();
-        let (owner, token, pair, session, call) = (id(), id(), id(), id(), id());
+        let (owner, token, tab_token, pair, session, call) = (id(), id(), id(), id(), id(), id());
         let now = UnixMillis::from_ms(1_700_000_000_000);
         for (sql, binds) in [
             (
@@ -248,6 +257,11 @@ mod tests {
                 "INSERT INTO tokens (id, owner_id, kind, pair_id, label, created_at, expires_at) \
                  VALUES ($1, $2, 'mcp', $3, 'l', 0, 9000000000000)",
                 vec![token, owner, pair],
+            ),
+            (
+                "INSERT INTO tokens (id, owner_id, kind, pair_id, label, created_at, expires_at) \
+                 VALUES ($1, $2, 'owner', NULL, 'tab', 0, 9000000000000)",
+                vec![tab_token, owner],
             ),
             (
                 "INSERT INTO sessions (owner_id, session_id, pair_id, hello, created_at, expires_at) \
@@ -272,6 +286,12 @@ mod tests {
             kind: TokenKind::Mcp,
             pair_id: Some(pair),
         };
+        let tab = Bearer {
+            token_id: tab_token,
+            owner_id: owner,
+            kind: TokenKind::Owner,
+            pair_id: None,
+        };
 
         // One batch: the read. The writer was not idle, so the mark stays in memory.
         let mut deliveries = Deliveries::default();
@@ -286,6 +306,30 @@ mod tests {
         let view = answered.await.unwrap().unwrap().unwrap();
         assert_eq!(view.state, CallState::Answered);
         assert!(deliveries.is_marked(owner, call));
+        Marked {
+            dir,
+            conn,
+            deliveries,
+            tab,
+            owner,
+            call,
+            now,
+        }
+    }
+
+    /// A read marks an answered call delivered in memory only. Jobs (cancels, session changes,
+    /// the sweeper) read call states from the table, so the writer writes the marks before a
+    /// job runs, even when the read's batch left them unwritten because more work was queued.
+    #[tokio::test]
+    async fn a_delivery_mark_is_written_before_the_next_job_reads_call_states() {
+        let Marked {
+            dir,
+            mut conn,
+            mut deliveries,
+            owner,
+            call,
+            ..
+        } = answered_call_read_once().await;
 
         // The next batch: a job that reads the call's state from the table.
         let (seen, state) = oneshot::channel();
@@ -308,6 +352,37 @@ mod tests {
         run_batch(&mut conn, &mut deliveries, vec![job]).await;
         assert_eq!(state.await.unwrap(), "delivered");
         assert!(!deliveries.is_marked(owner, call));
+        drop(conn);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// A second reply to a call that was read while its mark is still in memory says it was
+    /// delivered, as it would once the mark is written: the table alone still says answered.
+    #[tokio::test]
+    async fn a_reply_to_a_call_read_before_its_mark_is_written_reads_delivered() {
+        let Marked {
+            dir,
+            mut conn,
+            mut deliveries,
+            tab,
+            call,
+            now,
+            ..
+        } = answered_call_read_once().await;
+        let (answer, answered) = oneshot::channel();
+        let reply = ReplyOp {
+            bearer: tab,
+            call_id: call,
+            reply: b"again".to_vec(),
+            now,
+            answer,
+        };
+        batch::reply_calls(&mut conn, &deliveries, vec![reply]).await;
+        assert!(matches!(
+            answered.await.unwrap(),
+            Err(crate::store::StoreError::WrongState(CallState::Delivered))
+        ));
+        deliveries.write(&mut conn).await;
         drop(conn);
         let _ = std::fs::remove_dir_all(&dir);
     }
