@@ -140,7 +140,18 @@ function onEvent(event) {
     console.warn(event.message);
   }
   updatePill();
-  if (location.hash === '#/access' && !document.querySelector('#access-status')?.contains(document.activeElement)) renderStatus();
+  statusSoon();
+}
+
+// Calls can come tens a second: the status is redrawn at most every quarter second, so the
+// page's own drawing does not take the CPU the calls need.
+let statusTimer = null;
+function statusSoon() {
+  if (statusTimer) return;
+  statusTimer = setTimeout(() => {
+    statusTimer = null;
+    if (location.hash === '#/access' && !document.querySelector('#access-status')?.contains(document.activeElement)) renderStatus();
+  }, 250);
 }
 
 function updatePill() {
