@@ -10,6 +10,7 @@ use serde::{Deserialize, Serialize};
 use crate::content::CancelReason;
 use crate::ids::{Base64Bytes, Id16};
 
+pub mod channel;
 mod errors;
 
 pub use errors::{ErrorBody, ErrorCode, ErrorDetail};

@@ -137,6 +137,7 @@ pub(crate) async fn start_with_store(
             limits.max_large_bodies_in_flight,
         ),
         large_replies: crate::caps::KeyedCap::new(limits.max_large_replies_per_token),
+        channels: crate::caps::KeyedCap::new(limits.max_channels_per_owner),
         held: crate::quota::HeldBytes::new(limits.max_bytes_held_per_owner),
     });
     recount_held_bytes(&state).await;

@@ -127,6 +127,9 @@ struct ServeArgs {
     /// Connections open at once from one peer address (0: no cap; ignored with --trust-proxy).
     #[arg(long, env = "SEALPOST_MAX_CONNECTIONS_PER_ADDRESS", default_value_t = Limits::default().max_connections_per_address)]
     max_connections_per_address: u32,
+    /// Session channels (WebSockets) one owner may hold open (0: offer none; tabs use HTTP).
+    #[arg(long, env = "SEALPOST_MAX_CHANNELS_PER_OWNER", default_value_t = Limits::default().max_channels_per_owner)]
+    max_channels_per_owner: u32,
     /// Milliseconds a connection has to send a request's headers, from when it opens or from
     /// its previous response (also the keep-alive idle timeout).
     #[arg(long, env = "SEALPOST_HEADER_READ_TIMEOUT_MS", default_value_t = Limits::default().header_read_timeout_ms)]
@@ -232,6 +235,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             config.limits.fallback_poll_ms = args.fallback_poll_ms;
             config.limits.max_connections = args.max_connections;
             config.limits.max_connections_per_address = args.max_connections_per_address;
+            config.limits.max_channels_per_owner = args.max_channels_per_owner;
             config.limits.header_read_timeout_ms = args.header_read_timeout_ms;
             config.limits.write_timeout_ms = args.write_timeout_ms;
             config.limits.shutdown_deadline_ms = args.shutdown_deadline_ms;

@@ -136,6 +136,9 @@ pub struct Limits {
     pub max_large_bodies_in_flight: u32,
     /// Large replies one token may be sent at once; past it, 503 `busy`.
     pub max_large_replies_per_token: u32,
+    /// Session channels (WebSockets) one owner may hold open; past it, 429
+    /// `too_many_channels`. 0: the relay offers no channel, and tabs use HTTP alone.
+    pub max_channels_per_owner: u32,
 }
 
 impl Default for Limits {
@@ -180,6 +183,7 @@ impl Default for Limits {
             large_body_bytes: 64 * 1024,
             max_large_bodies_in_flight: 32,
             max_large_replies_per_token: 4,
+            max_channels_per_owner: 8,
         }
     }
 }

@@ -28,6 +28,7 @@ const REQUEST_DURATION: &str = "sealpost_http_request_duration_seconds";
 const RATE_LIMIT_KEYS: &str = "sealpost_rate_limit_keys";
 const CONNECTIONS_OPEN: &str = "sealpost_connections_open";
 const CONNECTIONS_REFUSED: &str = "sealpost_connections_refused_total";
+const CHANNELS_OPEN: &str = "sealpost_channels_open";
 
 /// Post-to-claim latency buckets (seconds): a served call is claimed within milliseconds.
 const CLAIM_LATENCY_BUCKETS: [f64; 10] =
@@ -70,6 +71,7 @@ pub struct Metrics {
     rate_limit_token_keys: Gauge,
     connections_open: Gauge,
     connections_refused: [Counter; 2],
+    channels_open: Gauge,
 }
 
 impl Default for Metrics {
@@ -120,6 +122,7 @@ impl Metrics {
             "Time to answer a request, by method, matched route and status.",
         );
         describe(CONNECTIONS_OPEN, "Client connections open now.");
+        describe(CHANNELS_OPEN, "Session channels (WebSockets) open now.");
         describe(
             CONNECTIONS_REFUSED,
             "Connections closed at once because a connection cap was reached, by cap.",
@@ -159,6 +162,7 @@ impl Metrics {
                 counter_with(CONNECTIONS_REFUSED, Some(("cap", "total"))),
                 counter_with(CONNECTIONS_REFUSED, Some(("cap", "per_address"))),
             ],
+            channels_open: gauge(CHANNELS_OPEN, None),
             handle: recorder.handle(),
             recorder,
         }
@@ -215,6 +219,12 @@ impl Metrics {
         OpenConnection(self.connections_open.clone())
     }
 
+    /// Counts a session channel as open until the returned guard drops.
+    pub fn channel_opened(&self) -> OpenConnection {
+        self.channels_open.increment(1.0);
+        OpenConnection(self.channels_open.clone())
+    }
+
     /// A connection closed at once by a cap.
     pub fn connection_refused(&self, why: Refused) {
         self.connections_refused[why as usize].increment(1);
@@ -259,7 +269,7 @@ impl Drop for OpenLongPoll {
     }
 }
 
-/// An open connection; dropping it closes it in `sealpost_connections_open`.
+/// An open connection or channel; dropping it takes it off its gauge.
 #[derive(Debug)]
 pub struct OpenConnection(Gauge);
 

@@ -11,6 +11,8 @@
 //! - After `max_requests_per_connection` responses a connection is told to close.
 //! - On shutdown the listener closes, idle connections close, in-flight requests get
 //!   `shutdown_deadline_ms` to finish, and then whatever is left is dropped.
+//! - A connection upgraded to a session channel (`http::channel`) keeps its place under the
+//!   caps for as long as the channel is open: the request carries a [`ConnectionHold`].
 //!
 //! Only HTTP/1.1 is spoken: TLS and HTTP/2 end at the proxy in front of the relay
 //! (docs/RELAY.md), which keeps HTTP/2's own flow-control attack surface out of the process.
@@ -27,7 +29,6 @@ use axum::http::{HeaderValue, header};
 use hyper::body::Incoming;
 use hyper::server::conn::http1;
 use hyper_util::rt::{TokioIo, TokioTimer};
-use hyper_util::server::graceful::GracefulShutdown;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinSet;
@@ -98,7 +99,6 @@ pub async fn serve(
 ) {
     let total = Arc::new(Semaphore::new(limits.max_connections));
     let per_address = KeyedCap::new(limits.max_connections_per_address);
-    let graceful = GracefulShutdown::new();
     let mut connections = JoinSet::new();
     let mut builder = http1::Builder::new();
     builder
@@ -128,15 +128,24 @@ pub async fn serve(
                     refuse(tcp, metrics.as_deref(), Refused::PerAddress);
                     continue;
                 };
-                let open = Open { _slot: slot, _address_slot: address_slot, _gauge: metrics.as_ref().map(|m| m.connection_opened()) };
+                let hold = ConnectionHold(Arc::new(Open { _slot: slot, _address_slot: address_slot, _gauge: metrics.as_ref().map(|m| m.connection_opened()) }));
                 let connection = builder.serve_connection(
                     io(tcp, limits.write_timeout),
-                    service(router.clone(), peer, limits.max_requests_per_connection),
-                );
-                let connection = graceful.watch(connection);
+                    service(router.clone(), peer, limits.max_requests_per_connection, hold.clone()),
+                ).with_upgrades();
+                let shutdown = shutdown.clone();
                 connections.spawn(async move {
-                    let _open = open;
-                    if let Err(error) = connection.await {
+                    let _hold = hold;
+                    tokio::pin!(connection);
+                    let ended = tokio::select! {
+                        ended = connection.as_mut() => ended,
+                        () = shutdown.cancelled() => {
+                            // Idle connections close now, busy ones after their response.
+                            connection.as_mut().graceful_shutdown();
+                            connection.await
+                        }
+                    };
+                    if let Err(error) = ended {
                         // Timeouts and resets are the client's doing: not worth more than debug.
                         tracing::debug!(%peer, %error, "connection ended with an error");
                     }
@@ -147,10 +156,8 @@ pub async fn serve(
     drop(listener);
     on_shutdown();
     let deadline = limits.shutdown_deadline;
-    if tokio::time::timeout(deadline, graceful.shutdown())
-        .await
-        .is_err()
-    {
+    let drained = async { while connections.join_next().await.is_some() {} };
+    if tokio::time::timeout(deadline, drained).await.is_err() {
         tracing::warn!(
             open = connections.len(),
             deadline_ms = deadline.as_millis() as u64,
@@ -179,6 +186,7 @@ fn service(
     router: Router,
     peer: SocketAddr,
     max_requests: u32,
+    hold: ConnectionHold,
 ) -> impl hyper::service::Service<
     hyper::Request<Incoming>,
     Response = axum::response::Response,
@@ -188,6 +196,7 @@ fn service(
     let served = Arc::new(AtomicU32::new(0));
     hyper::service::service_fn(move |mut request: hyper::Request<Incoming>| {
         request.extensions_mut().insert(ConnectInfo(peer));
+        request.extensions_mut().insert(hold.clone());
         let last = served.fetch_add(1, Ordering::Relaxed) + 1 >= max_requests;
         let answer = router.clone().oneshot(request);
         async move {
@@ -210,6 +219,11 @@ fn refuse(tcp: TcpStream, metrics: Option<&Metrics>, why: Refused) {
     // A fresh socket's send buffer takes this whole; if not, the client sees the close alone.
     let _ = tcp.try_write(OVER_CAPACITY);
 }
+
+/// A connection's places under the caps, shared by the connection and a channel it was
+/// upgraded to: the places are given back when both have ended.
+#[derive(Clone)]
+pub(crate) struct ConnectionHold(#[allow(dead_code)] Arc<Open>);
 
 /// What an open connection holds until it ends.
 struct Open {

@@ -86,6 +86,8 @@ pub enum ErrorCode {
     TooManySigninLinks,
     /// 429: the owner's calls and replies already hold the most bytes allowed.
     BytesQuotaExceeded,
+    /// 429: the owner already has the most session channels open allowed; use HTTP meanwhile.
+    TooManyChannels,
     /// 503: the relay is shutting down or its database is unreachable.
     Unavailable,
     /// 503: the relay holds as many connections as it allows (in all, or from this address).
@@ -101,7 +103,7 @@ pub enum ErrorCode {
 
 impl ErrorCode {
     /// Every code the relay sends ([`ErrorCode::Unknown`] is not one).
-    pub const ALL: [ErrorCode; 30] = [
+    pub const ALL: [ErrorCode; 31] = [
         Self::BadRequest,
         Self::TtlOutOfRange,
         Self::WaitTooLong,
@@ -129,6 +131,7 @@ impl ErrorCode {
         Self::TooManyTokens,
         Self::TooManySigninLinks,
         Self::BytesQuotaExceeded,
+        Self::TooManyChannels,
         Self::Unavailable,
         Self::TooManyConnections,
         Self::Busy,
@@ -164,6 +167,7 @@ impl ErrorCode {
             Self::TooManyTokens => "too_many_tokens",
             Self::TooManySigninLinks => "too_many_signin_links",
             Self::BytesQuotaExceeded => "bytes_quota_exceeded",
+            Self::TooManyChannels => "too_many_channels",
             Self::Unavailable => "unavailable",
             Self::TooManyConnections => "too_many_connections",
             Self::Busy => "busy",
@@ -196,7 +200,8 @@ impl ErrorCode {
             | Self::OwnerRateLimited
             | Self::TooManyTokens
             | Self::TooManySigninLinks
-            | Self::BytesQuotaExceeded => 429,
+            | Self::BytesQuotaExceeded
+            | Self::TooManyChannels => 429,
             Self::Unavailable | Self::TooManyConnections | Self::Busy => 503,
             Self::Unknown => 500,
         }

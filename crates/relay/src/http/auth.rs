@@ -192,7 +192,8 @@ impl FromRequestParts<AppState> for Verified {
     }
 }
 
-fn charge(state: &AppState, bearer: &Bearer) -> ApiResult<()> {
+/// Counts one request against the token's and its owner's rates.
+pub(crate) fn charge(state: &AppState, bearer: &Bearer) -> ApiResult<()> {
     state.rate.check_token(bearer.token_id).map_err(|limited| {
         ApiError::rate_limited(limited, "Too many requests with this token; slow down.")
     })?;
@@ -279,6 +280,35 @@ pub(crate) async fn forget_dead_tokens(
         }
     }
     response
+}
+
+/// The owner token a session channel's upgrade request carries as the subprotocol
+/// `sealpost.bearer.<token>` (a browser cannot set `Authorization` on a WebSocket): verified,
+/// its row read and live, an owner's, and charged one request. The row is read before the
+/// charge, so a dead token leaves no key in the rate table.
+pub(crate) async fn channel_owner<'a>(
+    state: &AppState,
+    protocols: impl Iterator<Item = &'a axum::http::HeaderValue>,
+) -> ApiResult<Bearer> {
+    use sealpost_protocol::api::channel::CHANNEL_BEARER_PREFIX;
+    let token = protocols
+        .filter_map(|value| value.to_str().ok())
+        .find_map(|protocol| protocol.trim().strip_prefix(CHANNEL_BEARER_PREFIX))
+        .ok_or_else(ApiError::unauthorized)?;
+    let claims = state
+        .keys
+        .verify(token)
+        .ok_or_else(ApiError::unauthorized)?;
+    let bearer = bearer_of(&claims).ok_or_else(ApiError::unauthorized)?;
+    live_row(state, &bearer).await?;
+    require_owner(bearer.kind)?;
+    charge(state, &bearer)?;
+    Ok(bearer)
+}
+
+/// The bearer's row, if it is live and agrees with the claims; else 401.
+pub(crate) async fn require_live_bearer(state: &AppState, bearer: &Bearer) -> ApiResult<()> {
+    live_row(state, bearer).await.map(drop)
 }
 
 /// The bearer's row, if it is live and agrees with the claims; else 401.

@@ -16,7 +16,7 @@ use sealpost_protocol::api::{
     PostCallRequest, PostCallResponse, ReplyRequest,
 };
 use sealpost_protocol::content::CancelReason;
-use sealpost_protocol::ids::Base64Bytes;
+use sealpost_protocol::ids::{Base64Bytes, Id16};
 use tokio::time::Instant;
 
 use super::auth::{Authed, Verified};
@@ -26,7 +26,7 @@ use super::path_id;
 use super::state::AppState;
 use crate::clock::now_ms;
 use crate::metrics::LongPoll;
-use crate::store::{NewCall, Scope, StoreError};
+use crate::store::{Bearer, NewCall, Scope, StoreError};
 use crate::wake::Topic;
 
 /// Reads `name=value` (an unsigned number) from a query string.
@@ -48,7 +48,10 @@ fn query_number(query: &Option<String>, name: &str) -> ApiResult<Option<u64>> {
 }
 
 fn wait_ms(state: &AppState, query: &Option<String>) -> ApiResult<u64> {
-    let wait = query_number(query, "wait_ms")?.unwrap_or(0);
+    checked_wait(state, query_number(query, "wait_ms")?.unwrap_or(0))
+}
+
+fn checked_wait(state: &AppState, wait: u64) -> ApiResult<u64> {
     if wait > state.config.limits.max_wait_ms {
         return Err(ApiError::new(
             ErrorCode::WaitTooLong,
@@ -210,16 +213,31 @@ pub async fn claim(
 ) -> ApiResult<Json<ClaimResponse>> {
     auth.require_owner(&state).await?;
     let session_id = path_id(&session_id, "session")?;
-    let limits = &state.config.limits;
     let wait = wait_ms(&state, &query)?;
-    let max = query_number(&query, "max")?.unwrap_or(limits.max_claim_batch as u64);
+    let max = query_number(&query, "max")?.unwrap_or(state.config.limits.max_claim_batch as u64);
+    claim_calls(&state, auth.0, session_id, wait, max)
+        .await
+        .map(Json)
+}
+
+/// A claim, as `POST …/claims` and the channel both make it: up to `max` calls, waiting up to
+/// `wait` ms for the first.
+pub(crate) async fn claim_calls(
+    state: &AppState,
+    bearer: Bearer,
+    session_id: Id16,
+    wait: u64,
+    max: u64,
+) -> ApiResult<ClaimResponse> {
+    let limits = &state.config.limits;
+    let wait = checked_wait(state, wait)?;
     if max == 0 || max > limits.max_claim_batch as u64 {
         return Err(ApiError::new(
             ErrorCode::ClaimBatchOutOfRange,
             format!("max must be 1 to {}.", limits.max_claim_batch),
         ));
     }
-    let owner = auth.owner_id();
+    let owner = bearer.owner_id;
     let started = Instant::now();
     let deadline = started + Duration::from_millis(wait);
     let _open = (wait > 0).then(|| state.metrics.long_poll(LongPoll::Claim));
@@ -231,7 +249,7 @@ pub async fn claim(
         let now = now_ms();
         let claimed = match state
             .store
-            .claim_calls(auth.0, session_id, now, max as u32, limits.lease_ms)
+            .claim_calls(bearer, session_id, now, max as u32, limits.lease_ms)
             .await
         {
             Err(StoreError::NotFound) => return Err(ApiError::not_found("session")),
@@ -252,7 +270,7 @@ pub async fn claim(
                 })
                 .collect();
             state.metrics.claim_answered(started.elapsed());
-            return Ok(Json(ClaimResponse { calls, now_ms: now }));
+            return Ok(ClaimResponse { calls, now_ms: now });
         }
         let fallback = Instant::now() + Duration::from_millis(limits.fallback_poll_ms);
         tokio::select! {
@@ -303,13 +321,25 @@ pub async fn reply(
         auth.require_live(&state).await?;
     }
     let request: ReplyRequest = read_json(&headers, body, cap, timeout(&state)).await?;
-    if request.envelope.0.is_empty() {
+    store_reply(&state, auth.0, call_id, request.envelope.0).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// A reply, as `PUT …/reply` and the channel both store it.
+pub(crate) async fn store_reply(
+    state: &AppState,
+    bearer: Bearer,
+    call_id: Id16,
+    envelope: Vec<u8>,
+) -> ApiResult<()> {
+    let limits = &state.config.limits;
+    if envelope.is_empty() {
         return Err(ApiError::new(
             ErrorCode::BadRequest,
             "The reply envelope is empty.",
         ));
     }
-    if request.envelope.0.len() > limits.max_reply_envelope_bytes {
+    if envelope.len() > limits.max_reply_envelope_bytes {
         return Err(ApiError::new(
             ErrorCode::ReplyTooLarge,
             format!(
@@ -318,25 +348,25 @@ pub async fn reply(
             ),
         ));
     }
-    let bytes = request.envelope.0.len();
-    let reserved = held_quota(&state, auth.owner_id(), bytes)?;
+    let bytes = envelope.len();
+    let reserved = held_quota(state, bearer.owner_id, bytes)?;
     match state
         .store
-        .reply_call(auth.0, call_id, request.envelope.0, now_ms())
+        .reply_call(bearer, call_id, envelope, now_ms())
         .await
     {
         Err(StoreError::NotFound) => return Err(ApiError::not_found("call")),
         Err(StoreError::LeaseExpired) => {
-            state.hub.wake(Topic::Call(auth.owner_id(), call_id));
+            state.hub.wake(Topic::Call(bearer.owner_id, call_id));
             return Err(StoreError::LeaseExpired.into());
         }
         other => other?,
     }
     reserved.keep();
-    state.hub.wake(Topic::Call(auth.owner_id(), call_id));
+    state.hub.wake(Topic::Call(bearer.owner_id, call_id));
     state.metrics.reply_stored();
     tracing::debug!(call = %call_id, bytes, "reply stored");
-    Ok(StatusCode::NO_CONTENT)
+    Ok(())
 }
 
 fn scope(auth: &Authed) -> Scope {
@@ -381,8 +411,19 @@ pub async fn cancel(
         timeout(&state),
     )
     .await?;
+    cancel_call(&state, scope(&auth), call_id, request.reason).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// A cancel, as `POST …/cancel` and the channel both make it, by a token already checked.
+pub(crate) async fn cancel_call(
+    state: &AppState,
+    scope: Scope,
+    call_id: Id16,
+    reason: CancelReason,
+) -> ApiResult<()> {
     // A reason this build does not know parses (as `Unknown`) but is not stored.
-    if !CancelReason::ALL.contains(&request.reason) {
+    if !CancelReason::ALL.contains(&reason) {
         return Err(ApiError::new(
             ErrorCode::BadRequest,
             "The cancel reason is not one this relay knows.",
@@ -390,15 +431,15 @@ pub async fn cancel(
     }
     match state
         .store
-        .cancel_call(scope(&auth), call_id, request.reason, now_ms())
+        .cancel_call(scope, call_id, reason, now_ms())
         .await
     {
         Err(StoreError::NotFound) => return Err(ApiError::not_found("call")),
         other => other?,
     }
-    state.hub.wake(Topic::Call(auth.owner_id(), call_id));
-    tracing::debug!(call = %call_id, reason = request.reason.as_str(), "call cancelled");
-    Ok(StatusCode::NO_CONTENT)
+    state.hub.wake(Topic::Call(scope.owner_id, call_id));
+    tracing::debug!(call = %call_id, reason = reason.as_str(), "call cancelled");
+    Ok(())
 }
 
 /// `GET /v1/calls/{call_id}?wait_ms=` (the call's MCP token, or the owner). Waits while the

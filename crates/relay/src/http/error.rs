@@ -105,24 +105,37 @@ impl ApiError {
     }
 }
 
-impl IntoResponse for ApiError {
-    fn into_response(self) -> Response {
-        let status = StatusCode::from_u16(self.code.http_status())
-            .unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-        let body = ErrorBody {
+impl ApiError {
+    /// `Retry-After` in whole seconds (rounded up, at least 1), if the error carries one.
+    pub(crate) fn retry_after_s(&self) -> Option<u64> {
+        self.retry_after
+            .map(|wait| (wait.as_secs() + u64::from(wait.subsec_nanos() > 0)).max(1))
+    }
+
+    /// The error's body, as every `/v1` error has it.
+    pub(crate) fn into_body(self) -> ErrorBody {
+        ErrorBody {
             error: ErrorDetail {
                 code: self.code,
                 message: self.message,
             },
-        };
-        let mut response = (status, Json(body)).into_response();
-        if let Some(wait) = self.retry_after {
-            let seconds = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
+        }
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let status = StatusCode::from_u16(self.code.http_status())
+            .unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+        let retry_after = self.retry_after_s();
+        let unavailable = self.code == ErrorCode::Unavailable;
+        let mut response = (status, Json(self.into_body())).into_response();
+        if let Some(seconds) = retry_after {
             response
                 .headers_mut()
-                .insert(RETRY_AFTER, HeaderValue::from(seconds.max(1)));
+                .insert(RETRY_AFTER, HeaderValue::from(seconds));
         }
-        if self.code == ErrorCode::Unavailable {
+        if unavailable {
             response.extensions_mut().insert(StoreFailure);
         }
         response

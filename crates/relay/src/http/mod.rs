@@ -22,6 +22,7 @@ pub(crate) mod accounts;
 pub mod auth;
 pub(crate) mod body;
 pub(crate) mod calls;
+pub(crate) mod channel;
 pub(crate) mod client;
 pub mod error;
 mod openapi;
@@ -63,6 +64,7 @@ fn routes() -> OpenApiRouter<AppState> {
         .routes(routes!(calls::reply))
         .routes(routes!(calls::cancel))
         .routes(routes!(calls::read))
+        .routes(routes!(channel::open))
         .routes(routes!(healthz))
         .routes(routes!(readyz))
         .routes(routes!(metrics))

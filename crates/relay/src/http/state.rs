@@ -46,4 +46,6 @@ pub struct Shared {
     pub held: crate::quota::HeldBytes,
     /// Large replies being sent now, per token (`max_large_replies_per_token`).
     pub large_replies: crate::caps::KeyedCap<sealpost_protocol::ids::Id16>,
+    /// Session channels open now, per owner (`max_channels_per_owner`).
+    pub channels: crate::caps::KeyedCap<sealpost_protocol::ids::Id16>,
 }

@@ -3,6 +3,7 @@
 
 mod api;
 mod boundaries;
+mod channel;
 mod connections;
 mod contract;
 mod deploy;

@@ -1,0 +1,269 @@
+//! `GET /v1/channel`: the session channel, a WebSocket on which a tab claims, answers and
+//! cancels calls (`sealpost_protocol::api::channel`). Each operation runs exactly as its HTTP
+//! endpoint does (`calls::claim_calls`, `store_reply`, `cancel_call`), token checks and rates
+//! included, and is answered with the status and body HTTP would give. The channel only saves
+//! the browser a `fetch` per step; nothing can be done on it that HTTP does not allow.
+//!
+//! - The upgrade request carries the owner token as a subprotocol; its row is read before the
+//!   upgrade, so a dead or foreign token never gets a socket. Every operation checks the row
+//!   again (inside the store's statement, as over HTTP), and the first 401 closes the channel.
+//! - An owner holds at most `max_channels_per_owner` channels (0: none are offered), and a
+//!   channel keeps its connection's place under the connection caps while it is open.
+//! - A message is at most the largest reply body; a channel runs at most [`MAX_IN_FLIGHT`]
+//!   operations at once and reads nothing more until one is answered; a channel with nothing
+//!   running and nothing received for twice the longest long-poll is closed; writes that make
+//!   no progress drop it (the connection's write timeout); shutdown closes it at once.
+
+use std::time::Duration;
+
+use axum::Extension;
+use axum::extract::State;
+use axum::extract::ws::{CloseFrame, Message, WebSocket, WebSocketUpgrade, close_code};
+use axum::response::{IntoResponse as _, Response};
+use futures_util::stream::FuturesUnordered;
+use futures_util::{SinkExt as _, StreamExt as _};
+use sealpost_protocol::api::channel::{CHANNEL_PROTOCOL, ChannelAnswer, ChannelOp, ChannelRequest};
+use sealpost_protocol::api::{ErrorBody, ErrorCode};
+use serde_json::Value;
+use tokio::time::Instant;
+
+use super::auth::{channel_owner, charge, require_live_bearer};
+use super::calls::{cancel_call, claim_calls, store_reply};
+use super::error::{ApiError, ApiResult};
+use super::state::AppState;
+use crate::serve::ConnectionHold;
+use crate::store::{Bearer, Scope};
+
+/// Operations one channel runs at once.
+pub(crate) const MAX_IN_FLIGHT: usize = 8;
+
+/// `GET /v1/channel` (owner, as the subprotocol `sealpost.bearer.<token>`)
+#[utoipa::path(
+    get,
+    path = "/v1/channel",
+    tag = "calls",
+    security(("bearer" = [])),
+    responses(
+        (status = 101, description = "The session channel is open: a WebSocket speaking `sealpost.v1` (docs/PROTOCOL.md, \"The session channel\")."),
+        (status = 400, description = "`bad_request`: not a WebSocket upgrade, or `sealpost.v1` not offered.", body = ErrorBody),
+        (status = 401, description = "`unauthorized`", body = ErrorBody),
+        (status = 403, description = "`wrong_token_kind`: an MCP token.", body = ErrorBody),
+        (status = 404, description = "`not_found`: this relay offers no channel (`--max-channels-per-owner 0`); use HTTP.", body = ErrorBody),
+        (status = 429, description = "`too_many_channels`, `rate_limited`, `owner_rate_limited`", body = ErrorBody),
+        (status = 503, description = "`unavailable`", body = ErrorBody),
+    )
+)]
+pub(crate) async fn open(
+    State(state): State<AppState>,
+    hold: Option<Extension<ConnectionHold>>,
+    upgrade: WebSocketUpgrade,
+) -> Response {
+    if state.config.limits.max_channels_per_owner == 0 {
+        return ApiError::new(
+            ErrorCode::NotFound,
+            "This relay offers no session channel; use the HTTP endpoints.",
+        )
+        .into_response();
+    }
+    let offered = upgrade
+        .requested_protocols()
+        .any(|protocol| protocol.as_bytes() == CHANNEL_PROTOCOL.as_bytes());
+    let bearer = match channel_owner(&state, upgrade.requested_protocols()).await {
+        Ok(bearer) => bearer,
+        Err(error) => return error.into_response(),
+    };
+    if !offered {
+        return ApiError::new(
+            ErrorCode::BadRequest,
+            format!("Offer the WebSocket subprotocol {CHANNEL_PROTOCOL}."),
+        )
+        .into_response();
+    }
+    let Some(place) = state.channels.try_acquire(bearer.owner_id) else {
+        return ApiError::quota(
+            ErrorCode::TooManyChannels,
+            format!(
+                "You already have {} channels open, the most allowed; this tab can use HTTP.",
+                state.config.limits.max_channels_per_owner
+            ),
+            60,
+        )
+        .into_response();
+    };
+    let limits = &state.config.limits;
+    let largest = limits.body_cap_for(limits.max_reply_envelope_bytes);
+    upgrade
+        .protocols([CHANNEL_PROTOCOL])
+        .max_message_size(largest)
+        .max_frame_size(largest)
+        .on_upgrade(move |socket| async move {
+            let _held = (hold, place, state.metrics.channel_opened());
+            serve(socket, state, bearer).await;
+        })
+}
+
+/// Why a channel closed, as its close frame says.
+enum Closed {
+    /// The client closed it, or the socket failed: nothing to say.
+    Gone,
+    Shutdown,
+    Idle,
+    Unauthorized,
+    Binary,
+    Unreadable,
+}
+
+async fn serve(socket: WebSocket, state: AppState, bearer: Bearer) {
+    let (mut sink, mut stream) = socket.split();
+    let mut running = FuturesUnordered::new();
+    let idle = Duration::from_millis(state.config.limits.max_wait_ms.saturating_mul(2));
+    let mut quiet_until = Instant::now() + idle;
+    let closed = loop {
+        tokio::select! {
+            biased;
+            () = state.shutdown.cancelled() => break Closed::Shutdown,
+            Some(answer) = running.next(), if !running.is_empty() => {
+                let answer: ChannelAnswer = answer;
+                let unauthorized = answer.status == 401;
+                let text = serde_json::to_string(&answer).expect("answers serialise");
+                if sink.send(Message::Text(text.into())).await.is_err() {
+                    break Closed::Gone;
+                }
+                if unauthorized {
+                    state.rate.forget_token(bearer.token_id);
+                    break Closed::Unauthorized;
+                }
+            }
+            received = stream.next(), if running.len() < MAX_IN_FLIGHT => {
+                quiet_until = Instant::now() + idle;
+                match received {
+                    Some(Ok(Message::Text(text))) => match serde_json::from_str::<ChannelRequest>(&text) {
+                        Ok(request) => running.push(run(state.clone(), bearer, request)),
+                        Err(error) => {
+                            let answer = unreadable(&text, &error);
+                            let text = serde_json::to_string(&answer).expect("answers serialise");
+                            if sink.send(Message::Text(text.into())).await.is_err() {
+                                break Closed::Gone;
+                            }
+                        }
+                    },
+                    Some(Ok(Message::Binary(_))) => break Closed::Binary,
+                    Some(Ok(Message::Ping(_) | Message::Pong(_))) => {}
+                    Some(Ok(Message::Close(_))) | None => break Closed::Gone,
+                    Some(Err(error)) => {
+                        tracing::debug!(%error, "channel read failed");
+                        break Closed::Unreadable;
+                    }
+                }
+            }
+            () = tokio::time::sleep_until(quiet_until), if running.is_empty() => break Closed::Idle,
+        }
+    };
+    // Operations still running are dropped with the channel, as a closed connection drops its
+    // request: a claim that has not yet run claims nothing.
+    drop(running);
+    let (code, reason) = match closed {
+        Closed::Gone => return,
+        Closed::Shutdown => (close_code::AWAY, "The relay is shutting down."),
+        Closed::Idle => (close_code::NORMAL, "Nothing was asked for too long."),
+        Closed::Unauthorized => (close_code::POLICY, "The token is no longer valid."),
+        Closed::Binary => (close_code::UNSUPPORTED, "The channel takes text messages."),
+        Closed::Unreadable => (
+            close_code::SIZE,
+            "A message could not be read (too large or malformed).",
+        ),
+    };
+    let frame = CloseFrame {
+        code,
+        reason: reason.into(),
+    };
+    let _ = sink.send(Message::Close(Some(frame))).await;
+}
+
+/// Runs one operation and answers it as HTTP would.
+async fn run(state: AppState, bearer: Bearer, request: ChannelRequest) -> ChannelAnswer {
+    let started = std::time::Instant::now();
+    let route = match request.op {
+        ChannelOp::Claim { .. } => "/v1/channel claim",
+        ChannelOp::Reply { .. } => "/v1/channel reply",
+        ChannelOp::Cancel { .. } => "/v1/channel cancel",
+    };
+    let answer = match perform(&state, bearer, request.op).await {
+        Ok((status, body)) => ChannelAnswer {
+            id: request.id,
+            status,
+            body,
+            retry_after_s: None,
+        },
+        Err(error) => refusal(request.id, error),
+    };
+    state
+        .metrics
+        .request("WS", route, answer.status, started.elapsed());
+    tracing::debug!(
+        route,
+        status = answer.status,
+        ms = started.elapsed().as_secs_f64() * 1000.0,
+        "channel request"
+    );
+    answer
+}
+
+async fn perform(state: &AppState, bearer: Bearer, op: ChannelOp) -> ApiResult<(u16, Value)> {
+    charge(state, &bearer)?;
+    match op {
+        ChannelOp::Claim {
+            session_id,
+            wait_ms,
+            max,
+        } => {
+            let claimed = claim_calls(state, bearer, session_id, wait_ms, u64::from(max)).await?;
+            Ok((
+                200,
+                serde_json::to_value(claimed).expect("answers serialise"),
+            ))
+        }
+        ChannelOp::Reply { call_id, envelope } => {
+            store_reply(state, bearer, call_id, envelope.0).await?;
+            Ok((204, Value::Null))
+        }
+        ChannelOp::Cancel { call_id, reason } => {
+            // The store's cancel does not check the token: read its row first, as HTTP does.
+            require_live_bearer(state, &bearer).await?;
+            let scope = Scope {
+                owner_id: bearer.owner_id,
+                pair_id: None,
+            };
+            cancel_call(state, scope, call_id, reason).await?;
+            Ok((204, Value::Null))
+        }
+    }
+}
+
+fn refusal(id: u32, error: ApiError) -> ChannelAnswer {
+    ChannelAnswer {
+        id,
+        status: error.code.http_status(),
+        retry_after_s: error.retry_after_s(),
+        body: serde_json::to_value(error.into_body()).expect("answers serialise"),
+    }
+}
+
+/// The answer to a message that is not a request: 400, with the id if one can be read.
+fn unreadable(text: &str, error: &serde_json::Error) -> ChannelAnswer {
+    let id = serde_json::from_str::<Value>(text)
+        .ok()
+        .and_then(|value| value.get("id")?.as_u64())
+        .and_then(|id| u32::try_from(id).ok())
+        .unwrap_or(0);
+    refusal(
+        id,
+        ApiError::new(
+            ErrorCode::BadRequest,
+            format!(
+                "The message is not a channel request: {}",
+                super::error::bounded(&error.to_string())
+            ),
+        ),
+    )
+}
