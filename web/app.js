@@ -8,7 +8,7 @@ const TOKEN_KEY = 'sealpost.owner-token';
 const SESSION_KEY = 'sealpost.session';
 const main = document.getElementById('main');
 const notice = document.getElementById('notice');
-const state = { tab: null, me: null, status: 'Not serving', served: 0, refused: 0, lastCall: null, pluginSeen: null, timeline: [], elsewhere: false, session: null, stopReason: null };
+const state = { tab: null, me: null, status: 'Not serving', transport: null, served: 0, refused: 0, lastCall: null, pluginSeen: null, timeline: [], elsewhere: false, session: null, stopReason: null };
 
 // ---------- small helpers ----------
 
@@ -134,6 +134,8 @@ function onEvent(event) {
     if (event.reason === 'expired') say('The session ended: its time ran out. Start a new one under AI access.');
   } else if (event.type === 'retrying') {
     state.status = 'Reconnecting…';
+  } else if (event.type === 'transport') {
+    state.transport = event.transport;
   } else if (event.type === 'elsewhere') {
     state.elsewhere = true;
   } else if (event.type === 'warning') {
@@ -416,6 +418,7 @@ function renderStatus() {
     ['Calls refused', state.refused],
     ['Last call', ago(state.lastCall)],
     ['Plugin last seen', ago(state.pluginSeen)],
+    ['Connection', { channel: 'WebSocket', http: 'HTTP requests' }[state.transport] ?? '—'],
     ['Time left', state.session ? left(state.session.expiresAt) : '—'],
   ];
   setChildren(box,

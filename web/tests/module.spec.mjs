@@ -66,6 +66,10 @@ function waitEvent(page, name, type, timeout = 30_000) {
   return page.waitForFunction(({ name, type }) => window.tabs[name].events.some((e) => e.type === type), { name, type }, { timeout });
 }
 
+function transports(page, name) {
+  return page.evaluate((name) => window.tabs[name].events.filter((e) => e.type === 'transport').map((e) => e.transport), name);
+}
+
 function stops(page, name) {
   return page.evaluate((name) => window.tabs[name].events.filter((e) => e.type === 'stopped').map((e) => e.reason), name);
 }
@@ -124,6 +128,7 @@ test('a call the plugin sealed is answered; what cannot be answered is refused o
   const found = await mcp.call('search_workspace', { query: 'rotation' });
   assert.equal(found.isError, false, found.text);
   assert.ok(found.text.includes('Key rotation'), found.text);
+  assert.deepEqual(await transports(page, 'a'), ['channel'], 'the loop serves over the session channel');
   const echoed = await mcp.call('host_echo', { say: 'hello' });
   assert.equal(echoed.isError, false, echoed.text);
   assert.ok(echoed.text.includes('echo: hello'), echoed.text);
@@ -157,6 +162,8 @@ test('a call the plugin sealed is answered; what cannot be answered is refused o
   await relay.up();
   const after = await mcp.call('search_workspace', { query: 'rotation' });
   assert.equal(after.isError, false, after.text);
+  // The channel closed with the relay: the loop went on over HTTP.
+  assert.deepEqual(await transports(page, 'a'), ['channel', 'http'], 'the loop fell back to HTTP');
   assert.deepEqual(await stops(page, 'a'), [], 'the relay going away is not a stop');
   mcp.close();
   assert.deepEqual(page.cspViolations, []);
@@ -429,4 +436,30 @@ test('a reload starts from the search index snapshot; a damaged or out-of-date o
   assert.equal(again.index.from, 'snapshot', 'the fresh snapshot is used at the next start');
   assert.deepEqual(page.cspViolations, []);
   assert.deepEqual(page.consoleErrors, []);
+});
+
+test('a relay that offers no channel is served over HTTP alone', async () => {
+  const plain = await startRelay({ web: webWithHostFixture(), args: ['--max-channels-per-owner', '0'] });
+  try {
+    const page = await openPage(context, `${plain.base}/host/index.html`);
+    await page.waitForSelector('html[data-ready="yes"]');
+    const ownerToken = await plain.ownerToken();
+    await page.evaluate(async ({ ownerToken }) => {
+      window.tabs ??= {};
+      window.tabs.plain = await window.openTab({ ownerToken, workspace: 'plain' });
+    }, { ownerToken });
+    await grantEverything(page, 'plain');
+    const started = await tabCall(page, 'plain', 'startSession', 3600);
+    await serve(page, 'plain');
+    const mcp = await pairedClient(started.pairingCode);
+    const found = await mcp.call('search_workspace', { query: 'rotation' });
+    assert.equal(found.isError, false, found.text);
+    assert.deepEqual(await transports(page, 'plain'), ['http']);
+    mcp.close();
+    await tabCall(page, 'plain', 'endSession');
+    assert.equal(await served(page, 'plain', AT_ONCE_MS), 'session_ended');
+    assert.deepEqual(page.cspViolations, []);
+  } finally {
+    await plain.stop();
+  }
 });

@@ -155,6 +155,8 @@ async function person(page) {
   // Only the relay knows when the plugin last looked the session up; AI access shows it.
   await go(page, '#/access', 'AI access');
   await page.waitForSelector('#access-status tr:has(th:text-is("Plugin last seen")) td:text-matches("^[0-9]+ s ago$")');
+  // The tab serves over its WebSocket to the relay, and says so.
+  await page.waitForSelector('#access-status tr:has(th:text-is("Connection")) td:text-is("WebSocket")');
 
   // Hidden: headless Chromium reports a page behind another as visible, so the spec does what
   // Chromium does to a background tab at its harshest and freezes the page (no task of the

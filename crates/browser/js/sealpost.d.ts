@@ -57,6 +57,8 @@ export type SealpostEvent =
   | { type: 'serving' }
   | { type: 'claimed'; count: number }
   | { type: 'retrying'; delayMs: number; error: string }
+  /** How the loop talks to the relay now: its WebSocket channel, or HTTP (`fetch`). */
+  | { type: 'transport'; transport: 'channel' | 'http' }
   | { type: 'stopped'; reason: StopReason }
   | { type: 'elsewhere'; tabId: string }
   | { type: 'index_saved'; bytes: number }

@@ -4,6 +4,8 @@
 //! - [`backoff`] and [`stop`]: how the claim loop waits after errors and why it stops (pure,
 //!   tested natively).
 //! - `relay` (wasm32): the relay's API over `fetch` with the owner token.
+//! - `channel` (wasm32): the session channel, a WebSocket on which the claim loop claims and
+//!   answers when the relay offers one (HTTP otherwise).
 //! - `tab` (wasm32): [`TabCore`](tab::TabCore), exported to JavaScript: documents, grants, host
 //!   tools, the pairing, a session, the claim loop, proposals and the audit trail.
 //! - `documents` (wasm32): `TabCore`'s sources and documents, restored at start with the
@@ -24,6 +26,8 @@ pub mod stop;
 #[cfg(target_arch = "wasm32")]
 pub mod bench;
 
+#[cfg(target_arch = "wasm32")]
+mod channel;
 #[cfg(target_arch = "wasm32")]
 mod documents;
 #[cfg(target_arch = "wasm32")]

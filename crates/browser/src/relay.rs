@@ -72,6 +72,16 @@ impl Relay {
         }
     }
 
+    /// The relay's origin (`""`: the page's own).
+    pub fn origin(&self) -> &str {
+        &self.origin
+    }
+
+    /// The owner token.
+    pub fn token(&self) -> &str {
+        &self.token
+    }
+
     async fn send(
         &self,
         method: &str,

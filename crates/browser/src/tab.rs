@@ -25,6 +25,7 @@ use wasm_bindgen_futures::future_to_promise;
 use web_sys::AbortController;
 
 use crate::backoff::Backoff;
+use crate::channel::Channel;
 use crate::host_tool::{JsTool, sleep};
 use crate::relay::{Relay, RelayError};
 use crate::stop::StopReason;
@@ -33,6 +34,9 @@ use crate::stop::StopReason;
 const CLAIM_WAIT_MS: u64 = 25_000;
 /// Most calls one claim takes.
 const CLAIM_MAX: u32 = 50;
+/// After the channel failed to open or closed under the loop, how long the loop uses HTTP
+/// before it tries the channel again.
+const CHANNEL_RETRY_MS: f64 = 30_000.0;
 /// How close to its expiry a session the relay reports gone counts as expired, not ended: the
 /// relay's clock and this tab's differ by a little.
 const EXPIRY_SLACK_MS: u64 = 1_000;
@@ -107,6 +111,12 @@ pub(crate) struct Inner {
     session: Cell<Option<(Id16, UnixMillis)>>,
     serving: RefCell<Option<AbortController>>,
     stop: Cell<Option<StopReason>>,
+    /// The session channel, while one is open.
+    channel: RefCell<Option<Rc<Channel>>>,
+    /// When the loop may next try to open the channel (`Date.now()` ms).
+    channel_retry_at: Cell<f64>,
+    /// The transport last reported to the page (`true`: the channel).
+    on_channel: Cell<Option<bool>>,
 }
 
 /// The tab's trusted core, as JavaScript holds it.
@@ -159,6 +169,9 @@ impl TabCore {
                 session: Cell::new(None),
                 serving: RefCell::new(None),
                 stop: Cell::new(None),
+                channel: RefCell::new(None),
+                channel_retry_at: Cell::new(0.0),
+                on_channel: Cell::new(None),
             }),
         }
     }
@@ -452,6 +465,55 @@ impl TabCore {
         if let Some(controller) = self.inner.serving.borrow().as_ref() {
             controller.abort();
         }
+        // A claim waiting on the channel ends with it, and the relay drops it unclaimed.
+        self.close_channel();
+    }
+
+    fn close_channel(&self) {
+        if let Some(channel) = self.inner.channel.borrow_mut().take() {
+            channel.close();
+        }
+    }
+
+    /// The open channel, opening one if none is open and the last failure is old enough;
+    /// `None`: use HTTP. Tells the page when the transport changes.
+    async fn channel(&self) -> Option<Rc<Channel>> {
+        let open = self.inner.channel.borrow().clone().filter(|c| c.is_open());
+        let channel = match open {
+            Some(channel) => Some(channel),
+            None if js_sys::Date::now() < self.inner.channel_retry_at.get() => None,
+            None => {
+                let relay = self.inner.relay.borrow().clone();
+                match Channel::open(relay.origin(), relay.token()).await {
+                    Some(channel) => {
+                        let channel = Rc::new(channel);
+                        *self.inner.channel.borrow_mut() = Some(channel.clone());
+                        Some(channel)
+                    }
+                    None => {
+                        self.channel_failed();
+                        None
+                    }
+                }
+            }
+        };
+        let on_channel = channel.is_some();
+        if self.inner.on_channel.replace(Some(on_channel)) != Some(on_channel) {
+            let transport = if on_channel { "channel" } else { "http" };
+            emit(
+                &self.inner.listener,
+                &json!({"type": "transport", "transport": transport}),
+            );
+        }
+        channel
+    }
+
+    /// The channel failed: HTTP for a while.
+    fn channel_failed(&self) {
+        self.close_channel();
+        self.inner
+            .channel_retry_at
+            .set(js_sys::Date::now() + CHANNEL_RETRY_MS);
     }
 
     /// Serves the session until a stop; resolves to the reason (`locked`, `signed_out`,
@@ -460,6 +522,7 @@ impl TabCore {
         let core = self.clone_handle();
         future_to_promise(async move {
             let reason = core.claim_loop().await;
+            core.close_channel();
             emit(
                 &core.inner.listener,
                 &json!({"type": "stopped", "reason": reason}),
@@ -484,15 +547,30 @@ impl TabCore {
                 self.inner.executor.end_session();
                 return StopReason::Expired;
             }
-            let controller = AbortController::new().expect("AbortController exists");
-            let signal = controller.signal();
-            *self.inner.serving.borrow_mut() = Some(controller);
-            let relay = self.inner.relay.borrow().clone();
             let wait = CLAIM_WAIT_MS.min(expires_at.saturating_sub(now));
-            let claimed = relay.claim(session_id, wait, CLAIM_MAX, &signal).await;
-            self.inner.serving.borrow_mut().take();
+            let channel = self.channel().await;
             if let Some(reason) = self.inner.stop.get() {
                 return reason;
+            }
+            let relay = self.inner.relay.borrow().clone();
+            let claimed = match &channel {
+                Some(channel) => channel.claim(session_id, wait, CLAIM_MAX).await,
+                None => {
+                    let controller = AbortController::new().expect("AbortController exists");
+                    let signal = controller.signal();
+                    *self.inner.serving.borrow_mut() = Some(controller);
+                    let claimed = relay.claim(session_id, wait, CLAIM_MAX, &signal).await;
+                    self.inner.serving.borrow_mut().take();
+                    claimed
+                }
+            };
+            if let Some(reason) = self.inner.stop.get() {
+                return reason;
+            }
+            if channel.is_some() && matches!(claimed, Err(RelayError::Unreachable(_))) {
+                // The channel closed under the claim: carry on over HTTP at once.
+                self.channel_failed();
+                continue;
             }
             match claimed {
                 Ok(claimed) => {
@@ -504,7 +582,8 @@ impl TabCore {
                         );
                     }
                     for call in claimed.calls {
-                        self.answer(&relay, call.call_id, &call.envelope.0).await;
+                        self.answer(&relay, channel.as_deref(), call.call_id, &call.envelope.0)
+                            .await;
                     }
                 }
                 Err(RelayError::Status { status: 401, .. }) => return StopReason::TokenRevoked,
@@ -545,15 +624,35 @@ impl TabCore {
         }
     }
 
-    async fn answer(&self, relay: &Relay, call_id: Id16, envelope: &[u8]) {
+    /// Runs a claimed call and sends its answer, on the channel if there is one (and over
+    /// HTTP if the channel closes first).
+    async fn answer(
+        &self,
+        relay: &Relay,
+        channel: Option<&Channel>,
+        call_id: Id16,
+        envelope: &[u8],
+    ) {
         let outcome = self
             .inner
             .executor
             .handle(envelope, &now_ms, &mut rand::rng())
             .await;
-        let sent = match outcome {
-            Outcome::Reply { envelope, .. } => relay.reply(call_id, envelope).await,
-            Outcome::Cancel { reason, .. } => relay.cancel(call_id, reason).await,
+        let on_channel = match (channel, &outcome) {
+            (Some(channel), Outcome::Reply { envelope, .. }) => {
+                Some(channel.reply(call_id, envelope.clone()).await)
+            }
+            (Some(channel), Outcome::Cancel { reason, .. }) => {
+                Some(channel.cancel(call_id, *reason).await)
+            }
+            (None, _) => None,
+        };
+        let sent = match on_channel {
+            Some(Err(RelayError::Unreachable(_))) | None => match outcome {
+                Outcome::Reply { envelope, .. } => relay.reply(call_id, envelope).await,
+                Outcome::Cancel { reason, .. } => relay.cancel(call_id, reason).await,
+            },
+            Some(sent) => sent,
         };
         if let Err(error) = sent {
             emit(
@@ -614,6 +713,9 @@ impl TabCore {
     #[wasm_bindgen(js_name = setOwnerToken)]
     pub fn set_owner_token(&self, token: &str) {
         *self.inner.relay.borrow_mut() = Relay::new(&self.inner.origin, token);
+        // The channel was opened with the old token: the loop opens the next with this one.
+        self.close_channel();
+        self.inner.channel_retry_at.set(0.0);
     }
 
     fn clone_handle(&self) -> TabCore {
