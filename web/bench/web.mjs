@@ -2,7 +2,8 @@
 // `sealpost` plugin over stdio → the relay (SQLite, release) → the web app's tab in headless
 // Chromium → back. 200 `search_workspace` calls, each beside four bare HTTP round trips to the
 // same relay (GET /healthz) in the same run, printed as a ratio; then the same with the tab
-// hidden behind another page, and with its window minimised.
+// hidden behind another page, and with its window minimised; then, on a relay that offers no
+// session channel (so the tab uses `fetch`), the tab in front again, as a same-run baseline.
 //
 // The app is driven as a person drives it (web/tests/product.spec.mjs): sign in from the
 // printed link, import documents from a folder, grant, start a session, pair the plugin with
@@ -25,112 +26,130 @@ const documents = corpus.documents.slice(0, DOCS);
 // The loop costs the owner about five requests per call (the plugin's lookup, post and read;
 // the tab's claim and reply): at this pace that is past the default per-owner and per-token
 // rates, so the bench lifts them to measure the loop, not the limiter.
-const relay = await startRelay({
-  args: ['--rate-per-owner', '0', '--rate-per-token', '0'],
-  log: process.env.SEALPOST_BENCH_RELAY_LOG ?? 'warn',
-});
+const UNLIMITED = ['--rate-per-owner', '0', '--rate-per-token', '0'];
 let failedRuns = 0;
 const browser = await launchBrowser();
-let mcp;
-try {
+
+// One relay, one tab, one paired plugin; `measureAll` gets what to run with them.
+async function withLoop(relayArgs, measureAll) {
+  const relay = await startRelay({ args: [...UNLIMITED, ...relayArgs], log: process.env.SEALPOST_BENCH_RELAY_LOG ?? 'warn' });
   const context = await browser.newContext({ viewport: { width: 1280, height: 800 } });
-  const page = await openPage(context, relay.signinUrl);
-  page.on('pageerror', (error) => console.error('page error:', error.message));
-  await page.waitForSelector('#nav:not([hidden])');
-  await page.waitForSelector('main h2:not(:text-is("Sign in"))');
+  let mcp;
+  try {
+    const page = await openPage(context, relay.signinUrl);
+    page.on('pageerror', (error) => console.error('page error:', error.message));
+    await page.waitForSelector('#nav:not([hidden])');
+    await page.waitForSelector('main h2:not(:text-is("Sign in"))');
 
-  const files = Object.fromEntries(documents.map((d) => [`bench/${d.id}.md`, `# ${d.title}\n\n${d.body}\n`]));
-  const folder = writeFolder(files);
-  const importStarted = performance.now();
-  await page.fill('#source-name', 'bench');
-  await page.setInputFiles('#pick-folder', join(folder, 'bench'));
-  await page.waitForSelector(`#import-status:text("Imported ${documents.length} files into bench.")`, { timeout: 600_000 });
-  const importMs = performance.now() - importStarted;
+    const files = Object.fromEntries(documents.map((d) => [`bench/${d.id}.md`, `# ${d.title}\n\n${d.body}\n`]));
+    const folder = writeFolder(files);
+    const importStarted = performance.now();
+    await page.fill('#source-name', 'bench');
+    await page.setInputFiles('#pick-folder', join(folder, 'bench'));
+    await page.waitForSelector(`#import-status:text("Imported ${documents.length} files into bench.")`, { timeout: 600_000 });
+    const importMs = performance.now() - importStarted;
 
-  await page.click('nav a[href="#/access"]');
-  await page.waitForSelector('main h2:text-is("AI access")');
-  await page.check('#access-on');
-  await page.check('input[name="grant-source"][value="bench"]');
-  for (const box of await page.$$('input[name="grant-tool"]')) await box.check();
-  await page.click('#save-grants');
-  await page.click('#start-session');
-  await page.waitForSelector('#pairing-code');
-  await page.waitForSelector('#status-pill:text-is("Serving")');
-  const code = (await page.textContent('#pairing-code')).trim();
-  const config = tempDir('sealpost-bench-plugin-');
-  const pairedResult = await pairPlugin(config, code);
-  if (pairedResult.status !== 0) throw new Error(`sealpost pair failed: ${pairedResult.output}`);
-  mcp = new McpClient(config);
-  await mcp.initialize();
+    await page.click('nav a[href="#/access"]');
+    await page.waitForSelector('main h2:text-is("AI access")');
+    await page.check('#access-on');
+    await page.check('input[name="grant-source"][value="bench"]');
+    for (const box of await page.$$('input[name="grant-tool"]')) await box.check();
+    await page.click('#save-grants');
+    await page.click('#start-session');
+    await page.waitForSelector('#pairing-code');
+    await page.waitForSelector('#status-pill:text-is("Serving")');
+    const code = (await page.textContent('#pairing-code')).trim();
+    const config = tempDir('sealpost-bench-plugin-');
+    const pairedResult = await pairPlugin(config, code);
+    if (pairedResult.status !== 0) throw new Error(`sealpost pair failed: ${pairedResult.output}`);
+    mcp = new McpClient(config);
+    await mcp.initialize();
+    console.log(`${documents.length} documents imported through the app in ${ms(importMs)}; ${CALLS} calls after ${WARMUP} warm-up calls, queries from the executor benchmark`);
+    await measureAll({ relay, context, page, mcp });
+  } finally {
+    mcp?.close();
+    await context.close();
+    await relay.stop();
+  }
+}
 
+// Each call, then four echoes: interleaved, so the machine's load hits both alike.
+async function measure({ relay, mcp }) {
   const healthz = `${relay.base}/healthz`;
-  async function echoes() {
+  const echoes = async () => {
     const started = performance.now();
     for (let i = 0; i < ECHOES; i += 1) await (await fetch(healthz)).text();
     return performance.now() - started;
+  };
+  const calls = [];
+  const echo = [];
+  let failed = 0;
+  let firstError = null;
+  for (let i = 0; i < WARMUP; i += 1) {
+    await mcp.call('search_workspace', { query: corpus.queries[i % corpus.queries.length] });
+    await echoes();
   }
-
-  // Each call, then four echoes: interleaved, so the machine's load hits both alike.
-  async function measure() {
-    const calls = [];
-    const echo = [];
-    let failed = 0;
-    let firstError = null;
-    for (let i = 0; i < WARMUP; i += 1) {
-      await mcp.call('search_workspace', { query: corpus.queries[i % corpus.queries.length] });
-      await echoes();
+  for (let i = 0; i < CALLS; i += 1) {
+    const query = corpus.queries[i % corpus.queries.length];
+    const started = performance.now();
+    const answer = await mcp.call('search_workspace', { query });
+    calls.push(performance.now() - started);
+    if (answer.isError) {
+      failed += 1;
+      firstError ??= answer.text;
     }
-    for (let i = 0; i < CALLS; i += 1) {
-      const query = corpus.queries[i % corpus.queries.length];
-      const started = performance.now();
-      const answer = await mcp.call('search_workspace', { query });
-      calls.push(performance.now() - started);
-      if (answer.isError) {
-        failed += 1;
-        firstError ??= answer.text;
-      }
-      echo.push(await echoes());
+    echo.push(await echoes());
+  }
+  return { calls, echo, failed, firstError };
+}
+
+// A call answered with an error comes back fast: a run with any is not a measurement. The
+// app's status says how the tab talked to the relay.
+async function report(name, page, { calls, echo, failed, firstError }) {
+  if (failed) {
+    failedRuns += 1;
+    console.log(`${name}: NOT MEASURED, ${failed} of ${calls.length} calls answered with an error; the first: ${firstError}`);
+    return percentile(calls, 0.5);
+  }
+  const visibility = await page.evaluate(() => document.visibilityState);
+  const connection = await page.evaluate(() => [...document.querySelectorAll('#access-status tr')]
+    .find((tr) => tr.querySelector('th')?.textContent === 'Connection')?.querySelector('td')?.textContent);
+  const p50 = percentile(calls, 0.5);
+  const echo50 = percentile(echo, 0.5);
+  console.log(`${name} (document.visibilityState ${visibility}, connection: ${connection ?? 'unknown'}): search_workspace p50 ${ms(p50)}, p99 ${ms(percentile(calls, 0.99))}, max ${ms(Math.max(...calls))}; ${ECHOES} × GET /healthz p50 ${ms(echo50)}; ratio ${ratio(p50, echo50)} (${against(p50 <= 15, 'p50 ≤ 15 ms')})`);
+  return p50;
+}
+
+try {
+  let overChannel;
+  await withLoop([], async (loop) => {
+    const { context, page, relay } = loop;
+    overChannel = await report('tab in front', page, await measure(loop));
+
+    const other = await context.newPage();
+    await other.goto(`${relay.base}/healthz`);
+    await other.bringToFront();
+    await report('tab behind another page', page, await measure(loop));
+    await other.close();
+    await page.bringToFront();
+
+    // Headless windows may not minimise; say so rather than lose the figures above.
+    try {
+      const cdp = await context.newCDPSession(page);
+      const { windowId } = await cdp.send('Browser.getWindowForTarget');
+      await cdp.send('Browser.setWindowBounds', { windowId, bounds: { windowState: 'minimized' } });
+      await report('window minimised', page, await measure(loop));
+      await cdp.send('Browser.setWindowBounds', { windowId, bounds: { windowState: 'normal' } });
+    } catch (error) {
+      console.log(`window minimised: not measured (${error.message})`);
     }
-    return { calls, echo, failed, firstError };
-  }
-
-  // A call answered with an error comes back fast: a run with any is not a measurement.
-  function report(name, visibility, { calls, echo, failed, firstError }) {
-    if (failed) {
-      failedRuns += 1;
-      console.log(`${name}: NOT MEASURED, ${failed} of ${calls.length} calls answered with an error; the first: ${firstError}`);
-      return;
-    }
-    const p50 = percentile(calls, 0.5);
-    const echo50 = percentile(echo, 0.5);
-    console.log(`${name} (document.visibilityState ${visibility}): search_workspace p50 ${ms(p50)}, p99 ${ms(percentile(calls, 0.99))}, max ${ms(Math.max(...calls))}; ${ECHOES} × GET /healthz p50 ${ms(echo50)}; ratio ${ratio(p50, echo50)} (${against(p50 <= 15, 'p50 ≤ 15 ms')})`);
-  }
-
-  console.log(`${documents.length} documents imported through the app in ${ms(importMs)}; ${CALLS} calls after ${WARMUP} warm-up calls, queries from the executor benchmark`);
-  const visibility = () => page.evaluate(() => document.visibilityState);
-
-  report('tab in front', await visibility(), await measure());
-
-  const other = await context.newPage();
-  await other.goto(healthz);
-  await other.bringToFront();
-  report('tab behind another page', await visibility(), await measure());
-  await other.close();
-  await page.bringToFront();
-
-  // Headless windows may not minimise; say so rather than lose the figures above.
-  try {
-    const cdp = await context.newCDPSession(page);
-    const { windowId } = await cdp.send('Browser.getWindowForTarget');
-    await cdp.send('Browser.setWindowBounds', { windowId, bounds: { windowState: 'minimized' } });
-    report('window minimised', await visibility(), await measure());
-    await cdp.send('Browser.setWindowBounds', { windowId, bounds: { windowState: 'normal' } });
-  } catch (error) {
-    console.log(`window minimised: not measured (${error.message})`);
-  }
+  });
+  // The same loop on a relay that offers no channel: the tab claims and answers over fetch.
+  await withLoop(['--max-channels-per-owner', '0'], async (loop) => {
+    const overHttp = await report('tab in front, relay without the channel', loop.page, await measure(loop));
+    console.log(`the channel: tab in front ${ratio(overChannel, overHttp)} the time of HTTP alone (p50 ${ms(overChannel)} against ${ms(overHttp)})`);
+  });
 } finally {
   if (failedRuns) process.exitCode = 1;
-  mcp?.close();
   await browser.close();
-  await relay.stop();
 }
