@@ -219,21 +219,14 @@ pub(super) async fn reply_call(
 
 /// `$6` call id.
 ///
-/// One statement: its one row says whether the token is live and carries the call, if the
-/// scope holds one. The SELECT sees the snapshot from before the UPDATE, so the first read
-/// reports `answered` and marks the call delivered in the same round trip. The mark is
-/// advisory (a delivered call reads like an answered one), so its commit does not wait for
-/// the disk (`synchronous_commit` off for this transaction alone): a crash may leave the call
-/// `answered`, never lose an acknowledged write.
+/// One statement that writes nothing: its one row says whether the token is live and carries
+/// the call, if the scope holds one. The delivery mark of a first read is written afterwards
+/// (`deliveries.rs`).
 const READ_CALL: &str = concat!(
     "WITH live AS MATERIALIZED (SELECT ",
     token_live!(),
-    " AS token), \
-     marked AS (UPDATE calls SET state = 'delivered' \
-            WHERE owner_id = $2 AND call_id = $6 AND ($4::bytea IS NULL OR pair_id = $4) \
-            AND state = 'answered' AND (SELECT token FROM live)) \
-     SELECT live.token, c.state, c.reply, c.cancel_reason, c.expires_at, c.lease_expires_at, \
-            set_config('synchronous_commit', 'off', true) AS lazy \
+    " AS token) \
+     SELECT live.token, c.state, c.reply, c.cancel_reason, c.expires_at, c.lease_expires_at \
      FROM live LEFT JOIN calls c ON live.token AND c.owner_id = $2 AND c.call_id = $6 \
             AND ($4::bytea IS NULL OR c.pair_id = $4)"
 );

@@ -6,6 +6,7 @@
 //! those into its in-process hub.
 //!
 //! This file connects and migrates; `accounts`, `sessions` and `calls` are the operations,
+//! `batch` groups concurrent posts and replies, `deliveries` writes delivery marks after reads,
 //! `wakeups` the notifications. Statements that are the same on SQLite are in `store::sql`, row mapping
 //! in `store::rows`.
 
@@ -59,6 +60,7 @@ macro_rules! token_live {
 mod accounts;
 mod batch;
 mod calls;
+mod deliveries;
 mod migrate;
 mod sessions;
 mod wakeups;
@@ -77,6 +79,7 @@ pub struct PgStore {
     seen: Arc<SeenThrottle>,
     plugin_seen: Arc<SeenThrottle>,
     batch: batch::Batcher,
+    deliveries: deliveries::Deliveries,
 }
 
 impl PgStore {
@@ -100,10 +103,31 @@ impl PgStore {
         migrate::run(&pool).await?;
         Ok(Self {
             batch: batch::Batcher::start(pool.clone(), Notifier::start(pool.clone())),
+            deliveries: deliveries::Deliveries::start(pool.clone()),
             pool,
             seen: Arc::default(),
             plugin_seen: Arc::default(),
         })
+    }
+}
+
+impl PgStore {
+    /// A call read here and not yet marked in the database says `delivered` in a refusal too,
+    /// as it does to a read.
+    fn delivered_if_marked(
+        &self,
+        result: StoreResult<()>,
+        owner_id: Id16,
+        call_id: Id16,
+    ) -> StoreResult<()> {
+        match result {
+            Err(StoreError::WrongState(CallState::Answered))
+                if self.deliveries.is_marked(owner_id, call_id) =>
+            {
+                Err(StoreError::WrongState(CallState::Delivered))
+            }
+            other => other,
+        }
     }
 }
 
@@ -328,7 +352,8 @@ impl Store for PgStore {
         reply: Vec<u8>,
         now: UnixMillis,
     ) -> StoreResult<()> {
-        self.batch.reply(bearer, call_id, reply, now).await
+        let stored = self.batch.reply(bearer, call_id, reply, now).await;
+        self.delivered_if_marked(stored, bearer.owner_id, call_id)
     }
 
     async fn cancel_call(
@@ -338,7 +363,8 @@ impl Store for PgStore {
         reason: CancelReason,
         now: UnixMillis,
     ) -> StoreResult<()> {
-        calls::cancel_call(&self.pool, scope, call_id, reason, now).await
+        let cancelled = calls::cancel_call(&self.pool, scope, call_id, reason, now).await;
+        self.delivered_if_marked(cancelled, scope.owner_id, call_id)
     }
 
     async fn read_call(
@@ -347,7 +373,14 @@ impl Store for PgStore {
         call_id: Id16,
         now: UnixMillis,
     ) -> StoreResult<Option<CallView>> {
-        calls::read_call(&self.pool, &bearer, call_id, now).await
+        let mut view = calls::read_call(&self.pool, &bearer, call_id, now).await?;
+        if let Some(view) = &mut view
+            && view.state == CallState::Answered
+            && !self.deliveries.mark(bearer.owner_id, call_id)
+        {
+            view.state = CallState::Delivered;
+        }
+        Ok(view)
     }
 
     async fn sweep(&self, now: UnixMillis, grace_ms: u64) -> StoreResult<SweepStats> {

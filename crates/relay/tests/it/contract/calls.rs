@@ -224,6 +224,19 @@ pub(super) async fn check_answer_then_read_marks_delivered_and_reads_repeat(
         matches!(cancel, Err(StoreError::WrongState(CallState::Delivered))),
         "{cancel:?}"
     );
+    // The mark may be written after the read, but it is written: the database itself comes to
+    // count the call delivered (what another replica would read).
+    tokio::time::timeout(std::time::Duration::from_secs(10), async {
+        loop {
+            let by_state = w.store.count_calls_by_state().await.unwrap();
+            if by_state.contains(&(CallState::Delivered, 1)) {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        }
+    })
+    .await
+    .expect("the delivery mark reached the database");
 }
 
 pub(super) async fn check_cancel_applies_to_open_calls_only(store: Arc<dyn Inspect>) {
