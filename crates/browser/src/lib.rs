@@ -4,6 +4,7 @@
 //! - [`backoff`] and [`stop`]: how the claim loop waits after errors and why it stops (pure,
 //!   tested natively).
 //! - `relay` (wasm32): the relay's API over `fetch` with the owner token.
+//! - `claim_loop` (wasm32): `TabCore::serve`, the loop that claims, runs and answers calls.
 //! - `channel` (wasm32): the session channel, a WebSocket on which the claim loop claims and
 //!   answers when the relay offers one (HTTP otherwise).
 //! - `tab` (wasm32): [`TabCore`](tab::TabCore), exported to JavaScript: documents, grants, host
@@ -28,6 +29,8 @@ pub mod bench;
 
 #[cfg(target_arch = "wasm32")]
 mod channel;
+#[cfg(target_arch = "wasm32")]
+mod claim_loop;
 #[cfg(target_arch = "wasm32")]
 mod documents;
 #[cfg(target_arch = "wasm32")]

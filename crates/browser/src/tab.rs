@@ -10,8 +10,8 @@ use std::rc::Rc;
 use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use sealpost_executor::{
-    Applied, AuditRecord, AuditSink, Executor, Grants, GrantsHandle, MemoryAuditLog, Outcome,
-    Proposal, ToolSpec, Workspace,
+    Applied, AuditRecord, AuditSink, Executor, Grants, GrantsHandle, MemoryAuditLog, Proposal,
+    ToolSpec, Workspace,
 };
 use sealpost_protocol::api::{CreateMcpTokenRequest, CreateSessionRequest};
 use sealpost_protocol::content::ToolKind;
@@ -24,24 +24,12 @@ use wasm_bindgen::prelude::*;
 use wasm_bindgen_futures::future_to_promise;
 use web_sys::AbortController;
 
-use crate::backoff::Backoff;
 use crate::channel::Channel;
-use crate::host_tool::{JsTool, sleep};
+use crate::host_tool::JsTool;
 use crate::relay::{Relay, RelayError};
 use crate::stop::StopReason;
 
-/// Longest one claim waits for a call (the relay allows 30 s).
-const CLAIM_WAIT_MS: u64 = 25_000;
-/// Most calls one claim takes.
-const CLAIM_MAX: u32 = 50;
-/// After the channel failed to open or closed under the loop, how long the loop uses HTTP
-/// before it tries the channel again.
-const CHANNEL_RETRY_MS: f64 = 30_000.0;
-/// How close to its expiry a session the relay reports gone counts as expired, not ended: the
-/// relay's clock and this tab's differ by a little.
-const EXPIRY_SLACK_MS: u64 = 1_000;
-
-fn now_ms() -> UnixMillis {
+pub(crate) fn now_ms() -> UnixMillis {
     UnixMillis::from_ms(js_sys::Date::now() as u64)
 }
 
@@ -79,9 +67,9 @@ struct StoredPairing {
 }
 
 /// The callback events go to; shared with the audit sink.
-type Listener = Rc<RefCell<Option<js_sys::Function>>>;
+pub(crate) type Listener = Rc<RefCell<Option<js_sys::Function>>>;
 
-fn emit(listener: &Listener, event: &Value) {
+pub(crate) fn emit(listener: &Listener, event: &Value) {
     if let Some(callback) = listener.borrow().as_ref() {
         let _ = callback.call1(&JsValue::NULL, &to_js(event));
     }
@@ -102,21 +90,21 @@ impl AuditSink for EventAudit {
 
 pub(crate) struct Inner {
     origin: String,
-    relay: RefCell<Relay>,
+    pub(crate) relay: RefCell<Relay>,
     pub(crate) executor: Executor,
     grants: GrantsHandle,
     audit: MemoryAuditLog,
-    listener: Listener,
+    pub(crate) listener: Listener,
     pairing: RefCell<Option<Pairing>>,
-    session: Cell<Option<(Id16, UnixMillis)>>,
-    serving: RefCell<Option<AbortController>>,
-    stop: Cell<Option<StopReason>>,
+    pub(crate) session: Cell<Option<(Id16, UnixMillis)>>,
+    pub(crate) serving: RefCell<Option<AbortController>>,
+    pub(crate) stop: Cell<Option<StopReason>>,
     /// The session channel, while one is open.
-    channel: RefCell<Option<Rc<Channel>>>,
+    pub(crate) channel: RefCell<Option<Rc<Channel>>>,
     /// When the loop may next try to open the channel (`Date.now()` ms).
-    channel_retry_at: Cell<f64>,
+    pub(crate) channel_retry_at: Cell<f64>,
     /// The transport last reported to the page (`true`: the channel).
-    on_channel: Cell<Option<bool>>,
+    pub(crate) on_channel: Cell<Option<bool>>,
 }
 
 /// The tab's trusted core, as JavaScript holds it.
@@ -469,199 +457,6 @@ impl TabCore {
         self.close_channel();
     }
 
-    fn close_channel(&self) {
-        if let Some(channel) = self.inner.channel.borrow_mut().take() {
-            channel.close();
-        }
-    }
-
-    /// The open channel, opening one if none is open and the last failure is old enough;
-    /// `None`: use HTTP. Tells the page when the transport changes.
-    async fn channel(&self) -> Option<Rc<Channel>> {
-        let open = self.inner.channel.borrow().clone().filter(|c| c.is_open());
-        let channel = match open {
-            Some(channel) => Some(channel),
-            None if js_sys::Date::now() < self.inner.channel_retry_at.get() => None,
-            None => {
-                let relay = self.inner.relay.borrow().clone();
-                match Channel::open(relay.origin(), relay.token()).await {
-                    Some(channel) => {
-                        let channel = Rc::new(channel);
-                        *self.inner.channel.borrow_mut() = Some(channel.clone());
-                        Some(channel)
-                    }
-                    None => {
-                        self.channel_failed();
-                        None
-                    }
-                }
-            }
-        };
-        let on_channel = channel.is_some();
-        if self.inner.on_channel.replace(Some(on_channel)) != Some(on_channel) {
-            let transport = if on_channel { "channel" } else { "http" };
-            emit(
-                &self.inner.listener,
-                &json!({"type": "transport", "transport": transport}),
-            );
-        }
-        channel
-    }
-
-    /// The channel failed: HTTP for a while.
-    fn channel_failed(&self) {
-        self.close_channel();
-        self.inner
-            .channel_retry_at
-            .set(js_sys::Date::now() + CHANNEL_RETRY_MS);
-    }
-
-    /// Serves the session until a stop; resolves to the reason (`locked`, `signed_out`,
-    /// `session_ended`, `expired`, `token_revoked`, `taken_over`).
-    pub fn serve(&self) -> js_sys::Promise {
-        let core = self.clone_handle();
-        future_to_promise(async move {
-            let reason = core.claim_loop().await;
-            core.close_channel();
-            emit(
-                &core.inner.listener,
-                &json!({"type": "stopped", "reason": reason}),
-            );
-            Ok(JsValue::from_str(reason.as_str()))
-        })
-    }
-
-    async fn claim_loop(&self) -> StopReason {
-        let mut backoff = Backoff::default();
-        emit(&self.inner.listener, &json!({"type": "serving"}));
-        loop {
-            if let Some(reason) = self.inner.stop.get() {
-                return reason;
-            }
-            let Some((session_id, expires_at)) = self.inner.session.get() else {
-                return StopReason::SessionEnded;
-            };
-            let now = now_ms();
-            if now >= expires_at {
-                self.inner.session.set(None);
-                self.inner.executor.end_session();
-                return StopReason::Expired;
-            }
-            let wait = CLAIM_WAIT_MS.min(expires_at.saturating_sub(now));
-            let channel = self.channel().await;
-            if let Some(reason) = self.inner.stop.get() {
-                return reason;
-            }
-            let relay = self.inner.relay.borrow().clone();
-            let claimed = match &channel {
-                Some(channel) => channel.claim(session_id, wait, CLAIM_MAX).await,
-                None => {
-                    let controller = AbortController::new().expect("AbortController exists");
-                    let signal = controller.signal();
-                    *self.inner.serving.borrow_mut() = Some(controller);
-                    let claimed = relay.claim(session_id, wait, CLAIM_MAX, &signal).await;
-                    self.inner.serving.borrow_mut().take();
-                    claimed
-                }
-            };
-            if let Some(reason) = self.inner.stop.get() {
-                return reason;
-            }
-            if channel.is_some() && matches!(claimed, Err(RelayError::Unreachable(_))) {
-                // The channel closed under the claim: carry on over HTTP at once.
-                self.channel_failed();
-                continue;
-            }
-            match claimed {
-                Ok(claimed) => {
-                    backoff.reset();
-                    if !claimed.calls.is_empty() {
-                        emit(
-                            &self.inner.listener,
-                            &json!({"type": "claimed", "count": claimed.calls.len()}),
-                        );
-                    }
-                    for call in claimed.calls {
-                        self.answer(&relay, channel.as_deref(), call.call_id, &call.envelope.0)
-                            .await;
-                    }
-                }
-                Err(RelayError::Status { status: 401, .. }) => return StopReason::TokenRevoked,
-                Err(RelayError::Status {
-                    status: 404 | 410, ..
-                }) => {
-                    self.inner.session.set(None);
-                    self.inner.executor.end_session();
-                    // The relay ends a session that ran out as it ends one that was ended; the
-                    // loop tells them apart by the clock (the claim waited until the expiry).
-                    if now_ms().saturating_add_ms(EXPIRY_SLACK_MS) >= expires_at {
-                        return StopReason::Expired;
-                    }
-                    return StopReason::SessionEnded;
-                }
-                Err(RelayError::Aborted) => {
-                    return self.inner.stop.get().unwrap_or(StopReason::SessionEnded);
-                }
-                Err(error) => {
-                    let delay = backoff.next_delay_ms(js_sys::Math::random());
-                    emit(
-                        &self.inner.listener,
-                        &json!({"type": "retrying", "delayMs": delay, "error": error.describe()}),
-                    );
-                    self.abortable_sleep(delay as u32).await;
-                }
-            }
-        }
-    }
-
-    /// Sleeps `ms`, or less when a stop comes first.
-    async fn abortable_sleep(&self, ms: u32) {
-        let step = 100;
-        let mut slept = 0;
-        while slept < ms && self.inner.stop.get().is_none() {
-            sleep(step.min(ms - slept)).await;
-            slept += step;
-        }
-    }
-
-    /// Runs a claimed call and sends its answer, on the channel if there is one (and over
-    /// HTTP if the channel closes first).
-    async fn answer(
-        &self,
-        relay: &Relay,
-        channel: Option<&Channel>,
-        call_id: Id16,
-        envelope: &[u8],
-    ) {
-        let outcome = self
-            .inner
-            .executor
-            .handle(envelope, &now_ms, &mut rand::rng())
-            .await;
-        let on_channel = match (channel, &outcome) {
-            (Some(channel), Outcome::Reply { envelope, .. }) => {
-                Some(channel.reply(call_id, envelope.clone()).await)
-            }
-            (Some(channel), Outcome::Cancel { reason, .. }) => {
-                Some(channel.cancel(call_id, *reason).await)
-            }
-            (None, _) => None,
-        };
-        let sent = match on_channel {
-            Some(Err(RelayError::Unreachable(_))) | None => match outcome {
-                Outcome::Reply { envelope, .. } => relay.reply(call_id, envelope).await,
-                Outcome::Cancel { reason, .. } => relay.cancel(call_id, reason).await,
-            },
-            Some(sent) => sent,
-        };
-        if let Err(error) = sent {
-            emit(
-                &self.inner.listener,
-                &json!({"type": "warning", "message": format!("answering a call: {}", error.describe())}),
-            );
-        }
-    }
-
     /// Proposals waiting for review.
     #[wasm_bindgen(js_name = pendingProposals)]
     pub fn pending_proposals(&self) -> JsValue {
@@ -718,7 +513,7 @@ impl TabCore {
         self.inner.channel_retry_at.set(0.0);
     }
 
-    fn clone_handle(&self) -> TabCore {
+    pub(crate) fn clone_handle(&self) -> TabCore {
         TabCore {
             inner: self.inner.clone(),
         }
