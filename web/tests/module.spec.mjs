@@ -132,6 +132,11 @@ test('a call the plugin sealed is answered; what cannot be answered is refused o
   const echoed = await mcp.call('host_echo', { say: 'hello' });
   assert.equal(echoed.isError, false, echoed.text);
   assert.ok(echoed.text.includes('echo: hello'), echoed.text);
+  // A renewed owner token: the tab opens its channel again with it at once, no HTTP meanwhile.
+  await page.evaluate(() => window.tabs.a.setOwnerToken(window.tabs.a.ownerToken));
+  const renewed = await mcp.call('host_echo', { say: 'renewed' });
+  assert.equal(renewed.isError, false, renewed.text);
+  assert.deepEqual(await transports(page, 'a'), ['channel'], 'a new token does not cost the channel');
   const badArgs = await mcp.call('host_echo', { say: 7 });
   assert.equal(badArgs.isError, true, 'the executor checks a host tool\'s schema before its handler runs');
 

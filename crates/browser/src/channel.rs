@@ -28,6 +28,8 @@ use crate::relay::RelayError;
 
 /// How long opening may take before the loop uses HTTP instead.
 const OPEN_TIMEOUT_MS: u32 = 5_000;
+/// How often an opening channel looks whether the loop was stopped.
+const STOP_CHECK_MS: u32 = 100;
 
 /// How much longer than the relay's own wait a request may go unanswered before the channel
 /// counts as dead (a connection can die without a close reaching the tab).
@@ -87,8 +89,9 @@ fn channel_url(origin: &str) -> Option<String> {
 
 impl Channel {
     /// Opens the channel to the relay at `origin` with the owner `token`; `None` when it does
-    /// not open within [`OPEN_TIMEOUT_MS`] (the loop then uses HTTP).
-    pub async fn open(origin: &str, token: &str) -> Option<Channel> {
+    /// not open within [`OPEN_TIMEOUT_MS`] (the loop then uses HTTP), or when `stopped` says
+    /// the loop is stopping.
+    pub async fn open(origin: &str, token: &str, stopped: &dyn Fn() -> bool) -> Option<Channel> {
         let url = channel_url(origin)?;
         let protocols = js_sys::Array::of2(
             &CHANNEL_PROTOCOL.into(),
@@ -110,7 +113,14 @@ impl Channel {
         socket.set_onopen(Some(on_open.as_ref().unchecked_ref()));
         socket.set_onerror(Some(on_fail.as_ref().unchecked_ref()));
         socket.set_onclose(Some(on_fail.as_ref().unchecked_ref()));
-        let opened = match select(JsFuture::from(opened), Box::pin(sleep(OPEN_TIMEOUT_MS))).await {
+        let give_up = async {
+            let mut waited = 0;
+            while waited < OPEN_TIMEOUT_MS && !stopped() {
+                sleep(STOP_CHECK_MS).await;
+                waited += STOP_CHECK_MS;
+            }
+        };
+        let opened = match select(JsFuture::from(opened), Box::pin(give_up)).await {
             Either::Left((Ok(value), _)) => value.as_bool() == Some(true),
             _ => false,
         };

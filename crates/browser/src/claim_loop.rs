@@ -14,7 +14,7 @@ use web_sys::AbortController;
 use crate::backoff::Backoff;
 use crate::channel::Channel;
 use crate::host_tool::sleep;
-use crate::relay::{Relay, RelayError};
+use crate::relay::RelayError;
 use crate::stop::StopReason;
 use crate::tab::{TabCore, emit, now_ms};
 
@@ -63,7 +63,8 @@ impl TabCore {
             None if js_sys::Date::now() < self.inner.channel_retry_at.get() => None,
             None => {
                 let relay = self.inner.relay.borrow().clone();
-                match Channel::open(relay.origin(), relay.token()).await {
+                let stopped = || self.inner.stop.get().is_some();
+                match Channel::open(relay.origin(), relay.token(), &stopped).await {
                     Some(channel) => {
                         let channel = Rc::new(channel);
                         *self.inner.channel.borrow_mut() = Some(channel.clone());
@@ -131,9 +132,20 @@ impl TabCore {
             if let Some(reason) = self.inner.stop.get() {
                 return reason;
             }
-            if channel.is_some() && matches!(claimed, Err(RelayError::Unreachable(_))) {
-                // The channel closed under the claim: carry on over HTTP at once.
-                self.channel_failed();
+            if let Some(used) = &channel
+                && matches!(claimed, Err(RelayError::Unreachable(_)))
+            {
+                // The channel closed under the claim. Closed by this tab (a new owner token),
+                // it is opened again at once; closed on its own, HTTP carries on for a while.
+                let still_ours = self
+                    .inner
+                    .channel
+                    .borrow()
+                    .as_ref()
+                    .is_some_and(|current| Rc::ptr_eq(current, used));
+                if still_ours {
+                    self.channel_failed();
+                }
                 continue;
             }
             match claimed {
@@ -146,7 +158,7 @@ impl TabCore {
                         );
                     }
                     for call in claimed.calls {
-                        self.answer(&relay, channel.as_deref(), call.call_id, &call.envelope.0)
+                        self.answer(channel.as_deref(), call.call_id, &call.envelope.0)
                             .await;
                     }
                 }
@@ -190,13 +202,7 @@ impl TabCore {
 
     /// Runs a claimed call and sends its answer, on the channel if there is one (and over
     /// HTTP if the channel closes first).
-    async fn answer(
-        &self,
-        relay: &Relay,
-        channel: Option<&Channel>,
-        call_id: Id16,
-        envelope: &[u8],
-    ) {
+    async fn answer(&self, channel: Option<&Channel>, call_id: Id16, envelope: &[u8]) {
         let outcome = self
             .inner
             .executor
@@ -211,6 +217,8 @@ impl TabCore {
             }
             (None, _) => None,
         };
+        // The relay client as it is now: the owner token may have been renewed meanwhile.
+        let relay = self.inner.relay.borrow().clone();
         let sent = match on_channel {
             Some(Err(RelayError::Unreachable(_))) | None => match outcome {
                 Outcome::Reply { envelope, .. } => relay.reply(call_id, envelope).await,

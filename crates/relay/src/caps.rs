@@ -96,7 +96,12 @@ impl LargeBodies {
             .get(CONTENT_LENGTH)
             .and_then(|v| v.to_str().ok())
             .and_then(|v| v.parse::<usize>().ok());
-        if declared.unwrap_or(cap).min(cap) <= self.threshold {
+        self.admit_len(declared.unwrap_or(cap).min(cap))
+    }
+
+    /// Admits a body of `len` bytes (a channel message, already read): as [`Self::admit`].
+    pub fn admit_len(&self, len: usize) -> Option<Option<OwnedSemaphorePermit>> {
+        if len <= self.threshold {
             return Some(None);
         }
         self.slots.clone().try_acquire_owned().ok().map(Some)

@@ -156,7 +156,11 @@ pub async fn serve(
     drop(listener);
     on_shutdown();
     let deadline = limits.shutdown_deadline;
-    let drained = async { while connections.join_next().await.is_some() {} };
+    let drained = async {
+        while connections.join_next().await.is_some() {}
+        // A channel upgraded from a connection holds the connection's place until it closes.
+        let _ = total.acquire_many(limits.max_connections as u32).await;
+    };
     if tokio::time::timeout(deadline, drained).await.is_err() {
         tracing::warn!(
             open = connections.len(),

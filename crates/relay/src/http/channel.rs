@@ -9,10 +9,14 @@
 //!   again (inside the store's statement, as over HTTP), and the first 401 closes the channel.
 //! - An owner holds at most `max_channels_per_owner` channels (0: none are offered), and a
 //!   channel keeps its connection's place under the connection caps while it is open.
-//! - A message is at most the largest reply body; a channel runs at most [`MAX_IN_FLIGHT`]
-//!   operations at once and reads nothing more until one is answered; a channel with nothing
-//!   running and nothing received for twice the longest long-poll is closed; writes that make
-//!   no progress drop it (the connection's write timeout); shutdown closes it at once.
+//! - Every message is charged to the rates first, malformed or not. A message is at most the
+//!   largest reply body; a large one takes a place under `max_large_bodies_in_flight` for as
+//!   long as its operation runs; a channel runs at most [`MAX_IN_FLIGHT`] operations at once
+//!   (past either, 503 `busy`); it is always read, so a close is seen at once and what still
+//!   runs is dropped with it. A channel with nothing running and nothing asked since its last
+//!   answer for twice the longest long-poll is closed; writes that make no progress drop it
+//!   (the connection's write timeout); at shutdown what runs finishes and is answered, then
+//!   the channel closes.
 
 use std::time::Duration;
 
@@ -25,6 +29,7 @@ use futures_util::{SinkExt as _, StreamExt as _};
 use sealpost_protocol::api::channel::{CHANNEL_PROTOCOL, ChannelAnswer, ChannelOp, ChannelRequest};
 use sealpost_protocol::api::{ErrorBody, ErrorCode};
 use serde_json::Value;
+use tokio::sync::OwnedSemaphorePermit;
 use tokio::time::Instant;
 
 use super::auth::{channel_owner, charge, require_live_bearer};
@@ -124,43 +129,53 @@ async fn serve(socket: WebSocket, state: AppState, bearer: Bearer) {
             () = state.shutdown.cancelled() => break Closed::Shutdown,
             Some(answer) = running.next(), if !running.is_empty() => {
                 let answer: ChannelAnswer = answer;
-                let unauthorized = answer.status == 401;
-                let text = serde_json::to_string(&answer).expect("answers serialise");
-                if sink.send(Message::Text(text.into())).await.is_err() {
+                quiet_until = Instant::now() + idle;
+                if send(&mut sink, &answer).await.is_err() {
                     break Closed::Gone;
                 }
-                if unauthorized {
+                if answer.status == 401 {
                     state.rate.forget_token(bearer.token_id);
                     break Closed::Unauthorized;
                 }
             }
-            received = stream.next(), if running.len() < MAX_IN_FLIGHT => {
-                quiet_until = Instant::now() + idle;
-                match received {
-                    Some(Ok(Message::Text(text))) => match serde_json::from_str::<ChannelRequest>(&text) {
-                        Ok(request) => running.push(run(state.clone(), bearer, request)),
-                        Err(error) => {
-                            let answer = unreadable(&text, &error);
-                            let text = serde_json::to_string(&answer).expect("answers serialise");
-                            if sink.send(Message::Text(text.into())).await.is_err() {
+            // Always read, so a close is seen at once (and what runs is dropped with it).
+            received = stream.next() => match received {
+                Some(Ok(Message::Text(text))) => {
+                    quiet_until = Instant::now() + idle;
+                    match admit(&state, &bearer, &text, running.len()) {
+                        Ok((request, place)) => {
+                            running.push(run(state.clone(), bearer, request, place));
+                        }
+                        Err(refused) => {
+                            if send(&mut sink, &refused).await.is_err() {
                                 break Closed::Gone;
                             }
                         }
-                    },
-                    Some(Ok(Message::Binary(_))) => break Closed::Binary,
-                    Some(Ok(Message::Ping(_) | Message::Pong(_))) => {}
-                    Some(Ok(Message::Close(_))) | None => break Closed::Gone,
-                    Some(Err(error)) => {
-                        tracing::debug!(%error, "channel read failed");
-                        break Closed::Unreadable;
                     }
                 }
-            }
+                Some(Ok(Message::Binary(_))) => break Closed::Binary,
+                // Browsers send no pings; a ping does not keep an idle channel open.
+                Some(Ok(Message::Ping(_) | Message::Pong(_))) => {}
+                Some(Ok(Message::Close(_))) | None => break Closed::Gone,
+                Some(Err(error)) => {
+                    tracing::debug!(%error, "channel read failed");
+                    break Closed::Unreadable;
+                }
+            },
             () = tokio::time::sleep_until(quiet_until), if running.is_empty() => break Closed::Idle,
         }
     };
-    // Operations still running are dropped with the channel, as a closed connection drops its
-    // request: a claim that has not yet run claims nothing.
+    if let Closed::Shutdown = closed {
+        // As a connection's request in flight: what runs finishes (a waiting claim answers at
+        // once at shutdown) and is answered, within the relay's shutdown deadline.
+        while let Some(answer) = running.next().await {
+            if send(&mut sink, &answer).await.is_err() {
+                return;
+            }
+        }
+    }
+    // Otherwise what still runs is dropped with the channel, as a closed connection drops its
+    // request: a claim waiting for a call claims nothing.
     drop(running);
     let (code, reason) = match closed {
         Closed::Gone => return,
@@ -180,8 +195,78 @@ async fn serve(socket: WebSocket, state: AppState, bearer: Bearer) {
     let _ = sink.send(Message::Close(Some(frame))).await;
 }
 
+async fn send(
+    sink: &mut futures_util::stream::SplitSink<WebSocket, Message>,
+    answer: &ChannelAnswer,
+) -> Result<(), axum::Error> {
+    let text = serde_json::to_string(answer).expect("answers serialise");
+    sink.send(Message::Text(text.into())).await
+}
+
+/// Lets a message in, as a request is let in over HTTP: charged to the token's and owner's
+/// rates before anything else (a malformed message too), refused with 503 `busy` past
+/// [`MAX_IN_FLIGHT`] or when a large message finds no place under `max_large_bodies_in_flight`
+/// (held until its operation ends), then parsed.
+fn admit(
+    state: &AppState,
+    bearer: &Bearer,
+    text: &str,
+    in_flight: usize,
+) -> Result<(ChannelRequest, Option<OwnedSemaphorePermit>), ChannelAnswer> {
+    let id = leading_id(text);
+    charge(state, bearer).map_err(|error| refusal(id, error))?;
+    if in_flight >= MAX_IN_FLIGHT {
+        return Err(refusal(
+            id,
+            ApiError::busy("This channel runs as many operations as it may at once; retry."),
+        ));
+    }
+    let place = state.large_bodies.admit_len(text.len()).ok_or_else(|| {
+        refusal(
+            id,
+            ApiError::busy("The relay is taking as many large bodies as it may at once; retry."),
+        )
+    })?;
+    let request = serde_json::from_str(text).map_err(|error| {
+        refusal(
+            id,
+            ApiError::new(
+                ErrorCode::BadRequest,
+                format!(
+                    "The message is not a channel request: {}",
+                    super::error::bounded(&error.to_string())
+                ),
+            ),
+        )
+    })?;
+    Ok((request, place))
+}
+
+/// The id a message starts with (`{"id": 7, …`, as every request is written), without parsing
+/// the rest; 0 when it does not start so.
+fn leading_id(text: &str) -> u32 {
+    let digits = text
+        .trim_start()
+        .strip_prefix('{')
+        .map(str::trim_start)
+        .and_then(|rest| rest.strip_prefix("\"id\""))
+        .map(str::trim_start)
+        .and_then(|rest| rest.strip_prefix(':'))
+        .map(str::trim_start)
+        .unwrap_or_default();
+    let end = digits
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(digits.len());
+    digits[..end].parse().unwrap_or(0)
+}
+
 /// Runs one operation and answers it as HTTP would.
-async fn run(state: AppState, bearer: Bearer, request: ChannelRequest) -> ChannelAnswer {
+async fn run(
+    state: AppState,
+    bearer: Bearer,
+    request: ChannelRequest,
+    _place: Option<OwnedSemaphorePermit>,
+) -> ChannelAnswer {
     let started = std::time::Instant::now();
     let route = match request.op {
         ChannelOp::Claim { .. } => "/v1/channel claim",
@@ -210,7 +295,6 @@ async fn run(state: AppState, bearer: Bearer, request: ChannelRequest) -> Channe
 }
 
 async fn perform(state: &AppState, bearer: Bearer, op: ChannelOp) -> ApiResult<(u16, Value)> {
-    charge(state, &bearer)?;
     match op {
         ChannelOp::Claim {
             session_id,
@@ -247,23 +331,4 @@ fn refusal(id: u32, error: ApiError) -> ChannelAnswer {
         retry_after_s: error.retry_after_s(),
         body: serde_json::to_value(error.into_body()).expect("answers serialise"),
     }
-}
-
-/// The answer to a message that is not a request: 400, with the id if one can be read.
-fn unreadable(text: &str, error: &serde_json::Error) -> ChannelAnswer {
-    let id = serde_json::from_str::<Value>(text)
-        .ok()
-        .and_then(|value| value.get("id")?.as_u64())
-        .and_then(|id| u32::try_from(id).ok())
-        .unwrap_or(0);
-    refusal(
-        id,
-        ApiError::new(
-            ErrorCode::BadRequest,
-            format!(
-                "The message is not a channel request: {}",
-                super::error::bounded(&error.to_string())
-            ),
-        ),
-    )
 }

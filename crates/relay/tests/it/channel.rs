@@ -425,7 +425,7 @@ async fn a_claim_dropped_with_its_channel_claims_nothing() {
 }
 
 #[tokio::test]
-async fn shutdown_closes_open_channels_at_once() {
+async fn shutdown_answers_what_runs_then_closes_the_channel() {
     let relay = Relay::sqlite().await;
     let p = pairing(&relay, "alice").await;
     let mut channel = open(&relay, &p.owner).await;
@@ -436,10 +436,172 @@ async fn shutdown_closes_open_channels_at_once() {
     .await;
     relay.wait_for_waiters(1).await;
     let stopping = tokio::spawn(relay.stop());
-    // The waiting claim is dropped with the channel, which says why it closed.
+    // As a request in flight: the waiting claim answers at once, then the channel says why it
+    // closes.
+    let answer = next(&mut channel).await.unwrap();
+    assert_eq!(
+        (answer["id"].as_u64(), answer["status"].as_u64()),
+        (Some(1), Some(200))
+    );
+    assert_eq!(answer["body"]["calls"], json!([]));
     assert_eq!(next(&mut channel).await, Err(Some(CloseCode::Away)));
     tokio::time::timeout(HANG_GUARD, stopping)
         .await
         .expect("the relay stopped")
         .unwrap();
+}
+
+#[tokio::test]
+async fn a_busy_channel_refuses_more_and_a_close_drops_all_it_runs() {
+    let relay = Relay::start(TestDb::sqlite(), |config| {
+        config.limits.fallback_poll_ms = 600_000;
+    })
+    .await;
+    let p = pairing(&relay, "alice").await;
+    let mut channel = open(&relay, &p.owner).await;
+    for id in 1..=8 {
+        send(
+            &mut channel,
+            json!({"id": id, "op": "claim", "session_id": p.session, "wait_ms": 20_000, "max": 1}),
+        )
+        .await;
+    }
+    relay.wait_for_waiters(8).await;
+    send(
+        &mut channel,
+        json!({"id": 9, "op": "claim", "session_id": p.session, "max": 1}),
+    )
+    .await;
+    let refused = next(&mut channel).await.unwrap();
+    assert_eq!(
+        (
+            refused["id"].as_u64(),
+            refused["status"].as_u64(),
+            refused["body"]["error"]["code"].as_str()
+        ),
+        (Some(9), Some(503), Some("busy")),
+        "{refused}"
+    );
+    // Closed with eight claims waiting: every one is dropped, and claims nothing.
+    channel.close(None).await.unwrap();
+    tokio::time::timeout(HANG_GUARD, async {
+        relay.wait_for_metric("sealpost_channels_open", 0.0).await;
+        relay
+            .wait_for_metric("sealpost_longpoll_waiters", 0.0)
+            .await;
+    })
+    .await
+    .expect("the channel and its claims were dropped");
+    let call = relay
+        .post_call(&p.mcp, p.session, b"after the tab left")
+        .await;
+    let claimed = relay
+        .client_as(&p.owner)
+        .claim(p.session, 1, 0)
+        .await
+        .unwrap();
+    assert_eq!(claimed.calls.len(), 1, "the call was still pending");
+    assert_eq!(claimed.calls[0].call_id, call);
+}
+
+#[tokio::test]
+async fn every_message_is_charged_to_the_rates_malformed_or_not() {
+    let relay = Relay::start(TestDb::sqlite(), |config| {
+        config.limits.rate_per_token_per_s = 1;
+        config.limits.rate_burst_per_token = 5;
+    })
+    .await;
+    // A fresh sign-in: its only charge so far is the channel's opening.
+    let (_, owner) = relay.owner("alice").await;
+    let mut channel = open(&relay, &owner).await;
+    let mut statuses = Vec::new();
+    for id in 1..=8 {
+        socket_text(
+            &mut channel,
+            &format!(r#"{{"id": {id}, "op": "nonsense"}}"#),
+        )
+        .await;
+        let answer = next(&mut channel).await.unwrap();
+        assert_eq!(answer["id"].as_u64(), Some(id));
+        statuses.push(answer["status"].as_u64().unwrap());
+    }
+    assert_eq!(
+        statuses.iter().filter(|s| **s == 400).count(),
+        4,
+        "{statuses:?}"
+    );
+    assert_eq!(
+        statuses.iter().filter(|s| **s == 429).count(),
+        4,
+        "{statuses:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_large_reply_on_the_channel_takes_a_place_among_large_bodies() {
+    let relay = Relay::start(TestDb::sqlite(), |config| {
+        config.limits.large_body_bytes = 1024;
+        config.limits.max_large_bodies_in_flight = 0;
+    })
+    .await;
+    let p = pairing(&relay, "alice").await;
+    let call = relay.post_call(&p.mcp, p.session, b"call").await;
+    relay
+        .client_as(&p.owner)
+        .claim(p.session, 1, 0)
+        .await
+        .unwrap();
+    let mut channel = open(&relay, &p.owner).await;
+    send(
+        &mut channel,
+        json!({"id": 1, "op": "reply", "call_id": call, "envelope": b64(&[1u8; 4096])}),
+    )
+    .await;
+    let refused = next(&mut channel).await.unwrap();
+    assert_eq!(
+        (
+            refused["status"].as_u64(),
+            refused["body"]["error"]["code"].as_str()
+        ),
+        (Some(503), Some("busy")),
+        "{refused}"
+    );
+    send(
+        &mut channel,
+        json!({"id": 2, "op": "reply", "call_id": call, "envelope": b64(b"small")}),
+    )
+    .await;
+    assert_eq!(next(&mut channel).await.unwrap()["status"], 204);
+}
+
+#[tokio::test]
+async fn binary_messages_and_idleness_close_the_channel() {
+    let relay = Relay::start(TestDb::sqlite(), |config| {
+        config.limits.max_wait_ms = 300;
+    })
+    .await;
+    let p = pairing(&relay, "alice").await;
+    let mut channel = open(&relay, &p.owner).await;
+    channel
+        .send(Message::Binary(vec![1, 2, 3].into()))
+        .await
+        .unwrap();
+    assert_eq!(next(&mut channel).await, Err(Some(CloseCode::Unsupported)));
+
+    // Idle for twice the longest wait (600 ms here): pings do not keep it open.
+    let mut channel = open(&relay, &p.owner).await;
+    let pinging = async {
+        loop {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            if channel
+                .send(Message::Ping(Vec::new().into()))
+                .await
+                .is_err()
+            {
+                break;
+            }
+        }
+    };
+    let _ = tokio::time::timeout(Duration::from_millis(1_500), pinging).await;
+    assert_eq!(next(&mut channel).await, Err(Some(CloseCode::Normal)));
 }
