@@ -13,10 +13,10 @@ use std::rc::Rc;
 
 use futures_util::future::{Either, select};
 use js_sys::{Function, Promise};
+use sealpost_protocol::api::ClaimResponse;
 use sealpost_protocol::api::channel::{
     CHANNEL_BEARER_PREFIX, CHANNEL_PATH, CHANNEL_PROTOCOL, ChannelAnswer, ChannelOp, ChannelRequest,
 };
-use sealpost_protocol::api::{ClaimResponse, ErrorBody};
 use sealpost_protocol::content::CancelReason;
 use sealpost_protocol::ids::{Base64Bytes, Id16};
 use wasm_bindgen::prelude::*;
@@ -24,7 +24,7 @@ use wasm_bindgen_futures::JsFuture;
 use web_sys::{MessageEvent, WebSocket};
 
 use crate::host_tool::sleep;
-use crate::relay::RelayError;
+use crate::relay::{RelayError, refused};
 
 /// How long opening may take before the loop uses HTTP instead.
 const OPEN_TIMEOUT_MS: u32 = 5_000;
@@ -213,13 +213,10 @@ impl Channel {
         if (200..300).contains(&answer.status) {
             return Ok(answer.body);
         }
-        let code = serde_json::from_value::<ErrorBody>(answer.body)
-            .map(|body| body.error.code.as_str().to_owned())
-            .unwrap_or_else(|_| "unknown".into());
-        Err(RelayError::Status {
-            status: answer.status,
-            code,
-        })
+        Err(refused(
+            answer.status,
+            serde_json::from_value(answer.body).ok(),
+        ))
     }
 
     /// Claims up to `max` calls, waiting up to `wait_ms` for the first.

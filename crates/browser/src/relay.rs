@@ -252,8 +252,14 @@ impl Relay {
 }
 
 fn refusal(status: u16, text: &str) -> RelayError {
-    let code = serde_json::from_str::<ErrorBody>(text)
-        .map(|body| body.error.code.as_str().to_owned())
-        .unwrap_or_else(|_| "unknown".into());
+    refused(status, serde_json::from_str(text).ok())
+}
+
+/// The relay's refusal with `status` and its error body, if it sent one that reads.
+pub(crate) fn refused(status: u16, body: Option<ErrorBody>) -> RelayError {
+    let code = body.map_or_else(
+        || "unknown".into(),
+        |body| body.error.code.as_str().to_owned(),
+    );
     RelayError::Status { status, code }
 }

@@ -62,17 +62,6 @@ pub enum ChannelOp {
     },
 }
 
-impl ChannelOp {
-    /// The operation's name, for logs and metrics.
-    pub fn name(&self) -> &'static str {
-        match self {
-            Self::Claim { .. } => "claim",
-            Self::Reply { .. } => "reply",
-            Self::Cancel { .. } => "cancel",
-        }
-    }
-}
-
 /// The answer to one [`ChannelRequest`]: the HTTP status the same request would have got, and
 /// its body (a [`crate::api::ClaimResponse`], `null` for 204, or an
 /// [`crate::api::ErrorBody`]). A request that could not be read at all is answered with id 0.

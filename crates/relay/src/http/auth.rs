@@ -209,12 +209,17 @@ pub(crate) fn charge(state: &AppState, bearer: &Bearer) -> ApiResult<()> {
 /// The bearer token's JWT, verified: HS256 signature, issuer, audience, expiry.
 fn verify(parts: &Parts, state: &AppState) -> ApiResult<Verified> {
     let token = bearer(&parts.headers).ok_or_else(ApiError::unauthorized)?;
+    signed_bearer(state, token).map(Verified)
+}
+
+/// The token a JWT the relay signed describes (signature, issuer, audience, expiry checked);
+/// 401 otherwise. Its row is not read.
+fn signed_bearer(state: &AppState, token: &str) -> ApiResult<Bearer> {
     let claims = state
         .keys
         .verify(token)
         .ok_or_else(ApiError::unauthorized)?;
-    let bearer = bearer_of(&claims).ok_or_else(ApiError::unauthorized)?;
-    Ok(Verified(bearer))
+    bearer_of(&claims).ok_or_else(ApiError::unauthorized)
 }
 
 /// The token of an `Authorization: Bearer …` header. The scheme is matched without regard to
@@ -274,8 +279,8 @@ pub(crate) async fn forget_dead_tokens(
     if response.status() == StatusCode::UNAUTHORIZED
         && let Some(presented) = presented
     {
-        let signed = bearer_in(&presented).and_then(|token| state.keys.verify(token));
-        if let Some(bearer) = signed.as_ref().and_then(bearer_of) {
+        let signed = bearer_in(&presented).and_then(|token| signed_bearer(&state, token).ok());
+        if let Some(bearer) = signed {
             state.rate.forget_token(bearer.token_id);
         }
     }
@@ -295,20 +300,11 @@ pub(crate) async fn channel_owner<'a>(
         .filter_map(|value| value.to_str().ok())
         .find_map(|protocol| protocol.trim().strip_prefix(CHANNEL_BEARER_PREFIX))
         .ok_or_else(ApiError::unauthorized)?;
-    let claims = state
-        .keys
-        .verify(token)
-        .ok_or_else(ApiError::unauthorized)?;
-    let bearer = bearer_of(&claims).ok_or_else(ApiError::unauthorized)?;
+    let bearer = signed_bearer(state, token)?;
     live_row(state, &bearer).await?;
     require_owner(bearer.kind)?;
     charge(state, &bearer)?;
     Ok(bearer)
-}
-
-/// The bearer's row, if it is live and agrees with the claims; else 401.
-pub(crate) async fn require_live_bearer(state: &AppState, bearer: &Bearer) -> ApiResult<()> {
-    live_row(state, bearer).await.map(drop)
 }
 
 /// The bearer's row, if it is live and agrees with the claims; else 401.

@@ -32,7 +32,7 @@ use serde_json::Value;
 use tokio::sync::OwnedSemaphorePermit;
 use tokio::time::Instant;
 
-use super::auth::{channel_owner, charge, require_live_bearer};
+use super::auth::{Verified, channel_owner, charge};
 use super::calls::{cancel_call, claim_calls, store_reply};
 use super::error::{ApiError, ApiResult};
 use super::state::AppState;
@@ -49,7 +49,7 @@ pub(crate) const MAX_IN_FLIGHT: usize = 8;
     tag = "calls",
     security(("bearer" = [])),
     responses(
-        (status = 101, description = "The session channel is open: a WebSocket speaking `sealpost.v1` (docs/PROTOCOL.md, \"The session channel\")."),
+        (status = 101, description = "The session channel is open: a WebSocket speaking `sealpost.v1` (docs/RELAY.md, \"The session channel\")."),
         (status = 400, description = "`bad_request`: not a WebSocket upgrade, or `sealpost.v1` not offered.", body = ErrorBody),
         (status = 401, description = "`unauthorized`", body = ErrorBody),
         (status = 403, description = "`wrong_token_kind`: an MCP token.", body = ErrorBody),
@@ -313,7 +313,7 @@ async fn perform(state: &AppState, bearer: Bearer, op: ChannelOp) -> ApiResult<(
         }
         ChannelOp::Cancel { call_id, reason } => {
             // The store's cancel does not check the token: read its row first, as HTTP does.
-            require_live_bearer(state, &bearer).await?;
+            Verified(bearer).require_live(state).await?;
             let scope = Scope {
                 owner_id: bearer.owner_id,
                 pair_id: None,

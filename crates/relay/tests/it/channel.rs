@@ -14,7 +14,7 @@ use tokio_tungstenite::tungstenite::http::HeaderValue;
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tokio_tungstenite::tungstenite::{self, Message};
 
-use sealpost_testkit::{Relay, TestDb, b64, id, pairing, unb64};
+use sealpost_testkit::{Pairing, Relay, TestDb, b64, id, pairing, unb64};
 
 /// Answers come in milliseconds; waiting this long means one never came (a hang guard).
 const HANG_GUARD: Duration = Duration::from_secs(10);
@@ -384,6 +384,30 @@ async fn a_relay_can_offer_no_channel() {
     );
 }
 
+/// Closes `channel` with claims waiting on it and checks they were all dropped unclaimed: a
+/// call posted after is still pending, for the next claim to take.
+async fn close_and_check_nothing_was_claimed(relay: &Relay, p: &Pairing, mut channel: Socket) {
+    channel.close(None).await.unwrap();
+    tokio::time::timeout(HANG_GUARD, async {
+        relay.wait_for_metric("sealpost_channels_open", 0.0).await;
+        relay
+            .wait_for_metric("sealpost_longpoll_waiters", 0.0)
+            .await;
+    })
+    .await
+    .expect("the channel and its claims were dropped");
+    let call = relay
+        .post_call(&p.mcp, p.session, b"after the tab left")
+        .await;
+    let claimed = relay
+        .client_as(&p.owner)
+        .claim(p.session, 1, 0)
+        .await
+        .unwrap();
+    assert_eq!(claimed.calls.len(), 1, "the call was still pending");
+    assert_eq!(claimed.calls[0].call_id, call);
+}
+
 #[tokio::test]
 async fn a_claim_dropped_with_its_channel_claims_nothing() {
     let relay = Relay::start(TestDb::sqlite(), |config| {
@@ -398,30 +422,7 @@ async fn a_claim_dropped_with_its_channel_claims_nothing() {
     )
     .await;
     relay.wait_for_waiters(1).await;
-    channel.close(None).await.unwrap();
-    tokio::time::timeout(HANG_GUARD, async {
-        relay.wait_for_metric("sealpost_channels_open", 0.0).await;
-        relay
-            .wait_for_metric("sealpost_longpoll_waiters", 0.0)
-            .await;
-    })
-    .await
-    .expect("the channel and its claim were dropped");
-    let call = relay
-        .post_call(&p.mcp, p.session, b"after the tab left")
-        .await;
-    let claimed = relay
-        .client_as(&p.owner)
-        .claim(p.session, 1, 0)
-        .await
-        .unwrap();
-    let state = relay.client_as(&p.mcp).read_call(call, 0).await.unwrap();
-    assert_eq!(
-        claimed.calls.len(),
-        1,
-        "the call was still pending: {state:?}"
-    );
-    assert_eq!(claimed.calls[0].call_id, call);
+    close_and_check_nothing_was_claimed(&relay, &p, channel).await;
 }
 
 #[tokio::test]
@@ -483,25 +484,7 @@ async fn a_busy_channel_refuses_more_and_a_close_drops_all_it_runs() {
         "{refused}"
     );
     // Closed with eight claims waiting: every one is dropped, and claims nothing.
-    channel.close(None).await.unwrap();
-    tokio::time::timeout(HANG_GUARD, async {
-        relay.wait_for_metric("sealpost_channels_open", 0.0).await;
-        relay
-            .wait_for_metric("sealpost_longpoll_waiters", 0.0)
-            .await;
-    })
-    .await
-    .expect("the channel and its claims were dropped");
-    let call = relay
-        .post_call(&p.mcp, p.session, b"after the tab left")
-        .await;
-    let claimed = relay
-        .client_as(&p.owner)
-        .claim(p.session, 1, 0)
-        .await
-        .unwrap();
-    assert_eq!(claimed.calls.len(), 1, "the call was still pending");
-    assert_eq!(claimed.calls[0].call_id, call);
+    close_and_check_nothing_was_claimed(&relay, &p, channel).await;
 }
 
 #[tokio::test]

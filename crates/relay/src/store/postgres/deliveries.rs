@@ -38,13 +38,9 @@ impl Deliveries {
         Self { unwritten, kick }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashSet<(Id16, Id16)>> {
-        self.unwritten.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
     /// Marks the call delivered; `true` if this is the first mark (the read says `answered`).
     pub(super) fn mark(&self, owner_id: Id16, call_id: Id16) -> bool {
-        let first = self.lock().insert((owner_id, call_id));
+        let first = lock(&self.unwritten).insert((owner_id, call_id));
         if first {
             // A kick already queued covers this mark too.
             let _ = self.kick.try_send(());
@@ -54,26 +50,25 @@ impl Deliveries {
 
     /// Whether a read marked the call and the mark is not written yet.
     pub(super) fn is_marked(&self, owner_id: Id16, call_id: Id16) -> bool {
-        self.lock().contains(&(owner_id, call_id))
+        lock(&self.unwritten).contains(&(owner_id, call_id))
     }
+}
+
+fn lock(marks: &Marks) -> std::sync::MutexGuard<'_, HashSet<(Id16, Id16)>> {
+    marks.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 async fn write_marks(pool: PgPool, unwritten: Marks, mut kicks: mpsc::Receiver<()>) {
     while kicks.recv().await.is_some() {
         tokio::time::sleep(GATHER).await;
-        let marks: Vec<(Id16, Id16)> = unwritten
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .iter()
-            .copied()
-            .collect();
+        let marks: Vec<(Id16, Id16)> = lock(&unwritten).iter().copied().collect();
         for chunk in marks.chunks(MARKS_PER_STATEMENT) {
             if let Err(error) = write(&pool, chunk).await {
                 // The calls stay `answered`, which reads the same.
                 tracing::warn!(error = %ErrorChain(&error), marks = chunk.len(), "could not mark calls delivered");
             }
             // Forgotten only once written (or given up): until then reads find them here.
-            let mut unwritten = unwritten.lock().unwrap_or_else(|e| e.into_inner());
+            let mut unwritten = lock(&unwritten);
             for mark in chunk {
                 unwritten.remove(mark);
             }
