@@ -4,8 +4,9 @@
 //! in a single statement. Post, claim, reply and read are each one statement in its own
 //! implicit transaction, the bearer's token row checked inside it, so a call costs four round
 //! trips and three durable commits; the wake-ups for other replicas follow the commit
-//! (`wakeups`). Only when a statement finds nothing to do does a second look
-//! say why (the cold path).
+//! (`wakeups`). Under load, `batch` runs many of them as one grouped statement and falls back
+//! to these for what a group did not complete. Only when a statement finds nothing to do does
+//! a second look say why (the cold path).
 
 use sealpost_protocol::api::CallState;
 use sealpost_protocol::content::CancelReason;
@@ -16,7 +17,6 @@ use sqlx::postgres::{PgArguments, PgPool};
 
 use super::sessions::cancel_open_calls;
 use super::{Notifier, notify, require_live};
-use crate::store::hot_path::SeenThrottle;
 use crate::store::rows::{self, Columns};
 use crate::store::sql;
 use crate::store::{
@@ -128,14 +128,13 @@ const CLAIM_CALLS: &str = concat!(
 
 pub(super) async fn claim_calls(
     pool: &PgPool,
-    seen: &SeenThrottle,
     bearer: &Bearer,
     session_id: Id16,
     now: UnixMillis,
     max: u32,
     lease_ms: u64,
+    write_seen: bool,
 ) -> StoreResult<Vec<ClaimedRow>> {
-    let write_seen = seen.due(bearer.owner_id, session_id, now);
     let rows = with_bearer(CLAIM_CALLS, bearer, now)
         .bind(b(session_id))
         .bind(i64::from(max))

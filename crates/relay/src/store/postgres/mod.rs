@@ -328,7 +328,12 @@ impl Store for PgStore {
         c: &NewCall,
         max_pending: Option<u32>,
     ) -> StoreResult<UnixMillis> {
-        self.batch.post(bearer, c.clone(), max_pending).await
+        let op = batch::PostOp {
+            bearer,
+            call: c.clone(),
+            max_pending,
+        };
+        self.batch.post(op).await
     }
 
     async fn claim_calls(
@@ -339,10 +344,22 @@ impl Store for PgStore {
         max: u32,
         lease_ms: u64,
     ) -> StoreResult<Vec<ClaimedRow>> {
-        calls::claim_calls(
-            &self.pool, &self.seen, &bearer, session_id, now, max, lease_ms,
-        )
-        .await
+        if self.seen.due(bearer.owner_id, session_id, now) {
+            // Never grouped: see `batch::claims`.
+            let write_seen = true;
+            return calls::claim_calls(
+                &self.pool, &bearer, session_id, now, max, lease_ms, write_seen,
+            )
+            .await;
+        }
+        let op = batch::ClaimOp {
+            bearer,
+            session_id,
+            now,
+            max,
+            lease_ms,
+        };
+        self.batch.claim(op).await
     }
 
     async fn reply_call(
@@ -352,7 +369,13 @@ impl Store for PgStore {
         reply: Vec<u8>,
         now: UnixMillis,
     ) -> StoreResult<()> {
-        let stored = self.batch.reply(bearer, call_id, reply, now).await;
+        let op = batch::ReplyOp {
+            bearer,
+            call_id,
+            reply,
+            now,
+        };
+        let stored = self.batch.reply(op).await;
         self.delivered_if_marked(stored, bearer.owner_id, call_id)
     }
 
@@ -373,7 +396,12 @@ impl Store for PgStore {
         call_id: Id16,
         now: UnixMillis,
     ) -> StoreResult<Option<CallView>> {
-        let mut view = calls::read_call(&self.pool, &bearer, call_id, now).await?;
+        let op = batch::ReadOp {
+            bearer,
+            call_id,
+            now,
+        };
+        let mut view = self.batch.read(op).await?;
         if let Some(view) = &mut view
             && view.state == CallState::Answered
             && !self.deliveries.mark(bearer.owner_id, call_id)

@@ -174,4 +174,5 @@ contract!(
     check_an_expired_token_changes_nothing,
     check_a_token_that_does_not_match_its_row_changes_nothing,
     check_operations_arriving_together_each_get_their_own_answer,
+    check_claims_and_reads_arriving_together_each_get_their_own_answer,
 );

@@ -154,3 +154,181 @@ async fn revoked(w: &World, pair: Option<Id16>) -> Bearer {
     );
     bearer
 }
+
+/// What each concurrent claim was.
+#[derive(Debug, Clone, Copy)]
+enum Claim {
+    /// Of the `n`th live session (each is claimed twice at once).
+    Session(usize),
+    EndedSession,
+    MissingSession,
+    /// Of the `n`th live session without calls, by a revoked token.
+    RevokedToken(usize),
+}
+
+/// What each concurrent read was.
+#[derive(Debug, Clone, Copy)]
+enum Read {
+    /// Of the `n`th session's first call, by its own pairing's token (each is read twice at
+    /// once).
+    Own(usize),
+    /// Of the `n`th session's third call, by the next session's pairing.
+    OtherPairing(usize),
+    Missing,
+    /// Of the `n`th session's second call, by a revoked token of its pairing.
+    RevokedToken(usize),
+}
+
+pub(super) async fn check_claims_and_reads_arriving_together_each_get_their_own_answer(
+    store: Arc<dyn Inspect>,
+) {
+    const SESSIONS: usize = 8;
+    const CALLS_EACH: usize = 3;
+    let w = Arc::new(world(store).await);
+    // Live sessions of their own pairings, each with its MCP token and three pending calls.
+    let (mut sessions, mut spare) = (Vec::new(), Vec::new());
+    for _ in 0..SESSIONS {
+        let (session, pair) = (id(), id());
+        let expiry = T0.saturating_add_ms(HOUR);
+        let s = new_session(w.owner, session, pair, expiry);
+        w.store.create_session(&s, 100).await.unwrap();
+        // A first claim now writes `claimer_seen_at`, so the claims below, within the
+        // second, need not: a backend may group them.
+        let first = w.store.claim_calls(w.tab, session, AT, 10, 30_000).await;
+        assert!(first.unwrap().is_empty());
+        let mcp = token(&*w.store, w.owner, Some(pair)).await;
+        let mut calls = Vec::new();
+        for _ in 0..CALLS_EACH {
+            let call = NewCall {
+                session_id: session,
+                ..w.call(id(), AT, HOUR)
+            };
+            w.store.post_call(mcp, &call, Some(100)).await.unwrap();
+            calls.push(call.call_id);
+        }
+        sessions.push((session, mcp, calls));
+        // And one without calls.
+        let s = new_session(w.owner, id(), id(), expiry);
+        w.store.create_session(&s, 100).await.unwrap();
+        let first = w
+            .store
+            .claim_calls(w.tab, s.session_id, AT, 10, 30_000)
+            .await;
+        assert!(first.unwrap().is_empty());
+        spare.push(s.session_id);
+    }
+    let ended = id();
+    let s = new_session(w.owner, ended, id(), T0.saturating_add_ms(HOUR));
+    w.store.create_session(&s, 100).await.unwrap();
+    w.store.end_session(w.owner, ended, AT).await.unwrap();
+    let revoked_tab = revoked(&w, None).await;
+
+    let mut claims: Vec<Claim> = (0..SESSIONS)
+        .flat_map(|n| [Claim::Session(n), Claim::Session(n), Claim::RevokedToken(n)])
+        .collect();
+    claims.extend([Claim::EndedSession, Claim::MissingSession]);
+    let (sessions, spare) = (Arc::new(sessions), Arc::new(spare));
+    let tasks: Vec<_> = claims
+        .into_iter()
+        .map(|claim| {
+            let (w, sessions, spare) = (w.clone(), sessions.clone(), spare.clone());
+            tokio::spawn(async move {
+                let (bearer, session) = match claim {
+                    Claim::Session(n) => (w.tab, sessions[n].0),
+                    Claim::EndedSession => (w.tab, ended),
+                    Claim::MissingSession => (w.tab, id()),
+                    Claim::RevokedToken(n) => (revoked_tab, spare[n]),
+                };
+                let at = AT.saturating_add_ms(1);
+                (
+                    claim,
+                    w.store.claim_calls(bearer, session, at, 2, 30_000).await,
+                )
+            })
+        })
+        .collect();
+    let mut claimed: HashMap<usize, Vec<Id16>> = HashMap::new();
+    for task in tasks {
+        match task.await.unwrap() {
+            (Claim::Session(n), Ok(rows)) => {
+                assert!(rows.len() <= 2, "a claim of at most 2 took {}", rows.len());
+                claimed
+                    .entry(n)
+                    .or_default()
+                    .extend(rows.iter().map(|r| r.call_id));
+            }
+            (Claim::EndedSession, Err(StoreError::SessionEnded)) => {}
+            (Claim::MissingSession, Err(StoreError::NotFound)) => {}
+            (Claim::RevokedToken(_), Err(StoreError::TokenNotLive)) => {}
+            (claim, other) => panic!("{claim:?}: {other:?}"),
+        }
+    }
+    for (n, (_, _, calls)) in sessions.iter().enumerate() {
+        let mut got = claimed.remove(&n).unwrap_or_default();
+        got.sort();
+        let mut want = calls.clone();
+        want.sort();
+        assert_eq!(
+            got, want,
+            "session {n}: each call claimed once, by its own session"
+        );
+    }
+
+    // Each call answered; then read together, by whom may and by whom may not.
+    for (n, (_, _, calls)) in sessions.iter().enumerate() {
+        for &call_id in calls {
+            let reply = vec![n as u8];
+            let at = AT.saturating_add_ms(2);
+            w.store.reply_call(w.tab, call_id, reply, at).await.unwrap();
+        }
+    }
+    let mut revoked_mcp = Vec::new();
+    for (_, mcp, _) in sessions.iter() {
+        revoked_mcp.push(revoked(&w, mcp.pair_id).await);
+    }
+    let revoked_mcp = Arc::new(revoked_mcp);
+    let mut reads = Vec::new();
+    for n in 0..SESSIONS {
+        reads.extend([
+            Read::Own(n),
+            Read::Own(n),
+            Read::OtherPairing(n),
+            Read::RevokedToken(n),
+        ]);
+    }
+    reads.push(Read::Missing);
+    let tasks: Vec<_> = reads
+        .into_iter()
+        .map(|read| {
+            let (w, sessions, revoked_mcp) = (w.clone(), sessions.clone(), revoked_mcp.clone());
+            tokio::spawn(async move {
+                let (bearer, call_id) = match read {
+                    Read::Own(n) => (sessions[n].1, sessions[n].2[0]),
+                    Read::OtherPairing(n) => (sessions[(n + 1) % SESSIONS].1, sessions[n].2[2]),
+                    Read::Missing => (w.mcp, id()),
+                    Read::RevokedToken(n) => (revoked_mcp[n], sessions[n].2[1]),
+                };
+                let at = AT.saturating_add_ms(3);
+                (read, w.store.read_call(bearer, call_id, at).await)
+            })
+        })
+        .collect();
+    let mut delivered = HashMap::new();
+    for task in tasks {
+        match task.await.unwrap() {
+            (Read::Own(n), Ok(Some(view))) => {
+                assert_eq!(view.reply, Some(vec![n as u8]), "call of session {n}");
+                assert!(
+                    matches!(view.state, CallState::Answered | CallState::Delivered),
+                    "{:?}",
+                    view.state
+                );
+                *delivered.entry(n).or_insert(0) += 1;
+            }
+            (Read::OtherPairing(_) | Read::Missing, Ok(None)) => {}
+            (Read::RevokedToken(_), Err(StoreError::TokenNotLive)) => {}
+            (read, other) => panic!("{read:?}: {other:?}"),
+        }
+    }
+    assert_eq!(delivered.len(), SESSIONS, "every call read: {delivered:?}");
+}

@@ -1,0 +1,72 @@
+//! Replies, grouped: one `UPDATE … FROM` over the group's rows.
+
+use std::collections::HashMap;
+
+use sealpost_protocol::ids::Id16;
+use sealpost_time::UnixMillis;
+use sqlx::postgres::PgPool;
+
+use super::{Grouped, Key, with_bearers};
+use crate::store::postgres::{Notifier, calls};
+use crate::store::rows::Columns;
+use crate::store::{Bearer, StoreResult, b};
+use crate::wake::Topic;
+
+/// A reply to a claimed call, by its bearer.
+pub(in crate::store::postgres) struct ReplyOp {
+    pub bearer: Bearer,
+    pub call_id: Id16,
+    pub reply: Vec<u8>,
+    pub now: UnixMillis,
+}
+
+/// Each row stored under the same conditions as `calls::REPLY_CALL`'s.
+const REPLY_GROUP: &str = concat!(
+    "WITH r AS (SELECT * FROM unnest(",
+    bearer_columns!(),
+    ", $6::bytea[], $7::bytea[]) \
+        AS r(token_id, owner_id, kind, pair_id, now, call_id, reply)), \
+     answered AS ( \
+        UPDATE calls c SET state = 'answered', reply = r.reply, envelope = NULL, answered_at = r.now \
+        FROM r WHERE c.owner_id = r.owner_id AND c.call_id = r.call_id AND c.state = 'claimed' \
+        AND c.lease_expires_at > r.now AND (r.pair_id IS NULL OR c.pair_id = r.pair_id) \
+        AND ",
+    token_live_r!(),
+    " RETURNING c.owner_id, c.call_id) \
+     SELECT owner_id, call_id FROM answered"
+);
+
+impl Grouped for ReplyOp {
+    type Output = ();
+
+    fn key(&self) -> Key {
+        (self.bearer.owner_id, self.call_id)
+    }
+
+    async fn alone(self, pool: &PgPool, notifier: &Notifier) -> StoreResult<()> {
+        calls::reply_call(
+            pool,
+            notifier,
+            &self.bearer,
+            self.call_id,
+            self.reply,
+            self.now,
+        )
+        .await
+    }
+
+    async fn group(pool: &PgPool, ops: &[Self]) -> StoreResult<HashMap<Key, ()>> {
+        let rows = with_bearers(REPLY_GROUP, ops.iter().map(|op| (&op.bearer, op.now)))
+            .bind(ops.iter().map(|op| b(op.call_id)).collect::<Vec<_>>())
+            .bind(ops.iter().map(|op| op.reply.clone()).collect::<Vec<_>>())
+            .fetch_all(pool)
+            .await?;
+        rows.iter()
+            .map(|row| Ok(((row.id("owner_id")?, row.id("call_id")?), ())))
+            .collect()
+    }
+
+    fn completed(&self, notifier: &Notifier) {
+        notifier.send(Topic::Call(self.bearer.owner_id, self.call_id));
+    }
+}
