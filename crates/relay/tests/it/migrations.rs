@@ -204,3 +204,34 @@ async fn a_postgres_database_from_the_previous_runner_upgrades_with_its_data() {
         .unwrap();
     assert_eq!(old, None, "the earlier bookkeeping is gone");
 }
+
+/// A reply and a delivery mark change only these columns of a call. While no index of `calls`
+/// covers one of them (not even in a partial index's WHERE), PostgreSQL can make those updates
+/// in place, without new index entries (HOT).
+const CHANGED_BY_REPLY_AND_MARK: [&str; 4] = ["state", "reply", "envelope", "answered_at"];
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_postgres_index_covers_what_a_reply_or_delivery_mark_changes() {
+    let Some(db) = TestDb::postgres().await else {
+        return;
+    };
+    store::open(&db.url).await.unwrap();
+    let mut conn = sqlx::PgConnection::connect(&db.url).await.unwrap();
+    let indexes: Vec<String> =
+        sqlx::query_scalar("SELECT indexdef FROM pg_indexes WHERE tablename = 'calls'")
+            .fetch_all(&mut conn)
+            .await
+            .unwrap();
+    assert!(indexes.len() >= 4, "{indexes:?}");
+    for column in CHANGED_BY_REPLY_AND_MARK {
+        let covering: Vec<String> = sqlx::query_scalar(
+            "SELECT indexdef FROM pg_indexes WHERE tablename = 'calls' \
+             AND indexdef ~ ('\\m' || $1 || '\\M')",
+        )
+        .bind(column)
+        .fetch_all(&mut conn)
+        .await
+        .unwrap();
+        assert!(covering.is_empty(), "`{column}` is indexed: {covering:?}");
+    }
+}

@@ -55,7 +55,8 @@ const POST_CALL: &str = concat!(
         WHERE s.owner_id = $2 AND s.session_id = $9 AND s.ended_at IS NULL AND s.expires_at > $5 \
         AND ($4::bytea IS NULL OR s.pair_id = $4) \
         AND ($10::bigint IS NULL OR (SELECT COUNT(*) FROM calls p WHERE p.owner_id = $2 \
-             AND p.session_id = $9 AND p.state = 'pending') < $10) \
+             AND p.session_id = $9 AND p.state = 'pending' AND p.lease_expires_at IS NULL) \
+             < $10) \
         AND ",
     token_live!(),
     " FOR SHARE OF s \
@@ -107,7 +108,10 @@ pub(super) async fn post_call(
 /// One statement whatever it finds: its first row says whether the token and the session are
 /// live, and carries a claimed call if there is one; every further row is another claimed
 /// call. SKIP LOCKED: concurrent claimers (on any replica) take disjoint rows instead of
-/// queueing; the outer UPDATE re-checks the state, so a row is claimed once.
+/// queueing; the outer UPDATE re-checks the state, so a row is claimed once. A pending call's
+/// lease is unset, so `lease_expires_at IS NULL` changes nothing but lets the planner use the
+/// pending index (keyed on it: migrations/postgres/0003); the post's count says it for the same
+/// reason.
 const CLAIM_CALLS: &str = concat!(
     "WITH live AS MATERIALIZED (SELECT ",
     token_live!(),
@@ -117,7 +121,8 @@ const CLAIM_CALLS: &str = concat!(
             WHERE $9 AND owner_id = $2 AND session_id = $6 AND (SELECT token AND session FROM live)), \
      picked AS (SELECT c.owner_id, c.call_id FROM calls c, live \
             WHERE live.token AND live.session \
-            AND c.owner_id = $2 AND c.session_id = $6 AND c.state = 'pending' AND c.expires_at > $5 \
+            AND c.owner_id = $2 AND c.session_id = $6 AND c.state = 'pending' \
+            AND c.lease_expires_at IS NULL AND c.expires_at > $5 \
             ORDER BY c.created_at LIMIT $7 FOR UPDATE OF c SKIP LOCKED), \
      claimed AS (UPDATE calls c SET state = 'claimed', lease_expires_at = LEAST($5 + $8, c.expires_at) \
             FROM picked WHERE c.owner_id = picked.owner_id AND c.call_id = picked.call_id \
@@ -258,7 +263,8 @@ pub(super) async fn cancel_call(
 ) -> StoreResult<()> {
     let mut tx = pool.begin().await?;
     let done = sqlx::query(
-        "UPDATE calls SET state = 'cancelled', cancel_reason = $4, envelope = NULL \
+        "UPDATE calls SET state = 'cancelled', cancel_reason = $4, envelope = NULL, \
+         lease_expires_at = COALESCE(lease_expires_at, expires_at) \
          WHERE owner_id = $1 AND call_id = $2 AND ($3::bytea IS NULL OR pair_id = $3) AND expires_at > $5 \
          AND (state = 'pending' OR (state = 'claimed' AND lease_expires_at > $5))",
     )
@@ -289,20 +295,42 @@ pub(super) async fn cancel_call(
     Err(StoreError::WrongState(rows::state_at(&row, now)?))
 }
 
+/// `$1` now, `$2` the lower bound of lease ends to look at: claims whose lease lapsed expire
+/// for good. The lease index covers every call that left `pending` (see
+/// migrations/postgres/0003), so the sweep reads only the lease ends since its last run.
+const SWEEP_EXPIRE_LAPSED_SINCE: &str = "UPDATE calls SET state = 'expired', envelope = NULL \
+     WHERE state = 'claimed' AND lease_expires_at <= $1 AND lease_expires_at > $2";
+
+/// How far before its last sweep the sweeper looks again for lapsed leases: a margin for
+/// clocks that step back and for replicas whose clocks differ. A lapsed claim the window
+/// misses still reads as expired (`effective_state`); its envelope then goes at the call's
+/// expiry instead of the lease's.
+const LAPSED_SWEEP_OVERLAP_MS: u64 = 10_000;
+
+/// `lapsed_since`: the `now` of this process's last sweep, if any (the first sweep reads
+/// every lease).
 pub(super) async fn sweep(
     pool: &PgPool,
     now: UnixMillis,
     grace_ms: u64,
+    lapsed_since: Option<UnixMillis>,
 ) -> StoreResult<SweepStats> {
     let mut tx = pool.begin().await?;
     let mut stats = SweepStats::default();
-    for statement in [sql::SWEEP_EXPIRE_PENDING, sql::SWEEP_EXPIRE_LAPSED] {
-        stats.expired_calls += sqlx::query(statement)
-            .bind(time_to_sql(now))
-            .execute(&mut *tx)
-            .await?
-            .rows_affected();
-    }
+    stats.expired_calls += sqlx::query(sql::SWEEP_EXPIRE_PENDING)
+        .bind(time_to_sql(now))
+        .execute(&mut *tx)
+        .await?
+        .rows_affected();
+    let since = lapsed_since.map_or(i64::MIN, |last| {
+        time_to_sql(last.saturating_sub_ms(LAPSED_SWEEP_OVERLAP_MS))
+    });
+    stats.expired_calls += sqlx::query(SWEEP_EXPIRE_LAPSED_SINCE)
+        .bind(time_to_sql(now))
+        .bind(since)
+        .execute(&mut *tx)
+        .await?
+        .rows_affected();
     stats.cleared_replies = sqlx::query(sql::SWEEP_CLEAR_BYTES)
         .bind(time_to_sql(now))
         .execute(&mut *tx)

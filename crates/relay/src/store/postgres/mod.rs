@@ -80,6 +80,8 @@ pub struct PgStore {
     plugin_seen: Arc<SeenThrottle>,
     batch: batch::Batcher,
     deliveries: deliveries::Deliveries,
+    /// The `now` of this process's last sweep (`calls::sweep` reads lease ends since then).
+    last_sweep: Arc<std::sync::Mutex<Option<UnixMillis>>>,
 }
 
 impl PgStore {
@@ -107,6 +109,7 @@ impl PgStore {
             pool,
             seen: Arc::default(),
             plugin_seen: Arc::default(),
+            last_sweep: Arc::default(),
         })
     }
 }
@@ -412,7 +415,10 @@ impl Store for PgStore {
     }
 
     async fn sweep(&self, now: UnixMillis, grace_ms: u64) -> StoreResult<SweepStats> {
-        calls::sweep(&self.pool, now, grace_ms).await
+        let since = *self.last_sweep.lock().expect("sweep lock");
+        let stats = calls::sweep(&self.pool, now, grace_ms, since).await?;
+        *self.last_sweep.lock().expect("sweep lock") = Some(now);
+        Ok(stats)
     }
 
     async fn count_calls_by_state(&self) -> StoreResult<Vec<(CallState, i64)>> {

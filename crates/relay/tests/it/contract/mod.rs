@@ -163,6 +163,7 @@ contract!(
     check_a_negative_stored_expiry_reads_as_the_epoch_so_expired,
     check_sweeper_drops_bytes_then_rows,
     check_the_sweeper_ends_expired_sessions_and_names_them,
+    check_every_sweep_expires_the_claims_whose_lease_lapsed_since,
     check_ending_a_session_cancels_only_open_calls,
     check_the_plugin_lookup_is_recorded_once_a_second_on_live_sessions,
     check_posts_racing_a_session_end_leave_no_call_pending,

@@ -99,3 +99,44 @@ pub(super) async fn check_the_sweeper_ends_expired_sessions_and_names_them(
         .unwrap();
     assert!(again.ended.sessions.is_empty(), "a session ends once");
 }
+
+pub(super) async fn check_every_sweep_expires_the_claims_whose_lease_lapsed_since(
+    store: Arc<dyn Inspect>,
+) {
+    let w = world(store).await;
+    let swept = |at: u64| {
+        let store = w.store.clone();
+        async move {
+            let stats = store.sweep(T0.saturating_add_ms(at), HOUR).await.unwrap();
+            stats.expired_calls
+        }
+    };
+    assert_eq!(swept(1).await, 0, "a first sweep, with nothing to do");
+    // Two claims, leased until 1,002 and 3,002.
+    let (early, late) = (w.post(T0, 60_000).await, w.post(T0, 60_000).await);
+    for (at, lease) in [(2, 1_000), (2, 3_000)] {
+        let got = w
+            .store
+            .claim_calls(w.tab, w.session, T0.saturating_add_ms(at), 1, lease)
+            .await
+            .unwrap();
+        assert_eq!(got.len(), 1);
+    }
+    let envelope_held = |call| {
+        let store = w.store.clone();
+        async move {
+            let held = store.held_bytes(w.owner, call).await.unwrap().unwrap();
+            held.envelope
+        }
+    };
+    assert_eq!(swept(500).await, 0, "no lease has lapsed");
+    assert_eq!(swept(2_000).await, 1, "the first lease lapsed");
+    assert!(!envelope_held(early).await && envelope_held(late).await);
+    assert_eq!(swept(4_000).await, 1, "the second lease lapsed since");
+    assert!(
+        !envelope_held(late).await,
+        "a lapsed claim keeps no envelope"
+    );
+    let expired = w.store.count_calls_by_state().await.unwrap();
+    assert!(expired.contains(&(CallState::Expired, 2)), "{expired:?}");
+}

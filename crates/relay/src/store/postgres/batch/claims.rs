@@ -40,7 +40,8 @@ const CLAIM_GROUP: &str = concat!(
      picked AS (SELECT p.owner_id, p.call_id, l.now, l.lease FROM live l CROSS JOIN LATERAL \
             (SELECT c.owner_id, c.call_id FROM calls c WHERE l.token AND l.session \
              AND c.owner_id = l.owner_id AND c.session_id = l.session_id AND c.state = 'pending' \
-             AND c.expires_at > l.now ORDER BY c.created_at LIMIT l.max FOR UPDATE OF c SKIP LOCKED) p), \
+             AND c.lease_expires_at IS NULL AND c.expires_at > l.now \
+             ORDER BY c.created_at LIMIT l.max FOR UPDATE OF c SKIP LOCKED) p), \
      claimed AS (UPDATE calls c SET state = 'claimed', \
             lease_expires_at = LEAST(picked.now + picked.lease, c.expires_at) \
             FROM picked WHERE c.owner_id = picked.owner_id AND c.call_id = picked.call_id \

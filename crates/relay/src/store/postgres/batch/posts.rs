@@ -33,7 +33,8 @@ const POST_GROUP: &str = concat!(
         WHERE s.ended_at IS NULL AND s.expires_at > r.now \
         AND (r.pair_id IS NULL OR s.pair_id = r.pair_id) \
         AND (r.max_pending IS NULL OR (SELECT COUNT(*) FROM calls p WHERE p.owner_id = r.owner_id \
-             AND p.session_id = r.session_id AND p.state = 'pending') < r.max_pending) \
+             AND p.session_id = r.session_id AND p.state = 'pending' AND p.lease_expires_at IS NULL) \
+             < r.max_pending) \
         AND ",
     token_live_r!(),
     " FOR SHARE OF s \
