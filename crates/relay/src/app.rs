@@ -213,7 +213,7 @@ async fn sweeper(state: AppState) {
                 stats.ended.wake(&state.hub);
                 tracing::debug!(
                     expired_calls = stats.expired_calls,
-                    cleared_replies = stats.cleared_replies,
+                    cleared_calls = stats.cleared_calls,
                     deleted_calls = stats.deleted_calls,
                     ended_sessions = stats.ended_sessions,
                     deleted_sessions = stats.deleted_sessions,

@@ -63,12 +63,22 @@ impl TestDb {
     /// configured, unless `SEALPOST_SKIP_POSTGRES=1` (then reports the skip and returns `None`).
     pub async fn postgres() -> Option<Self> {
         let admin_url = postgres_admin_url()?;
+        Some(Self::postgres_on(&admin_url, "relay_test").await)
+    }
+
+    /// A new, empty database named `<prefix>_<random hex>` on the server `admin_url` names
+    /// (nobody drops it: the test cluster is thrown away whole).
+    pub async fn postgres_on(admin_url: &str, prefix: &str) -> Self {
         use sqlx::Connection;
-        let mut conn = sqlx::PgConnection::connect(&admin_url)
+        let mut conn = sqlx::PgConnection::connect(admin_url)
             .await
-            .expect("connect to SEALPOST_TEST_POSTGRES_URL");
-        let name = format!("relay_test_{}", hex_id());
-        // Safe: the name is made of hex digits and underscores.
+            .expect("connect to the PostgreSQL server");
+        assert!(
+            prefix.chars().all(|c| c.is_ascii_lowercase() || c == '_'),
+            "a database name prefix of lowercase letters and underscores: {prefix}"
+        );
+        let name = format!("{prefix}_{}", hex_id());
+        // Safe: the name is made of lowercase letters, hex digits and underscores.
         sqlx::raw_sql(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}")))
             .execute(&mut conn)
             .await
@@ -76,11 +86,11 @@ impl TestDb {
         let base = admin_url
             .rsplit_once('/')
             .map(|(base, _)| base)
-            .unwrap_or(&admin_url);
-        Some(TestDb {
+            .unwrap_or(admin_url);
+        TestDb {
             url: format!("{base}/{name}"),
             dir: None,
-        })
+        }
     }
 
     /// A database someone else made and removes (a benchmark's, another relay's).

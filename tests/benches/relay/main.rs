@@ -423,23 +423,9 @@ enum Databases {
 
 impl Databases {
     async fn fresh(&self) -> String {
-        let name = format!(
-            "sealpost_bench_{}",
-            id().to_string().to_lowercase().replace('-', "_")
-        );
         match self {
-            Databases::Sqlite(dir) => format!("sqlite://{}/{name}.db", dir.display()),
-            Databases::Postgres(url) => {
-                use sqlx::Connection;
-                let mut admin = sqlx::PgConnection::connect(url).await.unwrap();
-                // Safe: the name is made of an id's letters, digits and underscores.
-                sqlx::raw_sql(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}")))
-                    .execute(&mut admin)
-                    .await
-                    .unwrap();
-                let base = url.rsplit_once('/').map_or(url.as_str(), |(base, _)| base);
-                format!("{base}/{name}")
-            }
+            Databases::Sqlite(dir) => format!("sqlite://{}/bench-{}.db", dir.display(), id()),
+            Databases::Postgres(url) => TestDb::postgres_on(url, "sealpost_bench").await.url,
         }
     }
 }

@@ -294,7 +294,7 @@ pub struct SweepStats {
     /// Pending calls past their expiry and claimed calls past their lease, now expired.
     pub expired_calls: u64,
     /// Calls past their expiry whose remaining envelope or reply bytes were dropped.
-    pub cleared_replies: u64,
+    pub cleared_calls: u64,
     /// Call rows deleted, `grace_ms` after their expiry.
     pub deleted_calls: u64,
     /// Sessions that reached their expiry and ended.

@@ -331,7 +331,7 @@ pub(super) async fn sweep(
         .execute(&mut *tx)
         .await?
         .rows_affected();
-    stats.cleared_replies = sqlx::query(sql::SWEEP_CLEAR_BYTES)
+    stats.cleared_calls = sqlx::query(sql::SWEEP_CLEAR_BYTES)
         .bind(time_to_sql(now))
         .execute(&mut *tx)
         .await?

@@ -126,7 +126,7 @@ impl SqliteStore {
                         .await?
                         .rows_affected();
                 }
-                stats.cleared_replies = sqlx::query(sql::SWEEP_CLEAR_BYTES)
+                stats.cleared_calls = sqlx::query(sql::SWEEP_CLEAR_BYTES)
                     .bind(time_to_sql(now))
                     .execute(&mut *conn)
                     .await?
