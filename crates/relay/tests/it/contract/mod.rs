@@ -176,4 +176,5 @@ contract!(
     check_a_token_that_does_not_match_its_row_changes_nothing,
     check_operations_arriving_together_each_get_their_own_answer,
     check_claims_and_reads_arriving_together_each_get_their_own_answer,
+    check_posts_arriving_together_keep_the_cap_on_pending_calls,
 );

@@ -332,3 +332,34 @@ pub(super) async fn check_claims_and_reads_arriving_together_each_get_their_own_
     }
     assert_eq!(delivered.len(), SESSIONS, "every call read: {delivered:?}");
 }
+
+pub(super) async fn check_posts_arriving_together_keep_the_cap_on_pending_calls(
+    store: Arc<dyn Inspect>,
+) {
+    const CAP: u32 = 5;
+    let w = Arc::new(world(store).await);
+    let tasks: Vec<_> = (0..48)
+        .map(|_| {
+            let w = w.clone();
+            tokio::spawn(async move {
+                let call = w.call(id(), AT, HOUR);
+                w.store.post_call(w.mcp, &call, Some(CAP)).await
+            })
+        })
+        .collect();
+    let (mut stored, mut refused) = (0, 0);
+    for task in tasks {
+        match task.await.unwrap() {
+            Ok(_) => stored += 1,
+            Err(StoreError::TooManyPending) => refused += 1,
+            Err(other) => panic!("a post: {other:?}"),
+        }
+    }
+    assert_eq!((stored, refused), (CAP, 48 - CAP), "stored, refused");
+    let claimed = w
+        .store
+        .claim_calls(w.tab, w.session, AT.saturating_add_ms(1), 100, 30_000)
+        .await
+        .unwrap();
+    assert_eq!(claimed.len(), CAP as usize, "pending calls");
+}

@@ -19,12 +19,16 @@ pub(in crate::store::postgres) struct PostOp {
 }
 
 /// Each row stored under the same conditions as `calls::POST_CALL`'s (a duplicate id is
-/// skipped, not an error, so one cannot fail the group).
+/// skipped, not an error, so one cannot fail the group). The cap on pending calls counts the
+/// group's own earlier rows for the same session (`nth`), since the count cannot see what this
+/// statement inserts: a row past the cap is left to run alone, which stores it or refuses it.
 const POST_GROUP: &str = concat!(
-    "WITH r AS (SELECT * FROM unnest(",
+    "WITH r AS (SELECT *, row_number() OVER (PARTITION BY owner_id, session_id ORDER BY ord) AS nth \
+        FROM unnest(",
     bearer_columns!(),
-    ", $6::bytea[], $7::bytea[], $8::bigint[], $9::bytea[], $10::bigint[]) \
-        AS r(token_id, owner_id, kind, pair_id, now, call_id, envelope, expires_at, session_id, max_pending)), \
+    ", $6::bytea[], $7::bytea[], $8::bigint[], $9::bytea[], $10::bigint[]) WITH ORDINALITY \
+        AS r(token_id, owner_id, kind, pair_id, now, call_id, envelope, expires_at, session_id, \
+             max_pending, ord)), \
      posted AS ( \
         INSERT INTO calls (owner_id, call_id, session_id, pair_id, state, envelope, created_at, expires_at) \
         SELECT s.owner_id, r.call_id, s.session_id, s.pair_id, 'pending', r.envelope, r.now, \
@@ -34,7 +38,7 @@ const POST_GROUP: &str = concat!(
         AND (r.pair_id IS NULL OR s.pair_id = r.pair_id) \
         AND (r.max_pending IS NULL OR (SELECT COUNT(*) FROM calls p WHERE p.owner_id = r.owner_id \
              AND p.session_id = r.session_id AND p.state = 'pending' AND p.lease_expires_at IS NULL) \
-             < r.max_pending) \
+             + r.nth <= r.max_pending) \
         AND ",
     token_live_r!(),
     " FOR SHARE OF s \
