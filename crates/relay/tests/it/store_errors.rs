@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 
 use sealpost_protocol::api::TokenKind;
 use sealpost_relay::http::error::ApiError;
-use sealpost_relay::store::{Bearer, ErrorChain, NewCall, StoreError};
+use sealpost_relay::store::{Bearer, ErrorChain, NewCall, NewSession, StoreError, TokenRow};
 use sealpost_time::UnixMillis;
 use sqlx::Connection;
 
@@ -121,5 +121,77 @@ async fn connections_cut_while_idle_are_replaced_before_use() {
             .count_calls_by_state()
             .await
             .expect("a cut connection was handed out");
+    }
+}
+
+/// PostgreSQL: a grouped statement the server refuses commits nothing, so each operation it
+/// carried runs again alone and gets its own answer. The refusal is the server's own: a
+/// trigger that refuses to store more than one call in one statement.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_operations_of_a_group_the_server_refused_run_again_alone() {
+    let Some(db) = TestDb::postgres().await else {
+        return;
+    };
+    let store = db.open().await;
+    let mut conn = sqlx::PgConnection::connect(&db.url).await.unwrap();
+    sqlx::raw_sql(
+        "CREATE FUNCTION one_call_at_a_time() RETURNS trigger LANGUAGE plpgsql AS $$ \
+         BEGIN IF (SELECT COUNT(*) FROM added) > 1 THEN \
+         RAISE EXCEPTION 'more than one call in one statement'; END IF; RETURN NULL; END $$; \
+         CREATE TRIGGER one_call_at_a_time AFTER INSERT ON calls REFERENCING NEW TABLE AS added \
+         FOR EACH STATEMENT EXECUTE FUNCTION one_call_at_a_time();",
+    )
+    .execute(&mut conn)
+    .await
+    .unwrap();
+
+    let now = sealpost_relay::clock::now_ms();
+    let (owner, session, pair) = (id(), id(), id());
+    store.create_owner(owner, "refused", now).await.unwrap();
+    let hour = now.saturating_add_ms(3_600_000);
+    let new_session = NewSession {
+        owner_id: owner,
+        session_id: session,
+        pair_id: pair,
+        hello: b"hello".to_vec(),
+        created_at: now,
+        expires_at: hour,
+    };
+    store.create_session(&new_session, 10).await.unwrap();
+    let token = TokenRow {
+        id: id(),
+        owner_id: owner,
+        kind: TokenKind::Mcp,
+        pair_id: Some(pair),
+        label: "refused".into(),
+        created_at: now,
+        expires_at: hour,
+    };
+    store.create_token(&token).await.unwrap();
+    let bearer = Bearer {
+        token_id: token.id,
+        owner_id: owner,
+        kind: TokenKind::Mcp,
+        pair_id: Some(pair),
+    };
+    let posts: Vec<_> = (0..32)
+        .map(|_| {
+            let store = store.clone();
+            tokio::spawn(async move {
+                let call = NewCall {
+                    owner_id: owner,
+                    session_id: session,
+                    call_id: id(),
+                    envelope: vec![1],
+                    created_at: now,
+                    expires_at: hour,
+                };
+                store.post_call(bearer, &call, None).await
+            })
+        })
+        .collect();
+    for post in posts {
+        let answer = post.await.unwrap();
+        assert!(answer.is_ok(), "each post stored alone: {answer:?}");
     }
 }

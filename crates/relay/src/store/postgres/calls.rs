@@ -103,7 +103,7 @@ pub(super) async fn post_call(
     }
 }
 
-/// `$6` session id, `$7` most calls, `$8` lease, `$9` whether to write `claimer_seen_at`.
+/// `$6` session id, `$7` most calls, `$8` lease.
 ///
 /// One statement whatever it finds: its first row says whether the token and the session are
 /// live, and carries a claimed call if there is one; every further row is another claimed
@@ -111,14 +111,13 @@ pub(super) async fn post_call(
 /// queueing; the outer UPDATE re-checks the state, so a row is claimed once. A pending call's
 /// lease is unset, so `lease_expires_at IS NULL` changes nothing but lets the planner use the
 /// pending index (keyed on it: migrations/postgres/0003); the post's count says it for the same
-/// reason.
+/// reason. It locks calls only: `claimer_seen_at` is written apart ([`mark_claimer_seen`]), so
+/// no claim holds a call while it waits for a session row that a session's end holds.
 const CLAIM_CALLS: &str = concat!(
     "WITH live AS MATERIALIZED (SELECT ",
     token_live!(),
     " AS token, EXISTS (SELECT 1 FROM sessions WHERE owner_id = $2 AND session_id = $6 \
             AND ended_at IS NULL AND expires_at > $5 AND ($4::bytea IS NULL OR pair_id = $4)) AS session), \
-     seen AS (UPDATE sessions SET claimer_seen_at = $5 \
-            WHERE $9 AND owner_id = $2 AND session_id = $6 AND (SELECT token AND session FROM live)), \
      picked AS (SELECT c.owner_id, c.call_id FROM calls c, live \
             WHERE live.token AND live.session \
             AND c.owner_id = $2 AND c.session_id = $6 AND c.state = 'pending' \
@@ -138,13 +137,11 @@ pub(super) async fn claim_calls(
     now: UnixMillis,
     max: u32,
     lease_ms: u64,
-    write_seen: bool,
 ) -> StoreResult<Vec<ClaimedRow>> {
     let rows = with_bearer(CLAIM_CALLS, bearer, now)
         .bind(b(session_id))
         .bind(i64::from(max))
         .bind(duration_to_sql(lease_ms))
-        .bind(write_seen)
         .fetch_all(pool)
         .await?;
     let first = rows.first().ok_or_else(|| {
@@ -161,6 +158,26 @@ pub(super) async fn claim_calls(
         .filter(|row| matches!(row.opt_bytes("call_id"), Ok(Some(_))))
         .collect();
     rows::claimed(claimed)
+}
+
+/// Records that the tab claimed from a live session (advisory: the web app's "tab last
+/// seen"), in a statement of its own after the claim.
+pub(super) async fn mark_claimer_seen(
+    pool: &PgPool,
+    owner_id: Id16,
+    session_id: Id16,
+    now: UnixMillis,
+) -> StoreResult<()> {
+    sqlx::query(
+        "UPDATE sessions SET claimer_seen_at = $3 \
+         WHERE owner_id = $1 AND session_id = $2 AND ended_at IS NULL",
+    )
+    .bind(b(owner_id))
+    .bind(b(session_id))
+    .bind(time_to_sql(now))
+    .execute(pool)
+    .await?;
+    Ok(())
 }
 
 /// `$6` call id, `$7` reply.

@@ -347,14 +347,6 @@ impl Store for PgStore {
         max: u32,
         lease_ms: u64,
     ) -> StoreResult<Vec<ClaimedRow>> {
-        if self.seen.due(bearer.owner_id, session_id, now) {
-            // Never grouped: see `batch::claims`.
-            let write_seen = true;
-            return calls::claim_calls(
-                &self.pool, &bearer, session_id, now, max, lease_ms, write_seen,
-            )
-            .await;
-        }
         let op = batch::ClaimOp {
             bearer,
             session_id,
@@ -362,7 +354,11 @@ impl Store for PgStore {
             max,
             lease_ms,
         };
-        self.batch.claim(op).await
+        let claimed = self.batch.claim(op).await?;
+        if self.seen.due(bearer.owner_id, session_id, now) {
+            calls::mark_claimer_seen(&self.pool, bearer.owner_id, session_id, now).await?;
+        }
+        Ok(claimed)
     }
 
     async fn reply_call(

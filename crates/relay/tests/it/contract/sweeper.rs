@@ -112,9 +112,9 @@ pub(super) async fn check_every_sweep_expires_the_claims_whose_lease_lapsed_sinc
         }
     };
     assert_eq!(swept(1).await, 0, "a first sweep, with nothing to do");
-    // Two claims, leased until 1,002 and 3,002.
-    let (early, late) = (w.post(T0, 60_000).await, w.post(T0, 60_000).await);
-    for (at, lease) in [(2, 1_000), (2, 3_000)] {
+    // Two claims, leased until 1,002 and 40,002; sweeps further apart than any overlap.
+    let (early, late) = (w.post(T0, 120_000).await, w.post(T0, 120_000).await);
+    for (at, lease) in [(2, 1_000), (2, 40_000)] {
         let got = w
             .store
             .claim_calls(w.tab, w.session, T0.saturating_add_ms(at), 1, lease)
@@ -130,9 +130,9 @@ pub(super) async fn check_every_sweep_expires_the_claims_whose_lease_lapsed_sinc
         }
     };
     assert_eq!(swept(500).await, 0, "no lease has lapsed");
-    assert_eq!(swept(2_000).await, 1, "the first lease lapsed");
+    assert_eq!(swept(25_000).await, 1, "the first lease lapsed");
     assert!(!envelope_held(early).await && envelope_held(late).await);
-    assert_eq!(swept(4_000).await, 1, "the second lease lapsed since");
+    assert_eq!(swept(60_000).await, 1, "the second lease lapsed since");
     assert!(
         !envelope_held(late).await,
         "a lapsed claim keeps no envelope"

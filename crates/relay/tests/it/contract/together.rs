@@ -162,7 +162,7 @@ enum Claim {
     Session(usize),
     EndedSession,
     MissingSession,
-    /// Of the `n`th live session without calls, by a revoked token.
+    /// Of the `n`th spare live session (one pending call), by a revoked token.
     RevokedToken(usize),
 }
 
@@ -192,10 +192,6 @@ pub(super) async fn check_claims_and_reads_arriving_together_each_get_their_own_
         let expiry = T0.saturating_add_ms(HOUR);
         let s = new_session(w.owner, session, pair, expiry);
         w.store.create_session(&s, 100).await.unwrap();
-        // A first claim now writes `claimer_seen_at`, so the claims below, within the
-        // second, need not: a backend may group them.
-        let first = w.store.claim_calls(w.tab, session, AT, 10, 30_000).await;
-        assert!(first.unwrap().is_empty());
         let mcp = token(&*w.store, w.owner, Some(pair)).await;
         let mut calls = Vec::new();
         for _ in 0..CALLS_EACH {
@@ -207,15 +203,20 @@ pub(super) async fn check_claims_and_reads_arriving_together_each_get_their_own_
             calls.push(call.call_id);
         }
         sessions.push((session, mcp, calls));
-        // And one without calls.
-        let s = new_session(w.owner, id(), id(), expiry);
+        // And one with a call that only a revoked token claims below: it must stay pending.
+        let (spare_session, spare_pair) = (id(), id());
+        let s = new_session(w.owner, spare_session, spare_pair, expiry);
         w.store.create_session(&s, 100).await.unwrap();
-        let first = w
-            .store
-            .claim_calls(w.tab, s.session_id, AT, 10, 30_000)
-            .await;
-        assert!(first.unwrap().is_empty());
-        spare.push(s.session_id);
+        let spare_mcp = token(&*w.store, w.owner, Some(spare_pair)).await;
+        let call = NewCall {
+            session_id: spare_session,
+            ..w.call(id(), AT, HOUR)
+        };
+        w.store
+            .post_call(spare_mcp, &call, Some(100))
+            .await
+            .unwrap();
+        spare.push((spare_session, call.call_id));
     }
     let ended = id();
     let s = new_session(w.owner, ended, id(), T0.saturating_add_ms(HOUR));
@@ -237,7 +238,7 @@ pub(super) async fn check_claims_and_reads_arriving_together_each_get_their_own_
                     Claim::Session(n) => (w.tab, sessions[n].0),
                     Claim::EndedSession => (w.tab, ended),
                     Claim::MissingSession => (w.tab, id()),
-                    Claim::RevokedToken(n) => (revoked_tab, spare[n]),
+                    Claim::RevokedToken(n) => (revoked_tab, spare[n].0),
                 };
                 let at = AT.saturating_add_ms(1);
                 (
@@ -272,6 +273,12 @@ pub(super) async fn check_claims_and_reads_arriving_together_each_get_their_own_
             got, want,
             "session {n}: each call claimed once, by its own session"
         );
+    }
+    for &(session, call_id) in spare.iter() {
+        let at = AT.saturating_add_ms(1);
+        let got = w.store.claim_calls(w.tab, session, at, 10, 30_000).await;
+        let got: Vec<Id16> = got.unwrap().iter().map(|c| c.call_id).collect();
+        assert_eq!(got, vec![call_id], "a revoked token's claim took nothing");
     }
 
     // Each call answered; then read together, by whom may and by whom may not.

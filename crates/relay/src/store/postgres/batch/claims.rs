@@ -1,8 +1,4 @@
 //! Claims, grouped: each row's session claims its oldest pending calls, as one statement.
-//!
-//! A claim that writes `claimer_seen_at` is never grouped (`PgStore::claim_calls` runs it
-//! alone): a group that updated several session rows could take their locks in one order
-//! while a group of posts share-locks them in another, and deadlock.
 
 use std::collections::HashMap;
 
@@ -24,9 +20,8 @@ pub(in crate::store::postgres) struct ClaimOp {
     pub lease_ms: u64,
 }
 
-/// Per row, the conditions and the claim of `calls::CLAIM_CALLS` (without its
-/// `claimer_seen_at` write): one status row per claim, `token` and `session` saying whether
-/// both were live, joined with each call it claimed.
+/// Per row, the conditions and the claim of `calls::CLAIM_CALLS`: one status row per claim,
+/// `token` and `session` saying whether both were live, joined with each call it claimed.
 const CLAIM_GROUP: &str = concat!(
     "WITH r AS (SELECT * FROM unnest(",
     bearer_columns!(),
@@ -67,7 +62,7 @@ impl Grouped for ClaimOp {
             max,
             lease_ms,
         } = self;
-        calls::claim_calls(pool, &bearer, session_id, now, max, lease_ms, false).await
+        calls::claim_calls(pool, &bearer, session_id, now, max, lease_ms).await
     }
 
     async fn group(pool: &PgPool, ops: &[Self]) -> StoreResult<HashMap<Key, Vec<ClaimedRow>>> {

@@ -8,7 +8,8 @@
 //! session (or claimed call) and its limits allow, exactly as the one-call statements in
 //! `calls` check them. An operation the group did not complete, or whose key appears twice in
 //! one group, is run again on its own through those statements, which complete it or say why
-//! not, so a group never changes an answer, only how many share a statement.
+//! not, so a group never changes an answer, only how many share a statement. So is every
+//! operation of a group the server refused (nothing of it committed).
 
 /// The first five columns of a grouped statement's `unnest`, as [`with_bearers`] binds them.
 macro_rules! bearer_columns {
@@ -187,6 +188,17 @@ async fn group_loop<G: Grouped>(
                     }
                 }
             }
+            // The server refused the statement (a deadlock, a constraint), so nothing of it
+            // committed: each operation runs alone, and only its own fault fails it.
+            Err(StoreError::Db(sqlx::Error::Database(error))) => {
+                tracing::warn!(%error, ops = ops.len(), "a grouped statement failed; running its operations alone");
+                alone.extend(
+                    ops.into_iter()
+                        .zip(answers)
+                        .map(|(op, answer)| Queued { op, answer }),
+                );
+            }
+            // Otherwise (the connection failed) whether it committed is unknown: no retry.
             Err(error) => {
                 let error = Arc::new(error);
                 for answer in answers {
