@@ -491,6 +491,11 @@ pub trait Inspect: Store {
         call_id: Id16,
         stored: i64,
     ) -> StoreResult<()>;
+    /// How many grouped statements the database refused (a deadlock, say), whose operations
+    /// then ran alone; a store that does not group says 0.
+    fn refused_groups(&self) -> u64 {
+        0
+    }
 }
 
 /// Opens the store a database URL names (`sqlite://…` or `postgres://…`), running migrations.

@@ -194,4 +194,8 @@ async fn the_operations_of_a_group_the_server_refused_run_again_alone() {
         let answer = post.await.unwrap();
         assert!(answer.is_ok(), "each post stored alone: {answer:?}");
     }
+    assert!(
+        store.refused_groups() > 0,
+        "posts were grouped, and refused"
+    );
 }

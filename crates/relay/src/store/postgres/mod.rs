@@ -450,4 +450,8 @@ impl Inspect for PgStore {
             .await?;
         Ok(())
     }
+
+    fn refused_groups(&self) -> u64 {
+        self.batch.refused()
+    }
 }

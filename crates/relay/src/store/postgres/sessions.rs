@@ -72,6 +72,18 @@ pub(super) async fn end_session(
     Ok(ended)
 }
 
+/// `$1` owner id, `$2` session id: `sql::CANCEL_SESSION_CALLS`, taking the calls' locks in
+/// `call_id` order, the order a group of replies takes them in (`batch::replies`), so a session
+/// that ends while the tab answers its calls cannot deadlock with the answers.
+const CANCEL_SESSION_CALLS_IN_ORDER: &str = "WITH locked AS (SELECT owner_id, call_id FROM calls \
+        WHERE owner_id = $1 AND session_id = $2 AND state IN ('pending', 'claimed') \
+        ORDER BY call_id FOR UPDATE) \
+     UPDATE calls c SET state = 'cancelled', cancel_reason = 'session_ended', envelope = NULL, \
+        lease_expires_at = COALESCE(c.lease_expires_at, c.expires_at) \
+     FROM locked WHERE c.owner_id = locked.owner_id AND c.call_id = locked.call_id \
+        AND c.state IN ('pending', 'claimed') \
+     RETURNING c.call_id";
+
 /// Cancels the open calls of sessions that just ended (`(owner_id, session_id)` each) and, when
 /// the transaction commits, wakes on every replica those sessions' claimers and those calls'
 /// readers.
@@ -81,7 +93,9 @@ pub(super) async fn cancel_open_calls(
 ) -> StoreResult<EndedSessions> {
     let mut cancelled_calls = Vec::new();
     for &(owner_id, session_id) in &sessions {
-        let cancelled = session_sql::cancel_calls(owner_id, session_id)
+        let cancelled = sqlx::query(CANCEL_SESSION_CALLS_IN_ORDER)
+            .bind(b(owner_id))
+            .bind(b(session_id))
             .fetch_all(&mut *conn)
             .await?;
         for row in &cancelled {

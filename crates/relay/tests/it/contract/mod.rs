@@ -167,6 +167,7 @@ contract!(
     check_ending_a_session_cancels_only_open_calls,
     check_the_plugin_lookup_is_recorded_once_a_second_on_live_sessions,
     check_posts_racing_a_session_end_leave_no_call_pending,
+    check_replies_racing_a_session_end_each_get_an_answer,
     check_another_owner_sees_nothing,
     check_limits_on_pending_calls_and_live_sessions,
     check_signin_codes_work_once_and_tokens_are_revocable,

@@ -259,3 +259,50 @@ pub(super) async fn check_the_plugin_lookup_is_recorded_once_a_second_on_live_se
         "each session is throttled on its own"
     );
 }
+
+pub(super) async fn check_replies_racing_a_session_end_each_get_an_answer(store: Arc<dyn Inspect>) {
+    const ROUNDS: usize = 48;
+    const CALLS: usize = 24;
+    for round in 0..ROUNDS {
+        let w = Arc::new(world(store.clone()).await);
+        let mut calls = Vec::new();
+        for i in 0..CALLS {
+            calls.push(w.post(T0.saturating_add_ms(i as u64), 60_000).await);
+        }
+        let claimed = w
+            .store
+            .claim_calls(w.tab, w.session, T0.saturating_add_ms(100), 100, 30_000)
+            .await
+            .unwrap();
+        assert_eq!(claimed.len(), CALLS);
+        // The replies in reverse order of their ids, so a group that locked its calls in
+        // arrival order would meet the session's end, which locks them in id order.
+        calls.sort_by(|a, b| b.cmp(a));
+        let mut replies = tokio::task::JoinSet::new();
+        for call in calls {
+            let w = w.clone();
+            replies.spawn(async move {
+                let at = T0.saturating_add_ms(200);
+                w.store.reply_call(w.tab, call, b"r".to_vec(), at).await
+            });
+        }
+        let ended = w
+            .store
+            .end_session(w.owner, w.session, T0.saturating_add_ms(200))
+            .await;
+        assert!(ended.is_ok(), "round {round}: the end failed: {ended:?}");
+        while let Some(replied) = replies.join_next().await {
+            match replied.unwrap() {
+                Ok(()) | Err(StoreError::WrongState(CallState::Cancelled)) => {}
+                other => panic!("round {round}: a reply: {other:?}"),
+            }
+        }
+        // A deadlock whose victim was a group of replies ran them again alone: answered
+        // right, but it still happened.
+        assert_eq!(
+            w.store.refused_groups(),
+            0,
+            "round {round}: a refused group"
+        );
+    }
+}

@@ -33,6 +33,7 @@ mod replies;
 use std::collections::{HashMap, HashSet};
 use std::future::Future;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use sealpost_protocol::ids::Id16;
 use sealpost_time::UnixMillis;
@@ -104,9 +105,9 @@ impl<G: Grouped> Clone for Queue<G> {
 }
 
 impl<G: Grouped> Queue<G> {
-    fn start(pool: PgPool, notifier: Notifier) -> Self {
+    fn start(pool: PgPool, notifier: Notifier, refused: Arc<AtomicU64>) -> Self {
         let (sender, queue) = mpsc::channel(QUEUE_DEPTH);
-        tokio::spawn(group_loop(pool, notifier, queue));
+        tokio::spawn(group_loop(pool, notifier, refused, queue));
         Self(sender)
     }
 
@@ -128,16 +129,25 @@ pub(super) struct Batcher {
     claims: Queue<ClaimOp>,
     replies: Queue<ReplyOp>,
     reads: Queue<ReadOp>,
+    /// Grouped statements the server refused, of every kind.
+    refused: Arc<AtomicU64>,
 }
 
 impl Batcher {
     pub(super) fn start(pool: PgPool, notifier: Notifier) -> Self {
+        let refused = Arc::new(AtomicU64::new(0));
         Self {
-            posts: Queue::start(pool.clone(), notifier.clone()),
-            claims: Queue::start(pool.clone(), notifier.clone()),
-            replies: Queue::start(pool.clone(), notifier.clone()),
-            reads: Queue::start(pool, notifier),
+            posts: Queue::start(pool.clone(), notifier.clone(), refused.clone()),
+            claims: Queue::start(pool.clone(), notifier.clone(), refused.clone()),
+            replies: Queue::start(pool.clone(), notifier.clone(), refused.clone()),
+            reads: Queue::start(pool, notifier, refused.clone()),
+            refused,
         }
+    }
+
+    /// Grouped statements the server refused so far.
+    pub(super) fn refused(&self) -> u64 {
+        self.refused.load(Ordering::Relaxed)
     }
 
     pub(super) async fn post(&self, op: PostOp) -> StoreResult<UnixMillis> {
@@ -160,6 +170,7 @@ impl Batcher {
 async fn group_loop<G: Grouped>(
     pool: PgPool,
     notifier: Notifier,
+    refused: Arc<AtomicU64>,
     mut queue: mpsc::Receiver<Queued<G>>,
 ) {
     let mut queued = Vec::with_capacity(MAX_GROUP);
@@ -191,6 +202,7 @@ async fn group_loop<G: Grouped>(
             // The server refused the statement (a deadlock, a constraint), so nothing of it
             // committed: each operation runs alone, and only its own fault fails it.
             Err(StoreError::Db(sqlx::Error::Database(error))) => {
+                refused.fetch_add(1, Ordering::Relaxed);
                 tracing::warn!(%error, ops = ops.len(), "a grouped statement failed; running its operations alone");
                 alone.extend(
                     ops.into_iter()

@@ -20,15 +20,22 @@ pub(in crate::store::postgres) struct ReplyOp {
     pub now: UnixMillis,
 }
 
-/// Each row stored under the same conditions as `calls::REPLY_CALL`'s.
+/// Each row stored under the same conditions as `calls::REPLY_CALL`'s. The calls are locked
+/// first, in `(owner_id, call_id)` order, the order a session's end takes them in
+/// (`sessions::CANCEL_SESSION_CALLS_IN_ORDER`), so the two cannot deadlock.
 const REPLY_GROUP: &str = concat!(
     "WITH r AS (SELECT * FROM unnest(",
     bearer_columns!(),
     ", $6::bytea[], $7::bytea[]) \
         AS r(token_id, owner_id, kind, pair_id, now, call_id, reply)), \
+     locked AS (SELECT c.owner_id, c.call_id FROM calls c JOIN r \
+        ON c.owner_id = r.owner_id AND c.call_id = r.call_id \
+        WHERE c.state = 'claimed' AND c.lease_expires_at > r.now \
+        ORDER BY c.owner_id, c.call_id FOR UPDATE OF c), \
      answered AS ( \
         UPDATE calls c SET state = 'answered', reply = r.reply, envelope = NULL, answered_at = r.now \
-        FROM r WHERE c.owner_id = r.owner_id AND c.call_id = r.call_id AND c.state = 'claimed' \
+        FROM r, locked WHERE c.owner_id = locked.owner_id AND c.call_id = locked.call_id \
+        AND c.owner_id = r.owner_id AND c.call_id = r.call_id AND c.state = 'claimed' \
         AND c.lease_expires_at > r.now AND (r.pair_id IS NULL OR c.pair_id = r.pair_id) \
         AND ",
     token_live_r!(),
