@@ -146,34 +146,8 @@ async fn the_operations_of_a_group_the_server_refused_run_again_alone() {
     .unwrap();
 
     let now = sealpost_relay::clock::now_ms();
-    let (owner, session, pair) = (id(), id(), id());
-    store.create_owner(owner, "refused", now).await.unwrap();
     let hour = now.saturating_add_ms(3_600_000);
-    let new_session = NewSession {
-        owner_id: owner,
-        session_id: session,
-        pair_id: pair,
-        hello: b"hello".to_vec(),
-        created_at: now,
-        expires_at: hour,
-    };
-    store.create_session(&new_session, 10).await.unwrap();
-    let token = TokenRow {
-        id: id(),
-        owner_id: owner,
-        kind: TokenKind::Mcp,
-        pair_id: Some(pair),
-        label: "refused".into(),
-        created_at: now,
-        expires_at: hour,
-    };
-    store.create_token(&token).await.unwrap();
-    let bearer = Bearer {
-        token_id: token.id,
-        owner_id: owner,
-        kind: TokenKind::Mcp,
-        pair_id: Some(pair),
-    };
+    let (owner, session, bearer, _) = one_pairing(&*store, now).await;
     let posts: Vec<_> = (0..32)
         .map(|_| {
             let store = store.clone();
@@ -198,4 +172,87 @@ async fn the_operations_of_a_group_the_server_refused_run_again_alone() {
         store.refused_groups() > 0,
         "posts were grouped, and refused"
     );
+}
+
+/// PostgreSQL: writing `claimer_seen_at` is advisory, so when it fails (here a trigger refuses
+/// every update of a session) the claim still hands over the calls it claimed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_claimer_seen_write_does_not_cost_the_claim_its_calls() {
+    let Some(db) = TestDb::postgres().await else {
+        return;
+    };
+    let store = db.open().await;
+    let now = sealpost_relay::clock::now_ms();
+    let (owner, session, mcp, tab) = one_pairing(&*store, now).await;
+    let call = NewCall {
+        owner_id: owner,
+        session_id: session,
+        call_id: id(),
+        envelope: vec![1],
+        created_at: now,
+        expires_at: now.saturating_add_ms(60_000),
+    };
+    store.post_call(mcp, &call, None).await.unwrap();
+    let mut conn = sqlx::PgConnection::connect(&db.url).await.unwrap();
+    sqlx::raw_sql(
+        "CREATE FUNCTION no_session_updates() RETURNS trigger LANGUAGE plpgsql AS $$ \
+         BEGIN RAISE EXCEPTION 'sessions are read-only'; END $$; \
+         CREATE TRIGGER no_session_updates BEFORE UPDATE ON sessions \
+         FOR EACH ROW EXECUTE FUNCTION no_session_updates();",
+    )
+    .execute(&mut conn)
+    .await
+    .unwrap();
+    let claimed = store.claim_calls(tab, session, now, 10, 30_000).await;
+    let claimed = claimed.expect("the claim stands");
+    assert_eq!(claimed.len(), 1, "the claimed call is handed over");
+    assert_eq!(claimed[0].call_id, call.call_id);
+}
+
+/// An owner with one live session of one pairing: its ids, the pairing's MCP token and the
+/// owner's own token, lasting an hour from `now`.
+async fn one_pairing(
+    store: &dyn sealpost_relay::store::Store,
+    now: UnixMillis,
+) -> (
+    sealpost_protocol::ids::Id16,
+    sealpost_protocol::ids::Id16,
+    Bearer,
+    Bearer,
+) {
+    let (owner, session, pair) = (id(), id(), id());
+    store
+        .create_owner(owner, &format!("owner-{owner}"), now)
+        .await
+        .unwrap();
+    let hour = now.saturating_add_ms(3_600_000);
+    let new_session = NewSession {
+        owner_id: owner,
+        session_id: session,
+        pair_id: pair,
+        hello: b"hello".to_vec(),
+        created_at: now,
+        expires_at: hour,
+    };
+    store.create_session(&new_session, 10).await.unwrap();
+    let mut bearers = Vec::new();
+    for (kind, pair_id) in [(TokenKind::Mcp, Some(pair)), (TokenKind::Owner, None)] {
+        let token = TokenRow {
+            id: id(),
+            owner_id: owner,
+            kind,
+            pair_id,
+            label: "one pairing".into(),
+            created_at: now,
+            expires_at: hour,
+        };
+        store.create_token(&token).await.unwrap();
+        bearers.push(Bearer {
+            token_id: token.id,
+            owner_id: owner,
+            kind,
+            pair_id,
+        });
+    }
+    (owner, session, bearers[0], bearers[1])
 }

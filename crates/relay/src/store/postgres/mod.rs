@@ -355,8 +355,12 @@ impl Store for PgStore {
             lease_ms,
         };
         let claimed = self.batch.claim(op).await?;
-        if self.seen.due(bearer.owner_id, session_id, now) {
-            calls::mark_claimer_seen(&self.pool, bearer.owner_id, session_id, now).await?;
+        // Advisory: its failure must not cost the tab the calls it has just claimed.
+        if self.seen.due(bearer.owner_id, session_id, now)
+            && let Err(error) =
+                calls::mark_claimer_seen(&self.pool, bearer.owner_id, session_id, now).await
+        {
+            tracing::warn!(error = %crate::store::ErrorChain(&error), "claimer_seen_at not written");
         }
         Ok(claimed)
     }
