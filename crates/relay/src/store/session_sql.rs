@@ -79,7 +79,31 @@ where
     Vec<u8>: for<'q> Encode<'q, DB> + Type<DB>,
     i64: for<'q> Encode<'q, DB> + Type<DB>,
 {
-    sqlx::query(sql::MARK_PLUGIN_SEEN)
+    mark_seen(sql::MARK_PLUGIN_SEEN, owner_id, session_id, now)
+}
+
+/// Records that a tab claimed from the session at `now` (a live session only).
+pub(crate) fn mark_claimer_seen<DB>(owner_id: Id16, session_id: Id16, now: UnixMillis) -> Bound<DB>
+where
+    DB: Database,
+    Vec<u8>: for<'q> Encode<'q, DB> + Type<DB>,
+    i64: for<'q> Encode<'q, DB> + Type<DB>,
+{
+    mark_seen(sql::MARK_CLAIMER_SEEN, owner_id, session_id, now)
+}
+
+fn mark_seen<DB>(
+    statement: &'static str,
+    owner_id: Id16,
+    session_id: Id16,
+    now: UnixMillis,
+) -> Bound<DB>
+where
+    DB: Database,
+    Vec<u8>: for<'q> Encode<'q, DB> + Type<DB>,
+    i64: for<'q> Encode<'q, DB> + Type<DB>,
+{
+    sqlx::query(statement)
         .bind(b(owner_id))
         .bind(b(session_id))
         .bind(time_to_sql(now))

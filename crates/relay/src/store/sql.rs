@@ -81,15 +81,17 @@ pub(crate) const SELECT_LIVE_SESSION: &str = "SELECT session_id, hello, expires_
 /// `$1` owner id, `$2` session id, `$3` now: the plugin looked the live session up.
 pub(crate) const MARK_PLUGIN_SEEN: &str = "UPDATE sessions SET plugin_seen_at = $3 \
      WHERE owner_id = $1 AND session_id = $2 AND ended_at IS NULL";
+/// `$1` owner id, `$2` session id, `$3` now: a tab claimed from the live session (PostgreSQL's;
+/// SQLite's writer checks the token in the same statement).
+pub(crate) const MARK_CLAIMER_SEEN: &str = "UPDATE sessions SET claimer_seen_at = $3 \
+     WHERE owner_id = $1 AND session_id = $2 AND ended_at IS NULL";
 /// `$1` owner id, `$2` session id, `$3` now: ends a session; ending an ended one keeps its end.
 pub(crate) const END_SESSION: &str = "UPDATE sessions SET ended_at = COALESCE(ended_at, $3), hello = NULL \
      WHERE owner_id = $1 AND session_id = $2 RETURNING owner_id";
-/// `$1` owner id, `$2` session id: cancels an ended session's open calls. A call that leaves
-/// `pending` gets its expiry as its lease end (PostgreSQL's pending index is keyed on the lease
-/// being unset; see migrations/postgres/0003).
+/// `$1` owner id, `$2` session id: cancels an ended session's open calls (SQLite's; PostgreSQL
+/// takes the calls' locks in order: `postgres::sessions::CANCEL_SESSION_CALLS_IN_ORDER`).
 pub(crate) const CANCEL_SESSION_CALLS: &str = "UPDATE calls SET state = 'cancelled', \
-     cancel_reason = 'session_ended', envelope = NULL, \
-     lease_expires_at = COALESCE(lease_expires_at, expires_at) \
+     cancel_reason = 'session_ended', envelope = NULL \
      WHERE owner_id = $1 AND session_id = $2 AND state IN ('pending', 'claimed') \
      RETURNING call_id";
 /// `$1` owner id, `$2` session id: what explains a post that inserted nothing.
@@ -101,8 +103,8 @@ pub(crate) const EXPIRE_LAPSED_CLAIM: &str = "UPDATE calls SET state = 'expired'
      WHERE owner_id = $1 AND call_id = $2 AND state = 'claimed'";
 
 /// The sweeper's statements, in the order it runs them; each binds `$1`, which is now unless
-/// it says now − grace. A pending call that expires gets its expiry as its lease end, as in
-/// [`CANCEL_SESSION_CALLS`].
+/// it says now − grace. A pending call that expires gets its expiry as its lease end
+/// (PostgreSQL's pending index is keyed on the lease being unset: migrations/postgres/0003).
 pub(crate) const SWEEP_EXPIRE_PENDING: &str = "UPDATE calls SET state = 'expired', envelope = NULL, \
      lease_expires_at = expires_at \
      WHERE state = 'pending' AND lease_expires_at IS NULL AND expires_at <= $1";

@@ -6,8 +6,9 @@ use std::io::Write;
 use std::sync::{Arc, Mutex};
 
 use sealpost_protocol::api::TokenKind;
+use sealpost_protocol::ids::Id16;
 use sealpost_relay::http::error::ApiError;
-use sealpost_relay::store::{Bearer, ErrorChain, NewCall, NewSession, StoreError, TokenRow};
+use sealpost_relay::store::{Bearer, ErrorChain, NewCall, NewSession, Store, StoreError, TokenRow};
 use sealpost_time::UnixMillis;
 use sqlx::Connection;
 
@@ -133,35 +134,20 @@ async fn the_operations_of_a_group_the_server_refused_run_again_alone() {
         return;
     };
     let store = db.open().await;
-    let mut conn = sqlx::PgConnection::connect(&db.url).await.unwrap();
-    sqlx::raw_sql(
+    install(
+        &db,
         "CREATE FUNCTION one_call_at_a_time() RETURNS trigger LANGUAGE plpgsql AS $$ \
          BEGIN IF (SELECT COUNT(*) FROM added) > 1 THEN \
          RAISE EXCEPTION 'more than one call in one statement'; END IF; RETURN NULL; END $$; \
          CREATE TRIGGER one_call_at_a_time AFTER INSERT ON calls REFERENCING NEW TABLE AS added \
          FOR EACH STATEMENT EXECUTE FUNCTION one_call_at_a_time();",
     )
-    .execute(&mut conn)
-    .await
-    .unwrap();
-
-    let now = sealpost_relay::clock::now_ms();
-    let hour = now.saturating_add_ms(3_600_000);
-    let (owner, session, bearer, _) = one_pairing(&*store, now).await;
+    .await;
+    let pairing = Arc::new(OnePairing::new(&*store).await);
     let posts: Vec<_> = (0..32)
         .map(|_| {
-            let store = store.clone();
-            tokio::spawn(async move {
-                let call = NewCall {
-                    owner_id: owner,
-                    session_id: session,
-                    call_id: id(),
-                    envelope: vec![1],
-                    created_at: now,
-                    expires_at: hour,
-                };
-                store.post_call(bearer, &call, None).await
-            })
+            let (store, pairing) = (store.clone(), pairing.clone());
+            tokio::spawn(async move { store.post_call(pairing.mcp, &pairing.call(), None).await })
         })
         .collect();
     for post in posts {
@@ -182,77 +168,97 @@ async fn a_failed_claimer_seen_write_does_not_cost_the_claim_its_calls() {
         return;
     };
     let store = db.open().await;
-    let now = sealpost_relay::clock::now_ms();
-    let (owner, session, mcp, tab) = one_pairing(&*store, now).await;
-    let call = NewCall {
-        owner_id: owner,
-        session_id: session,
-        call_id: id(),
-        envelope: vec![1],
-        created_at: now,
-        expires_at: now.saturating_add_ms(60_000),
-    };
-    store.post_call(mcp, &call, None).await.unwrap();
-    let mut conn = sqlx::PgConnection::connect(&db.url).await.unwrap();
-    sqlx::raw_sql(
+    let pairing = OnePairing::new(&*store).await;
+    let call = pairing.call();
+    store.post_call(pairing.mcp, &call, None).await.unwrap();
+    install(
+        &db,
         "CREATE FUNCTION no_session_updates() RETURNS trigger LANGUAGE plpgsql AS $$ \
          BEGIN RAISE EXCEPTION 'sessions are read-only'; END $$; \
          CREATE TRIGGER no_session_updates BEFORE UPDATE ON sessions \
          FOR EACH ROW EXECUTE FUNCTION no_session_updates();",
     )
-    .execute(&mut conn)
-    .await
-    .unwrap();
-    let claimed = store.claim_calls(tab, session, now, 10, 30_000).await;
+    .await;
+    let claimed = store
+        .claim_calls(pairing.tab, pairing.session, pairing.now, 10, 30_000)
+        .await;
     let claimed = claimed.expect("the claim stands");
     assert_eq!(claimed.len(), 1, "the claimed call is handed over");
     assert_eq!(claimed[0].call_id, call.call_id);
 }
 
-/// An owner with one live session of one pairing: its ids, the pairing's MCP token and the
-/// owner's own token, lasting an hour from `now`.
-async fn one_pairing(
-    store: &dyn sealpost_relay::store::Store,
-    now: UnixMillis,
-) -> (
-    sealpost_protocol::ids::Id16,
-    sealpost_protocol::ids::Id16,
-    Bearer,
-    Bearer,
-) {
-    let (owner, session, pair) = (id(), id(), id());
-    store
-        .create_owner(owner, &format!("owner-{owner}"), now)
-        .await
-        .unwrap();
-    let hour = now.saturating_add_ms(3_600_000);
-    let new_session = NewSession {
-        owner_id: owner,
-        session_id: session,
-        pair_id: pair,
-        hello: b"hello".to_vec(),
-        created_at: now,
-        expires_at: hour,
-    };
-    store.create_session(&new_session, 10).await.unwrap();
-    let mut bearers = Vec::new();
-    for (kind, pair_id) in [(TokenKind::Mcp, Some(pair)), (TokenKind::Owner, None)] {
-        let token = TokenRow {
-            id: id(),
-            owner_id: owner,
-            kind,
-            pair_id,
-            label: "one pairing".into(),
-            created_at: now,
-            expires_at: hour,
-        };
-        store.create_token(&token).await.unwrap();
-        bearers.push(Bearer {
-            token_id: token.id,
-            owner_id: owner,
-            kind,
-            pair_id,
-        });
-    }
-    (owner, session, bearers[0], bearers[1])
+/// Runs `sql` (a trigger that causes a fault) on the test's database.
+async fn install(db: &TestDb, sql: &'static str) {
+    let mut conn = sqlx::PgConnection::connect(&db.url).await.unwrap();
+    sqlx::raw_sql(sql).execute(&mut conn).await.unwrap();
 }
+
+/// An owner with one live session of one pairing, the pairing's MCP token and the owner's own
+/// token, all lasting an hour from `now`.
+struct OnePairing {
+    owner: Id16,
+    session: Id16,
+    mcp: Bearer,
+    tab: Bearer,
+    now: UnixMillis,
+}
+
+impl OnePairing {
+    async fn new(store: &dyn Store) -> Self {
+        let now = sealpost_relay::clock::now_ms();
+        let (owner, session, pair) = (id(), id(), id());
+        store
+            .create_owner(owner, &format!("owner-{owner}"), now)
+            .await
+            .unwrap();
+        let new_session = NewSession {
+            owner_id: owner,
+            session_id: session,
+            pair_id: pair,
+            hello: b"hello".to_vec(),
+            created_at: now,
+            expires_at: now.saturating_add_ms(HOUR_MS),
+        };
+        store.create_session(&new_session, 10).await.unwrap();
+        let mut bearers = Vec::new();
+        for (kind, pair_id) in [(TokenKind::Mcp, Some(pair)), (TokenKind::Owner, None)] {
+            let token = TokenRow {
+                id: id(),
+                owner_id: owner,
+                kind,
+                pair_id,
+                label: "one pairing".into(),
+                created_at: now,
+                expires_at: now.saturating_add_ms(HOUR_MS),
+            };
+            store.create_token(&token).await.unwrap();
+            bearers.push(Bearer {
+                token_id: token.id,
+                owner_id: owner,
+                kind,
+                pair_id,
+            });
+        }
+        OnePairing {
+            owner,
+            session,
+            mcp: bearers[0],
+            tab: bearers[1],
+            now,
+        }
+    }
+
+    /// A new call in the session, lasting an hour.
+    fn call(&self) -> NewCall {
+        NewCall {
+            owner_id: self.owner,
+            session_id: self.session,
+            call_id: id(),
+            envelope: vec![1],
+            created_at: self.now,
+            expires_at: self.now.saturating_add_ms(HOUR_MS),
+        }
+    }
+}
+
+const HOUR_MS: u64 = 3_600_000;

@@ -111,7 +111,7 @@ pub(super) async fn post_call(
 /// queueing; the outer UPDATE re-checks the state, so a row is claimed once. A pending call's
 /// lease is unset, so `lease_expires_at IS NULL` changes nothing but lets the planner use the
 /// pending index (keyed on it: migrations/postgres/0003); the post's count says it for the same
-/// reason. It locks calls only: `claimer_seen_at` is written apart ([`mark_claimer_seen`]), so
+/// reason. It locks calls only: `claimer_seen_at` is written apart (`PgStore::claim_calls`), so
 /// no claim holds a call while it waits for a session row that a session's end holds.
 const CLAIM_CALLS: &str = concat!(
     "WITH live AS MATERIALIZED (SELECT ",
@@ -158,26 +158,6 @@ pub(super) async fn claim_calls(
         .filter(|row| matches!(row.opt_bytes("call_id"), Ok(Some(_))))
         .collect();
     rows::claimed(claimed)
-}
-
-/// Records that the tab claimed from a live session (advisory: the web app's "tab last
-/// seen"), in a statement of its own after the claim.
-pub(super) async fn mark_claimer_seen(
-    pool: &PgPool,
-    owner_id: Id16,
-    session_id: Id16,
-    now: UnixMillis,
-) -> StoreResult<()> {
-    sqlx::query(
-        "UPDATE sessions SET claimer_seen_at = $3 \
-         WHERE owner_id = $1 AND session_id = $2 AND ended_at IS NULL",
-    )
-    .bind(b(owner_id))
-    .bind(b(session_id))
-    .bind(time_to_sql(now))
-    .execute(pool)
-    .await?;
-    Ok(())
 }
 
 /// `$6` call id, `$7` reply.

@@ -6,7 +6,7 @@
 //! those into its in-process hub.
 //!
 //! This file connects and migrates; `accounts`, `sessions` and `calls` are the operations,
-//! `batch` groups concurrent posts and replies, `deliveries` writes delivery marks after reads,
+//! `batch` groups concurrent posts, claims, replies and reads, `deliveries` writes delivery marks after reads,
 //! `wakeups` the notifications. Statements that are the same on SQLite are in `store::sql`, row mapping
 //! in `store::rows`.
 
@@ -357,9 +357,11 @@ impl Store for PgStore {
         let claimed = self.batch.claim(op).await?;
         // Advisory: its failure must not cost the tab the calls it has just claimed.
         if self.seen.due(bearer.owner_id, session_id, now)
-            && let Err(error) =
-                calls::mark_claimer_seen(&self.pool, bearer.owner_id, session_id, now).await
+            && let Err(error) = session_sql::mark_claimer_seen(bearer.owner_id, session_id, now)
+                .execute(&self.pool)
+                .await
         {
+            let error = StoreError::from(error);
             tracing::warn!(error = %crate::store::ErrorChain(&error), "claimer_seen_at not written");
         }
         Ok(claimed)

@@ -24,7 +24,7 @@ const READ_GROUP: &str = concat!(
     "WITH r AS (SELECT * FROM unnest(",
     bearer_columns!(),
     ", $6::bytea[]) AS r(token_id, owner_id, kind, pair_id, now, call_id)) \
-     SELECT r.owner_id AS key_owner, r.call_id AS key_call, ",
+     SELECT r.owner_id AS key_owner, r.call_id AS key_call, r.now AS key_now, ",
     token_live_r!(),
     " AS token, c.state, c.reply, c.cancel_reason, c.expires_at, c.lease_expires_at \
      FROM r LEFT JOIN calls c ON c.owner_id = r.owner_id AND c.call_id = r.call_id \
@@ -47,7 +47,6 @@ impl Grouped for ReadOp {
             .bind(ops.iter().map(|op| b(op.call_id)).collect::<Vec<_>>())
             .fetch_all(pool)
             .await?;
-        let now_of: HashMap<Key, UnixMillis> = ops.iter().map(|op| (op.key(), op.now)).collect();
         let mut found = HashMap::with_capacity(rows.len());
         for row in rows {
             // A read whose token was not live is left out: alone, it says so.
@@ -57,7 +56,7 @@ impl Grouped for ReadOp {
             let key = (row.id("key_owner")?, row.id("key_call")?);
             let view = match row.opt_text("state")? {
                 None => None,
-                Some(_) => Some(rows::view_at(&row, now_of[&key])?),
+                Some(_) => Some(rows::view_at(&row, row.time("key_now")?)?),
             };
             found.insert(key, view);
         }
