@@ -3,3 +3,4 @@
 
 mod live_loop;
 mod logs;
+mod tab;

@@ -142,6 +142,9 @@ impl Drop for Tab {
     }
 }
 
+/// Serves `session_id` until stopped. The stop wins over every await in the loop, not only the
+/// claim: a test that drops the tab blocks its own thread in `join`, and when the relay runs
+/// in-process on that thread a reply still waiting for the relay's answer would never get it.
 async fn serve(
     client: &Client,
     executor: &Executor,
@@ -150,19 +153,26 @@ async fn serve(
     mut stopped: watch::Receiver<bool>,
     log: &TabLog,
 ) {
+    tokio::select! {
+        () = claim_and_answer(client, executor, session_id, mode, log) => {}
+        _ = stopped.wait_for(|stop| *stop) => {}
+    }
+}
+
+async fn claim_and_answer(
+    client: &Client,
+    executor: &Executor,
+    session_id: Id16,
+    mode: TabMode,
+    log: &TabLog,
+) {
     let clock = now_ms;
     loop {
-        let claimed = tokio::select! {
-            claimed = client.claim(session_id, 50, 5_000) => claimed,
-            _ = stopped.wait_for(|stop| *stop) => return,
-        };
-        let Ok(claimed) = claimed else {
+        let Ok(claimed) = client.claim(session_id, 50, 5_000).await else {
             // The session ended or the relay went away: a real tab backs off; this one waits a
             // moment and tries again until it is stopped.
-            tokio::select! {
-                () = tokio::time::sleep(std::time::Duration::from_millis(100)) => continue,
-                _ = stopped.wait_for(|stop| *stop) => return,
-            }
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+            continue;
         };
         for call in claimed.calls {
             if mode == TabMode::Hold {

@@ -2,9 +2,14 @@
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
+
+/// How long one test suite may run before it is taken to hang: several times its usual
+/// length on a cold build (the native suite, the longest, takes about ten minutes), and short
+/// enough that the whole test run still fails well inside CI's limit.
+pub const SUITE_DEADLINE: Duration = Duration::from_secs(30 * 60);
 
 /// The workspace root (xtask lives one level below it).
 pub fn root() -> PathBuf {
@@ -76,6 +81,39 @@ impl Cmd {
         Ok(())
     }
 
+    /// Runs as [`Cmd::run`], but kills it and every process it started once `deadline` has
+    /// passed: a test that hangs fails its step in bounded time instead of holding CI until
+    /// CI's own limit, which reports nothing about which step hung.
+    pub fn run_within(mut self, deadline: Duration) -> Result<()> {
+        eprintln!("$ {}", self.describe());
+        let mut child = self
+            .0
+            .spawn()
+            .with_context(|| format!("could not start {}", self.describe()))?;
+        let started = Instant::now();
+        let status = loop {
+            if let Some(status) = child.try_wait()? {
+                break status;
+            }
+            if started.elapsed() > deadline {
+                kill_tree(child.id());
+                let _ = child.wait();
+                bail!(
+                    "{} did not finish within {} minutes and was killed, with every process \
+                     it started. A Rust test that hangs names itself above (\"has been running \
+                     for over 60 seconds\").",
+                    self.describe(),
+                    deadline.as_secs() / 60
+                );
+            }
+            std::thread::sleep(Duration::from_millis(500));
+        };
+        if !status.success() {
+            bail!("{} exited with {status}", self.describe());
+        }
+        Ok(())
+    }
+
     /// Runs quietly and returns stdout; fails with stderr on a non-zero exit.
     pub fn read(mut self) -> Result<String> {
         let output = self
@@ -103,5 +141,98 @@ impl Cmd {
             self.0.get_program().to_string_lossy(),
             args.join(" ")
         )
+    }
+}
+
+/// Kills `root` and its descendants, children first found through `/proc` (Linux, where the
+/// test suites run). Each is stopped before its children are listed, so none can start more.
+fn kill_tree(root: u32) {
+    let mut pending = vec![root];
+    let mut found = Vec::new();
+    while let Some(pid) = pending.pop() {
+        let _ = Command::new("kill")
+            .args(["-STOP", &pid.to_string()])
+            .status();
+        pending.extend(children_of(pid));
+        found.push(pid);
+    }
+    for pid in found {
+        let _ = Command::new("kill")
+            .args(["-KILL", &pid.to_string()])
+            .status();
+    }
+}
+
+/// The processes whose parent is `pid`, from each `/proc/<pid>/stat` (its fourth field, after
+/// the command name in parentheses, which may itself hold spaces and parentheses).
+fn children_of(pid: u32) -> Vec<u32> {
+    let Ok(processes) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    processes
+        .filter_map(|entry| {
+            let child: u32 = entry.ok()?.file_name().to_str()?.parse().ok()?;
+            let stat = std::fs::read_to_string(format!("/proc/{child}/stat")).ok()?;
+            let parent: u32 = stat
+                .rsplit_once(')')?
+                .1
+                .split_whitespace()
+                .nth(1)?
+                .parse()
+                .ok()?;
+            (parent == pid).then_some(child)
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Whether `pid` still runs (a zombie, killed and not yet reaped, does not).
+    fn runs(pid: u32) -> bool {
+        std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+            !stat
+                .rsplit_once(')')
+                .unwrap()
+                .1
+                .trim_start()
+                .starts_with('Z')
+        })
+    }
+
+    #[test]
+    fn a_command_past_its_deadline_is_killed_with_what_it_started() {
+        let folder = std::env::temp_dir().join(format!("xtask-deadline-{}", std::process::id()));
+        std::fs::create_dir_all(&folder).unwrap();
+        let pid_file = folder.join("grandchild");
+        let script = format!("sleep 300 & echo $! > {}; wait", pid_file.display());
+        let error = cmd("sh", &["-c", &script])
+            .run_within(Duration::from_secs(2))
+            .unwrap_err();
+        assert!(error.to_string().contains("did not finish"), "{error}");
+        let grandchild: u32 = std::fs::read_to_string(&pid_file)
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
+        let _ = std::fs::remove_dir_all(&folder);
+        // The kill is sent before `run_within` returns; the kernel may take a moment.
+        let gone = (0..100).any(|_| {
+            std::thread::sleep(Duration::from_millis(50));
+            !runs(grandchild)
+        });
+        assert!(gone, "the grandchild {grandchild} still runs");
+    }
+
+    #[test]
+    fn a_command_within_its_deadline_reports_its_status() {
+        cmd("true", &[])
+            .run_within(Duration::from_secs(60))
+            .unwrap();
+        let error = cmd("false", &[])
+            .run_within(Duration::from_secs(60))
+            .unwrap_err();
+        assert!(error.to_string().contains("exited with"), "{error}");
     }
 }

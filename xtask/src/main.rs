@@ -184,7 +184,7 @@ fn native_tests(postgres: Postgres) -> Result<skips::Skips> {
             tests
                 .env("SEALPOST_TEST_POSTGRES_URL", cluster.url())
                 .env_remove("SEALPOST_SKIP_POSTGRES")
-                .run()?;
+                .run_within(cmd::SUITE_DEADLINE)?;
             cluster.stop();
             &[]
         }
@@ -192,7 +192,7 @@ fn native_tests(postgres: Postgres) -> Result<skips::Skips> {
             tests
                 .env("SEALPOST_SKIP_POSTGRES", "1")
                 .env_remove("SEALPOST_TEST_POSTGRES_URL")
-                .run()?;
+                .run_within(cmd::SUITE_DEADLINE)?;
             &["postgres"]
         }
     };

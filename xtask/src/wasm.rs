@@ -5,7 +5,7 @@
 
 use anyhow::Result;
 
-use crate::cmd::{cargo, root};
+use crate::cmd::{SUITE_DEADLINE, cargo, root};
 use crate::tools::Tools;
 
 /// Crates whose `tests/it` suite also runs in the browser.
@@ -32,7 +32,7 @@ pub fn test(tools: &Tools) -> Result<()> {
             root().join("xtask").join("webdriver.json"),
         )
         .env("WASM_BINDGEN_TEST_TIMEOUT", "120")
-        .run()?;
+        .run_within(SUITE_DEADLINE)?;
     }
     Ok(())
 }

@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context as _, Result};
 
-use crate::cmd::{cargo, cmd, root};
+use crate::cmd::{SUITE_DEADLINE, cargo, cmd, root};
 use crate::tools::{self, find_in_path};
 
 /// Installs `web/`'s pinned packages (playwright-core, axe-core, binaryen) when missing.
@@ -185,5 +185,5 @@ pub fn test(tools: &tools::Tools) -> Result<()> {
         .env("SEALPOST_BIN", debug.join("sealpost"))
         .env("SEALPOST_WEB_DIR", out_dir())
         .env("SEALPOST_CHROMIUM", &tools.chromium)
-        .run()
+        .run_within(SUITE_DEADLINE)
 }
