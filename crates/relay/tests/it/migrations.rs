@@ -1,6 +1,7 @@
 //! Migrations run through `sqlx::migrate!`. A database made by the relay's earlier runner (its
 //! own `relay_migrations` table, the same schema) upgrades in place: its rows stay, its
-//! bookkeeping moves to `_sqlx_migrations`, and opening it again changes nothing.
+//! bookkeeping moves to `_sqlx_migrations`, and opening it again changes nothing. A PostgreSQL
+//! database from before in-place updates (migration 3) keeps its calls working in every state.
 
 use sealpost_protocol::api::{CallState, TokenKind};
 use sealpost_protocol::ids::Id16;
@@ -234,4 +235,123 @@ async fn no_postgres_index_covers_what_a_reply_or_delivery_mark_changes() {
         .unwrap();
         assert!(covering.is_empty(), "`{column}` is indexed: {covering:?}");
     }
+}
+
+/// A PostgreSQL database from before in-place updates (migrations 1 and 2), holding a call in
+/// each state a call could then have without a lease: after the upgrade every call that left
+/// `pending` has one, the pending call is still claimed, and a lapsed claim still expires.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_postgres_database_from_before_in_place_updates_upgrades_with_calls_in_every_state() {
+    let Some(db) = TestDb::postgres().await else {
+        return;
+    };
+    let sql_ms = |at: UnixMillis| i64::try_from(at.as_ms()).unwrap();
+    let (owner, token, pair, session) = (id(), id(), id(), id());
+    let calls = [
+        ("pending", None, id()),
+        ("claimed", Some(NOW.saturating_add_ms(30_000)), id()),
+        ("cancelled", None, id()),
+        ("expired", None, id()),
+    ];
+    {
+        let pool = sqlx::PgPool::connect(&db.url).await.unwrap();
+        sqlx::migrate!("../../migrations/postgres")
+            .run_to(2, &pool)
+            .await
+            .unwrap();
+        sqlx::query("INSERT INTO owners (id, name, created_at) VALUES ($1, 'kept', $2)")
+            .bind(owner.0.to_vec())
+            .bind(sql_ms(NOW))
+            .execute(&pool)
+            .await
+            .unwrap();
+        sqlx::query(
+            "INSERT INTO tokens (id, owner_id, kind, label, created_at, expires_at) \
+             VALUES ($1, $2, 'owner', 'tab', $3, $4)",
+        )
+        .bind(token.0.to_vec())
+        .bind(owner.0.to_vec())
+        .bind(sql_ms(NOW))
+        .bind(sql_ms(NOW.saturating_add_ms(HOUR)))
+        .execute(&pool)
+        .await
+        .unwrap();
+        sqlx::query(
+            "INSERT INTO sessions (owner_id, session_id, pair_id, hello, created_at, expires_at) \
+             VALUES ($1, $2, $3, 'hello', $4, $5)",
+        )
+        .bind(owner.0.to_vec())
+        .bind(session.0.to_vec())
+        .bind(pair.0.to_vec())
+        .bind(sql_ms(NOW))
+        .bind(sql_ms(NOW.saturating_add_ms(HOUR)))
+        .execute(&pool)
+        .await
+        .unwrap();
+        for (state, lease, call) in &calls {
+            sqlx::query(
+                "INSERT INTO calls (owner_id, call_id, session_id, pair_id, state, envelope, \
+                 created_at, expires_at, lease_expires_at) \
+                 VALUES ($1, $2, $3, $4, $5, 'sealed', $6, $7, $8)",
+            )
+            .bind(owner.0.to_vec())
+            .bind(call.0.to_vec())
+            .bind(session.0.to_vec())
+            .bind(pair.0.to_vec())
+            .bind(*state)
+            .bind(sql_ms(NOW))
+            .bind(sql_ms(NOW.saturating_add_ms(HOUR)))
+            .bind(lease.map(sql_ms))
+            .execute(&pool)
+            .await
+            .unwrap();
+        }
+        pool.close().await;
+    }
+
+    let store = store::open(&db.url).await.unwrap();
+    let mut conn = sqlx::PgConnection::connect(&db.url).await.unwrap();
+    let unleased: Vec<String> = sqlx::query_scalar(
+        "SELECT state FROM calls WHERE state <> 'pending' AND lease_expires_at IS NULL",
+    )
+    .fetch_all(&mut conn)
+    .await
+    .unwrap();
+    assert_eq!(
+        unleased,
+        Vec::<String>::new(),
+        "calls that left pending without a lease"
+    );
+
+    let bearer = Bearer {
+        token_id: token,
+        owner_id: owner,
+        kind: TokenKind::Owner,
+        pair_id: None,
+    };
+    let claimed = store
+        .claim_calls(bearer, session, NOW, 10, 30_000)
+        .await
+        .unwrap();
+    let claimed: Vec<Id16> = claimed.iter().map(|row| row.call_id).collect();
+    assert_eq!(
+        claimed,
+        vec![calls[0].2],
+        "only the pending call is claimed"
+    );
+
+    store
+        .sweep(NOW.saturating_add_ms(60_000), HOUR)
+        .await
+        .unwrap();
+    let state: String = sqlx::query_scalar("SELECT state FROM calls WHERE call_id = $1")
+        .bind(calls[1].2.0.to_vec())
+        .fetch_one(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(
+        state,
+        CallState::Expired.as_str(),
+        "the lapsed claim expires"
+    );
 }
