@@ -471,11 +471,18 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     ) -> StoreResult<Option<CallView>>;
 
     /// Expires overdue calls and sessions, drops bytes of finished calls at their expiry, and
-    /// deletes rows `grace_ms` after their expiry.
+    /// deletes rows `grace_ms` after their expiry. A claim whose lease lapsed is expired by the
+    /// first sweep after it, or, if its lease was written by a replica whose clock lags, by a
+    /// sweep at most [`LAPSED_SWEEP_FULL_EVERY_MS`] later.
     async fn sweep(&self, now: UnixMillis, grace_ms: u64) -> StoreResult<SweepStats>;
     /// Number of call rows per stored state (for metrics).
     async fn count_calls_by_state(&self) -> StoreResult<Vec<(CallState, i64)>>;
 }
+
+/// How long a lapsed claim whose lease end a lagging clock wrote may stay `claimed` in the
+/// table (it reads as expired all along): PostgreSQL's sweeps read only the lease ends since
+/// the last sweep, and every lease end this often.
+pub const LAPSED_SWEEP_FULL_EVERY_MS: u64 = 600_000;
 
 /// What tests and the canary ask of a store beyond what the relay does: kept out of [`Store`]
 /// so no endpoint can come to depend on it.

@@ -20,8 +20,8 @@ use super::{Notifier, notify, require_live};
 use crate::store::rows::{self, Columns};
 use crate::store::sql;
 use crate::store::{
-    Bearer, CallView, ClaimedRow, NewCall, Scope, StoreError, StoreResult, SweepStats, b,
-    duration_to_sql, is_unique_violation, time_to_sql,
+    Bearer, CallView, ClaimedRow, LAPSED_SWEEP_FULL_EVERY_MS, NewCall, Scope, StoreError,
+    StoreResult, SweepStats, b, duration_to_sql, is_unique_violation, time_to_sql,
 };
 use crate::wake::Topic;
 
@@ -299,19 +299,50 @@ const SWEEP_EXPIRE_LAPSED_SINCE: &str = "UPDATE calls SET state = 'expired', env
      WHERE state = 'claimed' AND lease_expires_at <= $1 AND lease_expires_at > $2";
 
 /// How far before its last sweep the sweeper looks again for lapsed leases: a margin for
-/// clocks that step back and for replicas whose clocks differ. A lapsed claim the window
-/// misses still reads as expired (`effective_state`); its envelope then goes at the call's
-/// expiry instead of the lease's.
+/// clocks that step back and for replicas whose clocks differ.
 const LAPSED_SWEEP_OVERLAP_MS: u64 = 10_000;
 
-/// `lapsed_since`: the `now` of this process's last sweep, if any (the first sweep reads
-/// every lease).
+/// Which lease ends this process's sweeps have read. Each sweep's window starts at the last
+/// one's `now` less [`LAPSED_SWEEP_OVERLAP_MS`]; a sweep reads every lease end when none has
+/// for [`LAPSED_SWEEP_FULL_EVERY_MS`] (so does the first one after a start). A lease end older
+/// than the window, written by a replica whose clock lags by more than the overlap, is found
+/// by that full read; until then it reads as expired (`effective_state`).
+#[derive(Debug, Default)]
+pub(super) struct SweepWindow {
+    last: Option<UnixMillis>,
+    last_full: Option<UnixMillis>,
+}
+
+impl SweepWindow {
+    /// The lower bound (exclusive) of the lease ends a sweep at `now` reads; `None`: all.
+    fn since(&self, now: UnixMillis) -> Option<UnixMillis> {
+        let full_due = self
+            .last_full
+            .is_none_or(|full| now.saturating_sub(full) >= LAPSED_SWEEP_FULL_EVERY_MS);
+        if full_due {
+            return None;
+        }
+        self.last
+            .map(|last| last.saturating_sub_ms(LAPSED_SWEEP_OVERLAP_MS))
+    }
+
+    /// Records a sweep at `now` that read from `since`.
+    fn swept(&mut self, now: UnixMillis, since: Option<UnixMillis>) {
+        self.last = Some(now);
+        if since.is_none() {
+            self.last_full = Some(now);
+        }
+    }
+}
+
+/// `window`: the lease ends this process's earlier sweeps read; updated once this one commits.
 pub(super) async fn sweep(
     pool: &PgPool,
     now: UnixMillis,
     grace_ms: u64,
-    lapsed_since: Option<UnixMillis>,
+    window: &std::sync::Mutex<SweepWindow>,
 ) -> StoreResult<SweepStats> {
+    let since = window.lock().expect("sweep window lock").since(now);
     let mut tx = pool.begin().await?;
     let mut stats = SweepStats::default();
     stats.expired_calls += sqlx::query(sql::SWEEP_EXPIRE_PENDING)
@@ -319,12 +350,9 @@ pub(super) async fn sweep(
         .execute(&mut *tx)
         .await?
         .rows_affected();
-    let since = lapsed_since.map_or(i64::MIN, |last| {
-        time_to_sql(last.saturating_sub_ms(LAPSED_SWEEP_OVERLAP_MS))
-    });
     stats.expired_calls += sqlx::query(SWEEP_EXPIRE_LAPSED_SINCE)
         .bind(time_to_sql(now))
-        .bind(since)
+        .bind(since.map_or(i64::MIN, time_to_sql))
         .execute(&mut *tx)
         .await?
         .rows_affected();
@@ -359,6 +387,7 @@ pub(super) async fn sweep(
         .execute(&mut *tx)
         .await?;
     tx.commit().await?;
+    window.lock().expect("sweep window lock").swept(now, since);
     Ok(stats)
 }
 

@@ -80,8 +80,8 @@ pub struct PgStore {
     plugin_seen: Arc<SeenThrottle>,
     batch: batch::Batcher,
     deliveries: deliveries::Deliveries,
-    /// The `now` of this process's last sweep (`calls::sweep` reads lease ends since then).
-    last_sweep: Arc<std::sync::Mutex<Option<UnixMillis>>>,
+    /// Which lease ends this process's sweeps have read.
+    sweep_window: Arc<std::sync::Mutex<calls::SweepWindow>>,
 }
 
 impl PgStore {
@@ -109,7 +109,7 @@ impl PgStore {
             pool,
             seen: Arc::default(),
             plugin_seen: Arc::default(),
-            last_sweep: Arc::default(),
+            sweep_window: Arc::default(),
         })
     }
 }
@@ -417,10 +417,7 @@ impl Store for PgStore {
     }
 
     async fn sweep(&self, now: UnixMillis, grace_ms: u64) -> StoreResult<SweepStats> {
-        let since = *self.last_sweep.lock().expect("sweep lock");
-        let stats = calls::sweep(&self.pool, now, grace_ms, since).await?;
-        *self.last_sweep.lock().expect("sweep lock") = Some(now);
-        Ok(stats)
+        calls::sweep(&self.pool, now, grace_ms, &self.sweep_window).await
     }
 
     async fn count_calls_by_state(&self) -> StoreResult<Vec<(CallState, i64)>> {

@@ -164,6 +164,7 @@ contract!(
     check_sweeper_drops_bytes_then_rows,
     check_the_sweeper_ends_expired_sessions_and_names_them,
     check_every_sweep_expires_the_claims_whose_lease_lapsed_since,
+    check_a_lease_a_lagging_clock_wrote_expires_within_the_full_sweep_period,
     check_ending_a_session_cancels_only_open_calls,
     check_the_plugin_lookup_is_recorded_once_a_second_on_live_sessions,
     check_posts_racing_a_session_end_leave_no_call_pending,

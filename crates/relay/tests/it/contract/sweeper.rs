@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use sealpost_protocol::api::CallState;
-use sealpost_relay::store::{Inspect, StoreError};
+use sealpost_relay::store::{Inspect, LAPSED_SWEEP_FULL_EVERY_MS, StoreError};
 
 use super::{HOUR, T0, world};
 
@@ -139,4 +139,36 @@ pub(super) async fn check_every_sweep_expires_the_claims_whose_lease_lapsed_sinc
     );
     let expired = w.store.count_calls_by_state().await.unwrap();
     assert!(expired.contains(&(CallState::Expired, 2)), "{expired:?}");
+}
+
+/// A replica whose clock lags by more than the sweeps' overlap writes a lease end older than
+/// this process's window: a sweep soon after may miss it (PostgreSQL reads only the lease ends
+/// since its last sweep), a sweep [`LAPSED_SWEEP_FULL_EVERY_MS`] after the last full read does
+/// not.
+pub(super) async fn check_a_lease_a_lagging_clock_wrote_expires_within_the_full_sweep_period(
+    store: Arc<dyn Inspect>,
+) {
+    let w = world(store).await;
+    let at = |ms: u64| T0.saturating_add_ms(ms);
+    // This process's first sweep reads everything; the second only a window from 90 s.
+    for now in [100_000, 101_000] {
+        w.store.sweep(at(now), HOUR).await.unwrap();
+    }
+    let call = w.post(T0, HOUR).await;
+    // The lagging replica, 100 s behind, claims it with a lease that ends at 1,002 ms.
+    let got = w
+        .store
+        .claim_calls(w.tab, w.session, at(2), 1, 1_000)
+        .await
+        .unwrap();
+    assert_eq!(got.len(), 1);
+    w.store.sweep(at(102_000), HOUR).await.unwrap();
+    w.store
+        .sweep(at(100_000 + LAPSED_SWEEP_FULL_EVERY_MS), HOUR)
+        .await
+        .unwrap();
+    let held = w.store.held_bytes(w.owner, call).await.unwrap().unwrap();
+    assert!(!held.envelope, "the lapsed claim keeps its envelope");
+    let states = w.store.count_calls_by_state().await.unwrap();
+    assert_eq!(states, vec![(CallState::Expired, 1)], "the lapsed claim expired");
 }
