@@ -170,5 +170,9 @@ pub(super) async fn check_a_lease_a_lagging_clock_wrote_expires_within_the_full_
     let held = w.store.held_bytes(w.owner, call).await.unwrap().unwrap();
     assert!(!held.envelope, "the lapsed claim keeps its envelope");
     let states = w.store.count_calls_by_state().await.unwrap();
-    assert_eq!(states, vec![(CallState::Expired, 1)], "the lapsed claim expired");
+    assert_eq!(
+        states,
+        vec![(CallState::Expired, 1)],
+        "the lapsed claim expired"
+    );
 }
