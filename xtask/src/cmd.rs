@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, bail};
 
 /// How long one test suite may run before it is taken to hang: several times its usual
-/// length on a cold build (the native suite, the longest, takes about ten minutes), and short
+/// length on a cold build (the native suite, the longest, takes about five minutes), and short
 /// enough that the whole test run still fails well inside CI's limit.
 pub const SUITE_DEADLINE: Duration = Duration::from_secs(30 * 60);
 
