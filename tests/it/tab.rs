@@ -63,9 +63,10 @@ async fn a_tab_dropped_while_its_answer_waits_on_the_relay_stops() {
     let relay = LiveRelay::start(TestDb::sqlite()).await;
     let pairing = relay.pair().await.unwrap();
     let (proxy, holding) = proxy_holding_answers(relay.base["http://".len()..].to_owned()).await;
+    let proxied = Relay::connect(proxy, None, None);
     let through_proxy = LiveRelay {
-        owner: Relay::connect(proxy.clone(), None, None).client_as(relay.owner.token.clone()),
-        relay: Relay::connect(proxy, None, None),
+        owner: proxied.client_as(relay.owner.token.clone()),
+        relay: proxied,
     };
     let tab = Tab::start(&through_proxy, &pairing.secret, 600, || {
         let grants = GrantsHandle::new(Default::default());

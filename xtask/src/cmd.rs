@@ -69,22 +69,18 @@ impl Cmd {
         self
     }
 
-    pub fn run(mut self) -> Result<()> {
-        eprintln!("$ {}", self.describe());
-        let status = self
-            .0
-            .status()
-            .with_context(|| format!("could not start {}", self.describe()))?;
-        if !status.success() {
-            bail!("{} exited with {status}", self.describe());
-        }
-        Ok(())
+    pub fn run(self) -> Result<()> {
+        self.run_until(None)
     }
 
     /// Runs as [`Cmd::run`], but kills it and every process it started once `deadline` has
     /// passed: a test that hangs fails its step in bounded time instead of holding CI until
     /// CI's own limit, which reports nothing about which step hung.
-    pub fn run_within(mut self, deadline: Duration) -> Result<()> {
+    pub fn run_within(self, deadline: Duration) -> Result<()> {
+        self.run_until(Some(deadline))
+    }
+
+    fn run_until(mut self, deadline: Option<Duration>) -> Result<()> {
         eprintln!("$ {}", self.describe());
         let mut child = self
             .0
@@ -92,6 +88,9 @@ impl Cmd {
             .with_context(|| format!("could not start {}", self.describe()))?;
         let started = Instant::now();
         let status = loop {
+            let Some(deadline) = deadline else {
+                break child.wait()?;
+            };
             if let Some(status) = child.try_wait()? {
                 break status;
             }

@@ -174,20 +174,7 @@ async fn a_postgres_database_from_the_previous_runner_upgrades_with_its_data() {
     let held = Held::new();
     {
         let mut conn = sqlx::PgConnection::connect(&db.url).await.unwrap();
-        for (sql, binds) in held.statements(PREVIOUS_POSTGRES) {
-            if binds.is_empty() {
-                sqlx::raw_sql(AssertSqlSafe(sql))
-                    .execute(&mut conn)
-                    .await
-                    .unwrap();
-            } else {
-                let mut query = sqlx::query(AssertSqlSafe(sql));
-                for bind in binds {
-                    query = query.bind(bind);
-                }
-                query.execute(&mut conn).await.unwrap();
-            }
-        }
+        execute_postgres(&mut conn, held.statements(PREVIOUS_POSTGRES)).await;
         conn.close().await.unwrap();
     }
     held.check_kept(&db.url).await;
@@ -204,6 +191,24 @@ async fn a_postgres_database_from_the_previous_runner_upgrades_with_its_data() {
         .await
         .unwrap();
     assert_eq!(old, None, "the earlier bookkeeping is gone");
+}
+
+/// Runs `statements` (SQL and its `$N` byte parameters) in order on `conn`.
+async fn execute_postgres(conn: &mut sqlx::PgConnection, statements: Vec<(String, Vec<Vec<u8>>)>) {
+    for (sql, binds) in statements {
+        if binds.is_empty() {
+            sqlx::raw_sql(AssertSqlSafe(sql))
+                .execute(&mut *conn)
+                .await
+                .unwrap();
+        } else {
+            let mut query = sqlx::query(AssertSqlSafe(sql));
+            for bind in binds {
+                query = query.bind(bind);
+            }
+            query.execute(&mut *conn).await.unwrap();
+        }
+    }
 }
 
 /// A reply and a delivery mark change only these columns of a call. While no index of `calls`
@@ -245,7 +250,6 @@ async fn a_postgres_database_from_before_in_place_updates_upgrades_with_calls_in
     let Some(db) = TestDb::postgres().await else {
         return;
     };
-    let sql_ms = |at: UnixMillis| i64::try_from(at.as_ms()).unwrap();
     let (owner, token, pair, session) = (id(), id(), id(), id());
     let calls = [
         ("pending", None, id()),
@@ -253,59 +257,46 @@ async fn a_postgres_database_from_before_in_place_updates_upgrades_with_calls_in
         ("cancelled", None, id()),
         ("expired", None, id()),
     ];
+    let (o, s) = (owner.0.to_vec(), session.0.to_vec());
+    let until = NOW.saturating_add_ms(HOUR);
+    let mut rows = vec![
+        (
+            format!("INSERT INTO owners (id, name, created_at) VALUES ($1, 'kept', {NOW})"),
+            vec![o.clone()],
+        ),
+        (
+            format!(
+                "INSERT INTO tokens (id, owner_id, kind, label, created_at, expires_at) \
+                 VALUES ($1, $2, 'owner', 'tab', {NOW}, {until})"
+            ),
+            vec![token.0.to_vec(), o.clone()],
+        ),
+        (
+            format!(
+                "INSERT INTO sessions (owner_id, session_id, pair_id, hello, created_at, expires_at) \
+                 VALUES ($1, $2, $3, 'hello', {NOW}, {until})"
+            ),
+            vec![o.clone(), s.clone(), pair.0.to_vec()],
+        ),
+    ];
+    for (state, lease, call) in &calls {
+        let lease = lease.map_or("NULL".to_owned(), |at| at.to_string());
+        rows.push((
+            format!(
+                "INSERT INTO calls (owner_id, call_id, session_id, pair_id, state, envelope, \
+                 created_at, expires_at, lease_expires_at) \
+                 VALUES ($1, $2, $3, $4, '{state}', 'sealed', {NOW}, {until}, {lease})"
+            ),
+            vec![o.clone(), call.0.to_vec(), s.clone(), pair.0.to_vec()],
+        ));
+    }
     {
         let pool = sqlx::PgPool::connect(&db.url).await.unwrap();
         sqlx::migrate!("../../migrations/postgres")
             .run_to(2, &pool)
             .await
             .unwrap();
-        sqlx::query("INSERT INTO owners (id, name, created_at) VALUES ($1, 'kept', $2)")
-            .bind(owner.0.to_vec())
-            .bind(sql_ms(NOW))
-            .execute(&pool)
-            .await
-            .unwrap();
-        sqlx::query(
-            "INSERT INTO tokens (id, owner_id, kind, label, created_at, expires_at) \
-             VALUES ($1, $2, 'owner', 'tab', $3, $4)",
-        )
-        .bind(token.0.to_vec())
-        .bind(owner.0.to_vec())
-        .bind(sql_ms(NOW))
-        .bind(sql_ms(NOW.saturating_add_ms(HOUR)))
-        .execute(&pool)
-        .await
-        .unwrap();
-        sqlx::query(
-            "INSERT INTO sessions (owner_id, session_id, pair_id, hello, created_at, expires_at) \
-             VALUES ($1, $2, $3, 'hello', $4, $5)",
-        )
-        .bind(owner.0.to_vec())
-        .bind(session.0.to_vec())
-        .bind(pair.0.to_vec())
-        .bind(sql_ms(NOW))
-        .bind(sql_ms(NOW.saturating_add_ms(HOUR)))
-        .execute(&pool)
-        .await
-        .unwrap();
-        for (state, lease, call) in &calls {
-            sqlx::query(
-                "INSERT INTO calls (owner_id, call_id, session_id, pair_id, state, envelope, \
-                 created_at, expires_at, lease_expires_at) \
-                 VALUES ($1, $2, $3, $4, $5, 'sealed', $6, $7, $8)",
-            )
-            .bind(owner.0.to_vec())
-            .bind(call.0.to_vec())
-            .bind(session.0.to_vec())
-            .bind(pair.0.to_vec())
-            .bind(*state)
-            .bind(sql_ms(NOW))
-            .bind(sql_ms(NOW.saturating_add_ms(HOUR)))
-            .bind(lease.map(sql_ms))
-            .execute(&pool)
-            .await
-            .unwrap();
-        }
+        execute_postgres(&mut pool.acquire().await.unwrap(), rows).await;
         pool.close().await;
     }
 
