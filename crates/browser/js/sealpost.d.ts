@@ -3,7 +3,7 @@
 export type ToolKind = 'read' | 'proposal';
 
 export interface ToolSpec {
-  /** `[A-Za-z0-9_.-]{1,48}`; names starting `sealpost_` are reserved. */
+  /** `[A-Za-z0-9_.-]{1,48}`; names starting `sealpost` in any case are reserved. */
   name: string;
   description: string;
   /** JSON Schema of the arguments object. */

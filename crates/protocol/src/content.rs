@@ -223,12 +223,16 @@ pub enum BadToolName {
     /// A character outside `[A-Za-z0-9_.-]`.
     #[error("a tool name may use only A-Z, a-z, 0-9, '_', '.' and '-'")]
     Characters,
-    /// Starts with [`RESERVED_TOOL_PREFIX`], which the plugin keeps for its own tools.
-    #[error("tool names starting with '{RESERVED_TOOL_PREFIX}' are reserved for the plugin")]
+    /// Starts with [`RESERVED_TOOL_PREFIX`] in any case, which the plugin keeps for its own
+    /// tools.
+    #[error(
+        "tool names starting with '{RESERVED_TOOL_PREFIX}' (in any case) are reserved for the plugin"
+    )]
     Reserved,
 }
 
-/// Checks a tool name against `[A-Za-z0-9_.-]{1,48}` and the reserved prefix.
+/// Checks a tool name against `[A-Za-z0-9_.-]{1,48}` and the reserved prefix (any case, so
+/// every spelling of `sealpost_…`, with `-` or `.` for `_`, is refused too).
 pub fn validate_tool_name(name: &str) -> Result<(), BadToolName> {
     if name.is_empty() || name.len() > MAX_TOOL_NAME_BYTES {
         return Err(BadToolName::Length);
@@ -239,7 +243,9 @@ pub fn validate_tool_name(name: &str) -> Result<(), BadToolName> {
     {
         return Err(BadToolName::Characters);
     }
-    if name.starts_with(RESERVED_TOOL_PREFIX) {
+    // ASCII only (checked above), so a byte-wise case-insensitive compare is exact.
+    let prefix = RESERVED_TOOL_PREFIX.as_bytes();
+    if name.len() >= prefix.len() && name.as_bytes()[..prefix.len()].eq_ignore_ascii_case(prefix) {
         return Err(BadToolName::Reserved);
     }
     Ok(())
@@ -320,9 +326,20 @@ mod tests {
         );
         assert_eq!(validate_tool_name("rm -rf"), Err(BadToolName::Characters));
         assert_eq!(validate_tool_name("é"), Err(BadToolName::Characters));
-        assert_eq!(
-            validate_tool_name("sealpost_status"),
-            Err(BadToolName::Reserved)
-        );
+        for reserved in [
+            "sealpost_status",
+            "Sealpost_status",
+            "SEALPOST_STATUS",
+            "sealpost-status",
+            "sealpost.status",
+            "SealPost",
+        ] {
+            assert_eq!(
+                validate_tool_name(reserved),
+                Err(BadToolName::Reserved),
+                "{reserved}"
+            );
+        }
+        assert_eq!(validate_tool_name("my_sealpost"), Ok(()));
     }
 }

@@ -22,5 +22,10 @@ pub const MAX_TOOLS: usize = 100;
 pub const MAX_TOOL_NAME_BYTES: usize = 48;
 /// Longest tool description kept, in characters, after flattening.
 pub const MAX_TOOL_DESCRIPTION_CHARS: usize = 1024;
-/// Tool names with this prefix belong to the plugin itself and are refused in a catalog.
-pub const RESERVED_TOOL_PREFIX: &str = "sealpost_";
+/// Largest input schema the plugin lists for a tool, serialised, after cleaning; a larger one
+/// is listed as `{"type":"object"}` (the tab still checks arguments against the real one).
+pub const MAX_LISTED_SCHEMA_BYTES: usize = 8 * 1024;
+/// Tool names that start with this, in any case, belong to the plugin itself and are refused
+/// in a catalog: `Sealpost_status`, `SEALPOST-STATUS` and `sealpost.status` would read as the
+/// plugin's own `sealpost_status` to a person or a model.
+pub const RESERVED_TOOL_PREFIX: &str = "sealpost";
