@@ -86,7 +86,7 @@ impl Plugin {
             })?;
         let session = self
             .keys
-            .trust(code.secret(), &live)
+            .trust(code.secret(), &live, local_now_ms())
             .map_err(|e| Failure::untrusted(relay.host(), &e))?;
         self.remember_catalog(pair_id, &session.tools);
         Ok(session)
@@ -114,7 +114,7 @@ impl Plugin {
     {
         let started = Instant::now();
         let deadline = started + self.options.call_timeout;
-        let code = self.config.load_pairing()?;
+        let code = self.pairing()?;
         let relay = RelayClient::new(self.http.clone(), code.relay_origin(), code.mcp_token());
         let plaintext = serde_json::to_vec(&ToolCall {
             name: name.to_owned(),

@@ -93,6 +93,9 @@ pub struct StatusReport {
     pub tools: Option<usize>,
     /// What is wrong and what to do, when something is.
     pub problem: Option<String>,
+    /// Why this process uses a pairing from its environment rather than the stored one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub notice: Option<String>,
     /// The state that decides the exit code.
     pub exit: Exit,
 }
@@ -112,6 +115,7 @@ impl StatusReport {
             tab_last_seen_secs_ago: None,
             tools: None,
             problem: Some(problem),
+            notice: None,
             exit,
         }
     }
@@ -154,6 +158,10 @@ impl StatusReport {
         if let Some(problem) = &self.problem {
             lines.push(String::new());
             lines.push(problem.clone());
+        }
+        if let Some(notice) = &self.notice {
+            lines.push(String::new());
+            lines.push(notice.clone());
         }
         lines.join("\n")
     }
@@ -205,7 +213,13 @@ fn fingerprint(code: &PairingCode) -> String {
 
 /// Checks the pairing, the relay, the token, the session and the tab, in that order.
 pub async fn status_report(plugin: &Plugin) -> StatusReport {
-    let code = match plugin.config().load_pairing() {
+    let mut report = status_of_pairing(plugin).await;
+    report.notice = plugin.process_pairing_notice().map(str::to_owned);
+    report
+}
+
+async fn status_of_pairing(plugin: &Plugin) -> StatusReport {
+    let code = match plugin.pairing() {
         Ok(code) => code,
         Err(ConfigError::NotPaired) => {
             return StatusReport::empty(Exit::NotPaired, Failure::NotPaired.sentence());
@@ -366,7 +380,10 @@ pub async fn pair(plugin: &Plugin, argument: Option<String>, replace: bool) -> E
         fingerprint(&code)
     );
     match session {
-        Some(live) => match plugin.keys.trust(code.secret(), &live) {
+        Some(live) => match plugin
+            .keys
+            .trust(code.secret(), &live, crate::call::local_now_ms())
+        {
             Ok(session) => {
                 plugin.remember_catalog(Id16(code.secret().pair_id()), &session.tools);
                 println!(
@@ -428,9 +445,12 @@ pub async fn unpair(plugin: &Plugin) -> Exit {
     }
 }
 
-/// At `sealpost mcp` start: pairs from `SEALPOST_PAIRING_CODE` when it holds a code that is
-/// not the stored one (the bundle's setting is the person's latest word). No network.
-pub fn pair_from_environment(plugin: &Plugin) {
+/// At `sealpost mcp` start: takes a code from `SEALPOST_PAIRING_CODE` (how MCP Bundles pass
+/// the person's setting). It is stored only when no pairing is stored yet; a code naming
+/// another pairing serves this process alone, never replaces the stored one (which every other
+/// client uses: a project's MCP config must not redirect them), and the process says so on
+/// stderr and in `sealpost_status`. No network.
+pub fn pair_from_environment(plugin: &mut Plugin) {
     let Some(text) = std::env::var_os(PAIRING_CODE_ENV).filter(|c| !c.is_empty()) else {
         return;
     };
@@ -442,17 +462,32 @@ pub fn pair_from_environment(plugin: &Plugin) {
             return;
         }
     };
-    let same = plugin
-        .config()
-        .load_pairing()
-        .is_ok_and(|existing| existing.encode() == code.encode());
-    if !same {
-        match plugin.config().save_pairing(&code) {
-            Ok(()) => tracing::info!(
-                relay = code.relay_origin().host(),
-                "paired from {PAIRING_CODE_ENV}"
-            ),
-            Err(error) => tracing::warn!(%error, "could not store the pairing"),
+    let stored = match plugin.config().load_pairing() {
+        Ok(stored) if stored.encode() == code.encode() => return,
+        Ok(stored) => format!(
+            "the pairing stored for every client (relay {}, fingerprint {})",
+            stored.relay_origin().host(),
+            fingerprint(&stored)
+        ),
+        Err(ConfigError::NotPaired) => {
+            match plugin.config().save_pairing(&code) {
+                Ok(()) => tracing::info!(
+                    relay = code.relay_origin().host(),
+                    "paired from {PAIRING_CODE_ENV}"
+                ),
+                Err(error) => tracing::warn!(%error, "could not store the pairing"),
+            }
+            return;
         }
-    }
+        Err(_) => "the stored pairing, which could not be read".to_owned(),
+    };
+    let notice = format!(
+        "This process uses the pairing code in {PAIRING_CODE_ENV} (relay {}, fingerprint {}), \
+         not {stored}, which stays as it is for other clients. To make the code from the \
+         environment everyone's pairing, run `sealpost pair --replace` with it.",
+        code.relay_origin().host(),
+        fingerprint(&code)
+    );
+    eprintln!("sealpost: {notice}");
+    plugin.use_for_this_process(code, notice);
 }

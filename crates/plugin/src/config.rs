@@ -2,8 +2,14 @@
 //! the last verified hello, in the platform's config folder (`SEALPOST_CONFIG_DIR` overrides).
 //!
 //! A stored file read back is input: the pairing is parsed with seal's parser on every load,
-//! and a file that is not ours or does not parse is reported with what to do, never trusted
-//! and never a panic. An unreadable catalog reads as no catalog.
+//! and a file that is not ours, not a regular file, or does not parse is reported with what to
+//! do, never trusted, never waited on and never a panic. An unreadable catalog reads as no
+//! catalog.
+//!
+//! The folder must be the user's own: on Unix one owned by another user is refused, and one
+//! that others may write to is tightened to 0700 with a warning (another user could otherwise
+//! swap the pairing). Files are written under a fresh random name created exclusively (never
+//! through a link someone planted), then renamed into place.
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{Read as _, Write as _};
@@ -52,6 +58,14 @@ pub enum ConfigError {
         /// The cause.
         #[source]
         source: std::io::Error,
+    },
+    /// The folder belongs to another user: a pairing there is not ours to trust.
+    #[error(
+        "The configuration folder {path} belongs to another user, so sealpost will not keep or read a pairing there. Set {CONFIG_DIR_ENV} to a folder of your own."
+    )]
+    ForeignFolder {
+        /// The folder.
+        path: PathBuf,
     },
     /// No config folder could be determined.
     #[error("No configuration folder could be found; set {CONFIG_DIR_ENV} to a folder.")]
@@ -121,6 +135,7 @@ impl ConfigDir {
 
     /// Loads and validates the pairing.
     pub fn load_pairing(&self) -> Result<PairingCode, ConfigError> {
+        self.check_folder()?;
         let path = self.pairing_path();
         let Some(bytes) = read_bounded(&path)? else {
             return Err(ConfigError::NotPaired);
@@ -182,24 +197,59 @@ impl ConfigDir {
         self.write_private(&self.0.join(CATALOG_FILE), &text)
     }
 
-    /// Writes `bytes` to a temporary file only the user may read, then renames it over `path`,
-    /// so a reader sees the old file or the new one, never half of one.
+    /// Writes `bytes` to a fresh temporary file only the user may read (a random name, created
+    /// exclusively: a link planted in the folder is never followed), then renames it over
+    /// `path`, so a reader sees the old file or the new one, never half of one.
     fn write_private(&self, path: &Path, bytes: &[u8]) -> Result<(), ConfigError> {
         let io = |path: &Path| {
             let path = path.to_path_buf();
             move |source| ConfigError::Io { path, source }
         };
         create_private_dir(&self.0).map_err(io(&self.0))?;
-        let temporary = path.with_extension(format!("tmp-{}", std::process::id()));
-        let mut options = OpenOptions::new();
-        options.write(true).create(true).truncate(true);
+        self.check_folder()?;
+        let mut file = tempfile::Builder::new()
+            .prefix(".sealpost-")
+            .suffix(".tmp")
+            .tempfile_in(&self.0)
+            .map_err(io(&self.0))?;
+        file.write_all(bytes).map_err(io(file.path()))?;
+        file.as_file().sync_all().map_err(io(file.path()))?;
+        file.persist(path).map_err(|e| io(path)(e.error))?;
+        Ok(())
+    }
+
+    /// Refuses a folder another user owns and tightens one others may write to (Unix); a
+    /// folder that does not exist yet is fine.
+    fn check_folder(&self) -> Result<(), ConfigError> {
         #[cfg(unix)]
-        std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
-        let mut file = options.open(&temporary).map_err(io(&temporary))?;
-        file.write_all(bytes).map_err(io(&temporary))?;
-        file.sync_all().map_err(io(&temporary))?;
-        drop(file);
-        fs::rename(&temporary, path).map_err(io(path))
+        {
+            use std::os::unix::fs::{MetadataExt as _, PermissionsExt as _};
+            let Ok(metadata) = fs::metadata(&self.0) else {
+                return Ok(());
+            };
+            if metadata.uid() != rustix::process::geteuid().as_raw() {
+                return Err(ConfigError::ForeignFolder {
+                    path: self.0.clone(),
+                });
+            }
+            let mode = metadata.mode() & 0o7777;
+            if mode & 0o022 != 0 {
+                let tightened = fs::set_permissions(&self.0, fs::Permissions::from_mode(0o700));
+                match tightened {
+                    Ok(()) => tracing::warn!(
+                        folder = %self.0.display(),
+                        "the configuration folder could be written by other users (mode {mode:o}); it is now 700"
+                    ),
+                    Err(source) => {
+                        return Err(ConfigError::Io {
+                            path: self.0.clone(),
+                            source,
+                        });
+                    }
+                }
+            }
+        }
+        Ok(())
     }
 }
 
@@ -211,9 +261,21 @@ fn create_private_dir(dir: &Path) -> std::io::Result<()> {
     builder.create(dir)
 }
 
+/// Opens `path` for reading without blocking on a FIFO or device someone put there.
+fn open_without_blocking(path: &Path) -> std::io::Result<File> {
+    let mut options = OpenOptions::new();
+    options.read(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::custom_flags(
+        &mut options,
+        rustix::fs::OFlags::NONBLOCK.bits() as i32,
+    );
+    options.open(path)
+}
+
 /// The file's bytes, `None` when it does not exist; a file over the bound is refused unread.
 fn read_bounded(path: &Path) -> Result<Option<Vec<u8>>, ConfigError> {
-    let file = match File::open(path) {
+    let file = match open_without_blocking(path) {
         Ok(file) => file,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(source) => {
@@ -223,6 +285,13 @@ fn read_bounded(path: &Path) -> Result<Option<Vec<u8>>, ConfigError> {
             });
         }
     };
+    let regular = file.metadata().is_ok_and(|m| m.is_file());
+    if !regular {
+        return Err(ConfigError::Corrupt {
+            path: path.to_path_buf(),
+            why: "not a regular file".into(),
+        });
+    }
     let mut bytes = Vec::new();
     file.take(MAX_FILE_BYTES + 1)
         .read_to_end(&mut bytes)
@@ -237,4 +306,105 @@ fn read_bounded(path: &Path) -> Result<Option<Vec<u8>>, ConfigError> {
         });
     }
     Ok(Some(bytes))
+}
+
+#[cfg(all(test, unix))]
+mod tests {
+    use std::os::unix::fs::PermissionsExt as _;
+
+    use sealpost_seal::{PairingSecret, RelayOrigin};
+
+    use super::*;
+
+    fn code() -> PairingCode {
+        let origin = RelayOrigin::parse("https://relay.example").unwrap();
+        PairingCode::new(origin, "h.p.s", PairingSecret::generate(&mut rand::rng())).unwrap()
+    }
+
+    fn folder() -> (tempfile::TempDir, ConfigDir) {
+        let dir = tempfile::tempdir().unwrap();
+        fs::set_permissions(dir.path(), fs::Permissions::from_mode(0o700)).unwrap();
+        let config = ConfigDir::at(dir.path());
+        (dir, config)
+    }
+
+    #[test]
+    fn a_link_planted_at_the_temporary_name_is_not_followed() {
+        let (dir, config) = folder();
+        let outside = tempfile::NamedTempFile::new().unwrap();
+        // The name the file used to be written under, predictable from the process id.
+        let planted = dir
+            .path()
+            .join(format!("pairing.tmp-{}", std::process::id()));
+        std::os::unix::fs::symlink(outside.path(), &planted).unwrap();
+        let code = code();
+        config.save_pairing(&code).unwrap();
+        assert_eq!(
+            fs::read(outside.path()).unwrap(),
+            b"",
+            "nothing written through the link"
+        );
+        assert_eq!(config.load_pairing().unwrap().encode(), code.encode());
+        let mode = fs::metadata(dir.path().join(PAIRING_FILE))
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o600);
+    }
+
+    #[test]
+    fn a_pairing_file_that_is_not_a_regular_file_is_damaged_at_once() {
+        let (dir, config) = folder();
+        let path = dir.path().join(PAIRING_FILE);
+        rustix::fs::mknodat(
+            rustix::fs::CWD,
+            &path,
+            rustix::fs::FileType::Fifo,
+            rustix::fs::Mode::RUSR | rustix::fs::Mode::WUSR,
+            0,
+        )
+        .unwrap();
+        let error = config.load_pairing().unwrap_err();
+        assert!(
+            matches!(&error, ConfigError::Corrupt { why, .. } if why == "not a regular file"),
+            "{error}"
+        );
+        fs::remove_file(&path).unwrap();
+        fs::create_dir(&path).unwrap();
+        assert!(matches!(
+            config.load_pairing(),
+            Err(ConfigError::Corrupt { .. })
+        ));
+    }
+
+    #[test]
+    fn a_folder_others_may_write_is_tightened() {
+        let (dir, config) = folder();
+        config.save_pairing(&code()).unwrap();
+        fs::set_permissions(dir.path(), fs::Permissions::from_mode(0o777)).unwrap();
+        config.load_pairing().unwrap();
+        let mode = fs::metadata(dir.path()).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o700);
+    }
+
+    #[test]
+    fn a_folder_of_another_user_is_refused() {
+        if !rustix::process::geteuid().is_root() {
+            // Only root can give a folder away; CI runs as root.
+            eprintln!("skipped: needs root to give the folder to another user");
+            return;
+        }
+        let (dir, config) = folder();
+        config.save_pairing(&code()).unwrap();
+        let nobody = rustix::fs::Uid::from_raw(65534);
+        rustix::fs::chown(dir.path(), Some(nobody), None).unwrap();
+        assert!(matches!(
+            config.load_pairing(),
+            Err(ConfigError::ForeignFolder { .. })
+        ));
+        assert!(matches!(
+            config.save_pairing(&code()),
+            Err(ConfigError::ForeignFolder { .. })
+        ));
+    }
 }

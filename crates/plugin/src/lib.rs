@@ -28,8 +28,9 @@ use std::time::Duration;
 
 use sealpost_protocol::content::CatalogEntry;
 use sealpost_protocol::ids::Id16;
+use sealpost_seal::PairingCode;
 
-use crate::config::{CachedCatalog, ConfigDir};
+use crate::config::{CachedCatalog, ConfigDir, ConfigError};
 use crate::session::SessionKeysCache;
 
 /// How the plugin waits. Defaults suit every client checked (docs/PLUGIN.md, "A call").
@@ -67,13 +68,25 @@ impl Default for Options {
 #[derive(Debug)]
 pub struct Plugin {
     config: ConfigDir,
-    http: reqwest::Client,
+    http: relay::Connections,
     options: Options,
     keys: SessionKeysCache,
     /// Bumped whenever the cached catalog changes, so the MCP layer can send `list_changed`.
     catalog_changed: tokio::sync::watch::Sender<u64>,
     /// The catalog this process last read or wrote.
     known_catalog: std::sync::Mutex<Option<CachedCatalog>>,
+    /// A pairing this process alone uses instead of the stored one (`SEALPOST_PAIRING_CODE`
+    /// naming another pairing): never stored, and its catalog is kept in memory only, so other
+    /// clients sharing the folder go on with the stored pairing.
+    process_pairing: Option<ProcessPairing>,
+}
+
+/// A pairing from the environment that differs from the stored one, and what was stored.
+#[derive(Debug)]
+pub struct ProcessPairing {
+    code: PairingCode,
+    /// The sentence that tells the person about it (stderr at start, `sealpost_status`).
+    pub notice: String,
 }
 
 impl Plugin {
@@ -86,7 +99,40 @@ impl Plugin {
             keys: SessionKeysCache::default(),
             catalog_changed: tokio::sync::watch::Sender::new(0),
             known_catalog: std::sync::Mutex::new(None),
+            process_pairing: None,
         }
+    }
+
+    /// Makes this process use `code` instead of the stored pairing, saying `notice`.
+    pub fn use_for_this_process(&mut self, code: PairingCode, notice: String) {
+        self.process_pairing = Some(ProcessPairing { code, notice });
+    }
+
+    /// The pairing this process uses: its own from the environment, else the stored one.
+    pub(crate) fn pairing(&self) -> Result<PairingCode, ConfigError> {
+        match &self.process_pairing {
+            Some(own) => Ok(own.code.clone()),
+            None => self.config.load_pairing(),
+        }
+    }
+
+    /// Why this process does not use the stored pairing, when it does not.
+    pub fn process_pairing_notice(&self) -> Option<&str> {
+        self.process_pairing.as_ref().map(|p| p.notice.as_str())
+    }
+
+    /// The catalog to list for `pair_id`: the cached file's, or, for a pairing of this process
+    /// alone, the one it keeps in memory.
+    pub(crate) fn listed_catalog(&self, pair_id: Id16) -> Vec<CatalogEntry> {
+        let catalog = if self.process_pairing.is_some() {
+            self.known_catalog.lock().expect("not poisoned").clone()
+        } else {
+            self.config.load_catalog(pair_id)
+        };
+        catalog
+            .filter(|c| c.pair_id == pair_id)
+            .map(|c| c.tools)
+            .unwrap_or_default()
     }
 
     /// The config folder.
@@ -104,7 +150,7 @@ impl Plugin {
     /// the file is read only when there is none yet (at most once per process and pairing).
     fn remember_catalog(&self, pair_id: Id16, tools: &[CatalogEntry]) {
         let mut known = self.known_catalog.lock().expect("not poisoned");
-        if known.is_none() {
+        if known.is_none() && self.process_pairing.is_none() {
             *known = self.config.load_catalog(pair_id);
         }
         if known
@@ -114,6 +160,12 @@ impl Plugin {
             return;
         }
         let catalog = CachedCatalog::new(pair_id, tools.to_vec());
+        if self.process_pairing.is_some() {
+            *known = Some(catalog);
+            self.catalog_changed
+                .send_modify(|generation| *generation += 1);
+            return;
+        }
         match self.config.save_catalog(&catalog) {
             Ok(()) => {
                 *known = Some(catalog);

@@ -99,8 +99,9 @@ fn main() -> ExitCode {
                     call_timeout: Duration::from_secs(call_timeout_s),
                     ..Options::default()
                 };
-                let plugin = Arc::new(Plugin::new(config, options));
-                commands::pair_from_environment(&plugin);
+                let mut plugin = Plugin::new(config, options);
+                commands::pair_from_environment(&mut plugin);
+                let plugin = Arc::new(plugin);
                 match sealpost::server::serve_stdio(plugin).await {
                     Ok(()) => 0,
                     Err(error) => {

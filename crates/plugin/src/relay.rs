@@ -3,7 +3,12 @@
 //! Response bodies are read with a running cap before anything parses them, so a relay that
 //! lies about or omits `Content-Length` cannot make the plugin allocate past the cap. Errors
 //! name the relay's host, never a URL, a token or a code.
+//!
+//! A process has at most [`MAX_REQUESTS_IN_FLIGHT`] requests open to the relay; the rest wait
+//! their turn, so hundreds of concurrent tool calls do not open hundreds of connections (which
+//! the relay's per-address cap would refuse, the tab's own connections with them).
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use reqwest::StatusCode;
@@ -17,6 +22,7 @@ use sealpost_protocol::limits::MAX_REPLY_ENVELOPE_BYTES;
 use sealpost_seal::RelayOrigin;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
+use tokio::sync::Semaphore;
 use zeroize::Zeroizing;
 
 /// Largest response body read: a maximal reply envelope as base64 in JSON, with room for the
@@ -28,14 +34,17 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 const REQUEST_SLACK: Duration = Duration::from_secs(10);
 /// Idle connections are dropped after this, so a laptop that slept starts on fresh ones.
 const POOL_IDLE: Duration = Duration::from_secs(20);
-/// A 429 whose `Retry-After` is at most this is waited out and the request sent again, up to
-/// [`RATE_RETRIES`] times: a burst costs the agent a short delay, not a failed tool call.
-/// Every request the plugin makes may be repeated (a post is keyed by its call id; reads,
-/// look-ups and cancels change nothing twice). A longer wait (a quota that frees only at the
-/// next sweep) is reported at once.
+/// A 429 or 503 whose `Retry-After` is at most this is waited out and the request sent again,
+/// up to [`RATE_RETRIES`] times: a burst, or a relay at its connection cap, costs the agent a
+/// short delay, not a failed tool call. Every request the plugin makes may be repeated (a post
+/// is keyed by its call id; reads, look-ups and cancels change nothing twice). A longer wait
+/// (a quota that frees only at the next sweep) is reported at once.
 const RATE_WAIT_MAX: Duration = Duration::from_secs(5);
-/// How many times one request waits out a 429.
+/// How many times one request waits out a 429 or 503.
 const RATE_RETRIES: u32 = 3;
+/// Most requests one process has open to the relay at once (long-polls included): the
+/// relay's own share per token is of the same size.
+pub const MAX_REQUESTS_IN_FLIGHT: usize = 32;
 
 /// What went wrong talking to the relay.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -84,7 +93,7 @@ pub struct RelayClient {
     origin: String,
     host: String,
     token: Zeroizing<String>,
-    http: reqwest::Client,
+    http: Connections,
 }
 
 impl std::fmt::Debug for RelayClient {
@@ -95,21 +104,34 @@ impl std::fmt::Debug for RelayClient {
     }
 }
 
-/// One HTTP client for the process: connection reuse matters more than anything else here.
-pub fn http_client() -> reqwest::Client {
-    reqwest::Client::builder()
+/// The process's way to the relay: one HTTP client (connection reuse matters more than
+/// anything else here) and the places for requests in flight.
+#[derive(Debug, Clone)]
+pub struct Connections {
+    client: reqwest::Client,
+    in_flight: Arc<Semaphore>,
+}
+
+/// The process's connections to the relay.
+pub fn http_client() -> Connections {
+    let client = reqwest::Client::builder()
         .connect_timeout(CONNECT_TIMEOUT)
         .pool_idle_timeout(POOL_IDLE)
+        .pool_max_idle_per_host(MAX_REQUESTS_IN_FLIGHT)
         .tcp_nodelay(true)
         .redirect(reqwest::redirect::Policy::none())
         .user_agent(concat!("sealpost/", env!("CARGO_PKG_VERSION")))
         .build()
-        .expect("a client with rustls builds")
+        .expect("a client with rustls builds");
+    Connections {
+        client,
+        in_flight: Arc::new(Semaphore::new(MAX_REQUESTS_IN_FLIGHT)),
+    }
 }
 
 impl RelayClient {
     /// A client for the relay at `origin` using `token`.
-    pub fn new(http: reqwest::Client, origin: &RelayOrigin, token: &str) -> Self {
+    pub fn new(http: Connections, origin: &RelayOrigin, token: &str) -> Self {
         Self {
             origin: origin.as_str().to_owned(),
             host: origin.host().to_owned(),
@@ -188,6 +210,7 @@ impl RelayClient {
 
     fn request(&self, method: reqwest::Method, path: &str) -> reqwest::RequestBuilder {
         self.http
+            .client
             .request(method, format!("{}{path}", self.origin))
             .bearer_auth(self.token.as_str())
     }
@@ -243,17 +266,30 @@ impl RelayClient {
         let deadline = wait.unwrap_or_default() + REQUEST_SLACK;
         let request = request.timeout(deadline);
         let mut retries = 0;
-        let mut response = loop {
+        let (mut response, _place) = loop {
+            // A place is held from sending until the body is read, and not while waiting.
+            let place = self
+                .http
+                .in_flight
+                .acquire()
+                .await
+                .expect("the semaphore is never closed");
             // The plugin's bodies are JSON bytes, never streams, so a request always clones.
             let attempt = request.try_clone().expect("request bodies are bytes");
             let response = attempt.send().await.map_err(|_| unreachable())?;
-            match rate_wait(&response) {
+            match retry_wait(&response) {
                 Some(pause) if retries < RATE_RETRIES => {
                     retries += 1;
-                    tracing::debug!(host = %self.host, ?pause, "rate limited: waiting, then again");
+                    tracing::debug!(
+                        host = %self.host,
+                        status = response.status().as_u16(),
+                        ?pause,
+                        "refused for now: waiting, then again"
+                    );
+                    drop((response, place));
                     tokio::time::sleep(pause).await;
                 }
-                _ => break response,
+                _ => break (response, place),
             }
         };
         let status = response.status();
@@ -299,10 +335,13 @@ impl RelayClient {
     }
 }
 
-/// How long to wait before sending again: a 429's `Retry-After` (whole seconds, as the relay
-/// sends it), when it is no longer than [`RATE_WAIT_MAX`].
-fn rate_wait(response: &reqwest::Response) -> Option<Duration> {
-    if response.status() != StatusCode::TOO_MANY_REQUESTS {
+/// How long to wait before sending again: a 429's or 503's `Retry-After` (whole seconds, as
+/// the relay sends it), when it is no longer than [`RATE_WAIT_MAX`].
+fn retry_wait(response: &reqwest::Response) -> Option<Duration> {
+    if !matches!(
+        response.status(),
+        StatusCode::TOO_MANY_REQUESTS | StatusCode::SERVICE_UNAVAILABLE
+    ) {
         return None;
     }
     let seconds: u64 = response

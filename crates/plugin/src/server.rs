@@ -55,7 +55,7 @@ impl McpServer {
         }
         let plugin = self.plugin.clone();
         tokio::spawn(async move {
-            let Ok(code) = plugin.config().load_pairing() else {
+            let Ok(code) = plugin.pairing() else {
                 return;
             };
             let relay =
@@ -67,15 +67,9 @@ impl McpServer {
     }
 
     fn listed_tools(&self) -> Vec<rmcp::model::Tool> {
-        match self.plugin.config().load_pairing() {
+        match self.plugin.pairing() {
             Ok(code) => {
-                let pair_id = Id16(code.secret().pair_id());
-                let entries = self
-                    .plugin
-                    .config()
-                    .load_catalog(pair_id)
-                    .map(|c| c.tools)
-                    .unwrap_or_default();
+                let entries = self.plugin.listed_catalog(Id16(code.secret().pair_id()));
                 tools::list(&entries, code.relay_origin().host())
             }
             Err(_) => tools::own_tools(),

@@ -1,8 +1,9 @@
 //! The live session as the plugin trusts it: the relay's answer checked against the pairing.
 //!
 //! The relay returns the hello byte for byte; the plugin checks its tag, pairing and expiry
-//! (seal's `verify_hello`), that the `session_id` the relay names in JSON is the one inside
-//! the hello, and only then derives keys. Keys are kept per session id, so calls in one
+//! (seal's `verify_hello`, by the relay's clock), that it has not expired by the plugin's own
+//! clock either (a relay's `now_ms` is not trusted to make an old hello live again), that the
+//! `session_id` the relay names in JSON is the one inside the hello, and only then derives keys. Keys are kept per session id, so calls in one
 //! session share one ephemeral key and the executor's key cache stays small.
 
 use std::sync::{Arc, Mutex};
@@ -10,6 +11,7 @@ use std::sync::{Arc, Mutex};
 use sealpost_protocol::api::LiveSessionResponse;
 use sealpost_protocol::content::{Catalog, CatalogEntry};
 use sealpost_protocol::ids::Id16;
+use sealpost_protocol::limits::CLOCK_SKEW_MS;
 use sealpost_seal::{PairingSecret, PluginSession, SealError, verify_hello};
 use sealpost_time::UnixMillis;
 
@@ -36,6 +38,10 @@ pub enum SessionError {
     /// The hello did not verify under this pairing (wrong tag, pairing, layout or expired).
     #[error("the session's hello does not verify ({0})")]
     Hello(&'static str),
+    /// The hello ended more than the clock skew ago by this computer's clock, whatever time
+    /// the relay says it is.
+    #[error("the session's hello expired by this computer's clock")]
+    ExpiredLocally,
     /// The relay named one session in JSON and returned another's hello.
     #[error("the relay named a session that its hello does not carry")]
     SessionMismatch,
@@ -49,15 +55,20 @@ pub enum SessionError {
 pub struct SessionKeysCache(Mutex<Option<(Id16, Arc<PluginSession>)>>);
 
 impl SessionKeysCache {
-    /// Checks `live` against the pairing and returns the session to seal to.
+    /// Checks `live` against the pairing and returns the session to seal to. `local_now` is
+    /// this computer's clock.
     pub fn trust(
         &self,
         secret: &PairingSecret,
         live: &LiveSessionResponse,
+        local_now: UnixMillis,
     ) -> Result<TrustedSession, SessionError> {
         let relay_now_ms = live.now_ms;
         let hello = verify_hello(secret, &live.hello.0, relay_now_ms)
             .map_err(|e: SealError| SessionError::Hello(e.code()))?;
+        if hello.expires_at_ms().saturating_add_ms(CLOCK_SKEW_MS) < local_now {
+            return Err(SessionError::ExpiredLocally);
+        }
         let session_id = Id16(*hello.session_id());
         if session_id != live.session_id {
             return Err(SessionError::SessionMismatch);

@@ -228,3 +228,95 @@ async fn status_names_each_unusable_state() {
         assert!(help.contains(line), "--help lists exit codes: {help}");
     }
 }
+
+#[tokio::test]
+async fn a_pairing_file_that_is_a_fifo_is_damaged_at_once_and_tools_still_list() {
+    let config = config_dir();
+    let fifo = config.path().join("pairing.json");
+    let made = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap();
+    assert!(made.success());
+    let (report, code) = tokio::time::timeout(crate::PATIENCE, status_json(config.path()))
+        .await
+        .expect("status answers instead of waiting on the FIFO");
+    assert_eq!(code, 7, "{report}");
+    assert!(
+        report["problem"]
+            .as_str()
+            .unwrap()
+            .contains("not a regular file"),
+        "{report}"
+    );
+    let mut mcp = crate::Mcp::spawn(config.path());
+    mcp.initialize("2025-11-25").await;
+    let listed = mcp.request("tools/list", serde_json::json!({})).await;
+    assert_eq!(listed["result"]["tools"][0]["name"], "sealpost_status");
+}
+
+#[tokio::test]
+async fn a_pairing_code_in_one_clients_environment_never_replaces_the_stored_one() {
+    // Stored: the pairing every client uses. One client's server entry carries another.
+    let config = config_dir();
+    let stored = unissued_code("https://relay.example");
+    write_pairing(config.path(), &stored);
+    let pairing_file = config.path().join("pairing.json");
+    let before = std::fs::read(&pairing_file).unwrap();
+    let other = unissued_code(&closed_origin());
+
+    let output = sealpost(config.path())
+        .arg("mcp")
+        .env("SEALPOST_PAIRING_CODE", &other)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .await
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("uses the pairing code in SEALPOST_PAIRING_CODE")
+            && stderr.contains("relay.example")
+            && stderr.contains("sealpost pair --replace"),
+        "{stderr}"
+    );
+    assert_eq!(
+        std::fs::read(&pairing_file).unwrap(),
+        before,
+        "stored pairing unchanged"
+    );
+
+    // The process with the code says so in `sealpost_status`; a plain one uses the stored one.
+    let mut mcp = crate::Mcp::spawn_with(
+        sealpost(config.path())
+            .arg("mcp")
+            .env("SEALPOST_PAIRING_CODE", &other),
+    );
+    mcp.initialize("2025-11-25").await;
+    let (text, _) = crate::result_text(&mcp.call("sealpost_status", serde_json::json!({})).await);
+    assert!(
+        text.contains("uses the pairing code in SEALPOST_PAIRING_CODE"),
+        "{text}"
+    );
+    assert!(text.contains("127.0.0.1"), "this process's relay: {text}");
+    let (report, _) = status_json(config.path()).await;
+    assert_eq!(report["relay_host"], "relay.example", "{report}");
+    assert!(report.get("notice").is_none(), "{report}");
+    assert_eq!(std::fs::read(&pairing_file).unwrap(), before);
+
+    // With nothing stored yet, the code from the environment is stored (a bundle's setting).
+    let fresh = config_dir();
+    let output = sealpost(fresh.path())
+        .arg("mcp")
+        .env("SEALPOST_PAIRING_CODE", &stored)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .await
+        .unwrap();
+    assert!(
+        !String::from_utf8_lossy(&output.stderr).contains("SEALPOST_PAIRING_CODE"),
+        "{}",
+        said(&output)
+    );
+    let (report, _) = status_json(fresh.path()).await;
+    assert_eq!(report["relay_host"], "relay.example", "{report}");
+}

@@ -158,3 +158,46 @@ async fn a_call_never_outlives_its_session() {
     drop(tab);
     relay.stop().await;
 }
+
+#[tokio::test]
+async fn a_hello_expired_by_the_plugins_clock_is_not_sealed_to_whatever_the_relay_says() {
+    // A genuine hello from a year ago, replayed by a relay whose `now_ms` says it is still
+    // that day: by the relay's clock the hello is live.
+    let config = config_dir();
+    let (listener, origin) = listener().await;
+    let secret = pair_with(config.path(), &origin);
+    let then = UnixMillis::from_ms(now_ms().as_ms() - 365 * 24 * 3600 * 1000);
+    let session_id = id();
+    let hello = executor()
+        .start_session(
+            &secret,
+            session_id.0,
+            then,
+            then.saturating_add_ms(600_000),
+            &mut rand::rng(),
+        )
+        .unwrap();
+    let answer = LiveSessionResponse {
+        session_id,
+        hello: Base64Bytes(hello),
+        expires_at: then.saturating_add_ms(600_000),
+        claimer_seen_at: Some(then.saturating_add_ms(60_000)),
+        plugin_seen_at: None,
+        now_ms: then.saturating_add_ms(60_000),
+    };
+    let session = Router::new().route(
+        "/v1/pairings/{id}/session",
+        get(move || {
+            let answer = answer.clone();
+            async move { axum::Json(answer) }
+        }),
+    );
+    let posts = lying_relay(listener, session);
+
+    let mut mcp = Mcp::spawn(config.path());
+    mcp.initialize("2025-11-25").await;
+    let (text, is_error) = result_text(&mcp.call("list_sources", json!({})).await);
+    assert!(is_error);
+    assert!(text.contains("expired by this computer's clock"), "{text}");
+    assert_eq!(posts.load(Ordering::SeqCst), 0, "nothing was sealed to it");
+}

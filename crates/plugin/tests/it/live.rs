@@ -402,3 +402,46 @@ async fn a_burst_past_the_rate_limit_waits_instead_of_failing() {
     drop(tab);
     relay.stop().await;
 }
+
+#[tokio::test]
+async fn four_hundred_concurrent_calls_all_answer_within_the_relays_connection_caps() {
+    // More calls at once than the relay takes connections from one address (256): a plugin
+    // that opened a connection per call was refused most of them with 503, and so was the tab
+    // on the same address. Rates are lifted so that only connections are at stake.
+    const CALLS: usize = 400;
+    let relay = LiveRelay::start_with(TestDb::sqlite(), |limits| {
+        limits.rate_per_token_per_s = 100_000;
+        limits.rate_burst_per_token = 100_000;
+        limits.rate_per_owner_per_s = 100_000;
+        limits.rate_burst_per_owner = 100_000;
+    })
+    .await;
+    let pairing = relay.pair().await.unwrap();
+    let config = config_dir();
+    write_pairing(config.path(), &pairing.code(&relay.base));
+    let tab = Tab::start(&relay, &pairing.secret, 600, tab_executor)
+        .await
+        .unwrap();
+    let mut mcp = Mcp::spawn(config.path());
+    mcp.initialize("2025-11-25").await;
+    let mut ids = Vec::new();
+    for _ in 0..CALLS {
+        let id = mcp.fresh_id();
+        mcp.send(&json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+            "params": {"name": "list_sources", "arguments": {}}}))
+            .await;
+        ids.push(id);
+    }
+    let mut answered = 0;
+    for id in &ids {
+        let (text, is_error) = result_text(&mcp.response(id).await);
+        if !is_error && text.contains("notes") {
+            answered += 1;
+        } else {
+            eprintln!("not answered: {text}");
+        }
+    }
+    assert_eq!(answered, CALLS);
+    drop(tab);
+    relay.stop().await;
+}
