@@ -7,6 +7,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use axum::Router;
 use axum::body::Body;
+use axum::response::IntoResponse as _;
 use axum::routing::{get, post};
 use sealpost_e2e::LiveRelay;
 use sealpost_e2e::tab::Tab;
@@ -200,4 +201,47 @@ async fn a_hello_expired_by_the_plugins_clock_is_not_sealed_to_whatever_the_rela
     assert!(is_error);
     assert!(text.contains("expired by this computer's clock"), "{text}");
     assert_eq!(posts.load(Ordering::SeqCst), 0, "nothing was sealed to it");
+}
+
+#[tokio::test]
+async fn a_relay_at_its_connection_cap_is_waited_out_not_reported() {
+    // The relay's canned answer past its connection cap: 503 with `Retry-After: 1`. Then it
+    // answers (no session is live), and that is what the agent hears.
+    let lookups = Arc::new(AtomicUsize::new(0));
+    let seen = lookups.clone();
+    let session = Router::new().route(
+        "/v1/pairings/{id}/session",
+        get(move || {
+            let first = seen.fetch_add(1, Ordering::SeqCst) == 0;
+            async move {
+                if first {
+                    let busy = r#"{"error":{"code":"too_many_connections","message":"retry"}}"#;
+                    (
+                        axum::http::StatusCode::SERVICE_UNAVAILABLE,
+                        [(axum::http::header::RETRY_AFTER, "1")],
+                        busy,
+                    )
+                        .into_response()
+                } else {
+                    axum::http::StatusCode::NOT_FOUND.into_response()
+                }
+            }
+        }),
+    );
+    let (listener, origin) = listener().await;
+    let posts = lying_relay(listener, session);
+    let config = config_dir();
+    pair_with(config.path(), &origin);
+    let mut mcp = Mcp::spawn(config.path());
+    mcp.initialize("2025-11-25").await;
+    let (text, is_error) = result_text(&mcp.call("list_sources", json!({})).await);
+    assert!(is_error);
+    assert!(!text.contains("503"), "{text}");
+    assert!(text.contains("start a session"), "{text}");
+    assert_eq!(
+        lookups.load(Ordering::SeqCst),
+        2,
+        "asked again after the wait"
+    );
+    assert_eq!(posts.load(Ordering::SeqCst), 0);
 }
