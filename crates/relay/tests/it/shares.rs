@@ -153,15 +153,19 @@ async fn one_owners_long_polls_leave_room_for_another_owner() {
     // One owner, three pairings, each MCP token waiting on its pending call eight times over:
     // 24 waiting reads, more than the relay's 16 connections.
     let (_, mallory) = relay.owner("mallory").await;
-    let answered = Arc::new(AtomicUsize::new(0));
-    let mut sent = 0;
+    let mut waits = Vec::new();
     for _ in 0..3 {
         let pair = id();
         let (_, mcp) = relay.mcp_token(&mallory, pair).await;
         let session = relay.session(&mallory, pair, b"hello").await;
         let call = relay.post_call(&mcp, session, b"call").await;
+        waits.push((call, mcp));
+    }
+    let answered = Arc::new(AtomicUsize::new(0));
+    let mut sent = 0;
+    for (call, mcp) in &waits {
         for _ in 0..8 {
-            send_and_count(&relay, waiting_read(call, &mcp), answered.clone()).await;
+            send_and_count(&relay, waiting_read(*call, mcp), answered.clone()).await;
             sent += 1;
         }
     }
