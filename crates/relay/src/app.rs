@@ -135,6 +135,11 @@ pub(crate) async fn start_with_store(
         large_bodies: crate::caps::LargeBodies::new(
             limits.large_body_bytes,
             limits.max_large_bodies_in_flight,
+            limits.max_large_bodies_per_owner,
+        ),
+        long_polls: crate::caps::LongPolls::new(
+            limits.max_long_polls_per_token,
+            limits.max_long_polls_per_owner,
         ),
         large_replies: crate::caps::KeyedCap::new(limits.max_large_replies_per_token),
         channels: crate::caps::KeyedCap::new(limits.max_channels_per_owner),

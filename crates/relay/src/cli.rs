@@ -127,6 +127,15 @@ struct ServeArgs {
     /// Connections open at once from one peer address (0: no cap; ignored with --trust-proxy).
     #[arg(long, env = "SEALPOST_MAX_CONNECTIONS_PER_ADDRESS", default_value_t = Limits::default().max_connections_per_address)]
     max_connections_per_address: u32,
+    /// Claims and reads waiting at once with one token (0: no cap).
+    #[arg(long, env = "SEALPOST_MAX_LONG_POLLS_PER_TOKEN", default_value_t = Limits::default().max_long_polls_per_token)]
+    max_long_polls_per_token: u32,
+    /// Claims and reads waiting at once with all of one owner's tokens (0: no cap).
+    #[arg(long, env = "SEALPOST_MAX_LONG_POLLS_PER_OWNER", default_value_t = Limits::default().max_long_polls_per_owner)]
+    max_long_polls_per_owner: u32,
+    /// Large request bodies (above 64 KiB, or chunked) read at once for one owner (0: no cap).
+    #[arg(long, env = "SEALPOST_MAX_LARGE_BODIES_PER_OWNER", default_value_t = Limits::default().max_large_bodies_per_owner)]
+    max_large_bodies_per_owner: u32,
     /// Session channels (WebSockets) one owner may hold open (0: offer none; tabs use HTTP).
     #[arg(long, env = "SEALPOST_MAX_CHANNELS_PER_OWNER", default_value_t = Limits::default().max_channels_per_owner)]
     max_channels_per_owner: u32,
@@ -236,6 +245,9 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             config.limits.max_connections = args.max_connections;
             config.limits.max_connections_per_address = args.max_connections_per_address;
             config.limits.max_channels_per_owner = args.max_channels_per_owner;
+            config.limits.max_long_polls_per_token = args.max_long_polls_per_token;
+            config.limits.max_long_polls_per_owner = args.max_long_polls_per_owner;
+            config.limits.max_large_bodies_per_owner = args.max_large_bodies_per_owner;
             config.limits.header_read_timeout_ms = args.header_read_timeout_ms;
             config.limits.write_timeout_ms = args.write_timeout_ms;
             config.limits.shutdown_deadline_ms = args.shutdown_deadline_ms;

@@ -134,8 +134,19 @@ pub struct Limits {
     /// Large request bodies read at once, over all tokens; past it, 503 `busy` before the body
     /// is read.
     pub max_large_bodies_in_flight: u32,
+    /// Large request bodies one owner's tokens may have read at once (0 = no cap), so one
+    /// account cannot take every place among `max_large_bodies_in_flight`; past it, 429
+    /// `too_many_large_bodies` before the body is read.
+    pub max_large_bodies_per_owner: u32,
     /// Large replies one token may be sent at once; past it, 503 `busy`.
     pub max_large_replies_per_token: u32,
+    /// Claims and reads waiting (a `wait_ms` above 0, over HTTP or a channel) with one token at
+    /// once (0 = no cap); past it, 429 `too_many_long_polls` at once.
+    pub max_long_polls_per_token: u32,
+    /// Claims and reads waiting with all of one owner's tokens together (0 = no cap), so one
+    /// account cannot hold every connection the relay allows; past it, 429
+    /// `too_many_long_polls` at once.
+    pub max_long_polls_per_owner: u32,
     /// Session channels (WebSockets) one owner may hold open; past it, 429
     /// `too_many_channels`. 0: the relay offers no channel, and tabs use HTTP alone.
     pub max_channels_per_owner: u32,
@@ -182,7 +193,10 @@ impl Default for Limits {
             shutdown_deadline_ms: 10_000,
             large_body_bytes: 64 * 1024,
             max_large_bodies_in_flight: 32,
+            max_large_bodies_per_owner: 8,
             max_large_replies_per_token: 4,
+            max_long_polls_per_token: 32,
+            max_long_polls_per_owner: 128,
             max_channels_per_owner: 8,
         }
     }

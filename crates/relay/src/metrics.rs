@@ -29,6 +29,9 @@ const RATE_LIMIT_KEYS: &str = "sealpost_rate_limit_keys";
 const CONNECTIONS_OPEN: &str = "sealpost_connections_open";
 const CONNECTIONS_REFUSED: &str = "sealpost_connections_refused_total";
 const CHANNELS_OPEN: &str = "sealpost_channels_open";
+const CONNECTIONS_CLOSED_IDLE: &str = "sealpost_connections_closed_idle_total";
+const REQUESTS_REFUSED: &str = "sealpost_requests_refused_total";
+const LARGE_BODIES_IN_FLIGHT: &str = "sealpost_large_bodies_in_flight";
 
 /// Post-to-claim latency buckets (seconds): a served call is claimed within milliseconds.
 const CLAIM_LATENCY_BUCKETS: [f64; 10] =
@@ -54,6 +57,37 @@ pub enum Refused {
     PerAddress,
 }
 
+/// Which share of the relay refused a request (over HTTP or a channel).
+#[derive(Debug, Clone, Copy)]
+pub enum RefusedRequest {
+    /// `max_long_polls_per_token`.
+    LongPollsPerToken,
+    /// `max_long_polls_per_owner`.
+    LongPollsPerOwner,
+    /// `max_large_bodies_in_flight`.
+    LargeBodies,
+    /// `max_large_bodies_per_owner`.
+    LargeBodiesPerOwner,
+}
+
+impl RefusedRequest {
+    const ALL: [Self; 4] = [
+        Self::LongPollsPerToken,
+        Self::LongPollsPerOwner,
+        Self::LargeBodies,
+        Self::LargeBodiesPerOwner,
+    ];
+
+    fn label(self) -> &'static str {
+        match self {
+            Self::LongPollsPerToken => "long_polls_per_token",
+            Self::LongPollsPerOwner => "long_polls_per_owner",
+            Self::LargeBodies => "large_bodies",
+            Self::LargeBodiesPerOwner => "large_bodies_per_owner",
+        }
+    }
+}
+
 /// The relay's metrics: its recorder and the handles the handlers bump.
 #[derive(Debug)]
 pub struct Metrics {
@@ -71,6 +105,9 @@ pub struct Metrics {
     rate_limit_token_keys: Gauge,
     connections_open: Gauge,
     connections_refused: [Counter; 2],
+    connections_closed_idle: Counter,
+    requests_refused: [Counter; 4],
+    large_bodies_in_flight: Gauge,
     channels_open: Gauge,
 }
 
@@ -127,6 +164,18 @@ impl Metrics {
             CONNECTIONS_REFUSED,
             "Connections closed at once because a connection cap was reached, by cap.",
         );
+        describe(
+            CONNECTIONS_CLOSED_IDLE,
+            "Connections with nothing in flight closed to make room at the connection cap.",
+        );
+        describe(
+            REQUESTS_REFUSED,
+            "Requests refused because a share of the relay was full, by cap.",
+        );
+        describe(
+            LARGE_BODIES_IN_FLIGHT,
+            "Large request bodies being read now (read at each scrape).",
+        );
         let key = |name: &'static str, label: Option<(&'static str, &'static str)>| match label {
             None => Key::from_static_name(name),
             Some((k, v)) => Key::from_parts(name, vec![Label::new(k, v)]),
@@ -162,6 +211,10 @@ impl Metrics {
                 counter_with(CONNECTIONS_REFUSED, Some(("cap", "total"))),
                 counter_with(CONNECTIONS_REFUSED, Some(("cap", "per_address"))),
             ],
+            connections_closed_idle: counter(CONNECTIONS_CLOSED_IDLE),
+            requests_refused: RefusedRequest::ALL
+                .map(|why| counter_with(REQUESTS_REFUSED, Some(("cap", why.label())))),
+            large_bodies_in_flight: gauge(LARGE_BODIES_IN_FLIGHT, None),
             channels_open: gauge(CHANNELS_OPEN, None),
             handle: recorder.handle(),
             recorder,
@@ -230,12 +283,23 @@ impl Metrics {
         self.connections_refused[why as usize].increment(1);
     }
 
+    /// An idle connection closed to make room for a new one.
+    pub fn connection_closed_idle(&self) {
+        self.connections_closed_idle.increment(1);
+    }
+
+    /// A request refused by a share of the relay.
+    pub fn request_refused(&self, why: RefusedRequest) {
+        self.requests_refused[why as usize].increment(1);
+    }
+
     /// The text exposition, with the gauges that are read rather than kept brought up to date.
     pub fn render(
         &self,
         calls_by_state: &[(CallState, i64)],
         waiters: i64,
         rate: &RateLimits,
+        large_bodies_in_flight: usize,
     ) -> String {
         for (state, gauge) in &self.calls_by_state {
             let n = calls_by_state
@@ -246,6 +310,8 @@ impl Metrics {
         }
         self.longpoll_waiters.set(waiters as f64);
         self.rate_limit_token_keys.set(rate.token_keys() as f64);
+        self.large_bodies_in_flight
+            .set(large_bodies_in_flight as f64);
         self.handle.render()
     }
 

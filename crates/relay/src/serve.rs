@@ -8,6 +8,10 @@
 //!   never reads its 2 MiB reply does not keep it in memory.
 //! - At most `max_connections` are open, and `max_connections_per_address` from one peer address;
 //!   past either, a new connection gets a canned 503 and is closed at once instead of waiting.
+//!   At `max_connections`, though, the connection idle longest (opened and silent, or
+//!   kept alive between requests) is closed first and the new one takes its place, so silent
+//!   connections cannot keep out a client with something to ask; only when every connection
+//!   has a request in flight is the new one refused.
 //! - After `max_requests_per_connection` responses a connection is told to close.
 //! - On shutdown the listener closes, idle connections close, in-flight requests get
 //!   `shutdown_deadline_ms` to finish, and then whatever is left is dropped.
@@ -24,8 +28,9 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
 use axum::Router;
+use axum::body::Body;
 use axum::extract::ConnectInfo;
-use axum::http::{HeaderValue, header};
+use axum::http::{HeaderValue, StatusCode, header};
 use hyper::body::Incoming;
 use hyper::server::conn::http1;
 use hyper_util::rt::{TokioIo, TokioTimer};
@@ -36,13 +41,26 @@ use tokio_io_timeout::TimeoutStream;
 use tokio_util::sync::CancellationToken;
 use tower::ServiceExt as _;
 
-use crate::caps::{KeyedCap, KeyedSlot};
+use crate::caps::{Busy, IdleConnections, KeyedCap, KeyedSlot, TrackedConnection};
 use crate::config::Limits;
 use crate::metrics::{Metrics, Refused};
 
 /// After a failed `accept` (out of file descriptors, say), wait this long before the next one
 /// rather than spinning.
 const ACCEPT_ERROR_PAUSE: Duration = Duration::from_millis(50);
+
+/// How long a connection admitted in place of an idle one waits for that one's place: it is
+/// given back as soon as the closed connection's task drops it, so this is only a bound for a
+/// place an upgraded channel took over in the meantime.
+const PLACE_FREED_WITHIN: Duration = Duration::from_secs(1);
+
+/// A new connection's place under `max_connections`.
+enum Place {
+    /// Free at once.
+    Now(OwnedSemaphorePermit),
+    /// Being given back by an idle connection just closed.
+    Freed(Arc<Semaphore>),
+}
 
 /// What a connection over a cap gets before it is closed: written without reading the request,
 /// so it costs the relay nothing but the accept.
@@ -99,6 +117,7 @@ pub async fn serve(
 ) {
     let total = Arc::new(Semaphore::new(limits.max_connections));
     let per_address = KeyedCap::new(limits.max_connections_per_address);
+    let idle = Arc::new(IdleConnections::default());
     let mut connections = JoinSet::new();
     let mut builder = http1::Builder::new();
     builder
@@ -120,25 +139,59 @@ pub async fn serve(
                         continue;
                     }
                 };
-                let Ok(slot) = total.clone().try_acquire_owned() else {
-                    refuse(tcp, metrics.as_deref(), Refused::Total);
-                    continue;
-                };
                 let Some(address_slot) = per_address.try_acquire(peer.ip()) else {
                     refuse(tcp, metrics.as_deref(), Refused::PerAddress);
                     continue;
                 };
-                let hold = ConnectionHold(Arc::new(Open { _slot: slot, _address_slot: address_slot, _gauge: metrics.as_ref().map(|m| m.connection_opened()) }));
-                let connection = builder.serve_connection(
-                    io(tcp, limits.write_timeout),
-                    service(router.clone(), peer, limits.max_requests_per_connection, hold.clone()),
-                ).with_upgrades();
-                let shutdown = shutdown.clone();
+                // At the cap, the connection idle longest (one that has sent nothing yet, or
+                // sits between requests) is closed and its place goes to this one.
+                let slot = match total.clone().try_acquire_owned() {
+                    Ok(slot) => Place::Now(slot),
+                    Err(_) if idle.close_oldest() => {
+                        if let Some(metrics) = &metrics {
+                            metrics.connection_closed_idle();
+                        }
+                        Place::Freed(total.clone())
+                    }
+                    Err(_) => {
+                        refuse(tcp, metrics.as_deref(), Refused::Total);
+                        continue;
+                    }
+                };
+                let (builder, router, metrics, shutdown, idle) = (
+                    builder.clone(),
+                    router.clone(),
+                    metrics.clone(),
+                    shutdown.clone(),
+                    idle.clone(),
+                );
                 connections.spawn(async move {
+                    let slot = match slot {
+                        Place::Now(slot) => slot,
+                        Place::Freed(total) => {
+                            let freed = tokio::time::timeout(PLACE_FREED_WITHIN, total.acquire_owned());
+                            match freed.await {
+                                Ok(Ok(slot)) => slot,
+                                _ => {
+                                    refuse(tcp, metrics.as_deref(), Refused::Total);
+                                    return;
+                                }
+                            }
+                        }
+                    };
+                    let close = CancellationToken::new();
+                    let tracked = idle.track(close.clone());
+                    let hold = ConnectionHold(Arc::new(Open { _slot: slot, _address_slot: address_slot, _gauge: metrics.as_ref().map(|m| m.connection_opened()) }));
+                    let connection = builder.serve_connection(
+                        io(tcp, limits.write_timeout),
+                        service(router, peer, limits.max_requests_per_connection, hold.clone(), tracked),
+                    ).with_upgrades();
                     let _hold = hold;
                     tokio::pin!(connection);
                     let ended = tokio::select! {
                         ended = connection.as_mut() => ended,
+                        // Closed for a newcomer while nothing was in flight: nothing is lost.
+                        () = close.cancelled() => return,
                         () = shutdown.cancelled() => {
                             // Idle connections close now, busy ones after their response.
                             connection.as_mut().graceful_shutdown();
@@ -184,13 +237,16 @@ fn io(
     TokioIo::new(Box::pin(stream))
 }
 
-/// The router as one connection's service: it knows the peer address, and says `Connection:
-/// close` on the connection's last allowed response.
+/// The router as one connection's service: it knows the peer address, says `Connection:
+/// close` on the connection's last allowed response, and marks the connection busy from a
+/// request's headers to its response's last byte (for good once upgraded to a channel), so
+/// only a connection with nothing in flight is ever closed to make room.
 fn service(
     router: Router,
     peer: SocketAddr,
     max_requests: u32,
     hold: ConnectionHold,
+    tracked: TrackedConnection,
 ) -> impl hyper::service::Service<
     hyper::Request<Incoming>,
     Response = axum::response::Response,
@@ -202,6 +258,7 @@ fn service(
         request.extensions_mut().insert(ConnectInfo(peer));
         request.extensions_mut().insert(hold.clone());
         let last = served.fetch_add(1, Ordering::Relaxed) + 1 >= max_requests;
+        let busy = tracked.busy();
         let answer = router.clone().oneshot(request);
         async move {
             let mut response = answer.await?;
@@ -210,9 +267,39 @@ fn service(
                     .headers_mut()
                     .insert(header::CONNECTION, HeaderValue::from_static("close"));
             }
-            Ok(response)
+            if response.status() == StatusCode::SWITCHING_PROTOCOLS {
+                busy.for_good();
+                return Ok(response);
+            }
+            Ok(response.map(|body| Body::new(BusyUntilSent { body, _busy: busy })))
         }
     })
+}
+
+/// A response body that keeps its connection marked busy until it is sent or dropped.
+struct BusyUntilSent {
+    body: Body,
+    _busy: Busy,
+}
+
+impl http_body::Body for BusyUntilSent {
+    type Data = bytes::Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<http_body::Frame<Self::Data>, Self::Error>>> {
+        std::pin::Pin::new(&mut self.body).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        self.body.size_hint()
+    }
 }
 
 /// Answers a connection over a cap and closes it, without reading from it.

@@ -16,6 +16,9 @@
 //! For profiling, one measurement alone: `SEALPOST_BENCH_STORE_ONLY=sqlite:///tmp/p.db` (the
 //! store ceiling), `SEALPOST_BENCH_RELAY_ONLY=sqlite:///tmp/p.db` (the relay at full load) or
 //! `SEALPOST_BENCH_STEPS=sqlite:///tmp/p.db` (each store step of a lone call timed apart).
+//! `SEALPOST_BENCH_SHARES=DIR` compares the relay at full load on SQLite with its per-account
+//! shares off (long-polls, large bodies: 0) and on (the defaults), in alternating rounds on
+//! fresh databases in `DIR`, and prints the medians and their ratio.
 
 // The relay binary's allocator, so the relay measured here is the one that ships.
 #[global_allocator]
@@ -568,6 +571,10 @@ async fn main() {
         println!("{}", loaded.line(&format!("relay ({CLIENTS} clients)")));
         return;
     }
+    if let Ok(dir) = std::env::var("SEALPOST_BENCH_SHARES") {
+        shares_off_and_on(std::path::Path::new(&dir)).await;
+        return;
+    }
     if let Ok(url) = std::env::var("SEALPOST_BENCH_STEPS") {
         steps::run(&url).await;
         return;
@@ -593,4 +600,52 @@ async fn main() {
             "\n(PostgreSQL skipped: SEALPOST_BENCH_POSTGRES_URL is not set; `cargo xtask bench relay` sets it)"
         ),
     }
+}
+
+/// The relay at full load with the per-account shares off, then on, `ROUNDS` times each,
+/// alternated so that the machine's drift falls on both; medians and their ratio.
+async fn shares_off_and_on(dir: &std::path::Path) {
+    std::fs::create_dir_all(dir).unwrap();
+    let mut off = Vec::new();
+    let mut on = Vec::new();
+    for round in 0..ROUNDS {
+        // Which goes first alternates too, so neither always runs on a warmer machine.
+        let order = if round % 2 == 0 {
+            [false, true]
+        } else {
+            [true, false]
+        };
+        for shares in order {
+            let url = format!(
+                "sqlite://{}",
+                dir.join(format!("shares-{round}-{shares}.db")).display()
+            );
+            let relay = LiveRelay::start_with(TestDb::at(url), |limits| {
+                if !shares {
+                    limits.max_long_polls_per_token = 0;
+                    limits.max_long_polls_per_owner = 0;
+                    limits.max_large_bodies_per_owner = 0;
+                }
+            })
+            .await;
+            let clients = Arc::new(http_clients(&relay, Some(relay.store())).await);
+            let loaded = http_run(clients, CLIENTS, None, false).await;
+            let label = if shares { "shares on" } else { "shares off" };
+            println!("round {round}: {}", loaded.line(label));
+            if shares {
+                on.push(loaded.per_second())
+            } else {
+                off.push(loaded.per_second())
+            }
+        }
+    }
+    let median = |v: &mut Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    let (off, on) = (median(&mut off), median(&mut on));
+    println!(
+        "median: shares off {off:.0} calls/s, on {on:.0} calls/s, on/off {:.3}",
+        on / off
+    );
 }

@@ -88,6 +88,11 @@ pub enum ErrorCode {
     BytesQuotaExceeded,
     /// 429: the owner already has the most session channels open allowed; use HTTP meanwhile.
     TooManyChannels,
+    /// 429: this token, or all of this owner's tokens together, already have the most claims and
+    /// reads waiting (long-polls) allowed; retry when one is answered.
+    TooManyLongPolls,
+    /// 429: this owner already has the most large request bodies being read allowed.
+    TooManyLargeBodies,
     /// 503: the relay is shutting down or its database is unreachable.
     Unavailable,
     /// 503: the relay holds as many connections as it allows (in all, or from this address).
@@ -103,7 +108,7 @@ pub enum ErrorCode {
 
 impl ErrorCode {
     /// Every code the relay sends ([`ErrorCode::Unknown`] is not one).
-    pub const ALL: [ErrorCode; 31] = [
+    pub const ALL: [ErrorCode; 33] = [
         Self::BadRequest,
         Self::TtlOutOfRange,
         Self::WaitTooLong,
@@ -132,6 +137,8 @@ impl ErrorCode {
         Self::TooManySigninLinks,
         Self::BytesQuotaExceeded,
         Self::TooManyChannels,
+        Self::TooManyLongPolls,
+        Self::TooManyLargeBodies,
         Self::Unavailable,
         Self::TooManyConnections,
         Self::Busy,
@@ -168,6 +175,8 @@ impl ErrorCode {
             Self::TooManySigninLinks => "too_many_signin_links",
             Self::BytesQuotaExceeded => "bytes_quota_exceeded",
             Self::TooManyChannels => "too_many_channels",
+            Self::TooManyLongPolls => "too_many_long_polls",
+            Self::TooManyLargeBodies => "too_many_large_bodies",
             Self::Unavailable => "unavailable",
             Self::TooManyConnections => "too_many_connections",
             Self::Busy => "busy",
@@ -201,7 +210,9 @@ impl ErrorCode {
             | Self::TooManyTokens
             | Self::TooManySigninLinks
             | Self::BytesQuotaExceeded
-            | Self::TooManyChannels => 429,
+            | Self::TooManyChannels
+            | Self::TooManyLongPolls
+            | Self::TooManyLargeBodies => 429,
             Self::Unavailable | Self::TooManyConnections | Self::Busy => 503,
             Self::Unknown => 500,
         }

@@ -12,7 +12,11 @@ use axum::http::header::CONTENT_LENGTH;
 use axum::response::{IntoResponse as _, Response};
 use http_body_util::BodyExt;
 use sealpost_protocol::api::ErrorCode;
+use sealpost_protocol::ids::Id16;
 use serde::de::DeserializeOwned;
+
+use crate::caps::{LargePlace, NoPlace};
+use crate::metrics::RefusedRequest;
 
 use super::error::{ApiError, ApiResult, bounded};
 
@@ -23,17 +27,48 @@ fn too_large(cap: usize) -> ApiError {
     )
 }
 
-/// Admits a request whose body may be up to `cap` bytes, holding one of the few places for a
-/// large body while the returned guard lives; 503 `busy` when they are all taken, before any of
-/// the body is read.
+/// Admits `owner`'s request whose body may be up to `cap` bytes, holding one of the few places
+/// for a large body while the returned guard lives; before any of the body is read, 429
+/// `too_many_large_bodies` when the owner holds their share of the places, 503 `busy` when they
+/// are all taken.
 pub fn admit(
     state: &super::state::AppState,
+    owner: Id16,
     headers: &HeaderMap,
     cap: usize,
-) -> ApiResult<Option<tokio::sync::OwnedSemaphorePermit>> {
-    state.large_bodies.admit(headers, cap).ok_or_else(|| {
-        ApiError::busy("The relay is receiving as many large bodies as it allows at once; retry.")
-    })
+) -> ApiResult<Option<LargePlace>> {
+    state
+        .large_bodies
+        .admit(owner, headers, cap)
+        .map_err(|refused| no_place(state, refused))
+}
+
+/// The refusal of a large body that found no place (HTTP and the channel alike), counted.
+pub(crate) fn no_place(state: &super::state::AppState, refused: NoPlace) -> ApiError {
+    match refused {
+        NoPlace::Owner => {
+            state
+                .metrics
+                .request_refused(RefusedRequest::LargeBodiesPerOwner);
+            ApiError::quota(
+                ErrorCode::TooManyLargeBodies,
+                format!(
+                    "Your tokens are already sending {} large bodies, the most allowed at once; \
+                     retry when one is done.",
+                    state.config.limits.max_large_bodies_per_owner
+                ),
+                1,
+            )
+            // An unread body may follow on this connection: close it rather than read it.
+            .closing()
+        }
+        NoPlace::All => {
+            state.metrics.request_refused(RefusedRequest::LargeBodies);
+            ApiError::busy(
+                "The relay is receiving as many large bodies as it allows at once; retry.",
+            )
+        }
+    }
 }
 
 /// Reads at most `cap` bytes of `body` within `timeout`.

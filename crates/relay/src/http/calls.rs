@@ -24,8 +24,9 @@ use super::body::{admit, read_json};
 use super::error::{ApiError, ApiResult};
 use super::path_id;
 use super::state::AppState;
+use crate::caps::{LongPollPlace, LongPollsFull};
 use crate::clock::now_ms;
-use crate::metrics::LongPoll;
+use crate::metrics::{LongPoll, RefusedRequest};
 use crate::store::{Bearer, NewCall, Scope, StoreError};
 use crate::wake::Topic;
 
@@ -80,6 +81,50 @@ fn held_quota(
     })
 }
 
+/// A place among the long-polls `bearer` and its owner may have waiting, taken by a claim or
+/// read about to wait (once: `place` keeps it); 429 `too_many_long_polls` at once, closing the
+/// connection, when either share is full. Each waiting long-poll holds a connection: without a
+/// share, one account's waiting requests could hold every connection the relay allows. Taken
+/// only after the first look at the store, so an answer ready at once never needs one.
+fn hold_long_poll_place(
+    state: &AppState,
+    bearer: &Bearer,
+    place: &mut Option<LongPollPlace>,
+) -> ApiResult<()> {
+    if place.is_some() {
+        return Ok(());
+    }
+    let limits = &state.config.limits;
+    let refused = |why, whose: &str, most: u32| {
+        state.metrics.request_refused(why);
+        ApiError::quota(
+            ErrorCode::TooManyLongPolls,
+            format!(
+                "{whose} already {most} claims and reads waiting, the most allowed at once; \
+                 retry when one is answered."
+            ),
+            1,
+        )
+        .closing()
+    };
+    match state.long_polls.admit(bearer.token_id, bearer.owner_id) {
+        Ok(held) => {
+            *place = Some(held);
+            Ok(())
+        }
+        Err(LongPollsFull::Token) => Err(refused(
+            RefusedRequest::LongPollsPerToken,
+            "This token has",
+            limits.max_long_polls_per_token,
+        )),
+        Err(LongPollsFull::Owner) => Err(refused(
+            RefusedRequest::LongPollsPerOwner,
+            "Your tokens together have",
+            limits.max_long_polls_per_owner,
+        )),
+    }
+}
+
 fn timeout(state: &AppState) -> Duration {
     Duration::from_millis(state.config.limits.body_read_timeout_ms)
 }
@@ -102,7 +147,7 @@ fn timeout(state: &AppState) -> Duration {
         (status = 409, description = "`duplicate_call`: read the call instead.", body = ErrorBody),
         (status = 410, description = "`session_ended`", body = ErrorBody),
         (status = 413, description = "`body_too_large`, `envelope_too_large`", body = ErrorBody),
-        (status = 429, description = "`too_many_pending_calls`, `rate_limited`, `owner_rate_limited`, `bytes_quota_exceeded`", body = ErrorBody),
+        (status = 429, description = "`too_many_pending_calls`, `rate_limited`, `owner_rate_limited`, `bytes_quota_exceeded`, `too_many_large_bodies`", body = ErrorBody),
         (status = 503, description = "`unavailable`, `busy`", body = ErrorBody),
     )
 )]
@@ -117,7 +162,7 @@ pub async fn post(
     let session_id = path_id(&session_id, "session")?;
     let limits = &state.config.limits;
     let cap = limits.body_cap_for(limits.max_call_envelope_bytes);
-    let large = admit(&state, &headers, cap)?;
+    let large = admit(&state, auth.owner_id(), &headers, cap)?;
     if large.is_some() {
         // The row before a large body: a dead token never costs one. A small body is read
         // first, and the store's statement checks the row, one round trip fewer per call.
@@ -201,7 +246,7 @@ pub async fn post(
         (status = 403, description = "`wrong_token_kind`: an MCP token.", body = ErrorBody),
         (status = 404, description = "`not_found`", body = ErrorBody),
         (status = 410, description = "`session_ended`", body = ErrorBody),
-        (status = 429, description = "`rate_limited`, `owner_rate_limited`", body = ErrorBody),
+        (status = 429, description = "`rate_limited`, `owner_rate_limited`, `too_many_long_polls`", body = ErrorBody),
         (status = 503, description = "`unavailable`", body = ErrorBody),
     )
 )]
@@ -237,6 +282,7 @@ pub(crate) async fn claim_calls(
             format!("max must be 1 to {}.", limits.max_claim_batch),
         ));
     }
+    let mut place = None;
     let owner = bearer.owner_id;
     let started = Instant::now();
     let deadline = started + Duration::from_millis(wait);
@@ -272,6 +318,7 @@ pub(crate) async fn claim_calls(
             state.metrics.claim_answered(started.elapsed());
             return Ok(ClaimResponse { calls, now_ms: now });
         }
+        hold_long_poll_place(state, &bearer, &mut place)?;
         let fallback = Instant::now() + Duration::from_millis(limits.fallback_poll_ms);
         tokio::select! {
             _ = notified => {}
@@ -299,7 +346,7 @@ pub(crate) async fn claim_calls(
         (status = 409, description = "`wrong_call_state`", body = ErrorBody),
         (status = 410, description = "`lease_expired`, `session_ended`", body = ErrorBody),
         (status = 413, description = "`body_too_large`, `reply_too_large`", body = ErrorBody),
-        (status = 429, description = "`rate_limited`, `owner_rate_limited`, `bytes_quota_exceeded`", body = ErrorBody),
+        (status = 429, description = "`rate_limited`, `owner_rate_limited`, `bytes_quota_exceeded`, `too_many_large_bodies`", body = ErrorBody),
         (status = 503, description = "`unavailable`, `busy`", body = ErrorBody),
     )
 )]
@@ -314,7 +361,7 @@ pub async fn reply(
     let call_id = path_id(&call_id, "call")?;
     let limits = &state.config.limits;
     let cap = limits.body_cap_for(limits.max_reply_envelope_bytes);
-    let large = admit(&state, &headers, cap)?;
+    let large = admit(&state, auth.owner_id(), &headers, cap)?;
     if large.is_some() {
         // The row before a large body: a dead token never costs one. A small body is read
         // first, and the store's statement checks the row, one round trip fewer per call.
@@ -458,7 +505,7 @@ pub(crate) async fn cancel_call(
         (status = 400, description = "`bad_request`, `wait_too_long`", body = ErrorBody),
         (status = 401, description = "`unauthorized`", body = ErrorBody),
         (status = 404, description = "`not_found`", body = ErrorBody),
-        (status = 429, description = "`rate_limited`, `owner_rate_limited`", body = ErrorBody),
+        (status = 429, description = "`rate_limited`, `owner_rate_limited`, `too_many_long_polls`", body = ErrorBody),
         (status = 503, description = "`unavailable`, `busy`", body = ErrorBody),
     )
 )]
@@ -470,6 +517,7 @@ pub async fn read(
 ) -> ApiResult<Response> {
     let call_id = path_id(&call_id, "call")?;
     let wait = wait_ms(&state, &query)?;
+    let mut place = None;
     let deadline = Instant::now() + Duration::from_millis(wait);
     let _open = (wait > 0).then(|| state.metrics.long_poll(LongPoll::Read));
     let subscription = state.hub.subscribe(Topic::Call(auth.owner_id(), call_id));
@@ -508,6 +556,7 @@ pub async fn read(
                 None => Json(answer).into_response(),
             });
         }
+        hold_long_poll_place(&state, &auth.0, &mut place)?;
         // Wake at the call's own next change (expiry or lease end) too.
         let mut until = deadline
             .min(Instant::now() + Duration::from_millis(state.config.limits.fallback_poll_ms));

@@ -10,8 +10,9 @@
 //! - An owner holds at most `max_channels_per_owner` channels (0: none are offered), and a
 //!   channel keeps its connection's place under the connection caps while it is open.
 //! - Every message is charged to the rates first, malformed or not. A message is at most the
-//!   largest reply body; a large one takes a place under `max_large_bodies_in_flight` for as
-//!   long as its operation runs; a channel runs at most [`MAX_IN_FLIGHT`] operations at once
+//!   largest reply body; a large one takes a place under `max_large_bodies_in_flight` (and
+//!   its owner's share of them) while it is parsed, and a reply keeps it for as long as its
+//!   operation runs; a channel runs at most [`MAX_IN_FLIGHT`] operations at once
 //!   (past either, 503 `busy`); it is always read, so a close is seen at once and what still
 //!   runs is dropped with it. A channel with nothing running and nothing asked since its last
 //!   answer for twice the longest long-poll is closed; writes that make no progress drop it
@@ -29,13 +30,13 @@ use futures_util::{SinkExt as _, StreamExt as _};
 use sealpost_protocol::api::channel::{CHANNEL_PROTOCOL, ChannelAnswer, ChannelOp, ChannelRequest};
 use sealpost_protocol::api::{ErrorBody, ErrorCode};
 use serde_json::Value;
-use tokio::sync::OwnedSemaphorePermit;
 use tokio::time::Instant;
 
 use super::auth::{Verified, channel_owner, charge};
 use super::calls::{cancel_call, claim_calls, store_reply};
 use super::error::{ApiError, ApiResult};
 use super::state::AppState;
+use crate::caps::LargePlace;
 use crate::serve::ConnectionHold;
 use crate::store::{Bearer, Scope};
 
@@ -205,14 +206,16 @@ async fn send(
 
 /// Lets a message in, as a request is let in over HTTP: charged to the token's and owner's
 /// rates before anything else (a malformed message too), refused with 503 `busy` past
-/// [`MAX_IN_FLIGHT`] or when a large message finds no place under `max_large_bodies_in_flight`
-/// (held until its operation ends), then parsed.
+/// [`MAX_IN_FLIGHT`], and when a large message finds no place under
+/// `max_large_bodies_in_flight` (429 `too_many_large_bodies` when its owner's share
+/// `max_large_bodies_per_owner` is full), then parsed. A reply keeps its place until its
+/// operation ends; other operations give it back once parsed.
 fn admit(
     state: &AppState,
     bearer: &Bearer,
     text: &str,
     in_flight: usize,
-) -> Result<(ChannelRequest, Option<OwnedSemaphorePermit>), ChannelAnswer> {
+) -> Result<(ChannelRequest, Option<LargePlace>), ChannelAnswer> {
     let id = leading_id(text);
     charge(state, bearer).map_err(|error| refusal(id, error))?;
     if in_flight >= MAX_IN_FLIGHT {
@@ -221,13 +224,11 @@ fn admit(
             ApiError::busy("This channel runs as many operations as it may at once; retry."),
         ));
     }
-    let place = state.large_bodies.admit_len(text.len()).ok_or_else(|| {
-        refusal(
-            id,
-            ApiError::busy("The relay is taking as many large bodies as it may at once; retry."),
-        )
-    })?;
-    let request = serde_json::from_str(text).map_err(|error| {
+    let place = state
+        .large_bodies
+        .admit_len(bearer.owner_id, text.len())
+        .map_err(|refused| refusal(id, super::body::no_place(state, refused)))?;
+    let request: ChannelRequest = serde_json::from_str(text).map_err(|error| {
         refusal(
             id,
             ApiError::new(
@@ -239,6 +240,12 @@ fn admit(
             ),
         )
     })?;
+    // Only a reply's envelope outlives the parse; a claim or cancel is a few bytes once parsed,
+    // so it gives its place back now rather than hold it while it waits.
+    let place = match request.op {
+        ChannelOp::Reply { .. } => place,
+        ChannelOp::Claim { .. } | ChannelOp::Cancel { .. } => None,
+    };
     Ok((request, place))
 }
 
@@ -265,7 +272,7 @@ async fn run(
     state: AppState,
     bearer: Bearer,
     request: ChannelRequest,
-    _place: Option<OwnedSemaphorePermit>,
+    _place: Option<LargePlace>,
 ) -> ChannelAnswer {
     let started = std::time::Instant::now();
     let route = match request.op {

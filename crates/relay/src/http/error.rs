@@ -4,7 +4,7 @@
 use axum::Json;
 use std::time::Duration;
 
-use axum::http::header::RETRY_AFTER;
+use axum::http::header::{CONNECTION, RETRY_AFTER};
 use axum::http::{HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use sealpost_protocol::api::{ErrorBody, ErrorCode, ErrorDetail};
@@ -39,6 +39,9 @@ pub struct ApiError {
     pub(crate) message: String,
     /// Sent as `Retry-After` (whole seconds, at least 1).
     pub(crate) retry_after: Option<Duration>,
+    /// Sent with `Connection: close`: the refused client's connection is not left open for
+    /// its next request (see [`ApiError::closing`]; a channel's answer closes nothing).
+    pub(crate) close: bool,
 }
 
 pub(crate) type ApiResult<T> = Result<T, ApiError>;
@@ -49,7 +52,16 @@ impl ApiError {
             code,
             message: message.into(),
             retry_after: None,
+            close: false,
         }
+    }
+
+    /// The same error, closing its connection after it is sent: a request refused because its
+    /// account holds its share of the relay frees its connection too, so a refused client
+    /// cannot keep the place for its next try (or for nothing).
+    pub(crate) fn closing(mut self) -> Self {
+        self.close = true;
+        self
     }
 
     /// 429 `rate_limited`, with when to try again.
@@ -129,7 +141,13 @@ impl IntoResponse for ApiError {
             .unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
         let retry_after = self.retry_after_s();
         let unavailable = self.code == ErrorCode::Unavailable;
+        let close = self.close;
         let mut response = (status, Json(self.into_body())).into_response();
+        if close {
+            response
+                .headers_mut()
+                .insert(CONNECTION, HeaderValue::from_static("close"));
+        }
         if let Some(seconds) = retry_after {
             response
                 .headers_mut()

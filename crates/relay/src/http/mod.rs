@@ -287,9 +287,12 @@ async fn metrics(State(state): State<AppState>, headers: axum::http::HeaderMap) 
 
 async fn render_metrics(state: &AppState) -> Response {
     let by_state = state.store.count_calls_by_state().await.unwrap_or_default();
-    let text = state
-        .metrics
-        .render(&by_state, state.hub.waiters(), &state.rate);
+    let text = state.metrics.render(
+        &by_state,
+        state.hub.waiters(),
+        &state.rate,
+        state.large_bodies.in_flight(),
+    );
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text).into_response()
 }
 

@@ -35,7 +35,7 @@ use crate::store::{NewSession, StoreError};
         (status = 408, description = "`body_timeout`", body = ErrorBody),
         (status = 409, description = "`duplicate_session`", body = ErrorBody),
         (status = 413, description = "`body_too_large`, `hello_too_large`", body = ErrorBody),
-        (status = 429, description = "`too_many_sessions`, `rate_limited`", body = ErrorBody),
+        (status = 429, description = "`too_many_sessions`, `rate_limited`, `too_many_large_bodies`", body = ErrorBody),
         (status = 503, description = "`unavailable`, `busy`", body = ErrorBody),
     )
 )]
@@ -48,7 +48,7 @@ pub async fn create(
     auth.require_owner()?;
     let limits = &state.config.limits;
     let cap = limits.body_cap_for(limits.max_hello_bytes);
-    let _large = super::body::admit(&state, &headers, cap)?;
+    let _large = super::body::admit(&state, auth.owner_id(), &headers, cap)?;
     let request: CreateSessionRequest = read_json(
         &headers,
         body,

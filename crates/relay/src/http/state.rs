@@ -40,12 +40,16 @@ pub struct Shared {
     pub metrics: std::sync::Arc<Metrics>,
     /// Cancelled at shutdown: long-polls answer at once.
     pub shutdown: CancellationToken,
-    /// Large request bodies being read now (`max_large_bodies_in_flight`).
+    /// Large request bodies being read now (`max_large_bodies_in_flight`, and
+    /// `max_large_bodies_per_owner` of them per owner).
     pub large_bodies: crate::caps::LargeBodies,
     /// Bytes each owner holds in calls and replies (`max_bytes_held_per_owner`).
     pub held: crate::quota::HeldBytes,
     /// Large replies being sent now, per token (`max_large_replies_per_token`).
     pub large_replies: crate::caps::KeyedCap<sealpost_protocol::ids::Id16>,
+    /// Claims and reads waiting now, per token and per owner (`max_long_polls_per_token`,
+    /// `max_long_polls_per_owner`).
+    pub long_polls: crate::caps::LongPolls,
     /// Session channels open now, per owner (`max_channels_per_owner`).
     pub channels: crate::caps::KeyedCap<sealpost_protocol::ids::Id16>,
 }

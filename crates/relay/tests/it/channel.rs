@@ -558,6 +558,42 @@ async fn a_large_reply_on_the_channel_takes_a_place_among_large_bodies() {
 }
 
 #[tokio::test]
+async fn a_claim_waiting_on_the_channel_keeps_no_place_among_large_bodies() {
+    let relay = Relay::start(TestDb::sqlite(), |config| {
+        config.limits.large_body_bytes = 1024;
+        config.limits.max_large_bodies_in_flight = 1;
+    })
+    .await;
+    let alice = pairing(&relay, "alice").await;
+    let bob = pairing(&relay, "bob").await;
+    // A claim padded with whitespace past the large-body threshold, left waiting.
+    let mut channel = open(&relay, &alice.owner).await;
+    let claim =
+        json!({"id": 1, "op": "claim", "session_id": alice.session, "wait_ms": 30_000, "max": 1});
+    let padded = format!("{}{}", claim, " ".repeat(4096));
+    socket_text(&mut channel, &padded).await;
+    relay
+        .wait_for_metric("sealpost_longpolls_open{kind=\"claim\"}", 1.0)
+        .await;
+    // Another owner's large reply still finds the one place.
+    let call = relay.post_call(&bob.mcp, bob.session, b"call").await;
+    relay
+        .client_as(&bob.owner)
+        .claim(bob.session, 1, 0)
+        .await
+        .unwrap();
+    let (status, body) = relay
+        .send(
+            Method::PUT,
+            format!("/v1/calls/{call}/reply"),
+            Some(&bob.owner),
+            Some(json!({"envelope": b64(&[1u8; 4096])})),
+        )
+        .await;
+    assert_eq!(status, StatusCode::NO_CONTENT, "{body}");
+}
+
+#[tokio::test]
 async fn binary_messages_and_idleness_close_the_channel() {
     let relay = Relay::start(TestDb::sqlite(), |config| {
         config.limits.max_wait_ms = 300;

@@ -1,5 +1,6 @@
 //! Connections are bounded: slow or idle clients are dropped, clients that never read are
-//! dropped, the number open is capped (in all and per address), and a cap answers at once.
+//! dropped, the number open is capped (in all and per address), and a cap answers at once
+//! (`shares` shows that connections with nothing in flight make room for new ones first).
 //! Each test fails on a relay served by plain `axum::serve` (no timer, no cap): its client
 //! would wait forever, which the outer `timeout` turns into a failure.
 
@@ -10,7 +11,7 @@ use reqwest::{Method, StatusCode};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpSocket, TcpStream};
 
-use sealpost_testkit::Relay;
+use sealpost_testkit::{Relay, pairing};
 use sealpost_testkit::{TempDir, TestDb};
 
 /// Far longer than any timeout these tests configure: reaching it means the defence is gone.
@@ -70,17 +71,27 @@ async fn an_idle_keep_alive_connection_is_closed() {
 async fn past_the_connection_cap_a_client_is_answered_503_at_once_and_the_relay_recovers() {
     let relay = Relay::start(TestDb::sqlite(), |c| {
         c.limits.max_connections = 4;
+        c.limits.max_wait_ms = 500;
         c.limits.header_read_timeout_ms = 500;
     })
     .await;
-    // Four silent connections fill the cap (each is accepted and waits for headers).
-    let mut silent = Vec::new();
+    let p = pairing(&relay, "alice").await;
+    let call = relay.post_call(&p.mcp, p.session, b"call").await;
+    // Four waiting reads fill the cap: every connection has a request in flight, so none can
+    // be closed to make room.
+    let mut busy = Vec::new();
     for _ in 0..4 {
-        silent.push(TcpStream::connect(addr(&relay)).await.unwrap());
+        let mut tcp = TcpStream::connect(addr(&relay)).await.unwrap();
+        let read = format!(
+            "GET /v1/calls/{call}?wait_ms=500 HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {}\r\n\r\n",
+            p.mcp
+        );
+        tcp.write_all(read.as_bytes()).await.unwrap();
+        busy.push(tcp);
     }
-    // Wait until the relay has accepted all four (a state, read from its gauge).
+    // Wait until the relay holds all four reads (a state, read from its gauge).
     relay
-        .wait_for_metric("sealpost_connections_open", 4.0)
+        .wait_for_metric("sealpost_longpolls_open{kind=\"read\"}", 4.0)
         .await;
     let mut fifth = TcpStream::connect(addr(&relay)).await.unwrap();
     let got = tokio::time::timeout(GIVE_UP, read_until_closed(&mut fifth))
@@ -93,11 +104,12 @@ async fn past_the_connection_cap_a_client_is_answered_503_at_once_and_the_relay_
         text.to_ascii_lowercase().contains("retry-after: 1"),
         "{text}"
     );
-    // The silent ones are dropped by the header timeout, and the relay answers again.
-    for tcp in &mut silent {
+    // The reads end at their wait, their connections by the idle timeout, and the relay
+    // answers again.
+    for tcp in &mut busy {
         tokio::time::timeout(GIVE_UP, read_until_closed(tcp))
             .await
-            .expect("a silent connection was kept");
+            .expect("a connection was kept");
     }
     relay
         .wait_for_metric("sealpost_connections_open", 0.0)

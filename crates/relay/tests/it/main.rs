@@ -16,5 +16,6 @@ mod owner_tokens;
 mod processes;
 mod quotas;
 mod session_end;
+mod shares;
 mod sqlite_wal;
 mod store_errors;
