@@ -9,6 +9,7 @@ use sealpost_e2e::{LiveRelay, Pairing};
 use sealpost_executor::{DocId, Document, Executor, Workspace};
 use sealpost_protocol::api::CallState;
 use sealpost_protocol::content::CancelReason;
+use sealpost_relay::config::Limits;
 use sealpost_testkit::{TestDb, id};
 use sealpost_time::UnixMillis;
 use serde_json::json;
@@ -66,7 +67,12 @@ struct Setup {
 }
 
 async fn setup(db: TestDb) -> Setup {
-    let relay = LiveRelay::start(db).await;
+    setup_with(db, |_| {}).await
+}
+
+/// As [`setup`], with the relay's limits changed by `tune`.
+async fn setup_with(db: TestDb, tune: impl FnOnce(&mut Limits)) -> Setup {
+    let relay = LiveRelay::start_with(db, tune).await;
     let pairing = relay.pair().await.unwrap();
     let config = config_dir();
     write_pairing(config.path(), &pairing.code(&relay.base));
@@ -374,19 +380,16 @@ async fn a_burst_past_the_rate_limit_waits_instead_of_failing() {
     // one a second: the plugin's first two calls use its burst, the next ones meet 429 with
     // `Retry-After: 1`. The tab's owner token (pairing, session, then a claim and a reply per
     // call) stays within the same limits.
-    let relay = LiveRelay::start_with(TestDb::sqlite(), |limits| {
+    let setup = setup_with(TestDb::sqlite(), |limits| {
         limits.rate_per_token_per_s = 1;
         limits.rate_burst_per_token = 6;
     })
     .await;
-    let pairing = relay.pair().await.unwrap();
-    let config = config_dir();
-    write_pairing(config.path(), &pairing.code(&relay.base));
-    let tab = Tab::start(&relay, &pairing.secret, 600, tab_executor)
+    let tab = Tab::start(&setup.relay, &setup.pairing.secret, 600, tab_executor)
         .await
         .unwrap();
-    let mut mcp = Mcp::spawn(config.path());
-    mcp.initialize("2025-11-25").await;
+    let mut mcp = started_mcp(&setup).await;
+    let relay = setup.relay;
     for round in 0..4 {
         let (text, is_error) = result_text(&mcp.call("list_sources", json!({})).await);
         assert!(!is_error, "call {round} is answered after waiting: {text}");
@@ -409,21 +412,18 @@ async fn four_hundred_concurrent_calls_all_answer_within_the_relays_connection_c
     // that opened a connection per call was refused most of them with 503, and so was the tab
     // on the same address. Rates are lifted so that only connections are at stake.
     const CALLS: usize = 400;
-    let relay = LiveRelay::start_with(TestDb::sqlite(), |limits| {
+    let setup = setup_with(TestDb::sqlite(), |limits| {
         limits.rate_per_token_per_s = 100_000;
         limits.rate_burst_per_token = 100_000;
         limits.rate_per_owner_per_s = 100_000;
         limits.rate_burst_per_owner = 100_000;
     })
     .await;
-    let pairing = relay.pair().await.unwrap();
-    let config = config_dir();
-    write_pairing(config.path(), &pairing.code(&relay.base));
-    let tab = Tab::start(&relay, &pairing.secret, 600, tab_executor)
+    let tab = Tab::start(&setup.relay, &setup.pairing.secret, 600, tab_executor)
         .await
         .unwrap();
-    let mut mcp = Mcp::spawn(config.path());
-    mcp.initialize("2025-11-25").await;
+    let mut mcp = started_mcp(&setup).await;
+    let relay = setup.relay;
     let mut ids = Vec::new();
     for _ in 0..CALLS {
         let id = mcp.fresh_id();
