@@ -113,12 +113,24 @@ function renderSignIn() {
 
 // ---------- the module ----------
 
+// A call's outcome as Activity shows it: what the tab decided, unless the relay never took the
+// answer, in which case the agent never got it and that is what happened.
+function outcomeOf(record) {
+  return record.delivery?.type === 'not_delivered' ? 'not_delivered' : (record.outcome?.type ?? 'unknown');
+}
+
+function outcomeText(record) {
+  const o = record.outcome ?? {};
+  const decided = (o.type ?? 'unknown').replaceAll('_', ' ') + (o.code ? ` (${o.code})` : '') + (o.reason ? ` (${o.reason})` : '');
+  return record.delivery?.type === 'not_delivered' ? `not delivered: ${record.delivery.why} (the tab had ${decided})` : decided;
+}
+
 function onEvent(event) {
   if (event.type === 'audit') {
     const r = event.record;
-    const outcome = r.outcome?.type ?? 'unknown';
+    const outcome = outcomeOf(r);
     if (['answered', 'answered_with_error', 'proposal_saved'].includes(outcome)) state.served += 1;
-    if (['refused', 'cancelled'].includes(outcome)) state.refused += 1;
+    if (['refused', 'cancelled', 'not_delivered'].includes(outcome)) state.refused += 1;
     if (r.call_id) {
       state.lastCall = r.at_ms;
       state.timeline.unshift({ at: r.at_ms, tool: r.tool ?? '(unopened call)', outcome });
@@ -471,13 +483,13 @@ async function renderReview() {
 async function renderActivity() {
   const { entries, unreadable } = await state.tab.auditLog();
   const tools = [...new Set(entries.map((e) => e.tool).filter(Boolean))].sort();
-  const outcomes = [...new Set(entries.map((e) => e.outcome.type))].sort();
+  const outcomes = [...new Set(entries.map(outcomeOf))].sort();
   const toolFilter = h('select', { id: 'filter-tool' }, h('option', { value: '' }, 'All tools'), tools.map((t) => h('option', { value: t }, t)));
   const outcomeFilter = h('select', { id: 'filter-outcome' }, h('option', { value: '' }, 'All outcomes'), outcomes.map((o) => h('option', { value: o }, o.replaceAll('_', ' '))));
   const body = h('tbody');
   const fill = () => body.replaceChildren(...entries
-    .filter((e) => (!toolFilter.value || e.tool === toolFilter.value) && (!outcomeFilter.value || e.outcome.type === outcomeFilter.value))
-    .map((e) => h('tr', {}, h('td', { text: when(e.at_ms) }), h('td', { text: e.tool ?? '—' }), h('td', { text: e.outcome.type.replaceAll('_', ' ') + (e.outcome.code ? ` (${e.outcome.code})` : '') + (e.outcome.reason ? ` (${e.outcome.reason})` : '') }), h('td', { text: String(e.reply_bytes) }))));
+    .filter((e) => (!toolFilter.value || e.tool === toolFilter.value) && (!outcomeFilter.value || outcomeOf(e) === outcomeFilter.value))
+    .map((e) => h('tr', {}, h('td', { text: when(e.at_ms) }), h('td', { text: e.tool ?? '—' }), h('td', { text: outcomeText(e) }), h('td', { text: String(e.reply_bytes) }))));
   toolFilter.addEventListener('change', fill); outcomeFilter.addEventListener('change', fill);
   fill();
   setChildren(main, h('h2', { text: 'Activity' }),

@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
 use anyhow::{Context as _, Result};
-use sealpost_executor::{Executor, Outcome};
+use sealpost_executor::{Delivery, Executor, Outcome};
 use sealpost_protocol::ids::Id16;
 use sealpost_seal::PairingSecret;
 use sealpost_time::UnixMillis;
@@ -191,18 +191,29 @@ async fn claim_and_answer(
             *log.pending_proposals
                 .lock()
                 .unwrap_or_else(|poisoned| poisoned.into_inner()) = pending;
-            match outcome {
+            let sent = match &outcome {
                 Outcome::Reply { envelope, .. } => {
-                    if client.reply(call.call_id, envelope).await.is_ok() {
+                    let sent = client.reply(call.call_id, envelope.clone()).await;
+                    if sent.is_ok() {
                         log.replied.fetch_add(1, Ordering::SeqCst);
                     }
+                    sent
                 }
                 Outcome::Cancel { reason, .. } => {
-                    if client.cancel(call.call_id, reason).await.is_ok() {
+                    let sent = client.cancel(call.call_id, *reason).await;
+                    if sent.is_ok() {
                         log.cancelled.fetch_add(1, Ordering::SeqCst);
                     }
+                    sent
                 }
-            }
+            };
+            let delivery = match sent {
+                Ok(()) => Delivery::Accepted,
+                Err(error) => Delivery::NotDelivered {
+                    why: error.to_string(),
+                },
+            };
+            executor.settle(&outcome, delivery);
         }
     }
 }

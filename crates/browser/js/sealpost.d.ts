@@ -57,6 +57,8 @@ export type SealpostEvent =
   | { type: 'serving' }
   | { type: 'claimed'; count: number }
   | { type: 'retrying'; delayMs: number; error: string }
+  /** A call's answer was refused for a passing reason; it is sent again after `delayMs`. */
+  | { type: 'retrying_answer'; delayMs: number; error: string }
   /** How the loop talks to the relay now: its WebSocket channel, or HTTP (`fetch`). */
   | { type: 'transport'; transport: 'channel' | 'http' }
   | { type: 'stopped'; reason: StopReason }
@@ -71,6 +73,8 @@ export interface AuditRecord {
   arguments_digest: string | null;
   outcome: { type: string; [key: string]: unknown };
   reply_bytes: number;
+  /** For a call: whether the relay took its answer. `not_delivered` means the agent never got it. */
+  delivery?: { type: 'accepted' } | { type: 'not_delivered'; why: string };
 }
 
 /** Where the search index came from at open. */

@@ -73,8 +73,8 @@ export class Sealpost {
     });
   }
 
-  // Subscribes to events: 'audit', 'serving', 'claimed', 'retrying', 'transport', 'stopped',
-  // 'elsewhere', 'index_saved', 'warning', or '*' for all. Returns a function that unsubscribes.
+  // Subscribes to events: 'audit', 'serving', 'claimed', 'retrying', 'retrying_answer',
+  // 'transport', 'stopped', 'elsewhere', 'index_saved', 'warning', or '*' for all. Returns a function that unsubscribes.
   on(type, listener) {
     if (!this.listeners.has(type)) this.listeners.set(type, new Set());
     this.listeners.get(type).add(listener);

@@ -9,7 +9,7 @@ use std::rc::Rc;
 use std::task::{Context, Poll, Waker};
 
 use sealpost_executor::{
-    Access, Document, Executor, Grants, GrantsHandle, HostTool, MemoryAuditLog, Outcome,
+    Access, Delivery, Document, Executor, Grants, GrantsHandle, HostTool, MemoryAuditLog, Outcome,
     ToolFuture, ToolSpec, Workspace,
 };
 use sealpost_protocol::content::{ToolCall, ToolKind, ToolResult};
@@ -183,7 +183,9 @@ impl BenchCalls {
             .envelopes
             .get(n)
             .ok_or_else(|| JsError::new("no such call"))?;
-        match ready(self.executor.handle(envelope, &now_ms, &mut rand::rng())) {
+        let outcome = ready(self.executor.handle(envelope, &now_ms, &mut rand::rng()));
+        self.executor.settle(&outcome, Delivery::Accepted);
+        match outcome {
             Outcome::Reply { envelope, .. } => Ok(envelope.len()),
             Outcome::Cancel { reason, .. } => {
                 Err(JsError::new(&format!("call cancelled: {reason:?}")))

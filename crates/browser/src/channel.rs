@@ -216,6 +216,7 @@ impl Channel {
         Err(refused(
             answer.status,
             serde_json::from_value(answer.body).ok(),
+            answer.retry_after_s,
         ))
     }
 

@@ -1,10 +1,12 @@
 //! The claim loop: `TabCore::serve` claims calls for the live session, runs each through the
 //! executor and sends its answer, over the session channel when one is open (`channel.rs`) and
-//! over `fetch` otherwise (`relay.rs`), until a stop.
+//! over `fetch` otherwise (`relay.rs`), until a stop. An answer refused for a passing reason is
+//! sent again until its call's lease ends (`delivery.rs`), and the call's audit record says
+//! whether the relay took it.
 
 use std::rc::Rc;
 
-use sealpost_executor::Outcome;
+use sealpost_executor::{Delivery, Outcome};
 use sealpost_protocol::ids::Id16;
 use serde_json::json;
 use wasm_bindgen::prelude::*;
@@ -13,6 +15,7 @@ use web_sys::AbortController;
 
 use crate::backoff::Backoff;
 use crate::channel::Channel;
+use crate::delivery::{Attempts, Next};
 use crate::host_tool::sleep;
 use crate::relay::RelayError;
 use crate::stop::StopReason;
@@ -157,8 +160,11 @@ impl TabCore {
                             &json!({"type": "claimed", "count": claimed.calls.len()}),
                         );
                     }
+                    // Leases in this tab's clock: the relay's times differ from it by a skew.
+                    let received = js_sys::Date::now();
                     for call in claimed.calls {
-                        self.answer(channel.as_deref(), call.call_id, &call.envelope.0)
+                        let lease_ms = call.lease_expires_at.saturating_sub(claimed.now_ms);
+                        self.answer(call.call_id, &call.envelope.0, received + lease_ms as f64)
                             .await;
                     }
                 }
@@ -179,7 +185,14 @@ impl TabCore {
                     return self.inner.stop.get().unwrap_or(StopReason::SessionEnded);
                 }
                 Err(error) => {
-                    let delay = backoff.next_delay_ms(js_sys::Math::random());
+                    let asked = match &error {
+                        RelayError::Status {
+                            retry_after_s: Some(seconds),
+                            ..
+                        } => seconds.saturating_mul(1000),
+                        _ => 0,
+                    };
+                    let delay = backoff.next_delay_ms(js_sys::Math::random()).max(asked);
                     emit(
                         &self.inner.listener,
                         &json!({"type": "retrying", "delayMs": delay, "error": error.describe()}),
@@ -200,37 +213,72 @@ impl TabCore {
         }
     }
 
-    /// Runs a claimed call and sends its answer, on the channel if there is one (and over
-    /// HTTP if the channel closes first).
-    async fn answer(&self, channel: Option<&Channel>, call_id: Id16, envelope: &[u8]) {
-        let outcome = self
+    /// Runs a claimed call, sends its answer (again, while the lease lasts, when the relay
+    /// refuses it for a passing reason) and audits what became of it.
+    async fn answer(&self, call_id: Id16, envelope: &[u8], lease_ends_at_ms: f64) {
+        let mut outcome = self
             .inner
             .executor
             .handle(envelope, &now_ms, &mut rand::rng())
             .await;
-        let on_channel = match (channel, &outcome) {
-            (Some(channel), Outcome::Reply { envelope, .. }) => {
-                Some(channel.reply(call_id, envelope.clone()).await)
+        let mut attempts = Attempts::new(lease_ends_at_ms);
+        let delivery = loop {
+            let error = match self.send_answer(call_id, &outcome).await {
+                Ok(()) => break Delivery::Accepted,
+                Err(error) => error,
+            };
+            let shrunk = !matches!(
+                outcome.audit().outcome,
+                sealpost_executor::AuditOutcome::Answered
+                    | sealpost_executor::AuditOutcome::AnsweredWithError
+                    | sealpost_executor::AuditOutcome::ProposalSaved { .. }
+            );
+            match attempts.after(&error, js_sys::Date::now(), shrunk, js_sys::Math::random()) {
+                Next::Shrink => {
+                    outcome.refuse_as_too_large(&now_ms, &mut rand::rng());
+                }
+                Next::Retry { after_ms } => {
+                    emit(
+                        &self.inner.listener,
+                        &json!({"type": "retrying_answer", "delayMs": after_ms, "error": error.describe()}),
+                    );
+                    self.abortable_sleep(after_ms.min(u32::MAX.into()) as u32)
+                        .await;
+                    if self.inner.stop.get().is_some() {
+                        break Delivery::NotDelivered {
+                            why: "the tab stopped before the relay took it".into(),
+                        };
+                    }
+                }
+                Next::GiveUp(why) => break Delivery::NotDelivered { why },
             }
-            (Some(channel), Outcome::Cancel { reason, .. }) => {
-                Some(channel.cancel(call_id, *reason).await)
-            }
-            (None, _) => None,
         };
-        // The relay client as it is now: the owner token may have been renewed meanwhile.
-        let relay = self.inner.relay.borrow().clone();
-        let sent = match on_channel {
-            Some(Err(RelayError::Unreachable(_))) | None => match outcome {
-                Outcome::Reply { envelope, .. } => relay.reply(call_id, envelope).await,
-                Outcome::Cancel { reason, .. } => relay.cancel(call_id, reason).await,
-            },
-            Some(sent) => sent,
-        };
-        if let Err(error) = sent {
+        if let Delivery::NotDelivered { why } = &delivery {
             emit(
                 &self.inner.listener,
-                &json!({"type": "warning", "message": format!("answering a call: {}", error.describe())}),
+                &json!({"type": "warning", "message": format!("answering a call: {why}")}),
             );
+        }
+        self.inner.executor.settle(&outcome, delivery);
+    }
+
+    /// Sends an answer once: on the channel if one is open, over HTTP if none is or it closes
+    /// first (the relay client as it is now: the owner token may have been renewed meanwhile).
+    async fn send_answer(&self, call_id: Id16, outcome: &Outcome) -> Result<(), RelayError> {
+        let channel = self.inner.channel.borrow().clone().filter(|c| c.is_open());
+        if let Some(channel) = channel {
+            let sent = match outcome {
+                Outcome::Reply { envelope, .. } => channel.reply(call_id, envelope.clone()).await,
+                Outcome::Cancel { reason, .. } => channel.cancel(call_id, *reason).await,
+            };
+            if !matches!(sent, Err(RelayError::Unreachable(_))) {
+                return sent;
+            }
+        }
+        let relay = self.inner.relay.borrow().clone();
+        match outcome {
+            Outcome::Reply { envelope, .. } => relay.reply(call_id, envelope.clone()).await,
+            Outcome::Cancel { reason, .. } => relay.cancel(call_id, *reason).await,
         }
     }
 }

@@ -1,8 +1,8 @@
 //! Sealpost's browser module: turns a tab (a dedicated Worker of it) into the trusted executor.
 //!
 //! It moves bytes and calls `sealpost-executor`; it decides nothing itself. The parts:
-//! - [`backoff`] and [`stop`]: how the claim loop waits after errors and why it stops (pure,
-//!   tested natively).
+//! - [`backoff`], [`delivery`] and [`stop`]: how the claim loop waits after errors, how an
+//!   answer is sent again until its lease ends, and why the loop stops (pure, tested natively).
 //! - `relay` (wasm32): the relay's API over `fetch` with the owner token.
 //! - `claim_loop` (wasm32): `TabCore::serve`, the loop that claims, runs and answers calls.
 //! - `channel` (wasm32): the session channel, a WebSocket on which the claim loop claims and
@@ -22,6 +22,7 @@
 #![warn(missing_docs)]
 
 pub mod backoff;
+pub mod delivery;
 pub mod stop;
 
 #[cfg(target_arch = "wasm32")]

@@ -20,27 +20,7 @@ extern "C" {
     fn global_fetch(request: &Request) -> js_sys::Promise;
 }
 
-/// What a request to the relay came to.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum RelayError {
-    /// No answer (network down, relay away) or an answer that is not the API's.
-    Unreachable(String),
-    /// The request was aborted by a stop.
-    Aborted,
-    /// The relay answered with an error status and code.
-    Status { status: u16, code: String },
-}
-
-impl RelayError {
-    /// The relay's stable error code, or a description.
-    pub fn describe(&self) -> String {
-        match self {
-            Self::Unreachable(why) => format!("the relay did not answer ({why})"),
-            Self::Aborted => "stopped".into(),
-            Self::Status { status, code } => format!("the relay answered {status} ({code})"),
-        }
-    }
-}
+pub use crate::delivery::RelayError;
 
 /// The relay at `origin` (`""` for the page's own origin) with an owner token.
 #[derive(Debug, Clone)]
@@ -89,7 +69,7 @@ impl Relay {
         body: Option<String>,
         signal: Option<&AbortSignal>,
         keepalive: bool,
-    ) -> Result<(u16, String), RelayError> {
+    ) -> Result<Answer, RelayError> {
         let init = RequestInit::new();
         init.set_method(method);
         if let Some(body) = &body {
@@ -119,12 +99,22 @@ impl Relay {
             .dyn_into()
             .map_err(js_error)?;
         let status = response.status();
+        let retry_after_s = response
+            .headers()
+            .get("retry-after")
+            .ok()
+            .flatten()
+            .and_then(|value| value.trim().parse().ok());
         let text = JsFuture::from(response.text().map_err(js_error)?)
             .await
             .map_err(js_error)?
             .as_string()
             .unwrap_or_default();
-        Ok((status, text))
+        Ok(Answer {
+            status,
+            text,
+            retry_after_s,
+        })
     }
 
     async fn json<B: Serialize, T: DeserializeOwned>(
@@ -135,11 +125,11 @@ impl Relay {
         signal: Option<&AbortSignal>,
     ) -> Result<T, RelayError> {
         let body = serde_json::to_string(body).expect("request types serialise");
-        let (status, text) = self.send(method, path, Some(body), signal, false).await?;
-        if !(200..300).contains(&status) {
-            return Err(refusal(status, &text));
+        let answer = self.send(method, path, Some(body), signal, false).await?;
+        if !answer.ok() {
+            return Err(answer.refusal());
         }
-        serde_json::from_str(&text)
+        serde_json::from_str(&answer.text)
             .map_err(|_| RelayError::Unreachable("an answer that is not the relay's".into()))
     }
 
@@ -151,11 +141,11 @@ impl Relay {
         keepalive: bool,
     ) -> Result<(), RelayError> {
         let body = body.map(|b| serde_json::to_string(b).expect("request types serialise"));
-        let (status, text) = self.send(method, path, body, None, keepalive).await?;
-        if (200..300).contains(&status) {
+        let answer = self.send(method, path, body, None, keepalive).await?;
+        if answer.ok() {
             Ok(())
         } else {
-            Err(refusal(status, &text))
+            Err(answer.refusal())
         }
     }
 
@@ -199,14 +189,14 @@ impl Relay {
         pair_id: Id16,
     ) -> Result<Option<LiveSessionResponse>, RelayError> {
         let path = format!("/v1/pairings/{pair_id}/session");
-        let (status, text) = self.send("GET", &path, None, None, false).await?;
-        if status == 404 {
+        let answer = self.send("GET", &path, None, None, false).await?;
+        if answer.status == 404 {
             return Ok(None);
         }
-        if !(200..300).contains(&status) {
-            return Err(refusal(status, &text));
+        if !answer.ok() {
+            return Err(answer.refusal());
         }
-        serde_json::from_str(&text)
+        serde_json::from_str(&answer.text)
             .map(Some)
             .map_err(|_| RelayError::Unreachable("an answer that is not the relay's".into()))
     }
@@ -251,15 +241,41 @@ impl Relay {
     }
 }
 
-fn refusal(status: u16, text: &str) -> RelayError {
-    refused(status, serde_json::from_str(text).ok())
+/// An HTTP answer: its status, body and `Retry-After`.
+struct Answer {
+    status: u16,
+    text: String,
+    retry_after_s: Option<u64>,
 }
 
-/// The relay's refusal with `status` and its error body, if it sent one that reads.
-pub(crate) fn refused(status: u16, body: Option<ErrorBody>) -> RelayError {
+impl Answer {
+    fn ok(&self) -> bool {
+        (200..300).contains(&self.status)
+    }
+
+    fn refusal(&self) -> RelayError {
+        refused(
+            self.status,
+            serde_json::from_str(&self.text).ok(),
+            self.retry_after_s,
+        )
+    }
+}
+
+/// The relay's refusal with `status`, its error body if it sent one that reads, and its
+/// `Retry-After`.
+pub(crate) fn refused(
+    status: u16,
+    body: Option<ErrorBody>,
+    retry_after_s: Option<u64>,
+) -> RelayError {
     let code = body.map_or_else(
         || "unknown".into(),
         |body| body.error.code.as_str().to_owned(),
     );
-    RelayError::Status { status, code }
+    RelayError::Status {
+        status,
+        code,
+        retry_after_s,
+    }
 }

@@ -16,8 +16,8 @@ use std::time::{Duration, Instant};
 use rand::rngs::StdRng;
 use rand::{Rng, RngExt, SeedableRng};
 use sealpost_executor::{
-    Access, DocId, Document, Executor, Grants, GrantsHandle, HostTool, IndexOrigin, MemoryAuditLog,
-    Outcome, ToolFuture, ToolSpec, Workspace,
+    Access, Delivery, DocId, Document, Executor, Grants, GrantsHandle, HostTool, IndexOrigin,
+    MemoryAuditLog, Outcome, ToolFuture, ToolSpec, Workspace,
 };
 use sealpost_protocol::content::{ToolCall, ToolKind, ToolResult};
 use sealpost_seal::{PairingSecret, PluginSession, verify_hello};
@@ -313,7 +313,9 @@ fn main() {
     let started = Instant::now();
     let mut replies = 0usize;
     for envelope in &envelopes {
-        if let Outcome::Reply { .. } = block_on(executor.handle(envelope, &START_MS, &mut rng)) {
+        let outcome = block_on(executor.handle(envelope, &START_MS, &mut rng));
+        executor.settle(&outcome, Delivery::Accepted);
+        if let Outcome::Reply { .. } = outcome {
             replies += 1;
         }
     }

@@ -55,6 +55,20 @@ pub enum AuditOutcome {
     },
 }
 
+/// What became of a call's answer (a reply or a cancel) once the tab sent it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Delivery {
+    /// The relay accepted it: the agent can read it.
+    Accepted,
+    /// The relay never accepted it (refused until the call's lease ended, or for good); the
+    /// agent was not given this answer.
+    NotDelivered {
+        /// What the relay last answered, or why the tab gave up, in a few words.
+        why: String,
+    },
+}
+
 /// One entry of the audit log.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct AuditRecord {
@@ -70,6 +84,9 @@ pub struct AuditRecord {
     pub outcome: AuditOutcome,
     /// Bytes of the sealed reply sent (0 when none was).
     pub reply_bytes: usize,
+    /// For a call: whether the relay accepted the answer. Absent for review decisions.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub delivery: Option<Delivery>,
 }
 
 /// Hex SHA-256 of the arguments as JSON. serde_json writes object keys in sorted order, so equal
@@ -86,7 +103,7 @@ pub fn arguments_digest(arguments: &serde_json::Value) -> String {
 
 /// Where audit records go. The browser implements it by encrypting each record into IndexedDB.
 pub trait AuditSink {
-    /// Keeps one record; called once per decision, after any reply is sealed.
+    /// Keeps one record; called once per decision: for a call, once its answer was sent.
     fn record(&self, record: &AuditRecord);
 }
 

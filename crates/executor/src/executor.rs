@@ -1,6 +1,7 @@
 //! The executor: one value the browser holds for the life of the tab. It owns the session, the
 //! tool registry, the workspace and the pending proposals, reads the shared grants, and writes
-//! every decision to the audit sink.
+//! every decision to the audit sink: a call's once the shell reports what became of its answer
+//! ([`Executor::settle`]), so the record says whether the agent can have it.
 //!
 //! Every method takes `&self` (state sits in `RefCell`s, never borrowed across an await), so
 //! the browser can run several calls at once on one thread while the person changes grants.
@@ -13,12 +14,12 @@ use rand_core::CryptoRng;
 use sealpost_protocol::content::{CancelReason, Catalog, RefusalCode, ToolCall};
 use sealpost_protocol::ids::Id16;
 use sealpost_seal::{
-    CallId, ENVELOPE_OVERHEAD, MAX_REPLY_ENVELOPE_BYTES, PairingSecret, SealError, SessionId,
-    seal_reply,
+    CallId, ENVELOPE_OVERHEAD, Header, MAX_REPLY_ENVELOPE_BYTES, PairingSecret, SealError,
+    SessionId, SessionKeys, seal_reply,
 };
 use sealpost_time::UnixMillis;
 
-use crate::audit::{AuditOutcome, AuditRecord, AuditSink, arguments_digest};
+use crate::audit::{AuditOutcome, AuditRecord, AuditSink, Delivery, arguments_digest};
 use crate::clock::Clock;
 use crate::dispatch::{Decision, refusal};
 use crate::grants::GrantsHandle;
@@ -30,8 +31,10 @@ use crate::workspace::Workspace;
 /// Largest reply plaintext that still fits a reply envelope.
 pub const MAX_REPLY_PLAINTEXT_BYTES: usize = MAX_REPLY_ENVELOPE_BYTES - ENVELOPE_OVERHEAD;
 
-/// What the browser does with a claimed call.
+/// What the browser does with a claimed call. Its audit record is not written yet: the shell
+/// sends the answer, then hands the outcome to [`Executor::settle`] with what the relay did.
 #[derive(Debug, Clone, PartialEq)]
+#[must_use = "settle the outcome once its answer is sent, or the call leaves no audit record"]
 pub enum Outcome {
     /// Post this sealed reply (a result or a refusal: the relay cannot tell which).
     Reply {
@@ -39,8 +42,10 @@ pub enum Outcome {
         call_id: CallId,
         /// The sealed reply, to post as it is.
         envelope: Vec<u8>,
-        /// The record already written to the audit sink.
+        /// The record to write once the reply's fate is known.
         audit: AuditRecord,
+        /// What seals a short refusal in the reply's place ([`Outcome::refuse_as_too_large`]).
+        resealer: Resealer,
     },
     /// Cancel the call with this reason; there is nothing to seal an answer with.
     Cancel {
@@ -48,9 +53,85 @@ pub enum Outcome {
         call_id: Option<CallId>,
         /// What to tell the relay, and through it the plugin.
         reason: CancelReason,
-        /// The record already written to the audit sink.
+        /// The record to write once the cancel's fate is known.
         audit: AuditRecord,
     },
+}
+
+/// The opened call's keys and header, kept with its reply so that a short refusal can be
+/// sealed in the reply's place when the relay will not hold the reply.
+#[derive(Clone)]
+pub struct Resealer {
+    keys: SessionKeys,
+    header: Header,
+}
+
+impl fmt::Debug for Resealer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Resealer").finish_non_exhaustive()
+    }
+}
+
+impl PartialEq for Resealer {
+    /// Equal when they answer the same call (keys are not compared).
+    fn eq(&self, other: &Self) -> bool {
+        self.header == other.header
+    }
+}
+
+impl Outcome {
+    /// The audit record this outcome will write.
+    pub fn audit(&self) -> &AuditRecord {
+        match self {
+            Self::Reply { audit, .. } | Self::Cancel { audit, .. } => audit,
+        }
+    }
+
+    /// Replaces a reply the relay would not hold (the account's bytes quota is full) with a
+    /// short sealed `too_large` refusal, so the agent is told rather than left waiting. Returns
+    /// false when there is nothing to replace (a cancel, or a reply already replaced).
+    pub fn refuse_as_too_large(
+        &mut self,
+        clock: &impl Clock,
+        rng: &mut (impl CryptoRng + ?Sized),
+    ) -> bool {
+        let Self::Reply {
+            envelope,
+            audit,
+            resealer,
+            ..
+        } = self
+        else {
+            return false;
+        };
+        if audit.outcome
+            == (AuditOutcome::Refused {
+                code: RefusalCode::TooLarge,
+            })
+        {
+            return false;
+        }
+        let refused = refusal(
+            RefusalCode::TooLarge,
+            format!(
+                "The answer ({} bytes sealed) is more than the relay will hold for this account \
+                 now: earlier answers still wait to be read. Ask for less, or try again shortly.",
+                envelope.len()
+            ),
+        );
+        let plaintext = serde_json::to_vec(&refused.reply).expect("a reply serialises");
+        *envelope = seal_reply(
+            &resealer.keys,
+            &resealer.header,
+            &plaintext,
+            clock.now_ms(),
+            rng,
+        )
+        .expect("a short refusal to an opened call seals");
+        audit.outcome = refused.outcome;
+        audit.reply_bytes = envelope.len();
+        true
+    }
 }
 
 /// Why a session could not start.
@@ -183,8 +264,9 @@ impl Executor {
         self.session.borrow().as_ref().map(|s| s.hello().to_vec())
     }
 
-    /// Answers one claimed envelope: open, refuse or run, seal, audit. Never panics on what the
-    /// relay sends, never spawns, and holds no borrow across the tool's await.
+    /// Answers one claimed envelope: open, refuse or run, seal. Never panics on what the relay
+    /// sends, never spawns, and holds no borrow across the tool's await. The outcome's audit
+    /// record is written by [`Executor::settle`], once the shell has sent the answer.
     pub async fn handle(
         &self,
         envelope: &[u8],
@@ -250,13 +332,25 @@ impl Executor {
             arguments_digest: call.as_ref().map(|c| arguments_digest(&c.arguments)),
             outcome,
             reply_bytes: envelope.len(),
+            delivery: None,
         };
-        self.audit.record(&audit);
         Outcome::Reply {
             call_id,
             envelope,
             audit,
+            resealer: Resealer {
+                keys: opened.keys,
+                header: opened.header,
+            },
         }
+    }
+
+    /// Writes a call's audit record with what became of its answer: the person's Activity says
+    /// "answered" only for a reply the relay accepted.
+    pub fn settle(&self, outcome: &Outcome, delivery: Delivery) {
+        let mut audit = outcome.audit().clone();
+        audit.delivery = Some(delivery);
+        self.audit.record(&audit);
     }
 
     fn cancel(
@@ -273,8 +367,8 @@ impl Executor {
             arguments_digest: call.map(|c| arguments_digest(&c.arguments)),
             outcome: AuditOutcome::Cancelled { reason },
             reply_bytes: 0,
+            delivery: None,
         };
-        self.audit.record(&audit);
         Outcome::Cancel {
             call_id,
             reason,

@@ -8,7 +8,8 @@
 //! The path of one call ([`Executor::handle`]): open (undecryptable, replayed, expired or past
 //! the session → a cancel reason) → access on? → known tool → arguments match its JSON Schema →
 //! tool granted → run (built-in, or a host tool's async handler; documents and sources checked
-//! against the grants) → grants and expiry re-checked → bounded → sealed → audited.
+//! against the grants) → grants and expiry re-checked → bounded → sealed; the shell sends the
+//! answer and [`Executor::settle`] audits it with what the relay did.
 //!
 //! docs/EXECUTOR.md describes the decisions, the tools and the search ranking.
 
@@ -29,11 +30,11 @@ pub mod search;
 mod session;
 mod workspace;
 
-pub use audit::{AuditOutcome, AuditRecord, AuditSink, MemoryAuditLog, arguments_digest};
+pub use audit::{AuditOutcome, AuditRecord, AuditSink, Delivery, MemoryAuditLog, arguments_digest};
 pub use builtin::BuiltinTool;
 pub use clock::Clock;
 pub use dispatch::Decision;
-pub use executor::{Executor, MAX_REPLY_PLAINTEXT_BYTES, Outcome, SessionError};
+pub use executor::{Executor, MAX_REPLY_PLAINTEXT_BYTES, Outcome, Resealer, SessionError};
 pub use grants::{Access, Grants, GrantsHandle};
 pub use proposals::{Applied, ApplyError, Proposal, ProposedChange, document_digest};
 pub use registry::{HostTool, RegistryError, ToolFailure, ToolFuture, ToolSpec};

@@ -129,6 +129,7 @@ impl Executor {
             arguments_digest: Some(arguments_digest(&change)),
             outcome,
             reply_bytes: 0,
+            delivery: None,
         });
     }
 }

@@ -203,9 +203,16 @@ impl Plugin {
             let status = match status {
                 Ok(status) => status,
                 Err(RelayError::NotFound) => return Err(Failure::Expired),
-                // A lost long-poll is retried until the deadline; the call is still there.
-                Err(RelayError::Unreachable { .. }) if !remaining.is_zero() => {
-                    tokio::time::sleep(Duration::from_millis(200).min(remaining)).await;
+                // A lost long-poll, or one refused for a passing reason (a rate, a share of
+                // long-polls, a busy relay), is sent again until the deadline: the call is
+                // still there, and its answer must not be lost to a limit.
+                Err(error) if error.is_transient() => {
+                    let pause = error
+                        .retry_after()
+                        .unwrap_or(Duration::from_millis(200))
+                        .min(remaining);
+                    tracing::debug!(%error, ?pause, "read refused for now: again after a pause");
+                    tokio::time::sleep(pause).await;
                     continue;
                 }
                 Err(e) => return Err(e.into()),
@@ -235,9 +242,16 @@ impl Plugin {
                     }
                     (waiting.progress)(polls).await;
                     if status.state == CallState::Pending {
-                        // Still unclaimed: is the tab still there?
-                        let session = self.trusted_session(&code, &relay).await?;
-                        if let Some(seen_secs_ago) = self.tab_absent(&session) {
+                        // Still unclaimed: is the tab still there? A look-up refused for a
+                        // passing reason leaves the question for the next round.
+                        let session = match self.trusted_session(&code, &relay).await {
+                            Ok(session) => Some(session),
+                            Err(failure) if failure.is_transient() => None,
+                            Err(failure) => return Err(failure),
+                        };
+                        if let Some(seen_secs_ago) =
+                            session.and_then(|session| self.tab_absent(&session))
+                        {
                             cancel(CancelReason::ClientCancelled).await;
                             return Err(Failure::TabNotOpen {
                                 origin: code.relay_origin().clone(),

@@ -22,6 +22,11 @@ pub enum Failure {
     TokenRefused { host: String },
     /// The relay refused the request in a way the plugin did not expect.
     RelayRefused { host: String, code: String },
+    /// The relay refused a new call for a rate: the account makes calls faster than it allows.
+    RateLimited {
+        host: String,
+        retry_after_s: Option<u64>,
+    },
     /// The relay's answer was too large or malformed.
     BadResponse { host: String },
     /// No session is live for the pairing.
@@ -52,6 +57,18 @@ impl From<RelayError> for Failure {
         match error {
             RelayError::Unreachable { host } => Self::RelayUnreachable { host },
             RelayError::TokenRefused { host } => Self::TokenRefused { host },
+            RelayError::Refused {
+                host,
+                status: 429,
+                code,
+                retry_after,
+                ..
+            } if matches!(code.as_str(), "rate_limited" | "owner_rate_limited") => {
+                Self::RateLimited {
+                    host,
+                    retry_after_s: retry_after.map(|d| d.as_secs()),
+                }
+            }
             RelayError::Refused { host, code, .. } => Self::RelayRefused { host, code },
             RelayError::BadResponse { host } => Self::BadResponse { host },
             RelayError::NotFound | RelayError::Duplicate => Self::RelayRefused {
@@ -80,6 +97,18 @@ impl Failure {
         }
     }
 
+    /// Whether the relay may well take the same request a moment later (no answer, a rate).
+    pub fn is_transient(&self) -> bool {
+        match self {
+            Self::RelayUnreachable { .. } | Self::RateLimited { .. } => true,
+            Self::RelayRefused { code, .. } => matches!(
+                code.as_str(),
+                "too_many_long_polls" | "busy" | "unavailable" | "body_timeout"
+            ),
+            _ => false,
+        }
+    }
+
     /// The sentence shown to the model. Relay-supplied codes are stable identifiers checked
     /// against `[a-z_]`, never free text.
     pub fn sentence(&self) -> String {
@@ -105,6 +134,20 @@ impl Failure {
                  run `sealpost status`.",
                 safe_code(code)
             ),
+            Self::RateLimited {
+                host,
+                retry_after_s,
+            } => {
+                let when = match retry_after_s {
+                    Some(secs) if *secs > 1 => format!("in {secs} s"),
+                    _ => "in a second".into(),
+                };
+                format!(
+                    "This Sealpost account is making calls faster than the relay at {host} \
+                     allows, so this call was not sent. Try again {when}, or make fewer calls \
+                     at once."
+                )
+            }
             Self::BadResponse { host } => format!(
                 "The relay at {host} sent an answer that is too large or malformed, so it was \
                  not read. Try again; if it keeps happening, the relay may be misbehaving."

@@ -78,6 +78,8 @@ pub enum RelayError {
         code: String,
         /// The message (relay-supplied text).
         message: String,
+        /// The `Retry-After` the relay sent with it.
+        retry_after: Option<Duration>,
     },
     /// The response was over [`MAX_RESPONSE_BYTES`] or not the JSON expected.
     #[error("The relay at {host} sent a response that is too large or malformed.")]
@@ -231,13 +233,13 @@ impl RelayClient {
         path: &str,
         body: &B,
     ) -> Result<(), RelayError> {
-        let (status, bytes) = self
+        let (status, bytes, retry_after) = self
             .exchange(self.request(method, path).json(body), None)
             .await?;
         if status.is_success() {
             return Ok(());
         }
-        Err(self.refusal(status, &bytes))
+        Err(self.refusal(status, &bytes, retry_after))
     }
 
     async fn send<T: DeserializeOwned>(
@@ -245,9 +247,9 @@ impl RelayClient {
         request: reqwest::RequestBuilder,
         wait: Option<Duration>,
     ) -> Result<T, RelayError> {
-        let (status, bytes) = self.exchange(request, wait).await?;
+        let (status, bytes, retry_after) = self.exchange(request, wait).await?;
         if !status.is_success() {
-            return Err(self.refusal(status, &bytes));
+            return Err(self.refusal(status, &bytes, retry_after));
         }
         serde_json::from_slice(&bytes).map_err(|_| RelayError::BadResponse {
             host: self.host.clone(),
@@ -259,7 +261,7 @@ impl RelayClient {
         &self,
         request: reqwest::RequestBuilder,
         wait: Option<Duration>,
-    ) -> Result<(StatusCode, Vec<u8>), RelayError> {
+    ) -> Result<(StatusCode, Vec<u8>, Option<u64>), RelayError> {
         let unreachable = || RelayError::Unreachable {
             host: self.host.clone(),
         };
@@ -293,6 +295,7 @@ impl RelayClient {
             }
         };
         let status = response.status();
+        let asked = retry_after(&response);
         let too_large = || RelayError::BadResponse {
             host: self.host.clone(),
         };
@@ -309,10 +312,10 @@ impl RelayClient {
             }
             body.extend_from_slice(&chunk);
         }
-        Ok((status, body))
+        Ok((status, body, asked))
     }
 
-    fn refusal(&self, status: StatusCode, body: &[u8]) -> RelayError {
+    fn refusal(&self, status: StatusCode, body: &[u8], retry_after: Option<u64>) -> RelayError {
         match status {
             StatusCode::UNAUTHORIZED => RelayError::TokenRefused {
                 host: self.host.clone(),
@@ -320,6 +323,7 @@ impl RelayClient {
             StatusCode::NOT_FOUND => RelayError::NotFound,
             StatusCode::CONFLICT => RelayError::Duplicate,
             _ => {
+                let retry_after = retry_after.map(Duration::from_secs);
                 let (code, message) = match serde_json::from_slice::<ErrorBody>(body) {
                     Ok(body) => (body.error.code.as_str().to_owned(), body.error.message),
                     Err(_) => ("unknown".to_owned(), String::new()),
@@ -329,8 +333,29 @@ impl RelayClient {
                     status: status.as_u16(),
                     code,
                     message,
+                    retry_after,
                 }
             }
+        }
+    }
+}
+
+impl RelayError {
+    /// Whether the same request may succeed later: no answer, a timeout, a rate or share
+    /// refusal, or a relay too busy. A read refused so is sent again until the call's deadline.
+    pub fn is_transient(&self) -> bool {
+        match self {
+            Self::Unreachable { .. } => true,
+            Self::Refused { status, .. } => matches!(status, 408 | 429 | 503),
+            _ => false,
+        }
+    }
+
+    /// How long the relay asked to wait before the next request, if it said.
+    pub fn retry_after(&self) -> Option<Duration> {
+        match self {
+            Self::Refused { retry_after, .. } => *retry_after,
+            _ => None,
         }
     }
 }
@@ -344,14 +369,18 @@ fn retry_wait(response: &reqwest::Response) -> Option<Duration> {
     ) {
         return None;
     }
-    let seconds: u64 = response
+    let pause = Duration::from_secs(retry_after(response)?);
+    (pause <= RATE_WAIT_MAX).then_some(pause)
+}
+
+/// A response's `Retry-After`, in whole seconds as the relay sends it.
+fn retry_after(response: &reqwest::Response) -> Option<u64> {
+    response
         .headers()
         .get(reqwest::header::RETRY_AFTER)?
         .to_str()
         .ok()?
         .trim()
         .parse()
-        .ok()?;
-    let pause = Duration::from_secs(seconds);
-    (pause <= RATE_WAIT_MAX).then_some(pause)
+        .ok()
 }

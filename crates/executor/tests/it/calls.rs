@@ -8,7 +8,8 @@ use std::rc::Rc;
 use std::task::{Context, Poll, Waker};
 
 use sealpost_executor::{
-    Access, AuditOutcome, HostTool, Outcome, ToolFailure, ToolFuture, ToolSpec, arguments_digest,
+    Access, AuditOutcome, AuditRecord, Delivery, HostTool, Outcome, ToolFailure, ToolFuture,
+    ToolSpec, arguments_digest,
 };
 use sealpost_protocol::content::{CancelReason, RefusalCode, Reply, ToolKind, ToolResult};
 use sealpost_seal::Header;
@@ -33,6 +34,7 @@ fn a_reply_opens_on_the_plugin_side_and_is_audited() {
         call_id,
         envelope: sealed,
         audit,
+        ..
     } = &outcome
     else {
         panic!("expected a reply")
@@ -45,7 +47,63 @@ fn a_reply_opens_on_the_plugin_side_and_is_audited() {
     assert_eq!(audit.outcome, AuditOutcome::Answered);
     assert_eq!(audit.reply_bytes, sealed.len());
     assert_eq!(audit.at_ms, START_MS);
-    assert_eq!(h.audit.last().as_ref(), Some(audit));
+    let recorded = AuditRecord {
+        delivery: Some(Delivery::Accepted),
+        ..audit.clone()
+    };
+    assert_eq!(h.audit.last(), Some(recorded));
+}
+
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
+fn a_call_is_audited_once_settled_with_what_the_relay_did() {
+    let h = Harness::new();
+    let (_, envelope) = h.envelope("list_sources", empty());
+    let outcome = h.handle_unsettled(&envelope);
+    assert!(
+        h.audit.is_empty(),
+        "nothing is recorded before the answer is sent"
+    );
+    let why = "the relay answered 429 (owner_rate_limited) until the lease ended";
+    h.executor
+        .settle(&outcome, Delivery::NotDelivered { why: why.into() });
+    let record = h.audit.last().unwrap();
+    assert_eq!(record.outcome, AuditOutcome::Answered, "what was decided");
+    assert_eq!(
+        record.delivery,
+        Some(Delivery::NotDelivered { why: why.into() }),
+        "and that the agent never got it"
+    );
+}
+
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
+fn a_reply_the_relay_will_not_hold_becomes_a_short_too_large_refusal_for_the_same_call() {
+    let h = Harness::new();
+    let (header, envelope) = h.envelope("list_sources", empty());
+    let mut outcome = h.handle_unsettled(&envelope);
+    let mut rng = <rand::rngs::StdRng as rand::SeedableRng>::seed_from_u64(7);
+    assert!(outcome.refuse_as_too_large(&h.now, &mut rng));
+    let Reply::Refusal(refusal) =
+        serde_json::from_slice(&h.reply_bytes(&header, &outcome)).unwrap()
+    else {
+        panic!("expected a refusal")
+    };
+    assert_eq!(refusal.code, RefusalCode::TooLarge);
+    assert_eq!(
+        outcome.audit().outcome,
+        AuditOutcome::Refused {
+            code: RefusalCode::TooLarge
+        }
+    );
+    let Outcome::Reply { envelope, .. } = &outcome else {
+        panic!("still a reply")
+    };
+    assert_eq!(outcome.audit().reply_bytes, envelope.len());
+    assert!(
+        !outcome.refuse_as_too_large(&h.now, &mut rng),
+        "a refusal is not replaced again"
+    );
 }
 
 #[cfg_attr(not(target_arch = "wasm32"), test)]

@@ -9,7 +9,8 @@ use std::task::{Context, Poll, Waker};
 use rand::SeedableRng;
 use rand::rngs::StdRng;
 use sealpost_executor::{
-    Access, DocId, Document, Executor, Grants, GrantsHandle, MemoryAuditLog, Outcome, Workspace,
+    Access, Delivery, DocId, Document, Executor, Grants, GrantsHandle, MemoryAuditLog, Outcome,
+    Workspace,
 };
 use sealpost_protocol::content::{Refusal, RefusalCode, Reply, ToolCall, ToolResult};
 use sealpost_seal::{Header, PairingSecret, PluginSession, verify_hello};
@@ -180,7 +181,15 @@ impl Harness {
         (header, envelope)
     }
 
+    /// Handles a call and settles it as the relay accepting its answer.
     pub fn handle(&self, envelope: &[u8]) -> Outcome {
+        let outcome = self.handle_unsettled(envelope);
+        self.executor.settle(&outcome, Delivery::Accepted);
+        outcome
+    }
+
+    /// Handles a call and leaves it to the test to settle.
+    pub fn handle_unsettled(&self, envelope: &[u8]) -> Outcome {
         let mut rng = StdRng::seed_from_u64(u64::from(self.next_call.get()));
         block_on(self.executor.handle(envelope, &self.now, &mut rng))
     }

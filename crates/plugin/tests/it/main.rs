@@ -6,6 +6,7 @@ mod clients;
 mod commands;
 mod hostile;
 mod live;
+mod rates;
 mod stdio;
 
 use std::path::Path;
