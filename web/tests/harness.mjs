@@ -161,10 +161,11 @@ export function pairPlugin(configDir, code) {
 const runningPlugins = new Set();
 after(() => { for (const child of runningPlugins) child.kill(); });
 
-// `sealpost mcp` as an MCP client drives it: JSON-RPC lines on stdio.
+// `sealpost mcp` as an MCP client drives it: JSON-RPC lines on stdio. `env`: more variables
+// for the plugin (SEALPOST_CALL_TIMEOUT_S, ...).
 export class McpClient {
-  constructor(configDir) {
-    this.child = spawn(PLUGIN_BIN, ['mcp'], { env: { ...process.env, SEALPOST_CONFIG_DIR: configDir }, stdio: ['pipe', 'pipe', 'inherit'] });
+  constructor(configDir, { env = {} } = {}) {
+    this.child = spawn(PLUGIN_BIN, ['mcp'], { env: { ...process.env, ...env, SEALPOST_CONFIG_DIR: configDir }, stdio: ['pipe', 'pipe', 'inherit'] });
     runningPlugins.add(this.child);
     this.child.on('exit', () => runningPlugins.delete(this.child));
     this.nextId = 1;
