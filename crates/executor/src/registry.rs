@@ -227,9 +227,9 @@ impl Registry {
                 description: flatten_description(&spec.description),
                 input_schema: spec.input_schema,
                 kind: spec.kind,
-                // Only the executor's own read tools are marked: a host tool's claim to be
-                // harmless is not passed on.
-                builtin: builtin && spec.kind == ToolKind::Read,
+                // Only the executor's own tools are marked (read and proposal alike): a host
+                // tool cannot claim to be one. The plugin marks read-only only a built-in read.
+                builtin,
             },
             validator,
             action,

@@ -66,16 +66,29 @@ fn the_catalog_lists_granted_tools_in_a_stable_order() {
 
 #[cfg_attr(not(target_arch = "wasm32"), test)]
 #[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
-fn only_built_in_read_tools_are_marked_builtin() {
+fn every_built_in_tool_and_no_host_tool_is_marked_builtin() {
     let h = Harness::new();
-    h.executor
-        .register_tool(spec("host.read", ToolKind::Read), Rc::new(Noop))
-        .unwrap();
-    h.grants.update(|g| {
-        g.tools.insert("host.read".to_owned());
-    });
-    for entry in h.executor.catalog().tools {
-        let expected = entry.kind == ToolKind::Read && !entry.name.starts_with("host.");
+    for (name, kind) in [
+        ("host.read", ToolKind::Read),
+        ("host.propose", ToolKind::Proposal),
+    ] {
+        h.executor
+            .register_tool(spec(name, kind), Rc::new(Noop))
+            .unwrap();
+        h.grants.update(|g| {
+            g.tools.insert(name.to_owned());
+        });
+    }
+    let catalog = h.executor.catalog();
+    assert!(
+        catalog
+            .tools
+            .iter()
+            .any(|e| e.kind == ToolKind::Proposal && e.builtin),
+        "the built-in proposal tools are built in"
+    );
+    for entry in catalog.tools {
+        let expected = !entry.name.starts_with("host.");
         assert_eq!(entry.builtin, expected, "{}", entry.name);
         assert!(!entry.description.contains('\n'));
     }
