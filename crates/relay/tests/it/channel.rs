@@ -483,6 +483,18 @@ async fn a_busy_channel_refuses_more_and_a_close_drops_all_it_runs() {
         (Some(9), Some(503), Some("busy")),
         "{refused}"
     );
+    // The refusal is timed under its operation's route.
+    let labels = [
+        "method=\"WS\"",
+        "route=\"/v1/channel claim\"",
+        "status=\"503\"",
+    ];
+    let busy = crate::api::series(
+        &relay.metrics().await,
+        "sealpost_http_request_duration_seconds_count",
+        &labels,
+    );
+    assert_eq!(busy, Some(1.0));
     // Closed with eight claims waiting: every one is dropped, and claims nothing.
     close_and_check_nothing_was_claimed(&relay, &p, channel).await;
 }
@@ -518,6 +530,22 @@ async fn every_message_is_charged_to_the_rates_malformed_or_not() {
         4,
         "{statuses:?}"
     );
+    // Refused before any operation ran, each is timed as HTTP's refusals are, under the
+    // channel's route (the messages name no operation it knows).
+    let text = relay.metrics().await;
+    for status in ["400", "429"] {
+        let labels = [
+            "method=\"WS\"",
+            "route=\"/v1/channel\"",
+            &format!("status=\"{status}\""),
+        ];
+        let count = crate::api::series(
+            &text,
+            "sealpost_http_request_duration_seconds_count",
+            &labels,
+        );
+        assert_eq!(count, Some(4.0), "{status} in\n{text}");
+    }
 }
 
 #[tokio::test]
