@@ -9,14 +9,17 @@
 //!   again (inside the store's statement, as over HTTP), and the first 401 closes the channel.
 //! - An owner holds at most `max_channels_per_owner` channels (0: none are offered), and a
 //!   channel keeps its connection's place under the connection caps while it is open.
-//! - Every message is charged to the rates first, malformed or not. Every refusal is timed in
-//!   the request metrics, as over HTTP. A message is at most the largest reply body; a large
-//!   one takes a place under `max_large_bodies_in_flight` (and its owner's share of them)
-//!   while it is parsed, and a reply keeps it for as long as its operation runs; a channel
-//!   runs at most [`MAX_IN_FLIGHT`] operations at once (past either, 503 `busy`); it is always
-//!   read, so a close is seen at once and what still runs is dropped with it. A channel with
-//!   nothing running and nothing asked since its last answer for twice the longest long-poll
-//!   is closed; writes that make no progress drop it (the connection's write timeout); at
+//! - Every message is charged to the rates first, malformed or not; a refused one is answered
+//!   with the rate's refusal unless it is a reply or cancel of a call this token claimed
+//!   (`admitted`: limits admit work at the door), which a look at its op and call id tells
+//!   without allocating its envelope. Every refusal is timed in the request metrics, as over
+//!   HTTP. A message is at most the largest reply body; a large one takes a place under
+//!   `max_large_bodies_in_flight` (and its owner's share of them) while it is parsed, and a
+//!   reply keeps it for as long as its operation runs; a channel runs at most
+//!   [`MAX_IN_FLIGHT`] operations at once (past either, 503 `busy`); it is always read, so a
+//!   close is seen at once and what still runs is dropped with it. A channel with nothing
+//!   running and nothing asked since its last answer for twice the longest long-poll is
+//!   closed; writes that make no progress drop it (the connection's write timeout); at
 //!   shutdown what runs finishes and is answered, then the channel closes.
 
 use std::time::Duration;
@@ -29,14 +32,16 @@ use futures_util::stream::FuturesUnordered;
 use futures_util::{SinkExt as _, StreamExt as _};
 use sealpost_protocol::api::channel::{CHANNEL_PROTOCOL, ChannelAnswer, ChannelOp, ChannelRequest};
 use sealpost_protocol::api::{ErrorBody, ErrorCode};
+use sealpost_protocol::ids::Id16;
 use serde::Deserialize;
 use serde_json::Value;
 use tokio::time::Instant;
 
-use super::auth::{Verified, channel_owner, charge};
+use super::auth::{Verified, channel_owner, charge, exempt};
 use super::calls::{cancel_call, claim_calls, store_reply};
 use super::error::{ApiError, ApiResult};
 use super::state::AppState;
+use crate::admitted::Work;
 use crate::caps::LargePlace;
 use crate::serve::ConnectionHold;
 use crate::store::{Bearer, Scope};
@@ -210,7 +215,8 @@ async fn send(
 }
 
 /// Lets a message in, as a request is let in over HTTP: charged to the token's and owner's
-/// rates before anything else (a malformed message too), refused with 503 `busy` past
+/// rates before anything else (a malformed message too), and refused by them unless it is a
+/// reply or cancel the ledger of admitted work exempts; refused with 503 `busy` past
 /// [`MAX_IN_FLIGHT`], and when a large message finds no place under
 /// `max_large_bodies_in_flight` (429 `too_many_large_bodies` when its owner's share
 /// `max_large_bodies_per_owner` is full), then parsed. A reply keeps its place until its
@@ -224,7 +230,18 @@ fn admit(
 ) -> Result<(ChannelRequest, Option<LargePlace>), (ChannelAnswer, &'static str)> {
     let id = leading_id(text);
     let refused = |error| (refusal(id, error), Peek::of(text).route());
-    charge(state, bearer).map_err(refused)?;
+    // With the rate refused, only a reply or cancel that completes admitted work goes on, and
+    // only as the message it was judged by.
+    let mut exempted = None;
+    if let Err(limited) = charge(state, bearer) {
+        let peek = Peek::of(text);
+        match peek.work() {
+            Some((work, call)) if exempt(state, bearer, work, call) => {
+                exempted = Some((work, call, limited));
+            }
+            _ => return Err((refusal(id, limited), peek.route())),
+        }
+    }
     if in_flight >= MAX_IN_FLIGHT {
         return Err(refused(ApiError::busy(
             "This channel runs as many operations as it may at once; retry.",
@@ -243,6 +260,11 @@ fn admit(
             ),
         ))
     })?;
+    if let Some((work, call, limited)) = exempted
+        && work_of(&request.op) != Some((work, call))
+    {
+        return Err(refused(limited));
+    }
     // Only a reply's envelope outlives the parse; a claim or cancel is a few bytes once parsed,
     // so it gives its place back now rather than hold it while it waits.
     let place = match request.op {
@@ -277,12 +299,24 @@ const CLAIM_ROUTE: &str = "/v1/channel claim";
 const REPLY_ROUTE: &str = "/v1/channel reply";
 const CANCEL_ROUTE: &str = "/v1/channel cancel";
 
-/// A look at a message's operation, without parsing the rest into memory (an envelope is
-/// skipped, not decoded). `None` when the message does not say it plainly.
+/// The admitted work an operation would complete, with its call.
+fn work_of(op: &ChannelOp) -> Option<(Work, Id16)> {
+    match op {
+        ChannelOp::Claim { .. } => None,
+        ChannelOp::Reply { call_id, .. } => Some((Work::Reply, *call_id)),
+        ChannelOp::Cancel { call_id, .. } => Some((Work::Cancel, *call_id)),
+    }
+}
+
+/// A look at a message's operation and call id, without parsing the rest into memory (an
+/// envelope is skipped, not decoded), so a message its rate refused costs no allocation to
+/// judge. `None` when the message does not say them plainly.
 #[derive(Debug, Default, Deserialize)]
 struct Peek {
     #[serde(default)]
     op: Option<PeekOp>,
+    #[serde(default)]
+    call_id: Option<Id16>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
@@ -306,6 +340,14 @@ impl Peek {
             Some(PeekOp::Reply) => REPLY_ROUTE,
             Some(PeekOp::Cancel) => CANCEL_ROUTE,
             Some(PeekOp::Other) | None => CHANNEL_ROUTE,
+        }
+    }
+
+    fn work(&self) -> Option<(Work, Id16)> {
+        match (self.op?, self.call_id?) {
+            (PeekOp::Reply, call) => Some((Work::Reply, call)),
+            (PeekOp::Cancel, call) => Some((Work::Cancel, call)),
+            (PeekOp::Claim | PeekOp::Other, _) => None,
         }
     }
 }
