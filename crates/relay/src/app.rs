@@ -144,6 +144,7 @@ pub(crate) async fn start_with_store(
         large_replies: crate::caps::KeyedCap::new(limits.max_large_replies_per_token),
         channels: crate::caps::KeyedCap::new(limits.max_channels_per_owner),
         held: crate::quota::HeldBytes::new(limits.max_bytes_held_per_owner),
+        admitted: crate::admitted::Admitted::new(limits.max_admitted_calls),
     });
     recount_held_bytes(&state).await;
     tokio::spawn(sweeper(state.clone()));
@@ -228,6 +229,7 @@ async fn sweeper(state: AppState) {
             Err(error) => tracing::warn!(error = %store::ErrorChain(&error), "sweep failed"),
         }
         state.rate.forget_idle();
+        state.admitted.sweep(now_ms());
         recount_held_bytes(&state).await;
     }
 }

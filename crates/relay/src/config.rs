@@ -150,6 +150,11 @@ pub struct Limits {
     /// Session channels (WebSockets) one owner may hold open; past it, 429
     /// `too_many_channels`. 0: the relay offers no channel, and tabs use HTTP alone.
     pub max_channels_per_owner: u32,
+    /// Calls one replica remembers as admitted work (claimed and leased, or answered and not
+    /// yet read), whose first reply, cancel or read a rate does not refuse (`admitted`); past
+    /// it, nothing new is remembered, and those requests are refused by a rate as any other.
+    /// 0: none is remembered.
+    pub max_admitted_calls: usize,
 }
 
 impl Default for Limits {
@@ -198,6 +203,7 @@ impl Default for Limits {
             max_long_polls_per_token: 32,
             max_long_polls_per_owner: 128,
             max_channels_per_owner: 8,
+            max_admitted_calls: 100_000,
         }
     }
 }

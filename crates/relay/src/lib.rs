@@ -11,11 +11,13 @@
 //! - [`cli`]: the binary's command line.
 //!
 //! Only the crate uses the rest: `serve` (connections: timeouts, caps, the shutdown deadline),
-//! `caps`, `quota`, `ratelimit`, `metrics` and `ids`.
+//! `caps`, `quota`, `ratelimit`, `admitted` (the work whose completion a rate does not refuse),
+//! `metrics` and `ids`.
 
 #![warn(missing_docs)]
 
 pub mod accounts;
+pub(crate) mod admitted;
 pub mod app;
 pub(crate) mod caps;
 pub mod cli;

@@ -13,6 +13,7 @@ use metrics_exporter_prometheus::{
 };
 use sealpost_protocol::api::CallState;
 
+use crate::admitted::Work;
 use crate::ratelimit::RateLimits;
 
 const CALLS_POSTED: &str = "sealpost_calls_posted_total";
@@ -32,6 +33,8 @@ const CHANNELS_OPEN: &str = "sealpost_channels_open";
 const CONNECTIONS_CLOSED_IDLE: &str = "sealpost_connections_closed_idle_total";
 const REQUESTS_REFUSED: &str = "sealpost_requests_refused_total";
 const LARGE_BODIES_IN_FLIGHT: &str = "sealpost_large_bodies_in_flight";
+const REQUESTS_EXEMPT: &str = "sealpost_requests_exempt_total";
+const ADMITTED_CALLS: &str = "sealpost_admitted_calls";
 
 /// Post-to-claim latency buckets (seconds): a served call is claimed within milliseconds.
 const CLAIM_LATENCY_BUCKETS: [f64; 10] =
@@ -107,6 +110,8 @@ pub struct Metrics {
     connections_refused: [Counter; 2],
     connections_closed_idle: Counter,
     requests_refused: [Counter; 4],
+    requests_exempt: [Counter; 3],
+    admitted_calls: Gauge,
     large_bodies_in_flight: Gauge,
     channels_open: Gauge,
 }
@@ -173,6 +178,14 @@ impl Metrics {
             "Requests refused because a share of the relay was full, by cap.",
         );
         describe(
+            REQUESTS_EXEMPT,
+            "Requests a rate refused that were let through to complete admitted work, by kind.",
+        );
+        describe(
+            ADMITTED_CALLS,
+            "Calls remembered as admitted work, claimed or answered here (read at each scrape).",
+        );
+        describe(
             LARGE_BODIES_IN_FLIGHT,
             "Large request bodies being read now (read at each scrape).",
         );
@@ -214,6 +227,9 @@ impl Metrics {
             connections_closed_idle: counter(CONNECTIONS_CLOSED_IDLE),
             requests_refused: RefusedRequest::ALL
                 .map(|why| counter_with(REQUESTS_REFUSED, Some(("cap", why.label())))),
+            requests_exempt: Work::ALL
+                .map(|work| counter_with(REQUESTS_EXEMPT, Some(("kind", work.label())))),
+            admitted_calls: gauge(ADMITTED_CALLS, None),
             large_bodies_in_flight: gauge(LARGE_BODIES_IN_FLIGHT, None),
             channels_open: gauge(CHANNELS_OPEN, None),
             handle: recorder.handle(),
@@ -293,6 +309,11 @@ impl Metrics {
         self.requests_refused[why as usize].increment(1);
     }
 
+    /// A request a rate refused, let through to complete admitted work.
+    pub(crate) fn request_exempt(&self, work: Work) {
+        self.requests_exempt[work as usize].increment(1);
+    }
+
     /// The text exposition, with the gauges that are read rather than kept brought up to date.
     pub fn render(
         &self,
@@ -300,6 +321,7 @@ impl Metrics {
         waiters: i64,
         rate: &RateLimits,
         large_bodies_in_flight: usize,
+        admitted_calls: usize,
     ) -> String {
         for (state, gauge) in &self.calls_by_state {
             let n = calls_by_state
@@ -312,6 +334,7 @@ impl Metrics {
         self.rate_limit_token_keys.set(rate.token_keys() as f64);
         self.large_bodies_in_flight
             .set(large_bodies_in_flight as f64);
+        self.admitted_calls.set(admitted_calls as f64);
         self.handle.render()
     }
 

@@ -10,6 +10,10 @@
 //! per call), so there a signed token is charged first; when the store then finds it dead, its
 //! key is forgotten ([`RateLimits::forget_token`]), which governor's own stores cannot do, hence
 //! [`Forgettable`]. The sweeper drops every key whose bucket has refilled.
+//!
+//! A rate admits work, it does not drop work already admitted: the first reply or cancel of a
+//! call its token claimed, and the first read of its answer, are charged like any request, but
+//! their handler overrides a refusal (`admitted`).
 
 use std::hash::Hash;
 use std::net::IpAddr;

@@ -2,7 +2,10 @@
 //! so sign-out, revocation and disabling an owner take effect on the next request. The call
 //! loop's handlers take `Verified` and the store checks the row inside the operation itself
 //! (one database round trip fewer per request); every other handler takes `Authed`, which
-//! reads the row first.
+//! reads the row first. Both charge the request to the token's and owner's rates and answer a
+//! refusal themselves; the handlers that may complete admitted work (reply, cancel, read) take
+//! `Charged<Verified>` or `Charged<Authed>` instead, which keep the refusal for the handler to
+//! answer unless the ledger of admitted work exempts the request (`admitted`).
 //!
 //! Owner tokens and MCP tokens differ in audience, and the row's kind and pairing must agree
 //! with the claims: a token cannot be turned into the other kind by editing its claims.
@@ -19,6 +22,7 @@ use serde::{Deserialize, Serialize};
 
 use super::error::{ApiError, ApiResult};
 use super::state::AppState;
+use crate::admitted::Work;
 use crate::clock::now_ms;
 use crate::store::{Bearer, TokenRow};
 
@@ -180,15 +184,98 @@ fn require_mcp(kind: TokenKind, pair_id: Option<Id16>) -> ApiResult<Id16> {
     }
 }
 
-impl FromRequestParts<AppState> for Verified {
+/// A request's token, authenticated as `T` ([`Verified`] or [`Authed`]) and charged to its
+/// rates, with the charge's refusal kept instead of answered. The handler answers it
+/// ([`Charged::admit`], as `Verified` and `Authed` do by themselves) unless the request
+/// completes work the relay already admitted ([`Charged::admit_work`], see `admitted`), and
+/// decides so before it reads any body. The fields are private: only the extractor makes one,
+/// and only the ledger of admitted work turns its refusal into an exemption.
+#[derive(Debug)]
+pub(crate) struct Charged<T> {
+    auth: T,
+    bearer: Bearer,
+    refused: Option<ApiError>,
+}
+
+/// A request a rate refused, let through because it completes admitted work. It keeps the
+/// refusal: a read that then finds nothing answers it, not 404 (the call was not this token's
+/// to read, and its rate is spent).
+#[derive(Debug)]
+pub(crate) struct Exempt {
+    refused: ApiError,
+}
+
+impl Exempt {
+    /// The rate's refusal, as the request would have had it without the exemption.
+    pub fn refusal(self) -> ApiError {
+        self.refused
+    }
+}
+
+impl<T> Charged<T> {
+    /// The token, or the rate's refusal.
+    pub fn admit(self) -> ApiResult<T> {
+        match self.refused {
+            Some(refused) => Err(refused),
+            None => Ok(self.auth),
+        }
+    }
+
+    /// The token, or the rate's refusal unless the request does `work` on `call` (a path id
+    /// that did not parse is `None`) that the ledger exempts: then the token with its
+    /// [`Exempt`]. Requests the rates let through carry none.
+    pub fn admit_work(
+        self,
+        state: &AppState,
+        work: Work,
+        call: Option<Id16>,
+    ) -> ApiResult<(T, Option<Exempt>)> {
+        let Some(refused) = self.refused else {
+            return Ok((self.auth, None));
+        };
+        match call {
+            Some(call) if exempt(state, &self.bearer, work, call) => {
+                Ok((self.auth, Some(Exempt { refused })))
+            }
+            _ => Err(refused),
+        }
+    }
+}
+
+/// Whether `bearer`'s `work` on `call`, refused by a rate, completes work the relay admitted;
+/// if so it takes one of its exemption's tries and is counted
+/// (`sealpost_requests_exempt_total`).
+pub(crate) fn exempt(state: &AppState, bearer: &Bearer, work: Work, call: Id16) -> bool {
+    let exempt = state.admitted.take(bearer, work, call, now_ms());
+    if exempt {
+        state.metrics.request_exempt(work);
+    }
+    exempt
+}
+
+impl FromRequestParts<AppState> for Charged<Verified> {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> ApiResult<Self> {
         let verified = verify(parts, state)?;
         // The call loop's store operation checks the row itself, so the charge comes first: only
         // a token the relay signed gets here, and the sweeper drops keys that have refilled.
-        charge(state, &verified.0)?;
-        Ok(verified)
+        let refused = charge(state, &verified.0).err();
+        Ok(Charged {
+            auth: verified,
+            bearer: verified.0,
+            refused,
+        })
+    }
+}
+
+impl FromRequestParts<AppState> for Verified {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> ApiResult<Self> {
+        Charged::<Verified>::from_request_parts(parts, state)
+            .await?
+            .admit()
     }
 }
 
@@ -325,7 +412,7 @@ fn agrees(row: &TokenRow, bearer: &Bearer) -> bool {
     row.owner_id == bearer.owner_id && row.kind == bearer.kind && row.pair_id == bearer.pair_id
 }
 
-impl FromRequestParts<AppState> for Authed {
+impl FromRequestParts<AppState> for Charged<Authed> {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> ApiResult<Self> {
@@ -333,8 +420,22 @@ impl FromRequestParts<AppState> for Authed {
         let token = live_row(state, &bearer).await?;
         // Charged only now that the row is live: a revoked or unknown token never enters the
         // rate table.
-        charge(state, &bearer)?;
-        Ok(Authed { token })
+        let refused = charge(state, &bearer).err();
+        Ok(Charged {
+            auth: Authed { token },
+            bearer,
+            refused,
+        })
+    }
+}
+
+impl FromRequestParts<AppState> for Authed {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> ApiResult<Self> {
+        Charged::<Authed>::from_request_parts(parts, state)
+            .await?
+            .admit()
     }
 }
 

@@ -3,6 +3,11 @@
 //!
 //! Long-polls subscribe to the hub *before* each store check and wait only after it, so a
 //! wake-up between the check and the wait is not lost. No transaction spans a wait.
+//!
+//! Limits admit work at the door: a post or a claim may be refused by a rate, but the tab's
+//! first reply or cancel of a call it claimed and the plugin's first read of its answer are
+//! not (`admitted`). Claims and replies record what they hand out and store; each reply, cancel
+//! and read that reaches the store ends what it completed.
 
 use std::time::Duration;
 
@@ -13,17 +18,18 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse as _, Response};
 use sealpost_protocol::api::{
     CallStatusResponse, CancelRequest, ClaimResponse, ClaimedCall, ErrorBody, ErrorCode,
-    PostCallRequest, PostCallResponse, ReplyRequest,
+    PostCallRequest, PostCallResponse, ReplyRequest, TokenKind,
 };
 use sealpost_protocol::content::CancelReason;
 use sealpost_protocol::ids::{Base64Bytes, Id16};
 use tokio::time::Instant;
 
-use super::auth::{Authed, Verified};
+use super::auth::{Authed, Charged, Verified};
 use super::body::{admit, read_json};
 use super::error::{ApiError, ApiResult};
 use super::path_id;
 use super::state::AppState;
+use crate::admitted::Work;
 use crate::caps::{LongPollPlace, LongPollsFull};
 use crate::clock::now_ms;
 use crate::metrics::{LongPoll, RefusedRequest};
@@ -306,6 +312,9 @@ pub(crate) async fn claim_calls(
                 state
                     .metrics
                     .call_claimed(now.saturating_sub(call.created_at));
+                state
+                    .admitted
+                    .claimed(owner, bearer.token_id, call.call_id, call.lease_expires_at);
             }
             let calls = claimed
                 .into_iter()
@@ -346,17 +355,19 @@ pub(crate) async fn claim_calls(
         (status = 409, description = "`wrong_call_state`", body = ErrorBody),
         (status = 410, description = "`lease_expired`, `session_ended`", body = ErrorBody),
         (status = 413, description = "`body_too_large`, `reply_too_large`", body = ErrorBody),
-        (status = 429, description = "`rate_limited`, `owner_rate_limited`, `bytes_quota_exceeded`, `too_many_large_bodies`", body = ErrorBody),
+        (status = 429, description = "`rate_limited`, `owner_rate_limited` (not for the first reply to a call this token claimed on this replica, within its lease), `bytes_quota_exceeded`, `too_many_large_bodies`", body = ErrorBody),
         (status = 503, description = "`unavailable`, `busy`", body = ErrorBody),
     )
 )]
 pub async fn reply(
     State(state): State<AppState>,
-    auth: Verified,
+    auth: Charged<Verified>,
     Path(call_id): Path<String>,
     headers: HeaderMap,
     body: Body,
 ) -> ApiResult<StatusCode> {
+    // The first reply to a call this token claimed is not refused by a rate (`admitted`).
+    let (auth, _exempt) = auth.admit_work(&state, Work::Reply, call_id.parse().ok())?;
     auth.require_owner(&state).await?;
     let call_id = path_id(&call_id, "call")?;
     let limits = &state.config.limits;
@@ -397,11 +408,15 @@ pub(crate) async fn store_reply(
     }
     let bytes = envelope.len();
     let reserved = held_quota(state, bearer.owner_id, bytes)?;
-    match state
-        .store
-        .reply_call(bearer, call_id, envelope, now_ms())
-        .await
-    {
+    let now = now_ms();
+    let stored = state.store.reply_call(bearer, call_id, envelope, now).await;
+    // Whatever the store said, a later reply or cancel of the call is not the first.
+    state.admitted.settled(bearer.owner_id, call_id);
+    if stored.is_ok() {
+        let until = now.saturating_add_ms(limits.max_call_ttl_s.saturating_mul(1000));
+        state.admitted.answered(bearer.owner_id, call_id, until);
+    }
+    match stored {
         Err(StoreError::NotFound) => return Err(ApiError::not_found("call")),
         Err(StoreError::LeaseExpired) => {
             state.hub.wake(Topic::Call(bearer.owner_id, call_id));
@@ -439,17 +454,19 @@ fn scope(auth: &Authed) -> Scope {
         (status = 408, description = "`body_timeout`", body = ErrorBody),
         (status = 409, description = "`wrong_call_state`", body = ErrorBody),
         (status = 413, description = "`body_too_large`", body = ErrorBody),
-        (status = 429, description = "`rate_limited`, `owner_rate_limited`", body = ErrorBody),
+        (status = 429, description = "`rate_limited`, `owner_rate_limited` (not for the first cancel of a call this token claimed on this replica, within its lease)", body = ErrorBody),
         (status = 503, description = "`unavailable`", body = ErrorBody),
     )
 )]
 pub async fn cancel(
     State(state): State<AppState>,
-    auth: Authed,
+    auth: Charged<Authed>,
     Path(call_id): Path<String>,
     headers: HeaderMap,
     body: Body,
 ) -> ApiResult<StatusCode> {
+    // The first cancel of a call this token claimed is not refused by a rate (`admitted`).
+    let (auth, _exempt) = auth.admit_work(&state, Work::Cancel, call_id.parse().ok())?;
     let call_id = path_id(&call_id, "call")?;
     let request: CancelRequest = read_json(
         &headers,
@@ -476,11 +493,13 @@ pub(crate) async fn cancel_call(
             "The cancel reason is not one this relay knows.",
         ));
     }
-    match state
+    let cancelled = state
         .store
         .cancel_call(scope, call_id, reason, now_ms())
-        .await
-    {
+        .await;
+    // Whatever the store said, a later reply or cancel of the call is not the first.
+    state.admitted.settled(scope.owner_id, call_id);
+    match cancelled {
         Err(StoreError::NotFound) => return Err(ApiError::not_found("call")),
         other => other?,
     }
@@ -505,16 +524,18 @@ pub(crate) async fn cancel_call(
         (status = 400, description = "`bad_request`, `wait_too_long`", body = ErrorBody),
         (status = 401, description = "`unauthorized`", body = ErrorBody),
         (status = 404, description = "`not_found`", body = ErrorBody),
-        (status = 429, description = "`rate_limited`, `owner_rate_limited`, `too_many_long_polls`", body = ErrorBody),
+        (status = 429, description = "`rate_limited`, `owner_rate_limited` (not for an MCP token's first read of a call answered on this replica), `too_many_long_polls`", body = ErrorBody),
         (status = 503, description = "`unavailable`, `busy`", body = ErrorBody),
     )
 )]
 pub async fn read(
     State(state): State<AppState>,
-    auth: Verified,
+    auth: Charged<Verified>,
     Path(call_id): Path<String>,
     RawQuery(query): RawQuery,
 ) -> ApiResult<Response> {
+    // The plugin's first read of a call answered here is not refused by a rate (`admitted`).
+    let (auth, mut exempt) = auth.admit_work(&state, Work::Read, call_id.parse().ok())?;
     let call_id = path_id(&call_id, "call")?;
     let wait = wait_ms(&state, &query)?;
     let mut place = None;
@@ -526,11 +547,19 @@ pub async fn read(
         tokio::pin!(notified);
         notified.as_mut().enable();
         let now = now_ms();
-        let view = state
-            .store
-            .read_call(auth.0, call_id, now)
-            .await?
-            .ok_or_else(|| ApiError::not_found("call"))?;
+        let read = state.store.read_call(auth.0, call_id, now).await;
+        let handed_over = matches!(&read, Ok(Some(view)) if view.state.is_final());
+        if exempt.is_some() || (handed_over && auth.0.kind == TokenKind::Mcp) {
+            // The answer reached its pairing's token, or the exempt read reached the store: a
+            // later read is not the first.
+            state.admitted.delivered(auth.owner_id(), call_id);
+        }
+        let Some(view) = read? else {
+            // Not this token's call to read: with its rate spent, it hears only that.
+            return Err(exempt
+                .take()
+                .map_or_else(|| ApiError::not_found("call"), |exempt| exempt.refusal()));
+        };
         if view.state.is_final() || Instant::now() >= deadline || state.shutdown.is_cancelled() {
             // A large reply holds one of its token's few places until it is sent.
             let large = view

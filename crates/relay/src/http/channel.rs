@@ -9,15 +9,18 @@
 //!   again (inside the store's statement, as over HTTP), and the first 401 closes the channel.
 //! - An owner holds at most `max_channels_per_owner` channels (0: none are offered), and a
 //!   channel keeps its connection's place under the connection caps while it is open.
-//! - Every message is charged to the rates first, malformed or not. A message is at most the
-//!   largest reply body; a large one takes a place under `max_large_bodies_in_flight` (and
-//!   its owner's share of them) while it is parsed, and a reply keeps it for as long as its
-//!   operation runs; a channel runs at most [`MAX_IN_FLIGHT`] operations at once
-//!   (past either, 503 `busy`); it is always read, so a close is seen at once and what still
-//!   runs is dropped with it. A channel with nothing running and nothing asked since its last
-//!   answer for twice the longest long-poll is closed; writes that make no progress drop it
-//!   (the connection's write timeout); at shutdown what runs finishes and is answered, then
-//!   the channel closes.
+//! - Every message is charged to the rates first, malformed or not; a refused one is answered
+//!   with the rate's refusal unless it is a reply or cancel of a call this token claimed
+//!   (`admitted`: limits admit work at the door), which a look at its op and call id tells
+//!   without allocating its envelope. Every refusal is timed in the request metrics, as over
+//!   HTTP. A message is at most the largest reply body; a large one takes a place under
+//!   `max_large_bodies_in_flight` (and its owner's share of them) while it is parsed, and a
+//!   reply keeps it for as long as its operation runs; a channel runs at most
+//!   [`MAX_IN_FLIGHT`] operations at once (past either, 503 `busy`); it is always read, so a
+//!   close is seen at once and what still runs is dropped with it. A channel with nothing
+//!   running and nothing asked since its last answer for twice the longest long-poll is
+//!   closed; writes that make no progress drop it (the connection's write timeout); at
+//!   shutdown what runs finishes and is answered, then the channel closes.
 
 use std::time::Duration;
 
@@ -29,13 +32,16 @@ use futures_util::stream::FuturesUnordered;
 use futures_util::{SinkExt as _, StreamExt as _};
 use sealpost_protocol::api::channel::{CHANNEL_PROTOCOL, ChannelAnswer, ChannelOp, ChannelRequest};
 use sealpost_protocol::api::{ErrorBody, ErrorCode};
+use sealpost_protocol::ids::Id16;
+use serde::Deserialize;
 use serde_json::Value;
 use tokio::time::Instant;
 
-use super::auth::{Verified, channel_owner, charge};
+use super::auth::{Verified, channel_owner, charge, exempt};
 use super::calls::{cancel_call, claim_calls, store_reply};
 use super::error::{ApiError, ApiResult};
 use super::state::AppState;
+use crate::admitted::Work;
 use crate::caps::LargePlace;
 use crate::serve::ConnectionHold;
 use crate::store::{Bearer, Scope};
@@ -142,12 +148,16 @@ async fn serve(socket: WebSocket, state: AppState, bearer: Bearer) {
             // Always read, so a close is seen at once (and what runs is dropped with it).
             received = stream.next() => match received {
                 Some(Ok(Message::Text(text))) => {
+                    let received = std::time::Instant::now();
                     quiet_until = Instant::now() + idle;
                     match admit(&state, &bearer, &text, running.len()) {
                         Ok((request, place)) => {
                             running.push(run(state.clone(), bearer, request, place));
                         }
-                        Err(refused) => {
+                        Err((refused, route)) => {
+                            state
+                                .metrics
+                                .request("WS", route, refused.status, received.elapsed());
                             if send(&mut sink, &refused).await.is_err() {
                                 break Closed::Gone;
                             }
@@ -205,41 +215,56 @@ async fn send(
 }
 
 /// Lets a message in, as a request is let in over HTTP: charged to the token's and owner's
-/// rates before anything else (a malformed message too), refused with 503 `busy` past
+/// rates before anything else (a malformed message too), and refused by them unless it is a
+/// reply or cancel the ledger of admitted work exempts; refused with 503 `busy` past
 /// [`MAX_IN_FLIGHT`], and when a large message finds no place under
 /// `max_large_bodies_in_flight` (429 `too_many_large_bodies` when its owner's share
 /// `max_large_bodies_per_owner` is full), then parsed. A reply keeps its place until its
-/// operation ends; other operations give it back once parsed.
+/// operation ends; other operations give it back once parsed. A refusal comes with the route
+/// it is timed under.
 fn admit(
     state: &AppState,
     bearer: &Bearer,
     text: &str,
     in_flight: usize,
-) -> Result<(ChannelRequest, Option<LargePlace>), ChannelAnswer> {
+) -> Result<(ChannelRequest, Option<LargePlace>), (ChannelAnswer, &'static str)> {
     let id = leading_id(text);
-    charge(state, bearer).map_err(|error| refusal(id, error))?;
+    let refused = |error| (refusal(id, error), Peek::of(text).route());
+    // With the rate refused, only a reply or cancel that completes admitted work goes on, and
+    // only as the message it was judged by.
+    let mut exempted = None;
+    if let Err(limited) = charge(state, bearer) {
+        let peek = Peek::of(text);
+        match peek.work() {
+            Some((work, call)) if exempt(state, bearer, work, call) => {
+                exempted = Some((work, call, limited));
+            }
+            _ => return Err((refusal(id, limited), peek.route())),
+        }
+    }
     if in_flight >= MAX_IN_FLIGHT {
-        return Err(refusal(
-            id,
-            ApiError::busy("This channel runs as many operations as it may at once; retry."),
-        ));
+        return Err(refused(ApiError::busy(
+            "This channel runs as many operations as it may at once; retry.",
+        )));
     }
     let place = state
         .large_bodies
         .admit_len(bearer.owner_id, text.len())
-        .map_err(|refused| refusal(id, super::body::no_place(state, refused)))?;
+        .map_err(|no_place| refused(super::body::no_place(state, no_place)))?;
     let request: ChannelRequest = serde_json::from_str(text).map_err(|error| {
-        refusal(
-            id,
-            ApiError::new(
-                ErrorCode::BadRequest,
-                format!(
-                    "The message is not a channel request: {}",
-                    super::error::bounded(&error.to_string())
-                ),
+        refused(ApiError::new(
+            ErrorCode::BadRequest,
+            format!(
+                "The message is not a channel request: {}",
+                super::error::bounded(&error.to_string())
             ),
-        )
+        ))
     })?;
+    if let Some((work, call, limited)) = exempted
+        && work_of(&request.op) != Some((work, call))
+    {
+        return Err(refused(limited));
+    }
     // Only a reply's envelope outlives the parse; a claim or cancel is a few bytes once parsed,
     // so it gives its place back now rather than hold it while it waits.
     let place = match request.op {
@@ -267,6 +292,66 @@ fn leading_id(text: &str) -> u32 {
     digits[..end].parse().unwrap_or(0)
 }
 
+/// The route a channel message is timed under: its operation's, or the channel's when it is
+/// not known.
+const CHANNEL_ROUTE: &str = "/v1/channel";
+const CLAIM_ROUTE: &str = "/v1/channel claim";
+const REPLY_ROUTE: &str = "/v1/channel reply";
+const CANCEL_ROUTE: &str = "/v1/channel cancel";
+
+/// The admitted work an operation would complete, with its call.
+fn work_of(op: &ChannelOp) -> Option<(Work, Id16)> {
+    match op {
+        ChannelOp::Claim { .. } => None,
+        ChannelOp::Reply { call_id, .. } => Some((Work::Reply, *call_id)),
+        ChannelOp::Cancel { call_id, .. } => Some((Work::Cancel, *call_id)),
+    }
+}
+
+/// A look at a message's operation and call id, without parsing the rest into memory (an
+/// envelope is skipped, not decoded), so a message its rate refused costs no allocation to
+/// judge. `None` when the message does not say them plainly.
+#[derive(Debug, Default, Deserialize)]
+struct Peek {
+    #[serde(default)]
+    op: Option<PeekOp>,
+    #[serde(default)]
+    call_id: Option<Id16>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+enum PeekOp {
+    Claim,
+    Reply,
+    Cancel,
+    #[serde(other)]
+    Other,
+}
+
+impl Peek {
+    fn of(text: &str) -> Self {
+        serde_json::from_str(text).unwrap_or_default()
+    }
+
+    fn route(&self) -> &'static str {
+        match self.op {
+            Some(PeekOp::Claim) => CLAIM_ROUTE,
+            Some(PeekOp::Reply) => REPLY_ROUTE,
+            Some(PeekOp::Cancel) => CANCEL_ROUTE,
+            Some(PeekOp::Other) | None => CHANNEL_ROUTE,
+        }
+    }
+
+    fn work(&self) -> Option<(Work, Id16)> {
+        match (self.op?, self.call_id?) {
+            (PeekOp::Reply, call) => Some((Work::Reply, call)),
+            (PeekOp::Cancel, call) => Some((Work::Cancel, call)),
+            (PeekOp::Claim | PeekOp::Other, _) => None,
+        }
+    }
+}
+
 /// Runs one operation and answers it as HTTP would.
 async fn run(
     state: AppState,
@@ -276,9 +361,9 @@ async fn run(
 ) -> ChannelAnswer {
     let started = std::time::Instant::now();
     let route = match request.op {
-        ChannelOp::Claim { .. } => "/v1/channel claim",
-        ChannelOp::Reply { .. } => "/v1/channel reply",
-        ChannelOp::Cancel { .. } => "/v1/channel cancel",
+        ChannelOp::Claim { .. } => CLAIM_ROUTE,
+        ChannelOp::Reply { .. } => REPLY_ROUTE,
+        ChannelOp::Cancel { .. } => CANCEL_ROUTE,
     };
     let answer = match perform(&state, bearer, request.op).await {
         Ok((status, body)) => ChannelAnswer {

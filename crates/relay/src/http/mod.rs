@@ -292,6 +292,7 @@ async fn render_metrics(state: &AppState) -> Response {
         state.hub.waiters(),
         &state.rate,
         state.large_bodies.in_flight(),
+        state.admitted.len(),
     );
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text).into_response()
 }

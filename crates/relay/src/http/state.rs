@@ -52,4 +52,7 @@ pub struct Shared {
     pub long_polls: crate::caps::LongPolls,
     /// Session channels open now, per owner (`max_channels_per_owner`).
     pub channels: crate::caps::KeyedCap<sealpost_protocol::ids::Id16>,
+    /// Calls claimed or answered here, whose completion a rate does not refuse
+    /// (`max_admitted_calls`).
+    pub admitted: crate::admitted::Admitted,
 }

@@ -528,7 +528,7 @@ async fn metrics_on_the_main_address_need_the_metrics_token_wherever_the_request
 }
 
 /// The value of the series `name{labels}` whose labels include every one of `labels`.
-fn series(text: &str, name: &str, labels: &[&str]) -> Option<f64> {
+pub(crate) fn series(text: &str, name: &str, labels: &[&str]) -> Option<f64> {
     text.lines().find_map(|line| {
         let (key, value) = line.rsplit_once(' ')?;
         let (series_name, rest) = key.split_once('{').unwrap_or((key, ""));

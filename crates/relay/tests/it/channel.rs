@@ -19,7 +19,7 @@ use sealpost_testkit::{Pairing, Relay, TestDb, b64, id, pairing, unb64};
 /// Answers come in milliseconds; waiting this long means one never came (a hang guard).
 const HANG_GUARD: Duration = Duration::from_secs(10);
 
-type Socket =
+pub(crate) type Socket =
     tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
 
 /// Opens the channel offering `protocols` (`Err`: the relay refused the upgrade, with its
@@ -52,13 +52,13 @@ async fn open_with(relay: &Relay, protocols: &str) -> Result<Socket, (u16, Value
     }
 }
 
-async fn open(relay: &Relay, token: &str) -> Socket {
+pub(crate) async fn open(relay: &Relay, token: &str) -> Socket {
     open_with(relay, &format!("sealpost.v1, sealpost.bearer.{token}"))
         .await
         .expect("the channel opens")
 }
 
-async fn send(socket: &mut Socket, request: Value) {
+pub(crate) async fn send(socket: &mut Socket, request: Value) {
     socket
         .send(Message::Text(request.to_string().into()))
         .await
@@ -66,7 +66,7 @@ async fn send(socket: &mut Socket, request: Value) {
 }
 
 /// The next answer on the channel (`None`: it closed, with its close frame's code).
-async fn next(socket: &mut Socket) -> Result<Value, Option<CloseCode>> {
+pub(crate) async fn next(socket: &mut Socket) -> Result<Value, Option<CloseCode>> {
     loop {
         let message = tokio::time::timeout(HANG_GUARD, socket.next())
             .await
@@ -281,7 +281,7 @@ async fn another_owners_session_and_calls_are_not_found_on_the_channel() {
     assert_eq!(next(&mut channel).await.unwrap()["status"], 200);
 }
 
-async fn socket_text(socket: &mut Socket, text: &str) {
+pub(crate) async fn socket_text(socket: &mut Socket, text: &str) {
     socket.send(Message::Text(text.into())).await.unwrap();
 }
 
@@ -483,6 +483,18 @@ async fn a_busy_channel_refuses_more_and_a_close_drops_all_it_runs() {
         (Some(9), Some(503), Some("busy")),
         "{refused}"
     );
+    // The refusal is timed under its operation's route.
+    let labels = [
+        "method=\"WS\"",
+        "route=\"/v1/channel claim\"",
+        "status=\"503\"",
+    ];
+    let busy = crate::api::series(
+        &relay.metrics().await,
+        "sealpost_http_request_duration_seconds_count",
+        &labels,
+    );
+    assert_eq!(busy, Some(1.0));
     // Closed with eight claims waiting: every one is dropped, and claims nothing.
     close_and_check_nothing_was_claimed(&relay, &p, channel).await;
 }
@@ -518,6 +530,22 @@ async fn every_message_is_charged_to_the_rates_malformed_or_not() {
         4,
         "{statuses:?}"
     );
+    // Refused before any operation ran, each is timed as HTTP's refusals are, under the
+    // channel's route (the messages name no operation it knows).
+    let text = relay.metrics().await;
+    for status in ["400", "429"] {
+        let labels = [
+            "method=\"WS\"",
+            "route=\"/v1/channel\"",
+            &format!("status=\"{status}\""),
+        ];
+        let count = crate::api::series(
+            &text,
+            "sealpost_http_request_duration_seconds_count",
+            &labels,
+        );
+        assert_eq!(count, Some(4.0), "{status} in\n{text}");
+    }
 }
 
 #[tokio::test]

@@ -1,6 +1,8 @@
 //! The relay's integration tests, one binary: the store contract on both backends, and the
 //! HTTP API on loopback against fresh databases.
 
+mod admitted;
+mod admitted_channel;
 mod api;
 mod boundaries;
 mod channel;
