@@ -81,6 +81,9 @@ pub enum SealError {
     /// The peer's key makes an all-zero Diffie-Hellman output.
     #[error("the peer's public key gives a non-contributory key exchange")]
     NonContributory,
+    /// A catalog update numbered 0 (the hello's own catalog is number 0).
+    #[error("a catalog update's number must be 1 or more")]
+    BadSequence,
 }
 
 impl PairingCodeError {
@@ -116,6 +119,7 @@ impl SealError {
             Self::Expired => "expired",
             Self::BadTimes => "bad_times",
             Self::NonContributory => "non_contributory",
+            Self::BadSequence => "bad_sequence",
         }
     }
 }

@@ -11,6 +11,7 @@ pub(crate) const LABEL_PAIR_ID: &[u8] = b"sealpost/v1 pair-id";
 pub(crate) const LABEL_FINGERPRINT: &[u8] = b"sealpost/v1 fingerprint";
 pub(crate) const LABEL_HELLO: &[u8] = b"sealpost/v1 hello";
 pub(crate) const LABEL_CATALOG: &[u8] = b"sealpost/v1 catalog";
+pub(crate) const LABEL_CATALOG_UPDATE: &[u8] = b"sealpost/v1 catalog update";
 pub(crate) const LABEL_CALL: &[u8] = b"sealpost/v1 plugin->browser";
 pub(crate) const LABEL_REPLY: &[u8] = b"sealpost/v1 browser->plugin";
 

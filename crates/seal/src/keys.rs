@@ -138,6 +138,27 @@ impl BrowserSession {
         Ok((session, hello))
     }
 
+    /// Seals update number `seq` (1, 2, …, one more for each change) of this session's tool
+    /// list, for the relay to hand the plugin instead of the hello's catalog. Draws the
+    /// 24-byte nonce.
+    pub fn seal_catalog_update(
+        &self,
+        seq: u64,
+        created_at_ms: UnixMillis,
+        catalog: &[u8],
+        rng: &mut (impl CryptoRng + ?Sized),
+    ) -> Result<Vec<u8>, SealError> {
+        crate::catalog::seal_catalog_update(
+            &self.pairing,
+            &self.session_id,
+            &self.pair_id,
+            seq,
+            created_at_ms,
+            catalog,
+            rng,
+        )
+    }
+
     /// The session's id.
     pub fn session_id(&self) -> &SessionId {
         &self.session_id

@@ -8,6 +8,8 @@
 //! - [`BrowserSession::start`] makes the session hello the browser publishes;
 //!   [`verify_hello`] checks it on the plugin side and [`PluginSession::start`] derives the
 //!   plugin's keys from it.
+//! - [`BrowserSession::seal_catalog_update`] seals the session's tool list again when it
+//!   changes; [`open_catalog_update`] opens it on the plugin side.
 //! - [`seal_call`], [`open_call`], [`seal_reply`], [`open_reply`]: envelopes, one key per
 //!   direction. [`parse_header`] reads an envelope's clear header without decrypting.
 //!
@@ -15,6 +17,7 @@
 
 #![warn(missing_docs)]
 
+mod catalog;
 mod code;
 mod envelope;
 mod error;
@@ -24,6 +27,9 @@ mod keys;
 mod origin;
 mod secret;
 
+pub use catalog::{
+    CATALOG_UPDATE_HEADER_LEN, MAX_CATALOG_UPDATE_BYTES, VerifiedCatalogUpdate, open_catalog_update,
+};
 pub use code::{PAIRING_CODE_PREFIX, PairingCode};
 pub use envelope::{
     ENVELOPE_OVERHEAD, HEADER_LEN, Header, Kind, MAX_CALL_ENVELOPE_BYTES, MAX_REPLY_ENVELOPE_BYTES,

@@ -79,8 +79,15 @@ def session(c: dict) -> dict:
 
     call = envelope(1, c["call_created_at_ms"], k_call, c["call_nonce"], c["call_plaintext"])
     reply = envelope(2, c["reply_created_at_ms"], k_reply, c["reply_nonce"], c["reply_plaintext"])
-    return {"pair_id": pid.hex(), "hello": hello.hex(), "plugin_public": big_a.hex(),
-            "k_call": k_call.hex(), "k_reply": k_reply.hex(), "call": call.hex(), "reply": reply.hex()}
+    got = {"pair_id": pid.hex(), "hello": hello.hex(), "plugin_public": big_a.hex(),
+           "k_call": k_call.hex(), "k_reply": k_reply.hex(), "call": call.hex(), "reply": reply.hex()}
+    if "update" in c:
+        u = c["update"]
+        header = bytes([1]) + sid + pid + u64(u["seq"]) + u64(u["created_at_ms"])
+        n = bytes.fromhex(u["nonce"])
+        k_update = hkdf(p, sid, LABEL(b"catalog update"))
+        got["catalog_update"] = (header + n + xchacha_seal(u["catalog"].encode(), header, n, k_update)).hex()
+    return got
 
 
 def main() -> int:

@@ -6,7 +6,8 @@ use std::collections::BTreeMap;
 
 use sealpost_seal::{
     BrowserSession, Header, PairingCode, PairingCodeError, PairingSecret, PluginSession,
-    RelayOrigin, SessionKeys, open_call, open_reply, seal_reply, verify_hello,
+    RelayOrigin, SessionKeys, VerifiedHello, open_call, open_catalog_update, open_reply,
+    seal_reply, verify_hello,
 };
 use sealpost_time::UnixMillis;
 use serde::{Deserialize, Serialize};
@@ -96,6 +97,18 @@ struct SessionInput {
     reply_created_at_ms: UnixMillis,
     reply_nonce: String,
     reply_plaintext: String,
+    /// A catalog update the browser seals after the reply, when given.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    update: Option<UpdateInput>,
+}
+
+#[derive(Serialize, Deserialize, Clone)]
+#[serde(deny_unknown_fields)]
+struct UpdateInput {
+    seq: u64,
+    created_at_ms: UnixMillis,
+    catalog: String,
+    nonce: String,
 }
 
 #[derive(Serialize, Deserialize, Clone, Copy, PartialEq)]
@@ -104,6 +117,7 @@ enum Source {
     Hello,
     Call,
     Reply,
+    CatalogUpdate,
 }
 
 #[derive(Serialize, Deserialize, Clone, Default)]
@@ -141,6 +155,8 @@ struct SessionRun {
     browser: BrowserSession,
     now_ms: UnixMillis,
     hello: Vec<u8>,
+    verified: VerifiedHello,
+    update: Vec<u8>,
     browser_keys: SessionKeys,
     plugin: PluginSession,
     call_header: Header,
@@ -215,6 +231,25 @@ fn run_session(s: &SessionInput) -> Result<(SessionRun, Outputs), String> {
     if !(browser_rng.is_spent() && plugin_rng.is_spent() && reply_rng.is_spent()) {
         return Err("fewer random bytes were drawn than the vector pins".into());
     }
+    let update = match &s.update {
+        None => Vec::new(),
+        Some(u) => {
+            let nonce = hex::decode(&u.nonce).unwrap();
+            let mut rng = ScriptedRng::new(&[&nonce]);
+            let update = browser
+                .seal_catalog_update(u.seq, u.created_at_ms, u.catalog.as_bytes(), &mut rng)
+                .map_err(|e| e.code().to_string())?;
+            let opened = open_catalog_update(&secret, &verified, &update)
+                .map_err(|e| e.code().to_string())?;
+            if opened.catalog() != u.catalog.as_bytes() || opened.seq() != u.seq {
+                return Err("catalog update did not round-trip".into());
+            }
+            if !rng.is_spent() {
+                return Err("fewer random bytes were drawn than the vector pins".into());
+            }
+            update
+        }
+    };
 
     let (k_call, k_reply) = plugin.keys().expose();
     let outputs = out(&[
@@ -226,11 +261,17 @@ fn run_session(s: &SessionInput) -> Result<(SessionRun, Outputs), String> {
         ("call", hex::encode(&call)),
         ("reply", hex::encode(&reply)),
     ]);
+    let mut outputs = outputs;
+    if s.update.is_some() {
+        outputs.insert("catalog_update".into(), hex::encode(&update));
+    }
     let run = SessionRun {
         secret,
         browser,
         now_ms: s.now_ms,
         hello,
+        verified,
+        update,
         browser_keys,
         plugin,
         call_header,
@@ -298,6 +339,7 @@ fn compute(input: &Input, sessions: &BTreeMap<String, SessionRun>) -> Outputs {
                 Source::Hello => from.hello.clone(),
                 Source::Call => from.call.clone(),
                 Source::Reply => from.reply.clone(),
+                Source::CatalogUpdate => from.update.clone(),
             };
             let bytes = mutate.apply(original);
             let result = match open_as.unwrap_or(*source) {
@@ -309,6 +351,13 @@ fn compute(input: &Input, sessions: &BTreeMap<String, SessionRun>) -> Outputs {
                     verify_hello(secret, &bytes, now_ms.unwrap_or(opener.now_ms)).map(|_| ())
                 }
                 Source::Call => open_call(&opener.browser_keys, &bytes).map(|_| ()),
+                Source::CatalogUpdate => {
+                    let secret = secret
+                        .as_deref()
+                        .map(|s| PairingSecret::from_bytes(hex32(s)));
+                    let secret = secret.as_ref().unwrap_or(&opener.secret);
+                    open_catalog_update(secret, &opener.verified, &bytes).map(|_| ())
+                }
                 Source::Reply => {
                     let mut call = opener.call_header.clone();
                     if let Some(id) = expect_call_id {
