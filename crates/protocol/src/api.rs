@@ -197,6 +197,17 @@ pub struct CreateSessionRequest {
     pub ttl_s: u64,
 }
 
+/// `PUT /v1/sessions/{session_id}/catalog`: a live session's tool list, sealed again. The
+/// relay reads only the update's clear header (its session and number) and keeps it when it is
+/// newer than the one it holds.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct CatalogUpdateRequest {
+    /// The catalog update (binary; layout in docs/PROTOCOL.md, "Catalog update").
+    pub update: Base64Bytes,
+}
+
 /// Answer to `POST /v1/sessions`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
@@ -227,6 +238,10 @@ pub struct LiveSessionResponse {
     #[serde(default)]
     #[cfg_attr(feature = "openapi", schema(value_type = Option<u64>))]
     pub plugin_seen_at: Option<UnixMillis>,
+    /// The newest catalog update the tab posted for the session, byte for byte (binary;
+    /// layout in docs/PROTOCOL.md); absent while the hello's catalog is current.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub catalog_update: Option<Base64Bytes>,
     /// The relay's clock when it answered, Unix ms.
     #[cfg_attr(feature = "openapi", schema(value_type = u64))]
     pub now_ms: UnixMillis,

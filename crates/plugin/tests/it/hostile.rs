@@ -72,6 +72,7 @@ async fn an_endless_answer_is_cut_at_the_cap_before_it_is_parsed() {
         expires_at: UnixMillis::EPOCH,
         claimer_seen_at: None,
         plugin_seen_at: None,
+        catalog_update: None,
         now_ms: UnixMillis::EPOCH,
     })
     .unwrap();
@@ -121,6 +122,7 @@ async fn a_hello_of_another_session_than_the_relay_names_is_not_sealed_to() {
         expires_at: now.saturating_add_ms(600_000),
         claimer_seen_at: Some(now),
         plugin_seen_at: None,
+        catalog_update: None,
         now_ms: now,
     };
     let session = Router::new().route(
@@ -184,6 +186,7 @@ async fn a_hello_expired_by_the_plugins_clock_is_not_sealed_to_whatever_the_rela
         expires_at: then.saturating_add_ms(600_000),
         claimer_seen_at: Some(then.saturating_add_ms(60_000)),
         plugin_seen_at: None,
+        catalog_update: None,
         now_ms: then.saturating_add_ms(60_000),
     };
     let session = Router::new().route(

@@ -74,6 +74,7 @@ async fn stand(post_answer: fn(usize) -> Response, read_answer: fn(usize) -> Res
         expires_at: now.saturating_add_ms(600_000),
         claimer_seen_at: Some(now),
         plugin_seen_at: None,
+        catalog_update: None,
         now_ms: now,
     };
     let (posts, reads) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));

@@ -72,6 +72,10 @@ pub enum ErrorCode {
     ReplyTooLarge,
     /// 413: a decoded hello above [`crate::limits::MAX_HELLO_BYTES`].
     HelloTooLarge,
+    /// 413: a decoded catalog update above [`crate::limits::MAX_HELLO_BYTES`] (the same bound).
+    CatalogUpdateTooLarge,
+    /// 409: the session already holds a catalog update with this number or a higher one.
+    StaleCatalogUpdate,
     /// 429: the session already holds the most pending calls allowed.
     TooManyPendingCalls,
     /// 429: the owner already has the most live sessions allowed.
@@ -108,7 +112,7 @@ pub enum ErrorCode {
 
 impl ErrorCode {
     /// Every code the relay sends ([`ErrorCode::Unknown`] is not one).
-    pub const ALL: [ErrorCode; 33] = [
+    pub const ALL: [ErrorCode; 35] = [
         Self::BadRequest,
         Self::TtlOutOfRange,
         Self::WaitTooLong,
@@ -129,6 +133,8 @@ impl ErrorCode {
         Self::EnvelopeTooLarge,
         Self::ReplyTooLarge,
         Self::HelloTooLarge,
+        Self::CatalogUpdateTooLarge,
+        Self::StaleCatalogUpdate,
         Self::TooManyPendingCalls,
         Self::TooManySessions,
         Self::RateLimited,
@@ -167,6 +173,8 @@ impl ErrorCode {
             Self::EnvelopeTooLarge => "envelope_too_large",
             Self::ReplyTooLarge => "reply_too_large",
             Self::HelloTooLarge => "hello_too_large",
+            Self::CatalogUpdateTooLarge => "catalog_update_too_large",
+            Self::StaleCatalogUpdate => "stale_catalog_update",
             Self::TooManyPendingCalls => "too_many_pending_calls",
             Self::TooManySessions => "too_many_sessions",
             Self::RateLimited => "rate_limited",
@@ -197,12 +205,16 @@ impl ErrorCode {
             Self::NotFound | Self::NoLiveSession => 404,
             Self::MethodNotAllowed => 405,
             Self::BodyTimeout => 408,
-            Self::DuplicateCall | Self::DuplicateSession | Self::WrongCallState => 409,
+            Self::DuplicateCall
+            | Self::DuplicateSession
+            | Self::WrongCallState
+            | Self::StaleCatalogUpdate => 409,
             Self::SessionEnded | Self::LeaseExpired => 410,
             Self::BodyTooLarge
             | Self::EnvelopeTooLarge
             | Self::ReplyTooLarge
-            | Self::HelloTooLarge => 413,
+            | Self::HelloTooLarge
+            | Self::CatalogUpdateTooLarge => 413,
             Self::TooManyPendingCalls
             | Self::TooManySessions
             | Self::RateLimited

@@ -59,6 +59,7 @@ fn routes() -> OpenApiRouter<AppState> {
         .routes(routes!(sessions::create))
         .routes(routes!(sessions::end))
         .routes(routes!(sessions::live))
+        .routes(routes!(sessions::update_catalog))
         .routes(routes!(calls::post))
         .routes(routes!(calls::claim))
         .routes(routes!(calls::reply))

@@ -7,10 +7,10 @@ use axum::body::Body;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
 use sealpost_protocol::api::{
-    CreateSessionRequest, CreateSessionResponse, ErrorBody, ErrorCode, LiveSessionResponse,
-    TokenKind,
+    CatalogUpdateRequest, CreateSessionRequest, CreateSessionResponse, ErrorBody, ErrorCode,
+    LiveSessionResponse, TokenKind,
 };
-use sealpost_protocol::ids::Base64Bytes;
+use sealpost_protocol::ids::{Base64Bytes, Id16};
 
 use super::auth::Authed;
 use super::body::read_json;
@@ -18,7 +18,7 @@ use super::error::{ApiError, ApiResult};
 use super::path_id;
 use super::state::AppState;
 use crate::clock::now_ms;
-use crate::store::{NewSession, StoreError};
+use crate::store::{CatalogUpdate, NewSession, StoreError};
 
 /// `POST /v1/sessions` (owner)
 #[utoipa::path(
@@ -186,6 +186,104 @@ pub async fn live(
         expires_at: session.expires_at,
         claimer_seen_at: session.claimer_seen_at,
         plugin_seen_at,
+        catalog_update: session.catalog_update.map(Base64Bytes),
         now_ms: now,
     }))
+}
+
+/// The session and number a catalog update's clear header names (docs/PROTOCOL.md, "Catalog
+/// update": version 1, then `session_id` at 1..17 and `seq` at 33..41); `None` when the bytes
+/// are not laid out as one. The rest is sealed and never read here.
+fn catalog_update_header(update: &[u8]) -> Option<(Id16, u64)> {
+    const MIN_LEN: usize = 49 + 24 + 16;
+    if update.len() < MIN_LEN || update[0] != 1 {
+        return None;
+    }
+    let session_id = Id16(update[1..17].try_into().ok()?);
+    let seq = u64::from_be_bytes(update[33..41].try_into().ok()?);
+    (seq >= 1 && i64::try_from(seq).is_ok()).then_some((session_id, seq))
+}
+
+/// `PUT /v1/sessions/{session_id}/catalog` (owner): the session's tool list changed.
+#[utoipa::path(
+    put,
+    path = "/v1/sessions/{session_id}/catalog",
+    tag = "sessions",
+    security(("bearer" = [])),
+    params(("session_id" = String, Path, description = "The live session's id.")),
+    request_body = CatalogUpdateRequest,
+    responses(
+        (status = 204, description = "Kept: the pairing's plugin gets it with the session from now on."),
+        (status = 400, description = "`bad_request`: not a catalog update of this session.", body = ErrorBody),
+        (status = 401, description = "`unauthorized`", body = ErrorBody),
+        (status = 403, description = "`wrong_token_kind`: an MCP token.", body = ErrorBody),
+        (status = 404, description = "`not_found`: no such live session.", body = ErrorBody),
+        (status = 408, description = "`body_timeout`", body = ErrorBody),
+        (status = 409, description = "`stale_catalog_update`: the session holds one as new or newer.", body = ErrorBody),
+        (status = 413, description = "`body_too_large`, `catalog_update_too_large`", body = ErrorBody),
+        (status = 429, description = "`rate_limited`, `owner_rate_limited`, `too_many_large_bodies`", body = ErrorBody),
+        (status = 503, description = "`unavailable`, `busy`", body = ErrorBody),
+    )
+)]
+pub async fn update_catalog(
+    State(state): State<AppState>,
+    auth: Authed,
+    Path(session_id): Path<String>,
+    headers: HeaderMap,
+    body: Body,
+) -> ApiResult<StatusCode> {
+    auth.require_owner()?;
+    let session_id = path_id(&session_id, "session")?;
+    let limits = &state.config.limits;
+    let cap = limits.body_cap_for(limits.max_hello_bytes);
+    let _large = super::body::admit(&state, auth.owner_id(), &headers, cap)?;
+    let request: CatalogUpdateRequest = read_json(
+        &headers,
+        body,
+        cap,
+        Duration::from_millis(limits.body_read_timeout_ms),
+    )
+    .await?;
+    let update = request.update.0;
+    if update.len() > limits.max_hello_bytes {
+        return Err(ApiError::new(
+            ErrorCode::CatalogUpdateTooLarge,
+            format!(
+                "A catalog update is at most {} bytes.",
+                limits.max_hello_bytes
+            ),
+        ));
+    }
+    let Some((named, seq)) = catalog_update_header(&update) else {
+        return Err(ApiError::new(
+            ErrorCode::BadRequest,
+            "The body is not a catalog update (docs/PROTOCOL.md, \"Catalog update\").",
+        ));
+    };
+    if named != session_id {
+        return Err(ApiError::new(
+            ErrorCode::BadRequest,
+            "The catalog update names another session than the path.",
+        ));
+    }
+    let bytes = update.len();
+    let kept = CatalogUpdate {
+        owner_id: auth.owner_id(),
+        session_id,
+        seq,
+        update,
+        now: now_ms(),
+    };
+    match state.store.set_catalog_update(&kept).await {
+        Err(StoreError::NotFound) => return Err(ApiError::not_found("session")),
+        Err(StoreError::StaleCatalogUpdate) => {
+            return Err(ApiError::new(
+                ErrorCode::StaleCatalogUpdate,
+                "The session already holds a catalog update with this number or a higher one.",
+            ));
+        }
+        other => other?,
+    }
+    tracing::info!(session = %session_id, seq, bytes, "catalog updated");
+    Ok(StatusCode::NO_CONTENT)
 }

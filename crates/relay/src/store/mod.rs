@@ -50,6 +50,9 @@ pub enum StoreError {
     /// The owner already holds the most live sessions allowed.
     #[error("too many live sessions for this owner")]
     TooManySessions,
+    /// The session already holds a catalog update with this number or a higher one.
+    #[error("the session holds a newer catalog update")]
+    StaleCatalogUpdate,
     /// The presented token's row is revoked, expired, of a disabled owner, or does not match.
     #[error("the token is not live")]
     TokenNotLive,
@@ -156,6 +159,24 @@ pub struct LiveSession {
     pub claimer_seen_at: Option<UnixMillis>,
     /// When the plugin last looked the session up (to within a second); `None` if it never has.
     pub plugin_seen_at: Option<UnixMillis>,
+    /// The newest catalog update the tab posted for it, as posted; `None` if none.
+    pub catalog_update: Option<Vec<u8>>,
+}
+
+/// A catalog update for a live session: opaque bytes, and the number read from their clear
+/// header.
+#[derive(Debug, Clone)]
+pub struct CatalogUpdate {
+    /// The session's owner.
+    pub owner_id: Id16,
+    /// The session.
+    pub session_id: Id16,
+    /// Its number within the session (1 or more).
+    pub seq: u64,
+    /// The update, byte for byte.
+    pub update: Vec<u8>,
+    /// When it was posted.
+    pub now: UnixMillis,
 }
 
 /// One page of a listing in id order.
@@ -408,6 +429,10 @@ pub trait Store: Send + Sync + std::fmt::Debug {
         pair_id: Id16,
         now: UnixMillis,
     ) -> StoreResult<Option<LiveSession>>;
+    /// Keeps a live session's catalog update when its number is higher than the kept one's:
+    /// `NotFound` when the session is not the owner's or not live, `StaleCatalogUpdate` when
+    /// the kept one is as new or newer.
+    async fn set_catalog_update(&self, update: &CatalogUpdate) -> StoreResult<()>;
     /// Records that the pairing's plugin looked the live session up at `now`: written at most
     /// once per [`hot_path::CLAIMER_SEEN_RESOLUTION_MS`] per session, since the lookup starts
     /// every call.

@@ -107,6 +107,7 @@ pub(crate) fn live_session(row: &impl Columns) -> StoreResult<LiveSession> {
         expires_at: row.time("expires_at")?,
         claimer_seen_at: row.opt_time("claimer_seen_at")?,
         plugin_seen_at: row.opt_time("plugin_seen_at")?,
+        catalog_update: row.opt_bytes("catalog_update")?,
     })
 }
 

@@ -11,7 +11,7 @@ use sqlx::query::{Query, QueryScalar};
 use sqlx::{Database, Encode, Type};
 
 use super::sql;
-use super::{NewSession, b, time_to_sql};
+use super::{CatalogUpdate, NewSession, b, time_to_sql};
 
 /// A statement of `DB` with its values bound.
 type Bound<DB> = Query<'static, DB, <DB as Database>::Arguments>;
@@ -69,6 +69,40 @@ where
     sqlx::query(sql::SELECT_LIVE_SESSION)
         .bind(b(owner_id))
         .bind(b(pair_id))
+        .bind(time_to_sql(now))
+}
+
+/// Keeps update `seq` of a live session's catalog when it is newer than the one kept; returns
+/// the session's id when it was kept.
+pub(crate) fn set_catalog_update<DB>(u: &CatalogUpdate) -> Bound<DB>
+where
+    DB: Database,
+    Vec<u8>: for<'q> Encode<'q, DB> + Type<DB>,
+    i64: for<'q> Encode<'q, DB> + Type<DB>,
+{
+    sqlx::query(sql::SET_CATALOG_UPDATE)
+        .bind(b(u.owner_id))
+        .bind(b(u.session_id))
+        .bind(time_to_sql(u.now))
+        .bind(u.update.clone())
+        // Numbers past i64 are refused before they get here.
+        .bind(i64::try_from(u.seq).unwrap_or(i64::MAX))
+}
+
+/// The session's id if it is live at `now` (why an update was not kept: gone, or older).
+pub(crate) fn select_session_live<DB>(
+    owner_id: Id16,
+    session_id: Id16,
+    now: UnixMillis,
+) -> Bound<DB>
+where
+    DB: Database,
+    Vec<u8>: for<'q> Encode<'q, DB> + Type<DB>,
+    i64: for<'q> Encode<'q, DB> + Type<DB>,
+{
+    sqlx::query(sql::SELECT_SESSION_LIVE)
+        .bind(b(owner_id))
+        .bind(b(session_id))
         .bind(time_to_sql(now))
 }
 

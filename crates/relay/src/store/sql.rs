@@ -67,15 +67,15 @@ pub(crate) const SELECT_MCP_TOKENS: &str = "SELECT * FROM tokens WHERE owner_id 
 pub(crate) const COUNT_OTHER_LIVE_SESSIONS: &str = "SELECT COUNT(*) FROM sessions WHERE owner_id = $1 AND pair_id != $2 \
      AND ended_at IS NULL AND expires_at > $3";
 /// `$1` owner id, `$2` pair id, `$3` now: ends the pairing's live session (a new one replaces it).
-pub(crate) const END_PAIRING_SESSIONS: &str = "UPDATE sessions SET ended_at = $3, hello = NULL \
-     WHERE owner_id = $1 AND pair_id = $2 AND ended_at IS NULL \
+pub(crate) const END_PAIRING_SESSIONS: &str = "UPDATE sessions SET ended_at = $3, hello = NULL, \
+     catalog_update = NULL WHERE owner_id = $1 AND pair_id = $2 AND ended_at IS NULL \
      RETURNING owner_id, session_id";
 /// `$1` owner id … `$6` expires_at, in the column order.
 pub(crate) const INSERT_SESSION: &str = "INSERT INTO sessions (owner_id, session_id, pair_id, hello, created_at, expires_at) \
      VALUES ($1, $2, $3, $4, $5, $6)";
 /// `$1` owner id, `$2` pair id, `$3` now.
-pub(crate) const SELECT_LIVE_SESSION: &str = "SELECT session_id, hello, expires_at, claimer_seen_at, plugin_seen_at \
-     FROM sessions \
+pub(crate) const SELECT_LIVE_SESSION: &str = "SELECT session_id, hello, expires_at, claimer_seen_at, plugin_seen_at, \
+     catalog_update FROM sessions \
      WHERE owner_id = $1 AND pair_id = $2 AND ended_at IS NULL AND expires_at > $3 \
      ORDER BY created_at DESC LIMIT 1";
 /// `$1` owner id, `$2` session id, `$3` now: the plugin looked the live session up.
@@ -85,9 +85,17 @@ pub(crate) const MARK_PLUGIN_SEEN: &str = "UPDATE sessions SET plugin_seen_at = 
 /// SQLite's writer checks the token in the same statement).
 pub(crate) const MARK_CLAIMER_SEEN: &str = "UPDATE sessions SET claimer_seen_at = $3 \
      WHERE owner_id = $1 AND session_id = $2 AND ended_at IS NULL";
+/// `$1` owner id, `$2` session id, `$3` now, `$4` the update, `$5` its number: keeps a live
+/// session's catalog update when it is newer than the one kept (returns the session's id then).
+pub(crate) const SET_CATALOG_UPDATE: &str = "UPDATE sessions SET catalog_update = $4, catalog_seq = $5 \
+     WHERE owner_id = $1 AND session_id = $2 AND ended_at IS NULL AND expires_at > $3 \
+     AND (catalog_seq IS NULL OR catalog_seq < $5) RETURNING session_id";
+/// `$1` owner id, `$2` session id, `$3` now: whether the session is live (why an update was not kept).
+pub(crate) const SELECT_SESSION_LIVE: &str = "SELECT session_id FROM sessions \
+     WHERE owner_id = $1 AND session_id = $2 AND ended_at IS NULL AND expires_at > $3";
 /// `$1` owner id, `$2` session id, `$3` now: ends a session; ending an ended one keeps its end.
-pub(crate) const END_SESSION: &str = "UPDATE sessions SET ended_at = COALESCE(ended_at, $3), hello = NULL \
-     WHERE owner_id = $1 AND session_id = $2 RETURNING owner_id";
+pub(crate) const END_SESSION: &str = "UPDATE sessions SET ended_at = COALESCE(ended_at, $3), hello = NULL, \
+     catalog_update = NULL WHERE owner_id = $1 AND session_id = $2 RETURNING owner_id";
 /// `$1` owner id, `$2` session id: cancels an ended session's open calls (SQLite's; PostgreSQL
 /// takes the calls' locks in order: `postgres::sessions::CANCEL_SESSION_CALLS_IN_ORDER`).
 pub(crate) const CANCEL_SESSION_CALLS: &str = "UPDATE calls SET state = 'cancelled', \
@@ -117,8 +125,8 @@ pub(crate) const SWEEP_CLEAR_BYTES: &str = "UPDATE calls SET reply = NULL, envel
 /// `$1` now − grace.
 pub(crate) const SWEEP_DELETE_CALLS: &str = "DELETE FROM calls WHERE expires_at <= $1";
 /// `$1` now: returns the sessions that ended.
-pub(crate) const SWEEP_END_SESSIONS: &str = "UPDATE sessions SET ended_at = $1, hello = NULL \
-     WHERE ended_at IS NULL AND expires_at <= $1 RETURNING owner_id, session_id";
+pub(crate) const SWEEP_END_SESSIONS: &str = "UPDATE sessions SET ended_at = $1, hello = NULL, \
+     catalog_update = NULL WHERE ended_at IS NULL AND expires_at <= $1 RETURNING owner_id, session_id";
 /// `$1` now − grace: sessions with no call rows left.
 pub(crate) const SWEEP_DELETE_SESSIONS: &str = "DELETE FROM sessions WHERE ended_at <= $1 \
      AND NOT EXISTS (SELECT 1 FROM calls c WHERE c.owner_id = sessions.owner_id \

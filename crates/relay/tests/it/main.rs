@@ -5,6 +5,7 @@ mod admitted;
 mod admitted_channel;
 mod api;
 mod boundaries;
+mod catalog;
 mod channel;
 mod connections;
 mod contract;

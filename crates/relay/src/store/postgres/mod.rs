@@ -25,9 +25,9 @@ use super::rows;
 use super::session_sql;
 use super::sql;
 use super::{
-    Bearer, CallView, ClaimedRow, EndedSessions, HeldBytes, Inspect, LiveGrants, LiveSession,
-    NewCall, NewSession, OwnerRow, Page, Scope, Store, StoreError, StoreResult, SweepStats,
-    TokenRow, b, time_to_sql,
+    Bearer, CallView, CatalogUpdate, ClaimedRow, EndedSessions, HeldBytes, Inspect, LiveGrants,
+    LiveSession, NewCall, NewSession, OwnerRow, Page, Scope, Store, StoreError, StoreResult,
+    SweepStats, TokenRow, b, time_to_sql,
 };
 use crate::wake::Hub;
 
@@ -299,6 +299,10 @@ impl Store for PgStore {
         now: UnixMillis,
     ) -> StoreResult<Option<LiveSession>> {
         sessions::live_session(&self.pool, owner_id, pair_id, now).await
+    }
+
+    async fn set_catalog_update(&self, update: &CatalogUpdate) -> StoreResult<()> {
+        sessions::set_catalog_update(&self.pool, update).await
     }
 
     async fn mark_plugin_seen(

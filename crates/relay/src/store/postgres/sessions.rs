@@ -10,7 +10,8 @@ use super::notify;
 use crate::store::rows::{self, Columns};
 use crate::store::session_sql;
 use crate::store::{
-    EndedSessions, LiveSession, NewSession, StoreError, StoreResult, b, is_unique_violation,
+    CatalogUpdate, EndedSessions, LiveSession, NewSession, StoreError, StoreResult, b,
+    is_unique_violation,
 };
 
 pub(super) async fn create_session(
@@ -52,6 +53,22 @@ pub(super) async fn live_session(
         .fetch_optional(pool)
         .await?;
     row.as_ref().map(rows::live_session).transpose()
+}
+
+pub(super) async fn set_catalog_update(pool: &PgPool, u: &CatalogUpdate) -> StoreResult<()> {
+    let kept = session_sql::set_catalog_update(u)
+        .fetch_optional(pool)
+        .await?;
+    if kept.is_some() {
+        return Ok(());
+    }
+    let live = session_sql::select_session_live(u.owner_id, u.session_id, u.now)
+        .fetch_optional(pool)
+        .await?;
+    Err(match live {
+        Some(_) => StoreError::StaleCatalogUpdate,
+        None => StoreError::NotFound,
+    })
 }
 
 pub(super) async fn end_session(

@@ -36,8 +36,9 @@ use super::hot_path::SeenThrottle;
 use super::rows;
 use super::sql;
 use super::{
-    Bearer, CallView, ClaimedRow, EndedSessions, HeldBytes, LiveGrants, LiveSession, NewCall,
-    NewSession, OwnerRow, Page, Scope, Store, StoreResult, SweepStats, TokenRow, b, time_to_sql,
+    Bearer, CallView, CatalogUpdate, ClaimedRow, EndedSessions, HeldBytes, LiveGrants, LiveSession,
+    NewCall, NewSession, OwnerRow, Page, Scope, Store, StoreResult, SweepStats, TokenRow, b,
+    time_to_sql,
 };
 use crate::wake::Hub;
 
@@ -287,6 +288,10 @@ impl Store for SqliteStore {
         now: UnixMillis,
     ) -> StoreResult<Option<LiveSession>> {
         self.live_session_impl(owner_id, pair_id, now).await
+    }
+
+    async fn set_catalog_update(&self, update: &CatalogUpdate) -> StoreResult<()> {
+        self.set_catalog_update_impl(update).await
     }
 
     async fn mark_plugin_seen(

@@ -10,7 +10,8 @@ use super::SqliteStore;
 use crate::store::rows;
 use crate::store::session_sql;
 use crate::store::{
-    EndedSessions, LiveSession, NewSession, StoreError, StoreResult, is_unique_violation,
+    CatalogUpdate, EndedSessions, LiveSession, NewSession, StoreError, StoreResult,
+    is_unique_violation,
 };
 
 impl SqliteStore {
@@ -53,6 +54,28 @@ impl SqliteStore {
             .fetch_optional(&self.readers)
             .await?;
         row.as_ref().map(rows::live_session).transpose()
+    }
+
+    pub(super) async fn set_catalog_update_impl(&self, update: &CatalogUpdate) -> StoreResult<()> {
+        let u = update.clone();
+        self.write(move |conn| {
+            Box::pin(async move {
+                let kept = session_sql::set_catalog_update(&u)
+                    .fetch_optional(&mut *conn)
+                    .await?;
+                if kept.is_some() {
+                    return Ok(());
+                }
+                let live = session_sql::select_session_live(u.owner_id, u.session_id, u.now)
+                    .fetch_optional(&mut *conn)
+                    .await?;
+                Err(match live {
+                    Some(_) => StoreError::StaleCatalogUpdate,
+                    None => StoreError::NotFound,
+                })
+            })
+        })
+        .await
     }
 
     pub(super) async fn mark_plugin_seen_impl(

@@ -167,6 +167,7 @@ contract!(
     check_a_lease_a_lagging_clock_wrote_expires_within_the_full_sweep_period,
     check_ending_a_session_cancels_only_open_calls,
     check_the_plugin_lookup_is_recorded_once_a_second_on_live_sessions,
+    check_a_catalog_update_is_kept_only_when_newer_and_goes_with_its_session,
     check_posts_racing_a_session_end_leave_no_call_pending,
     check_replies_racing_a_session_end_each_get_an_answer,
     check_another_owner_sees_nothing,

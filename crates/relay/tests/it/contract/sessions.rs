@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use sealpost_protocol::api::CallState;
 use sealpost_protocol::content::CancelReason;
-use sealpost_relay::store::{Inspect, StoreError};
+use sealpost_relay::store::{CatalogUpdate, Inspect, StoreError};
 
 use super::{HOUR, T0, new_session, world};
 use sealpost_testkit::id;
@@ -305,4 +305,85 @@ pub(super) async fn check_replies_racing_a_session_end_each_get_an_answer(store:
             "round {round}: a refused group"
         );
     }
+}
+
+pub(super) async fn check_a_catalog_update_is_kept_only_when_newer_and_goes_with_its_session(
+    store: Arc<dyn Inspect>,
+) {
+    let w = world(store).await;
+    let update = |seq: u64, at: u64, bytes: &[u8]| CatalogUpdate {
+        owner_id: w.owner,
+        session_id: w.session,
+        seq,
+        update: bytes.to_vec(),
+        now: T0.saturating_add_ms(at),
+    };
+    let live = |at: u64| {
+        let store = w.store.clone();
+        let (owner, pair) = (w.owner, w.pair);
+        async move {
+            store
+                .live_session(owner, pair, T0.saturating_add_ms(at))
+                .await
+                .unwrap()
+        }
+    };
+    assert_eq!(live(1).await.unwrap().catalog_update, None);
+    w.store
+        .set_catalog_update(&update(2, 2, b"two"))
+        .await
+        .unwrap();
+    assert_eq!(
+        live(3).await.unwrap().catalog_update.as_deref(),
+        Some(&b"two"[..])
+    );
+    for (seq, bytes) in [(2, &b"two again"[..]), (1, b"one")] {
+        assert!(
+            matches!(
+                w.store.set_catalog_update(&update(seq, 4, bytes)).await,
+                Err(StoreError::StaleCatalogUpdate)
+            ),
+            "number {seq} after 2"
+        );
+    }
+    assert_eq!(
+        live(5).await.unwrap().catalog_update.as_deref(),
+        Some(&b"two"[..]),
+        "an older or equal number changes nothing"
+    );
+    w.store
+        .set_catalog_update(&update(3, 6, b"three"))
+        .await
+        .unwrap();
+    assert_eq!(
+        live(7).await.unwrap().catalog_update.as_deref(),
+        Some(&b"three"[..])
+    );
+
+    // Another owner's session is not found; nor is an ended one, whose update is dropped.
+    let mut foreign = update(9, 8, b"x");
+    foreign.owner_id = id();
+    assert!(matches!(
+        w.store.set_catalog_update(&foreign).await,
+        Err(StoreError::NotFound)
+    ));
+    w.store
+        .end_session(w.owner, w.session, T0.saturating_add_ms(9))
+        .await
+        .unwrap();
+    assert!(matches!(
+        w.store.set_catalog_update(&update(10, 10, b"late")).await,
+        Err(StoreError::NotFound)
+    ));
+    assert!(live(11).await.is_none());
+    // A new session of the pairing starts from its own hello's catalog.
+    let next = id();
+    w.store
+        .create_session(
+            &new_session(w.owner, next, w.pair, T0.saturating_add_ms(HOUR)),
+            10,
+        )
+        .await
+        .unwrap();
+    assert_eq!(live(12).await.unwrap().catalog_update, None);
 }
