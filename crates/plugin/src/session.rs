@@ -5,6 +5,12 @@
 //! clock either (a relay's `now_ms` is not trusted to make an old hello live again), that the
 //! `session_id` the relay names in JSON is the one inside the hello, and only then derives keys. Keys are kept per session id, so calls in one
 //! session share one ephemeral key and the executor's key cache stays small.
+//!
+//! A live session's tool list can change without a new session: the relay then hands back the
+//! tab's newest catalog update beside the hello. The plugin keeps, per session, the highest
+//! numbered catalog it has opened and never goes back: an older update, or none at all after a
+//! newer one, leaves the list as it is (the relay cannot roll it back); an update that does not
+//! open is ignored. Either way the tab still checks every call against the person's grants.
 
 use std::sync::{Arc, Mutex};
 
@@ -12,7 +18,7 @@ use sealpost_protocol::api::LiveSessionResponse;
 use sealpost_protocol::content::{Catalog, CatalogEntry};
 use sealpost_protocol::ids::Id16;
 use sealpost_protocol::limits::CLOCK_SKEW_MS;
-use sealpost_seal::{PairingSecret, PluginSession, SealError, verify_hello};
+use sealpost_seal::{PairingSecret, PluginSession, SealError, open_catalog_update, verify_hello};
 use sealpost_time::UnixMillis;
 
 /// A session the plugin may seal calls to.
@@ -26,7 +32,7 @@ pub struct TrustedSession {
     pub relay_now_ms: UnixMillis,
     /// When the tab last polled, per the relay (advisory).
     pub claimer_seen_at_ms: Option<UnixMillis>,
-    /// The tools the hello's sealed catalog offers.
+    /// The tools the session offers: its newest catalog (the hello's, or a later update's).
     pub tools: Vec<CatalogEntry>,
     /// Keys for this session.
     pub keys: Arc<PluginSession>,
@@ -50,9 +56,20 @@ pub enum SessionError {
     Catalog,
 }
 
-/// Keys per session id, so each session draws one ephemeral key per process.
+/// Keys per session id, so each session draws one ephemeral key per process, and the newest
+/// catalog the session has shown.
 #[derive(Debug, Default)]
-pub struct SessionKeysCache(Mutex<Option<(Id16, Arc<PluginSession>)>>);
+pub struct SessionKeysCache(Mutex<Option<Current>>);
+
+/// The session the plugin last trusted.
+#[derive(Debug)]
+struct Current {
+    session_id: Id16,
+    keys: Arc<PluginSession>,
+    /// The highest catalog number opened (0: the hello's) and its tools.
+    seq: u64,
+    tools: Vec<CatalogEntry>,
+}
 
 impl SessionKeysCache {
     /// Checks `live` against the pairing and returns the session to seal to. `local_now` is
@@ -76,24 +93,186 @@ impl SessionKeysCache {
         let catalog: Catalog =
             serde_json::from_slice(hello.catalog()).map_err(|_| SessionError::Catalog)?;
         let mut cached = self.0.lock().expect("not poisoned");
-        let keys = match cached.as_ref() {
-            Some((id, keys)) if *id == session_id => keys.clone(),
-            _ => {
-                let keys = Arc::new(
+        let current = match cached.take() {
+            Some(current) if current.session_id == session_id => current,
+            _ => Current {
+                session_id,
+                keys: Arc::new(
                     PluginSession::start(secret, &hello, &mut rand::rng())
                         .map_err(|e| SessionError::Hello(e.code()))?,
-                );
-                *cached = Some((session_id, keys.clone()));
-                keys
-            }
+                ),
+                seq: 0,
+                tools: catalog.tools,
+            },
         };
+        let current = cached.insert(current);
+        match &live.catalog_update {
+            Some(update) => match open_catalog_update(secret, &hello, &update.0) {
+                Ok(update) if update.seq() > current.seq => {
+                    match serde_json::from_slice::<Catalog>(update.catalog()) {
+                        Ok(newer) => {
+                            current.seq = update.seq();
+                            current.tools = newer.tools;
+                        }
+                        Err(_) => tracing::warn!(
+                            seq = update.seq(),
+                            "a catalog update that is not a catalog: ignored"
+                        ),
+                    }
+                }
+                Ok(update) if update.seq() < current.seq => tracing::warn!(
+                    seq = update.seq(),
+                    kept = current.seq,
+                    "the relay handed back an older catalog update: ignored"
+                ),
+                Ok(_) => {}
+                Err(error) => tracing::warn!(
+                    code = error.code(),
+                    "a catalog update that does not open: ignored"
+                ),
+            },
+            None if current.seq > 0 => tracing::warn!(
+                kept = current.seq,
+                "the relay left out the session's catalog update: the newer list is kept"
+            ),
+            None => {}
+        }
         Ok(TrustedSession {
             session_id,
             expires_at_ms: hello.expires_at_ms(),
             relay_now_ms,
             claimer_seen_at_ms: live.claimer_seen_at,
-            tools: catalog.tools,
-            keys,
+            tools: current.tools.clone(),
+            keys: current.keys.clone(),
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use sealpost_protocol::content::ToolKind;
+    use sealpost_protocol::ids::Base64Bytes;
+    use sealpost_seal::BrowserSession;
+
+    use super::*;
+
+    const NOW: UnixMillis = UnixMillis::from_ms(1_800_000_000_000);
+
+    fn catalog(names: &[&str]) -> Vec<u8> {
+        let tools = names
+            .iter()
+            .map(|name| CatalogEntry {
+                name: (*name).into(),
+                description: "d".into(),
+                input_schema: serde_json::json!({"type": "object"}),
+                kind: ToolKind::Read,
+                builtin: false,
+            })
+            .collect();
+        serde_json::to_vec(&Catalog { tools }).unwrap()
+    }
+
+    struct Tab {
+        secret: PairingSecret,
+        session: BrowserSession,
+        live: LiveSessionResponse,
+    }
+
+    fn tab(secret: &PairingSecret, names: &[&str]) -> Tab {
+        let session_id = rand::random();
+        let (session, hello) = BrowserSession::start(
+            secret,
+            session_id,
+            NOW,
+            NOW.saturating_add_ms(3_600_000),
+            &catalog(names),
+            &mut rand::rng(),
+        )
+        .unwrap();
+        let live = LiveSessionResponse {
+            session_id: Id16(session_id),
+            hello: Base64Bytes(hello),
+            expires_at: NOW.saturating_add_ms(3_600_000),
+            claimer_seen_at: Some(NOW),
+            plugin_seen_at: None,
+            catalog_update: None,
+            now_ms: NOW,
+        };
+        Tab {
+            secret: PairingSecret::from_bytes(*secret.expose()),
+            session,
+            live,
+        }
+    }
+
+    impl Tab {
+        fn with_update(&self, seq: u64, names: &[&str]) -> LiveSessionResponse {
+            let update = self
+                .session
+                .seal_catalog_update(seq, NOW, &catalog(names), &mut rand::rng())
+                .unwrap();
+            LiveSessionResponse {
+                catalog_update: Some(Base64Bytes(update)),
+                ..self.live.clone()
+            }
+        }
+    }
+
+    fn names(session: &TrustedSession) -> Vec<String> {
+        session.tools.iter().map(|t| t.name.clone()).collect()
+    }
+
+    #[test]
+    fn the_newest_catalog_wins_and_the_relay_cannot_roll_it_back() {
+        let secret = PairingSecret::generate(&mut rand::rng());
+        let tab = tab(&secret, &["a"]);
+        let cache = SessionKeysCache::default();
+        let trust = |live: &LiveSessionResponse| cache.trust(&tab.secret, live, NOW).unwrap();
+        assert_eq!(names(&trust(&tab.live)), ["a"]);
+        let second = tab.with_update(2, &["a", "b"]);
+        assert_eq!(names(&trust(&second)), ["a", "b"]);
+        assert_eq!(
+            names(&trust(&tab.with_update(1, &["a"]))),
+            ["a", "b"],
+            "an older update is refused"
+        );
+        assert_eq!(
+            names(&trust(&tab.live)),
+            ["a", "b"],
+            "an update left out is not a way back to the hello's list"
+        );
+        let keys = trust(&second).keys;
+        assert!(
+            Arc::ptr_eq(&keys, &trust(&tab.with_update(3, &["c"])).keys),
+            "an update keeps the session's keys"
+        );
+        assert_eq!(names(&trust(&tab.live)), ["c"]);
+
+        // A new session starts from its own hello.
+        let next = self::tab(&secret, &["z"]);
+        assert_eq!(
+            names(&cache.trust(&next.secret, &next.live, NOW).unwrap()),
+            ["z"]
+        );
+    }
+
+    #[test]
+    fn an_update_that_does_not_open_for_this_session_is_ignored() {
+        let secret = PairingSecret::generate(&mut rand::rng());
+        let tab = tab(&secret, &["a"]);
+        let cache = SessionKeysCache::default();
+        let mut tampered = tab.with_update(1, &["evil"]);
+        if let Some(update) = tampered.catalog_update.as_mut() {
+            let last = update.0.len() - 1;
+            update.0[last] ^= 1;
+        }
+        assert_eq!(names(&cache.trust(&secret, &tampered, NOW).unwrap()), ["a"]);
+        // Another session's update (same pairing), handed back with this session's hello.
+        let other = self::tab(&secret, &["b"]);
+        let moved = LiveSessionResponse {
+            catalog_update: other.with_update(5, &["moved"]).catalog_update,
+            ..tab.live.clone()
+        };
+        assert_eq!(names(&cache.trust(&secret, &moved, NOW).unwrap()), ["a"]);
     }
 }
