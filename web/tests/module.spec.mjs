@@ -468,3 +468,51 @@ test('a relay that offers no channel is served over HTTP alone', async () => {
     await plain.stop();
   }
 });
+
+test('a tool granted during a live session reaches the paired plugin at once, and a call in flight still answers', async () => {
+  const page = await hostPage();
+  await openTab(page, 'g', 'catalog');
+  await page.evaluate(async () => {
+    const tab = window.tabs.g;
+    await tab.registerTool({ name: 'host_slow', description: 'Answers after a moment.', inputSchema: { type: 'object' }, kind: 'read' },
+      () => new Promise((resolve) => setTimeout(() => resolve('slow answer'), 1500)));
+    await tab.registerTool({ name: 'host_late', description: 'Granted later.', inputSchema: { type: 'object' }, kind: 'read' },
+      () => 'late answer');
+    await tab.setGrants({ access: 'on', sources: [], tools: ['host_slow'] });
+  });
+  const started = await tabCall(page, 'g', 'startSession', 3600);
+  await serve(page, 'g');
+  await claimerSeen(page, 'g', started);
+  const mcp = await pairedClient(started.pairingCode);
+  const listed = async () => (await mcp.request('tools/list')).result.tools.map((t) => t.name);
+  assert.ok(!(await listed()).includes('host_late'), 'not granted, not listed');
+
+  const inFlight = mcp.call('host_slow');
+  await tabCall(page, 'g', 'setGrants', { access: 'on', sources: [], tools: ['host_slow', 'host_late'] });
+  // The plugin answers tools/list from its cache and refreshes it behind: ask until it shows.
+  let names = [];
+  for (let attempt = 0; attempt < 50 && !names.includes('host_late'); attempt += 1) {
+    names = await listed();
+    if (!names.includes('host_late')) await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+  assert.ok(names.includes('host_late'), `the newly granted tool is listed: ${names}`);
+  assert.ok(mcp.notifications.some((n) => n.method === 'notifications/tools/list_changed'), 'the client was told the list changed');
+  const slow = await inFlight;
+  assert.equal(slow.isError, false, slow.text);
+  assert.ok(slow.text.includes('slow answer'), 'the call in flight was not cancelled by the change');
+  const late = await mcp.call('host_late');
+  assert.equal(late.isError, false, late.text);
+  assert.ok(late.text.includes('late answer'), late.text);
+  assert.equal((await tabCall(page, 'g', 'session')).sessionId, started.sessionId, 'the same session throughout');
+
+  // Taken back: the list follows, again without a new session.
+  await tabCall(page, 'g', 'setGrants', { access: 'on', sources: [], tools: ['host_slow'] });
+  for (let attempt = 0; attempt < 50 && names.includes('host_late'); attempt += 1) {
+    names = await listed();
+    if (names.includes('host_late')) await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+  assert.ok(!names.includes('host_late'), `the tool taken back is no longer listed: ${names}`);
+  mcp.close();
+  assert.deepEqual(page.cspViolations, []);
+  assert.deepEqual(page.consoleErrors, []);
+});

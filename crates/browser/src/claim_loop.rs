@@ -115,6 +115,9 @@ impl TabCore {
                 self.inner.executor.end_session();
                 return StopReason::Expired;
             }
+            if self.catalog_unpublished() {
+                self.publish_catalog().await;
+            }
             let wait = CLAIM_WAIT_MS.min(expires_at.saturating_sub(now));
             let channel = self.channel().await;
             if let Some(reason) = self.inner.stop.get() {

@@ -5,6 +5,7 @@
 //!   answer is sent again until its lease ends, and why the loop stops (pure, tested natively).
 //! - `relay` (wasm32): the relay's API over `fetch` with the owner token.
 //! - `claim_loop` (wasm32): `TabCore::serve`, the loop that claims, runs and answers calls.
+//! - `catalog` (wasm32): a live session's tool list kept current (sealed catalog updates).
 //! - `channel` (wasm32): the session channel, a WebSocket on which the claim loop claims and
 //!   answers when the relay offers one (HTTP otherwise).
 //! - `tab` (wasm32): [`TabCore`](tab::TabCore), exported to JavaScript: documents, grants, host
@@ -28,6 +29,8 @@ pub mod stop;
 #[cfg(target_arch = "wasm32")]
 pub mod bench;
 
+#[cfg(target_arch = "wasm32")]
+mod catalog;
 #[cfg(target_arch = "wasm32")]
 mod channel;
 #[cfg(target_arch = "wasm32")]

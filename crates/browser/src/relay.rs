@@ -2,8 +2,9 @@
 //! the owner token. Requests can be aborted, so a stop ends a waiting long-poll at once.
 
 use sealpost_protocol::api::{
-    CancelRequest, ClaimResponse, CreateMcpTokenRequest, CreateMcpTokenResponse,
-    CreateSessionRequest, CreateSessionResponse, ErrorBody, LiveSessionResponse, ReplyRequest,
+    CancelRequest, CatalogUpdateRequest, ClaimResponse, CreateMcpTokenRequest,
+    CreateMcpTokenResponse, CreateSessionRequest, CreateSessionResponse, ErrorBody,
+    LiveSessionResponse, ReplyRequest,
 };
 use sealpost_protocol::content::CancelReason;
 use sealpost_protocol::ids::Id16;
@@ -178,6 +179,20 @@ impl Relay {
             &format!("/v1/sessions/{session_id}"),
             None,
             keepalive,
+        )
+        .await
+    }
+
+    /// Publishes a live session's catalog update.
+    pub async fn put_catalog(&self, session_id: Id16, update: Vec<u8>) -> Result<(), RelayError> {
+        let body = CatalogUpdateRequest {
+            update: sealpost_protocol::ids::Base64Bytes(update),
+        };
+        self.empty(
+            "PUT",
+            &format!("/v1/sessions/{session_id}/catalog"),
+            Some(&body),
+            false,
         )
         .await
     }

@@ -105,6 +105,8 @@ pub(crate) struct Inner {
     pub(crate) channel_retry_at: Cell<f64>,
     /// The transport last reported to the page (`true`: the channel).
     pub(crate) on_channel: Cell<Option<bool>>,
+    /// A catalog update the relay has not taken yet (`catalog.rs`).
+    pub(crate) catalog_unpublished: RefCell<Option<Vec<u8>>>,
 }
 
 /// The tab's trusted core, as JavaScript holds it.
@@ -160,6 +162,7 @@ impl TabCore {
                 channel: RefCell::new(None),
                 channel_retry_at: Cell::new(0.0),
                 on_channel: Cell::new(None),
+                catalog_unpublished: RefCell::new(None),
             }),
         }
     }
@@ -172,11 +175,13 @@ impl TabCore {
     }
 
     /// Replaces the grants `{access: "on"|"off", sources: [...], tools: [...]}`. Applies to
-    /// the next call, including calls already claimed.
+    /// the next call, including calls already claimed; a live session's tool list follows at
+    /// once (a catalog update).
     #[wasm_bindgen(js_name = setGrants)]
     pub fn set_grants(&self, grants: JsValue) -> Result<(), JsError> {
         let grants: Grants = from_js(grants, "grants")?;
         self.inner.grants.set(grants);
+        self.catalog_may_have_changed();
         Ok(())
     }
 
@@ -186,7 +191,7 @@ impl TabCore {
     }
 
     /// Registers a host tool `{name, description, inputSchema, kind: "read"|"proposal"}` run by
-    /// `handler(arguments)`. Register before starting a session so its catalog lists it.
+    /// `handler(arguments)`. A live session's tool list follows once the tool is granted.
     #[wasm_bindgen(js_name = registerTool)]
     pub fn register_tool(&self, spec: JsValue, handler: js_sys::Function) -> Result<(), JsError> {
         let spec: JsToolSpec = from_js(spec, "a tool")?;
@@ -201,7 +206,9 @@ impl TabCore {
                 },
                 Rc::new(JsTool::new(handler)),
             )
-            .map_err(|e| JsError::new(&e.to_string()))
+            .map_err(|e| JsError::new(&e.to_string()))?;
+        self.catalog_may_have_changed();
+        Ok(())
     }
 
     /// Every tool the executor knows, granted or not: `[{name, description, kind, builtin}]`.

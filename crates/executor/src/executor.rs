@@ -248,6 +248,22 @@ impl Executor {
         Ok(hello)
     }
 
+    /// The live session's next catalog update, when the tools it offers (registered tools,
+    /// and grants) changed since the hello or the last update: publish it so the paired
+    /// plugin lists the change without a new session. `None` when nothing changed or no
+    /// session is live.
+    pub fn catalog_update(
+        &self,
+        now_ms: UnixMillis,
+        rng: &mut (impl CryptoRng + ?Sized),
+    ) -> Result<Option<Vec<u8>>, SessionError> {
+        let catalog = serde_json::to_vec(&self.catalog()).expect("a catalog serialises");
+        match self.session.borrow_mut().as_mut() {
+            Some(session) => Ok(session.catalog_update(&catalog, now_ms, rng)?),
+            None => Ok(None),
+        }
+    }
+
     /// Ends the session: its ephemeral secret and derived keys are dropped (and zeroized), and
     /// every later envelope is cancelled as `session_ended`.
     pub fn end_session(&self) {

@@ -33,6 +33,9 @@ pub(crate) struct Rejected {
 pub(crate) struct Session {
     browser: BrowserSession,
     hello: Vec<u8>,
+    /// The catalog last sealed (in the hello, or in update number `catalog_seq`).
+    sealed_catalog: Vec<u8>,
+    catalog_seq: u64,
     /// Derived keys by plugin key, least recently used first.
     keys: Vec<(PublicKeyBytes, SessionKeys)>,
     /// Call ids opened in this session, with each call's expiry.
@@ -64,6 +67,8 @@ impl Session {
         Ok(Self {
             browser,
             hello,
+            sealed_catalog: catalog.to_vec(),
+            catalog_seq: 0,
             keys: Vec::new(),
             seen: HashMap::new(),
             latest_now_ms: created_at_ms,
@@ -73,6 +78,26 @@ impl Session {
 
     pub fn hello(&self) -> &[u8] {
         &self.hello
+    }
+
+    /// The next catalog update when `catalog` differs from the one last sealed: numbered one
+    /// past the last, and remembered as sealed.
+    pub fn catalog_update(
+        &mut self,
+        catalog: &[u8],
+        now_ms: UnixMillis,
+        rng: &mut (impl CryptoRng + ?Sized),
+    ) -> Result<Option<Vec<u8>>, SealError> {
+        if catalog == self.sealed_catalog {
+            return Ok(None);
+        }
+        let seq = self.catalog_seq + 1;
+        let update = self
+            .browser
+            .seal_catalog_update(seq, now_ms, catalog, rng)?;
+        self.catalog_seq = seq;
+        self.sealed_catalog = catalog.to_vec();
+        Ok(Some(update))
     }
 
     pub fn session_id(&self) -> &SessionId {

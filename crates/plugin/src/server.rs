@@ -47,22 +47,24 @@ impl McpServer {
         }
     }
 
-    /// Fetches the live session once in the background, so the cached catalog follows the
-    /// tab; never awaited by a request.
+    /// Fetches the live session in the background, so the cached catalog follows the tab (a
+    /// changed list is announced with `list_changed`); never awaited by a request, and at most
+    /// one at a time.
     fn refresh_catalog_in_background(&self) {
         if self.refreshing.swap(true, Ordering::AcqRel) {
             return;
         }
         let plugin = self.plugin.clone();
+        let refreshing = self.refreshing.clone();
         tokio::spawn(async move {
-            let Ok(code) = plugin.pairing() else {
-                return;
-            };
-            let relay =
-                RelayClient::new(plugin.http.clone(), code.relay_origin(), code.mcp_token());
-            if let Err(failure) = plugin.trusted_session(&code, &relay).await {
-                tracing::debug!(?failure, "catalog refresh found no usable session");
+            if let Ok(code) = plugin.pairing() {
+                let relay =
+                    RelayClient::new(plugin.http.clone(), code.relay_origin(), code.mcp_token());
+                if let Err(failure) = plugin.trusted_session(&code, &relay).await {
+                    tracing::debug!(?failure, "catalog refresh found no usable session");
+                }
             }
+            refreshing.store(false, Ordering::Release);
         });
     }
 

@@ -166,3 +166,34 @@ fn at_most_a_hundred_tools_are_offered() {
         .register_tool(spec("one_too_many", ToolKind::Read), Rc::new(Noop))
         .unwrap();
 }
+
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
+fn a_changed_catalog_is_sealed_as_the_next_update_of_the_live_session() {
+    let h = Harness::new();
+    let update = || {
+        h.executor
+            .catalog_update(h.now.get(), &mut *h.rng.borrow_mut())
+            .unwrap()
+    };
+    assert_eq!(update(), None, "nothing changed since the hello");
+    h.executor
+        .register_tool(spec("host.read", ToolKind::Read), Rc::new(Noop))
+        .unwrap();
+    assert_eq!(update(), None, "a tool not granted is not offered");
+    h.grants.update(|g| {
+        g.tools.insert("host.read".to_owned());
+    });
+    let (seq, names) = h.open_update(&update().expect("a granted tool changes the list"));
+    assert_eq!(seq, 1);
+    assert!(names.contains(&"host.read".to_owned()), "{names:?}");
+    assert_eq!(update(), None, "sealed once");
+    h.grants.update(|g| {
+        g.tools.remove("host.read");
+    });
+    let (seq, names) = h.open_update(&update().unwrap());
+    assert_eq!(seq, 2);
+    assert!(!names.contains(&"host.read".to_owned()));
+    h.executor.end_session();
+    assert_eq!(update(), None, "no session, no update");
+}

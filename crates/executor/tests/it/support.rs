@@ -148,6 +148,19 @@ impl Harness {
         }
     }
 
+    /// Opens a catalog update as the plugin does: its number and tool names.
+    pub fn open_update(&self, update: &[u8]) -> (u64, Vec<String>) {
+        let hello = self.executor.hello().unwrap();
+        let verified = verify_hello(&self.pairing, &hello, self.now.get()).unwrap();
+        let opened = sealpost_seal::open_catalog_update(&self.pairing, &verified, update).unwrap();
+        let catalog: sealpost_protocol::content::Catalog =
+            serde_json::from_slice(opened.catalog()).unwrap();
+        (
+            opened.seq(),
+            catalog.tools.into_iter().map(|t| t.name).collect(),
+        )
+    }
+
     /// The plugin restarts: it fetches the same hello and joins with a new ephemeral key.
     pub fn rejoin(&mut self) {
         let hello = self.executor.hello().unwrap();
