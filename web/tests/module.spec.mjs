@@ -481,9 +481,10 @@ test('a tool granted during a live session reaches the paired plugin at once, an
     await tab.setGrants({ access: 'on', sources: [], tools: ['host_slow'] });
   });
   const started = await tabCall(page, 'g', 'startSession', 3600);
-  await serve(page, 'g');
-  await claimerSeen(page, 'g', started);
   const mcp = await pairedClient(started.pairingCode);
+  await serve(page, 'g');
+  // `ready`: the relay has seen the tab, so a call made at once is served, not refused.
+  await waitEvent(page, 'g', 'ready', AT_ONCE_MS);
   const listed = async () => (await mcp.request('tools/list')).result.tools.map((t) => t.name);
   assert.ok(!(await listed()).includes('host_late'), 'not granted, not listed');
 

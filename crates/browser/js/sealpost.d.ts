@@ -55,6 +55,9 @@ export type StopReason = 'locked' | 'signed_out' | 'session_ended' | 'expired' |
 export type SealpostEvent =
   | { type: 'audit'; record: AuditRecord }
   | { type: 'serving' }
+  /** The relay has seen this tab claim for the session: a call made now is served, not
+   *  answered "tab not open". Once per session the loop serves. */
+  | { type: 'ready'; sessionId: string }
   | { type: 'claimed'; count: number }
   | { type: 'retrying'; delayMs: number; error: string }
   /** A call's answer was refused for a passing reason; it is sent again after `delayMs`. */

@@ -101,6 +101,9 @@ impl TabCore {
 
     async fn claim_loop(&self) -> StopReason {
         let mut backoff = Backoff::default();
+        // The session the relay has seen this tab claim from: until then a claim does not
+        // wait, so the relay records the tab at once and `ready` can be said.
+        let mut ready_for = None;
         emit(&self.inner.listener, &json!({"type": "serving"}));
         loop {
             if let Some(reason) = self.inner.stop.get() {
@@ -118,7 +121,11 @@ impl TabCore {
             if self.catalog_unpublished() {
                 self.publish_catalog().await;
             }
-            let wait = CLAIM_WAIT_MS.min(expires_at.saturating_sub(now));
+            let wait = if ready_for == Some(session_id) {
+                CLAIM_WAIT_MS.min(expires_at.saturating_sub(now))
+            } else {
+                0
+            };
             let channel = self.channel().await;
             if let Some(reason) = self.inner.stop.get() {
                 return reason;
@@ -157,6 +164,13 @@ impl TabCore {
             match claimed {
                 Ok(claimed) => {
                     backoff.reset();
+                    if ready_for != Some(session_id) {
+                        ready_for = Some(session_id);
+                        emit(
+                            &self.inner.listener,
+                            &json!({"type": "ready", "sessionId": session_id.to_string()}),
+                        );
+                    }
                     if !claimed.calls.is_empty() {
                         emit(
                             &self.inner.listener,

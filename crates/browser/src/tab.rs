@@ -167,8 +167,10 @@ impl TabCore {
         }
     }
 
-    /// Where events go: `{type: "audit", record}`, `{type: "serving"}`, `{type: "claimed",
-    /// count}`, `{type: "retrying", delayMs, error}`, `{type: "stopped", reason}`.
+    /// Where events go: `{type: "audit", record}`, `{type: "serving"}`, `{type: "ready",
+    /// sessionId}` (the relay has seen the tab claim: calls are served from now on),
+    /// `{type: "claimed", count}`, `{type: "retrying", delayMs, error}`, `{type:
+    /// "retrying_answer", delayMs, error}`, `{type: "stopped", reason}`.
     #[wasm_bindgen(js_name = onEvent)]
     pub fn on_event(&self, callback: js_sys::Function) {
         *self.inner.listener.borrow_mut() = Some(callback);
