@@ -1,14 +1,29 @@
 //! Which other web origins may host pages that use the relay's API from a browser
-//! (`--app-origin`, `SEALPOST_APP_ORIGINS`).
+//! (`--app-origin`, `SEALPOST_APP_ORIGINS`), and the rule a request's `Origin` is judged by.
 //!
 //! [`AppOrigin`] exists only validated ([`AppOrigin::parse`]): `http://` or `https://`, a host
 //! and an optional port, and nothing else, kept as a browser writes an `Origin` header (lower
 //! case, international names in punycode, no default port), so the relay compares headers
 //! with it byte for byte. The list is exact: no wildcard, no `null`.
+//!
+//! `OriginRule` judges a request's `Origin` header, once the operator lists any: absent (the
+//! plugin, curl, a browser's same-origin `GET`), the relay's own, listed, or another. The
+//! relay's own origin is the one its web app is served from; TLS and the public name end at a
+//! proxy, so the relay knows it two ways and either is enough:
+//! - the `Origin`'s host and port are the request's `Host` (the browser sends both for the page
+//!   it shows and the address it asks; the scheme is not compared, since the relay behind a
+//!   proxy cannot see it), which keeps the relay's app working whatever `--public-url` says;
+//! - or the `Origin` is `--public-url`'s origin, for a proxy that rewrites `Host`.
+//!
+//! A page can make its `Origin` match `Host` only by being served from a name that leads to
+//! the relay (DNS rebinding): it then is, to the browser, a page of that name, holding none of
+//! the relay's app's tokens, and no cookie or other ambient credential opens anything here.
 
 use std::fmt;
 use std::str::FromStr;
 
+use axum::http::HeaderValue;
+use axum::http::uri::Authority;
 use url::Url;
 
 /// An origin the operator lists: `http(s)://host[:port]`, as a browser writes it in `Origin`.
@@ -152,6 +167,84 @@ impl FromStr for AppOrigin {
     }
 }
 
+/// What a request's `Origin` is, to a relay that lists app origins.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Verdict {
+    /// No `Origin` header: not a browser's cross-origin request. Served as always.
+    Absent,
+    /// The relay's own web app. Served as always (the browser needs no CORS for it).
+    Own,
+    /// A listed app origin: served, with CORS headers.
+    Listed,
+    /// Any other origin, `null` included: refused.
+    Refused,
+}
+
+/// The listed origins and the relay's public origin, against which requests are judged.
+#[derive(Debug, Clone)]
+pub(crate) struct OriginRule {
+    listed: Vec<AppOrigin>,
+    /// `--public-url`'s origin, when it is an http(s) URL.
+    public: Option<String>,
+}
+
+impl OriginRule {
+    pub(crate) fn new(listed: &[AppOrigin], public_url: &str) -> Self {
+        let public = Url::parse(public_url)
+            .ok()
+            .filter(|url| matches!(url.scheme(), "http" | "https"))
+            .map(|url| url.origin().ascii_serialization());
+        Self {
+            listed: listed.to_vec(),
+            public,
+        }
+    }
+
+    /// Judges a request by its `Origin` and `Host` headers.
+    pub(crate) fn judge(
+        &self,
+        origin: Option<&HeaderValue>,
+        host: Option<&HeaderValue>,
+    ) -> Verdict {
+        let Some(origin) = origin else {
+            return Verdict::Absent;
+        };
+        let origin = origin.as_bytes();
+        if self.listed.iter().any(|o| o.as_str().as_bytes() == origin) {
+            return Verdict::Listed;
+        }
+        let own = self
+            .public
+            .as_deref()
+            .is_some_and(|p| p.as_bytes() == origin)
+            || host.is_some_and(|host| same_host(origin, host.as_bytes()));
+        if own { Verdict::Own } else { Verdict::Refused }
+    }
+}
+
+/// Whether `origin` (an `Origin` header, as browsers write it) names the host and port of
+/// `host` (a `Host` header; without a port, the default of the origin's scheme).
+fn same_host(origin: &[u8], host: &[u8]) -> bool {
+    let Ok(origin) = std::str::from_utf8(origin) else {
+        return false;
+    };
+    let Ok(url) = Url::parse(origin) else {
+        return false;
+    };
+    if !matches!(url.scheme(), "http" | "https") || url.origin().ascii_serialization() != origin {
+        return false;
+    }
+    let Ok(authority) = Authority::try_from(host) else {
+        return false;
+    };
+    let (Some(origin_host), Some(origin_port)) = (url.host_str(), url.port_or_known_default())
+    else {
+        return false;
+    };
+    authority.host().eq_ignore_ascii_case(origin_host)
+        && authority.port_u16().unwrap_or(origin_port) == origin_port
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -235,6 +328,102 @@ mod tests {
         assert!(
             text.contains("http:// or https://, a host and an optional port"),
             "{text}"
+        );
+    }
+
+    fn judge(rule: &OriginRule, origin: Option<&str>, host: &str) -> Verdict {
+        let origin = origin.map(|o| HeaderValue::from_str(o).unwrap());
+        let host = HeaderValue::from_str(host).unwrap();
+        rule.judge(origin.as_ref(), Some(&host))
+    }
+
+    #[test]
+    fn a_request_is_judged_by_its_origin_against_the_list_and_the_relays_own() {
+        let listed = [AppOrigin::parse("https://app.example.com").unwrap()];
+        let rule = OriginRule::new(&listed, "https://relay.example.com");
+        let relay = "relay.internal:8080";
+        assert_eq!(judge(&rule, None, relay), Verdict::Absent);
+        assert_eq!(
+            judge(&rule, Some("https://app.example.com"), relay),
+            Verdict::Listed
+        );
+        // Exactly as listed: another port, scheme or spelling is another origin.
+        assert_eq!(
+            judge(&rule, Some("https://app.example.com:8443"), relay),
+            Verdict::Refused
+        );
+        assert_eq!(
+            judge(&rule, Some("http://app.example.com"), relay),
+            Verdict::Refused
+        );
+        assert_eq!(
+            judge(&rule, Some("https://app.example.com/"), relay),
+            Verdict::Refused
+        );
+        // The public URL's origin, whatever the Host a proxy passes on.
+        assert_eq!(
+            judge(&rule, Some("https://relay.example.com"), relay),
+            Verdict::Own
+        );
+        // The Host the browser asked, whatever the public URL says.
+        assert_eq!(
+            judge(&rule, Some("http://relay.internal:8080"), relay),
+            Verdict::Own
+        );
+        assert_eq!(
+            judge(
+                &rule,
+                Some("https://relay.internal:8080"),
+                "RELAY.internal:8080"
+            ),
+            Verdict::Own
+        );
+        assert_eq!(
+            judge(&rule, Some("https://relay.internal"), "relay.internal"),
+            Verdict::Own
+        );
+        assert_eq!(
+            judge(&rule, Some("https://relay.internal"), "relay.internal:443"),
+            Verdict::Own
+        );
+        assert_eq!(
+            judge(&rule, Some("http://relay.internal:8081"), relay),
+            Verdict::Refused
+        );
+        assert_eq!(
+            judge(&rule, Some("https://relay.internal"), "relay.internal:8080"),
+            Verdict::Refused
+        );
+        assert_eq!(
+            judge(&rule, Some("http://[::1]:8080"), "[::1]:8080"),
+            Verdict::Own
+        );
+        // Anything else, `null` and what no browser writes included.
+        assert_eq!(
+            judge(&rule, Some("https://evil.example"), relay),
+            Verdict::Refused
+        );
+        assert_eq!(judge(&rule, Some("null"), relay), Verdict::Refused);
+        assert_eq!(judge(&rule, Some(""), relay), Verdict::Refused);
+        assert_eq!(
+            judge(&rule, Some("HTTP://relay.internal:8080"), relay),
+            Verdict::Refused
+        );
+        assert_eq!(
+            judge(&rule, Some("http://relay.internal:8080/"), relay),
+            Verdict::Refused
+        );
+        assert_eq!(
+            judge(&rule, Some("ws://relay.internal:8080"), relay),
+            Verdict::Refused
+        );
+        let no_host = OriginRule::new(&listed, "https://relay.example.com");
+        assert_eq!(
+            no_host.judge(
+                Some(&HeaderValue::from_static("http://relay.internal:8080")),
+                None
+            ),
+            Verdict::Refused
         );
     }
 }
