@@ -11,6 +11,7 @@ use clap::{Parser, Subcommand};
 use crate::clock::now_ms;
 use crate::config::{Config, Limits};
 use crate::ids::random_id;
+use crate::origins::AppOrigin;
 use crate::store;
 
 /// Where `/metrics` is served when `--metrics-listen` is not given (9464: the port commonly used
@@ -64,6 +65,19 @@ struct ServeArgs {
     /// headers are ignored.
     #[arg(long, env = "SEALPOST_TRUST_PROXY")]
     trust_proxy: bool,
+    /// An origin whose pages may use this relay's API from the browser, exactly as the browser
+    /// writes it: http(s)://host[:port], e.g. https://app.example.com. Repeat the flag, or
+    /// separate origins with commas. Without any, the relay sends no CORS headers and checks no
+    /// Origin; with some, requests from other origins than these and the relay's own are
+    /// refused (403 origin_not_allowed).
+    #[arg(
+        long = "app-origin",
+        value_name = "ORIGIN",
+        env = "SEALPOST_APP_ORIGINS",
+        value_delimiter = ',',
+        value_parser = AppOrigin::parse
+    )]
+    app_origins: Vec<AppOrigin>,
     /// Address that serves /metrics alone, or `off` [default: 127.0.0.1:9464; when that
     /// default is taken the relay starts without it and says so].
     #[arg(long, env = "SEALPOST_METRICS_LISTEN")]
@@ -201,6 +215,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             config.listen = args.listen;
             config.web_dir = args.web;
             config.trust_proxy = args.trust_proxy;
+            config.app_origins = args.app_origins;
             match args.metrics_listen.as_deref() {
                 Some("off") => {}
                 Some(addr) => {

@@ -7,6 +7,8 @@ use std::path::PathBuf;
 use sealpost_protocol::limits;
 use sealpost_time::UnixMillis;
 
+use crate::origins::AppOrigin;
+
 /// Everything `serve` needs.
 #[derive(Debug, Clone)]
 pub struct Config {
@@ -30,6 +32,10 @@ pub struct Config {
     pub metrics_token: Option<String>,
     /// Token signing key (≥ 32 bytes). None: generated once and stored in the database.
     pub signing_key: Option<Vec<u8>>,
+    /// Origins whose pages may use the API from a browser (CORS). Empty: no CORS headers and
+    /// no `Origin` checked; otherwise a request from any other origin but the relay's own is
+    /// refused with 403 `origin_not_allowed` (`origins`, `http::cors`).
+    pub app_origins: Vec<AppOrigin>,
     /// Every limit the relay enforces.
     pub limits: Limits,
 }
@@ -239,6 +245,7 @@ impl Config {
             metrics_listen_optional: false,
             metrics_token: None,
             signing_key: None,
+            app_origins: Vec::new(),
             limits: Limits::default(),
         }
     }

@@ -7,6 +7,8 @@
 //! - [`store`]: the only module that knows SQL (SQLite and PostgreSQL behind one trait).
 //! - [`wake`]: in-process wake-ups for long-polls.
 //! - [`config`]: configuration and every limit.
+//! - [`origins`]: the app origins an operator lists (`--app-origin`) and the rule a request's
+//!   `Origin` is judged by.
 //! - [`clock`]: the relay's one clock read.
 //! - [`cli`]: the binary's command line.
 //!
@@ -26,6 +28,7 @@ pub mod config;
 pub mod http;
 pub(crate) mod ids;
 pub(crate) mod metrics;
+pub mod origins;
 pub(crate) mod quota;
 pub(crate) mod ratelimit;
 pub(crate) mod serve;

@@ -46,6 +46,9 @@ pub enum ErrorCode {
     InvalidSigninCode,
     /// 403: the token is valid but of a kind this endpoint does not accept.
     WrongTokenKind,
+    /// 403: the request comes from a page of an origin the relay's operator has not listed
+    /// (only sent by a relay that lists app origins).
+    OriginNotAllowed,
     /// 404: no such resource for this token (also: it belongs to someone else).
     NotFound,
     /// 404: the pairing has no live session.
@@ -112,7 +115,7 @@ pub enum ErrorCode {
 
 impl ErrorCode {
     /// Every code the relay sends ([`ErrorCode::Unknown`] is not one).
-    pub const ALL: [ErrorCode; 35] = [
+    pub const ALL: [ErrorCode; 36] = [
         Self::BadRequest,
         Self::TtlOutOfRange,
         Self::WaitTooLong,
@@ -120,6 +123,7 @@ impl ErrorCode {
         Self::Unauthorized,
         Self::InvalidSigninCode,
         Self::WrongTokenKind,
+        Self::OriginNotAllowed,
         Self::NotFound,
         Self::NoLiveSession,
         Self::MethodNotAllowed,
@@ -160,6 +164,7 @@ impl ErrorCode {
             Self::Unauthorized => "unauthorized",
             Self::InvalidSigninCode => "invalid_signin_code",
             Self::WrongTokenKind => "wrong_token_kind",
+            Self::OriginNotAllowed => "origin_not_allowed",
             Self::NotFound => "not_found",
             Self::NoLiveSession => "no_live_session",
             Self::MethodNotAllowed => "method_not_allowed",
@@ -201,7 +206,7 @@ impl ErrorCode {
             | Self::WaitTooLong
             | Self::ClaimBatchOutOfRange => 400,
             Self::Unauthorized | Self::InvalidSigninCode => 401,
-            Self::WrongTokenKind => 403,
+            Self::WrongTokenKind | Self::OriginNotAllowed => 403,
             Self::NotFound | Self::NoLiveSession => 404,
             Self::MethodNotAllowed => 405,
             Self::BodyTimeout => 408,

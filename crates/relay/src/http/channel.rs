@@ -7,6 +7,10 @@
 //! - The upgrade request carries the owner token as a subprotocol; its row is read before the
 //!   upgrade, so a dead or foreign token never gets a socket. Every operation checks the row
 //!   again (inside the store's statement, as over HTTP), and the first 401 closes the channel.
+//! - On a relay that lists app origins (`--app-origin`), an upgrade from a page of another
+//!   origin than those and the relay's own is refused 403 `origin_not_allowed` by the Origin
+//!   gate (`cors.rs`) before this handler runs: browsers apply no CORS to a WebSocket, so the
+//!   gate is what holds such pages to the list here.
 //! - An owner holds at most `max_channels_per_owner` channels (0: none are offered), and a
 //!   channel keeps its connection's place under the connection caps while it is open.
 //! - Every message is charged to the rates first, malformed or not; a refused one is answered

@@ -109,6 +109,20 @@ impl ApiError {
         )
     }
 
+    /// 403 `origin_not_allowed`: a page of `origin` (an `Origin` header, repeated bounded) is
+    /// neither the relay's own app nor of an origin its operator lists.
+    pub(crate) fn origin_not_allowed(origin: &str) -> Self {
+        Self::new(
+            ErrorCode::OriginNotAllowed,
+            format!(
+                "Pages of the origin {} may not use this relay: it serves its own web app and \
+                 the origins its operator lists with --app-origin (SEALPOST_APP_ORIGINS). Ask \
+                 the operator to list this origin, or use the relay's own app.",
+                bounded(origin)
+            ),
+        )
+    }
+
     pub(crate) fn wrong_kind(needed: &str) -> Self {
         Self::new(
             ErrorCode::WrongTokenKind,

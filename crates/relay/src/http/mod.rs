@@ -24,6 +24,7 @@ pub(crate) mod body;
 pub(crate) mod calls;
 pub(crate) mod channel;
 pub(crate) mod client;
+pub(crate) mod cors;
 pub mod error;
 mod openapi;
 pub(crate) mod sessions;
@@ -74,7 +75,9 @@ fn routes() -> OpenApiRouter<AppState> {
 
 /// The OpenAPI document of every route the router serves.
 pub(crate) fn document() -> utoipa::openapi::OpenApi {
-    routes().into_openapi()
+    let mut document = routes().into_openapi();
+    openapi::document_origin_refusal(&mut document);
+    document
 }
 
 /// The generated OpenAPI document as served at `/v1/openapi.json` (pretty JSON).
@@ -93,7 +96,15 @@ pub(crate) fn router(state: AppState) -> Router {
         .layer(middleware::from_fn_with_state(
             state.clone(),
             auth::forget_dead_tokens,
-        ))
+        ));
+    // Outside everything that answers a request, so a refused origin reaches none of it and
+    // every answer to a listed one (an error `api_responses` reshaped too) has its CORS
+    // headers; inside the request log, so a refusal is timed and counted like any answer.
+    let api = match cors::OriginGate::new(&state.config) {
+        Some(gate) => api.layer(middleware::from_fn_with_state(gate, cors::gate)),
+        None => api,
+    };
+    let api = api
         .layer(middleware::from_fn_with_state(
             state.clone(),
             observe_request,

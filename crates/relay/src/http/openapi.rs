@@ -11,6 +11,7 @@ use axum::http::header;
 use axum::response::IntoResponse;
 use sealpost_protocol::api::{ErrorBody, ErrorCode};
 use utoipa::openapi::security::{Http, HttpAuthScheme, SecurityScheme};
+use utoipa::openapi::{Content, Ref, RefOr, Response};
 
 #[derive(utoipa::OpenApi)]
 #[openapi(
@@ -41,6 +42,48 @@ impl utoipa::Modify for BearerScheme {
             .components
             .get_or_insert_with(Default::default)
             .add_security_scheme("bearer", SecurityScheme::Http(scheme));
+    }
+}
+
+/// What every operation's 403 says about the Origin gate (`http::cors`).
+const ORIGIN_REFUSAL: &str = "`origin_not_allowed`: on a relay that lists app origins \
+                              (`--app-origin`), a request from a page of another origin than \
+                              those and the relay's own.";
+
+/// Every operation may be refused 403 `origin_not_allowed` by the Origin gate, which stands
+/// before all of them: said here once for all, since no handler's annotation can know it.
+pub(super) fn document_origin_refusal(document: &mut utoipa::openapi::OpenApi) {
+    for item in document.paths.paths.values_mut() {
+        let operations = [
+            &mut item.get,
+            &mut item.put,
+            &mut item.post,
+            &mut item.delete,
+            &mut item.options,
+            &mut item.head,
+            &mut item.patch,
+            &mut item.trace,
+        ];
+        for operation in operations.into_iter().flatten() {
+            let responses = &mut operation.responses.responses;
+            match responses.get_mut("403") {
+                Some(RefOr::T(forbidden)) => {
+                    forbidden.description.push_str(" Or ");
+                    forbidden.description.push_str(ORIGIN_REFUSAL);
+                }
+                // No operation refers to a shared response (the openapi tests check that every
+                // operation names this refusal).
+                Some(RefOr::Ref(_)) => {}
+                None => {
+                    let mut forbidden = Response::new(ORIGIN_REFUSAL);
+                    forbidden.content.insert(
+                        "application/json".into(),
+                        RefOr::T(Content::new(Some(Ref::from_schema_name("ErrorBody")))),
+                    );
+                    responses.insert("403".into(), RefOr::T(forbidden));
+                }
+            }
+        }
     }
 }
 

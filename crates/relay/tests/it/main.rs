@@ -15,6 +15,7 @@ mod isolation;
 mod limits;
 mod migrations;
 mod openapi;
+mod origins;
 mod owner_tokens;
 mod processes;
 mod quotas;

@@ -1,6 +1,6 @@
 //! The OpenAPI document is generated from the handlers' annotations (`utoipa`). The committed
 //! copy must be that document, byte for byte, and the relay must serve it; every operation
-//! documents its error answers with the shared error body.
+//! documents its error answers with the shared error body, the Origin gate's refusal included.
 
 use reqwest::{Method, StatusCode};
 
@@ -57,6 +57,28 @@ fn every_operation_has_a_tag_and_every_v1_operation_documents_its_errors() {
         }
     }
     assert!(operations >= 19, "{operations} operations");
+}
+
+/// The Origin gate stands before every route, so every operation names its refusal.
+#[test]
+fn every_operation_documents_the_origin_refusal() {
+    let spec: serde_json::Value =
+        serde_json::from_str(sealpost_relay::http::document_json()).unwrap();
+    for (path, item) in spec["paths"].as_object().unwrap() {
+        for (method, operation) in item.as_object().unwrap() {
+            let forbidden = &operation["responses"]["403"];
+            let description = forbidden["description"].as_str().unwrap_or_default();
+            assert!(
+                description.contains("`origin_not_allowed`"),
+                "{method} {path}: {forbidden}"
+            );
+            assert_eq!(
+                forbidden["content"]["application/json"]["schema"]["$ref"],
+                "#/components/schemas/ErrorBody",
+                "{method} {path}"
+            );
+        }
+    }
 }
 
 #[tokio::test]
