@@ -99,9 +99,14 @@ async function signInFromLink() {
   }
 }
 
+// The navigation and account controls, shown only to a person who may use them.
+function showChrome(shown) {
+  document.getElementById('nav').hidden = !shown;
+  document.getElementById('account').hidden = !shown;
+}
+
 function renderSignIn() {
-  document.getElementById('nav').hidden = true;
-  document.getElementById('account').hidden = true;
+  showChrome(false);
   const input = h('input', { type: 'text', id: 'signin-link', autocomplete: 'off', 'aria-describedby': 'signin-help' });
   main.replaceChildren(
     h('h2', { text: 'Sign in' }),
@@ -210,6 +215,7 @@ async function openModule(token, passphrase) {
 }
 
 function renderUnlock(token, problem) {
+  showChrome(false);
   const input = h('input', { type: 'password', id: 'unlock-passphrase', autocomplete: 'current-password', required: true });
   setChildren(main,
     h('h2', { text: 'Unlock' }),
@@ -217,7 +223,7 @@ function renderUnlock(token, problem) {
     problem ? h('p', { class: 'bad', role: 'alert', text: problem }) : null,
     h('form', { onsubmit: async (event) => {
       event.preventDefault();
-      if (await openModule(token, input.value)) render();
+      if (await openModule(token, input.value)) { showChrome(true); render(); }
     } }, h('label', { for: 'unlock-passphrase' }, 'Passphrase'), ' ', input, ' ', h('button', { type: 'submit', class: 'primary' }, 'Unlock')));
   input.focus();
 }
@@ -556,8 +562,7 @@ async function boot() {
     return;
   }
   if (state.me.token) localStorage.setItem(TOKEN_KEY, state.me.token);
-  document.getElementById('nav').hidden = false;
-  document.getElementById('account').hidden = false;
+  showChrome(true);
   if (!state.tab && !await openModule(localStorage.getItem(TOKEN_KEY))) return;
   render();
 }
@@ -573,6 +578,7 @@ document.getElementById('lock').addEventListener('click', async () => {
   state.tab?.close();
   state.tab = null;
   say('Locked. Reload the page to unlock.');
+  showChrome(false);
   main.replaceChildren(h('h2', { text: 'Locked' }), h('p', { text: 'Sealpost is locked: nothing is served and its keys are out of memory. Reload to unlock.' }));
 });
 addEventListener('hashchange', () => { if (location.hash.startsWith('#signin=')) boot(); else { render(); main.focus(); } });

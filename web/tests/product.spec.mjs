@@ -58,6 +58,17 @@ async function paired(code) {
   return { config, mcp, output: result.output };
 }
 
+// The pages a person meets before they may use Sealpost (sign-in, unlock, locked) offer none
+// of the navigation or account controls: they would lead nowhere.
+async function checkNoChrome(page, name) {
+  for (const selector of ['#nav', '#account']) {
+    assert.equal(await page.isVisible(selector), false, `${name}: ${selector} is shown`);
+  }
+  const reachable = await page.evaluate(() => [...document.querySelectorAll('#nav a, #account button')]
+    .filter((e) => e.checkVisibility()).map((e) => e.textContent));
+  assert.deepEqual(reachable, [], `${name}: dead controls can be reached`);
+}
+
 async function checkAccessibility(page, name) {
   await page.evaluate(AXE);
   const results = await page.evaluate(async () => await window.axe.run(document, { resultTypes: ['violations'] }));
@@ -298,6 +309,7 @@ test('a passphrase: set in the workspace, asked for after a reload, a wrong one 
 
   await page.reload();
   await page.waitForSelector('main h2:text-is("Unlock")');
+  await checkNoChrome(page, 'unlock');
   for (const [width, height] of [[1280, 800], [390, 844]]) {
     await page.setViewportSize({ width, height });
     await checkAccessibility(page, `unlock at ${width}×${height}`);
@@ -311,6 +323,7 @@ test('a passphrase: set in the workspace, asked for after a reload, a wrong one 
   await page.fill('#unlock-passphrase', 'correct horse battery');
   await page.press('#unlock-passphrase', 'Enter');
   await page.waitForSelector('main h2:text-is("Workspace")');
+  assert.equal(await page.isVisible('#nav'), true, 'unlocked, the navigation is back');
   await page.waitForSelector('td a:text("Key rotation")');
 
   await page.click('#remove-passphrase');
@@ -347,4 +360,19 @@ test('an import of 1,000 files shows its progress and ends with every file in pl
   await page.waitForSelector('td a:text-is("Bulk note 999")');
   assert.equal(await page.locator('tbody tr').count(), 1);
   await page.close();
+});
+
+test('the sign-in and locked pages show no navigation or account controls', async () => {
+  // A browser that has never signed in here.
+  const fresh = await browser.newContext({ viewport: { width: 1280, height: 800 } });
+  const page = await openPage(fresh, relay.base);
+  await page.waitForSelector('main h2:text-is("Sign in")');
+  await checkNoChrome(page, 'sign-in');
+  await page.goto(await relay.newSigninUrl());
+  await signedIn(page);
+  assert.equal(await page.isVisible('#nav'), true, 'signed in, the navigation is there');
+  await page.click('#lock');
+  await page.waitForSelector('main h2:text-is("Locked")');
+  await checkNoChrome(page, 'locked');
+  await fresh.close();
 });
