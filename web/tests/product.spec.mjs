@@ -226,6 +226,18 @@ async function person(page) {
   await page.waitForSelector('#notice:text("Unpaired")');
   const second = await paired(await startSession(page));
   assert.equal((await second.mcp.call('list_sources')).isError, false);
+
+  // AI access switched off: the agent is told that, not that the tab is locked.
+  await go(page, '#/access', 'AI access');
+  await page.uncheck('#access-on');
+  await page.click('#save-grants');
+  const off = await second.mcp.call('list_sources');
+  assert.equal(off.isError, true);
+  assert.ok(/AI access is switched off/.test(off.text), off.text);
+  assert.ok(!/is locked/.test(off.text), `access off is not a lock: ${off.text}`);
+  await page.check('#access-on');
+  await page.click('#save-grants');
+  assert.equal((await second.mcp.call('list_sources')).isError, false);
   await page.click('#lock');
   await page.waitForSelector('main h2:text-is("Locked")');
   const locked = await second.mcp.call('list_sources');

@@ -12,6 +12,7 @@ use crate::audit::AuditOutcome;
 use crate::builtin::BuiltinAnswer;
 use crate::builtin::BuiltinTool;
 use crate::clock::Clock;
+use crate::grants::Access;
 use crate::limits::MAX_PENDING_PROPOSALS;
 use crate::proposals::{Proposal, ProposedChange};
 use crate::registry::{Action, HostTool};
@@ -58,12 +59,19 @@ fn answered(result: ToolResult) -> Decision {
     }
 }
 
-fn locked() -> Decision {
-    refusal(
-        RefusalCode::Locked,
-        "The Sealpost tab is locked or its AI access is switched off. Ask the person to open \
-         the tab and switch AI access on.",
-    )
+/// Nothing runs: the refusal names which of the two reasons holds (the code is `locked` for
+/// both, as the protocol lists it).
+fn not_serving(access: Access) -> Decision {
+    let message = match access {
+        Access::Locked => {
+            "The Sealpost tab is locked. Ask the person to unlock it if they want calls served."
+        }
+        _ => {
+            "AI access is switched off in the Sealpost tab. Ask the person to switch it on \
+             under AI access if they want calls served."
+        }
+    };
+    refusal(RefusalCode::Locked, message)
 }
 
 fn not_granted(tool: &str) -> Decision {
@@ -86,7 +94,7 @@ impl Executor {
         rng: &mut (impl CryptoRng + ?Sized),
     ) -> Decision {
         if !self.grants.read(|g| g.is_on()) {
-            return locked();
+            return not_serving(self.grants.read(|g| g.access));
         }
         let plan = match self.plan(call) {
             Ok(plan) => plan,
@@ -119,7 +127,7 @@ impl Executor {
                 let result = handler.call(call.arguments.clone()).await;
                 // Re-read the grants: a lock or a removed grant applies to this answer too.
                 if !self.grants.read(|g| g.is_on()) {
-                    return locked();
+                    return not_serving(self.grants.read(|g| g.access));
                 }
                 if !self.grants.read(|g| g.allows_tool(&call.name)) {
                     return not_granted(&call.name);

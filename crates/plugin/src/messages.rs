@@ -226,7 +226,7 @@ pub fn refusal_sentence(code: RefusalCode) -> &'static str {
              Ask them to grant it if they want to, then try again."
         }
         RefusalCode::Locked => {
-            "The Sealpost tab is locked. Ask the person to unlock it, then try again."
+            "The Sealpost tab is not serving calls now; the tab's explanation below says why."
         }
         RefusalCode::ToolFailed => "The tool failed in the Sealpost tab.",
         RefusalCode::TooLarge => {

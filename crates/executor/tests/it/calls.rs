@@ -305,11 +305,18 @@ fn arguments_that_break_the_schema_are_refused_with_the_reason() {
 
 #[cfg_attr(not(target_arch = "wasm32"), test)]
 #[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
-fn access_off_or_locked_runs_nothing() {
+fn access_off_or_locked_runs_nothing_and_says_which() {
     let h = Harness::new();
-    for access in [Access::Off, Access::Locked] {
+    for (access, cause) in [
+        (Access::Off, "AI access is switched off"),
+        (Access::Locked, "is locked"),
+    ] {
         h.grants.update(|g| g.access = access);
         assert_eq!(h.refusal_code("list_sources", empty()), RefusalCode::Locked);
+        let Reply::Refusal(refusal) = h.call("list_sources", empty()) else {
+            panic!("refused")
+        };
+        assert!(refusal.message.contains(cause), "{}", refusal.message);
         assert_eq!(
             h.refusal_code(
                 "propose_create_note",
