@@ -95,7 +95,8 @@ async function signInFromLink() {
     const signed = await api('POST', '/v1/auth/signin', { code: match[1] });
     localStorage.setItem(TOKEN_KEY, signed.token);
   } catch (error) {
-    say(`This sign-in link did not work: ${error.message} Ask for a new link (sealpost-relay owner link NAME prints one).`, { error: true });
+    const why = error.code === 'invalid_signin_code' ? 'it is unknown, used or expired (each link works once, for a short time).' : error.message;
+    say(`This sign-in link did not work: ${why} Ask whoever runs this relay for a new one (sealpost-relay owner link NAME prints it).`, { error: true });
   }
 }
 

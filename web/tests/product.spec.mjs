@@ -388,3 +388,19 @@ test('the sign-in and locked pages show no navigation or account controls', asyn
   await checkNoChrome(page, 'locked');
   await fresh.close();
 });
+
+test('a used sign-in link is refused once, in plain words that say what to do', async () => {
+  const link = await relay.newSigninUrl();
+  const first = await browser.newContext();
+  const page = await openPage(first, link);
+  await signedIn(page);
+  await first.close();
+  const second = await browser.newContext();
+  const again = await openPage(second, link);
+  await again.waitForSelector('#notice:not([hidden])');
+  const notice = await again.textContent('#notice');
+  assert.ok(/unknown, used or expired/.test(notice), notice);
+  assert.equal((notice.match(/new (one|link)/g) ?? []).length, 1, `one request for a new link: ${notice}`);
+  assert.ok(notice.includes('sealpost-relay owner link'), notice);
+  await second.close();
+});
