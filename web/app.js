@@ -582,7 +582,8 @@ document.getElementById('lock').addEventListener('click', async () => {
   showChrome(false);
   main.replaceChildren(h('h2', { text: 'Locked' }), h('p', { text: 'Sealpost is locked: nothing is served and its keys are out of memory. Reload to unlock.' }));
 });
-addEventListener('hashchange', () => { if (location.hash.startsWith('#signin=')) boot(); else { render(); main.focus(); } });
+// A notice belongs to the page it was said on: moving to another page clears it.
+addEventListener('hashchange', () => { if (location.hash.startsWith('#signin=')) boot(); else { say(null); render(); main.focus(); } });
 // When the plugin last looked the session up: only the relay knows. Asked every 5 s while the
 // page is open; an unreachable relay leaves the last answer in place.
 async function refreshPluginSeen() {

@@ -389,6 +389,17 @@ test('the sign-in and locked pages show no navigation or account controls', asyn
   await fresh.close();
 });
 
+test('a notice belongs to its page: moving to another page clears it', async () => {
+  const page = await openPage(context, await relay.newSigninUrl());
+  await signedIn(page);
+  await go(page, '#/access', 'AI access');
+  await page.click('#save-grants');
+  await page.waitForSelector('#notice:not([hidden])');
+  await go(page, '#/review', 'Review');
+  assert.equal(await page.isVisible('#notice'), false, `still shown: ${await page.textContent('#notice')}`);
+  await page.close();
+});
+
 test('a used sign-in link is refused once, in plain words that say what to do', async () => {
   const link = await relay.newSigninUrl();
   const first = await browser.newContext();
