@@ -376,7 +376,8 @@ async function renderAccess() {
   const save = async () => {
     const chosen = (name) => [...document.querySelectorAll(`input[name="${name}"]:checked`)].map((i) => i.value);
     await state.tab.setGrants({ access: on.checked ? 'on' : 'off', sources: chosen('grant-source'), tools: chosen('grant-tool') });
-    say('AI access saved. It applies to the next call.');
+    say('AI access saved. It applies to the next call, and a running session offers the change at once.');
+    return chosen('grant-tool').length;
   };
   const ttl = h('select', { id: 'ttl' }, h('option', { value: '900' }, '15 minutes'), h('option', { value: '3600', selected: true }, '1 hour'), h('option', { value: '14400' }, '4 hours'));
   main.replaceChildren(
@@ -391,7 +392,10 @@ async function renderAccess() {
       h('h3', { id: 'session-heading', text: 'Session' }),
       h('div', { class: 'row' }, h('label', { for: 'ttl' }, 'Length'), ttl,
         h('button', { class: 'primary', id: 'start-session', onclick: async () => {
-          await save();
+          const granted = await save();
+          // A session that offers nothing would only hand out a code for an empty tool list.
+          if (!on.checked) { say('Switch AI access on, and grant the tools an agent may use, before starting a session.', { error: true }); on.focus(); return; }
+          if (!granted) { say('Grant at least one tool before starting a session: with none, an agent could do nothing.', { error: true }); document.querySelector('input[name="grant-tool"]')?.focus(); return; }
           state.session = await state.tab.startSession(Number(ttl.value));
           sessionStorage.setItem(SESSION_KEY, JSON.stringify({ until: state.session.expiresAt }));
           state.served = 0; state.refused = 0; state.timeline = [];

@@ -389,6 +389,23 @@ test('the sign-in and locked pages show no navigation or account controls', asyn
   await fresh.close();
 });
 
+test('a session is not started for an empty catalog: access off or no tool granted says so', async () => {
+  const fresh = await browser.newContext({ viewport: { width: 1280, height: 800 } });
+  const page = await openPage(fresh, await relay.newSigninUrl());
+  await signedIn(page);
+  await go(page, '#/access', 'AI access');
+  await page.uncheck('#access-on');
+  await page.click('#start-session');
+  await page.waitForSelector('#notice:text("Switch AI access on")');
+  assert.equal(await page.isVisible('#pairing-code'), false, 'no code for a session that offers nothing');
+  await page.check('#access-on');
+  for (const box of await page.$$('input[name="grant-tool"]')) await box.uncheck();
+  await page.click('#start-session');
+  await page.waitForSelector('#notice:text("Grant at least one tool")');
+  assert.equal(await page.isVisible('#pairing-code'), false);
+  await fresh.close();
+});
+
 test('a notice belongs to its page: moving to another page clears it', async () => {
   const page = await openPage(context, await relay.newSigninUrl());
   await signedIn(page);
