@@ -6,7 +6,7 @@ use anyhow::Result;
 use crate::cmd::{cmd, root};
 use crate::tools;
 
-pub const TARGETS: [&str; 3] = ["envelope", "pairing_code", "hello"];
+pub const TARGETS: [&str; 4] = ["envelope", "pairing_code", "hello", "catalog_update"];
 
 pub fn smoke(seconds: u32) -> Result<()> {
     let tools = tools::ensure_all(false)?;
