@@ -12,7 +12,7 @@ use sealpost_protocol::api::{
     SigninRequest, SigninResponse, TokenKind,
 };
 
-use super::auth::Authed;
+use super::auth::{AnyAuth, OwnerAuth};
 use super::body::read_json;
 use super::client::ClientAddr;
 use super::error::{ApiError, ApiResult};
@@ -123,12 +123,13 @@ pub async fn signin(
         (status = 503, description = "`unavailable`", body = ErrorBody),
     )
 )]
-pub async fn signout(State(state): State<AppState>, auth: Authed) -> ApiResult<StatusCode> {
+pub async fn signout(State(state): State<AppState>, auth: AnyAuth) -> ApiResult<StatusCode> {
+    let token = auth.row();
     state
         .store
-        .revoke_token(auth.owner_id(), auth.token.id, None, now_ms())
+        .revoke_token(auth.owner_id(), token.id, None, now_ms())
         .await?;
-    tracing::info!(sid = %auth.token.id, kind = auth.token.kind.as_str(), "token revoked by its holder");
+    tracing::info!(sid = %token.id, kind = token.kind.as_str(), "token revoked by its holder");
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -146,36 +147,31 @@ pub async fn signout(State(state): State<AppState>, auth: Authed) -> ApiResult<S
         (status = 503, description = "`unavailable`", body = ErrorBody),
     )
 )]
-pub async fn me(State(state): State<AppState>, auth: Authed) -> ApiResult<Json<MeResponse>> {
-    // An MCP token grants its pairing's calls and nothing about the account behind it.
-    auth.require_owner()?;
+pub async fn me(State(state): State<AppState>, auth: OwnerAuth) -> ApiResult<Json<MeResponse>> {
+    // An MCP token grants its pairing's calls and nothing about the account behind it: the
+    // extractor refuses one.
+    let token = auth.row();
     let now = now_ms();
-    let mut token = None;
-    let mut expires_at = auth.token.expires_at;
-    if auth.token.kind == TokenKind::Owner {
-        // Sliding, but never past the absolute lifetime from the sign-in: a stolen owner
-        // token cannot keep itself alive by use.
-        let renewed = state
-            .config
-            .limits
-            .owner_token_expiry(auth.token.created_at, now);
-        if state
-            .store
-            .extend_token(auth.token.id, renewed, now)
-            .await?
-        {
-            expires_at = renewed.max(expires_at);
-            token = Some(state.keys.sign(&TokenRow {
-                expires_at,
-                ..auth.token.clone()
-            }));
-        }
+    let mut renewed_token = None;
+    let mut expires_at = token.expires_at;
+    // Sliding, but never past the absolute lifetime from the sign-in: a stolen owner token
+    // cannot keep itself alive by use.
+    let renewed = state
+        .config
+        .limits
+        .owner_token_expiry(token.created_at, now);
+    if state.store.extend_token(token.id, renewed, now).await? {
+        expires_at = renewed.max(expires_at);
+        renewed_token = Some(state.keys.sign(&TokenRow {
+            expires_at,
+            ..token.clone()
+        }));
     }
     Ok(Json(MeResponse {
         owner: owner_info(&state, auth.owner_id()).await?,
-        token_kind: auth.token.kind,
-        pair_id: auth.token.pair_id,
-        token,
+        token_kind: token.kind,
+        pair_id: token.pair_id,
+        token: renewed_token,
         expires_at,
         now_ms: now,
     }))
@@ -197,9 +193,8 @@ pub async fn me(State(state): State<AppState>, auth: Authed) -> ApiResult<Json<M
 )]
 pub async fn signin_link(
     State(state): State<AppState>,
-    auth: Authed,
+    auth: OwnerAuth,
 ) -> ApiResult<Json<SigninLinkResponse>> {
-    auth.require_owner()?;
     let quota = state.config.limits.max_live_signin_codes_per_owner;
     let held = state.store.live_grants(auth.owner_id(), now_ms()).await?;
     if held.signin_codes >= i64::from(quota) {
@@ -241,11 +236,10 @@ pub async fn signin_link(
 )]
 pub async fn create_mcp_token(
     State(state): State<AppState>,
-    auth: Authed,
+    auth: OwnerAuth,
     headers: HeaderMap,
     body: Body,
 ) -> ApiResult<(StatusCode, Json<CreateMcpTokenResponse>)> {
-    auth.require_owner()?;
     let (cap, timeout) = small_body_timeout(&state);
     let request: CreateMcpTokenRequest = read_json(&headers, body, cap, timeout).await?;
     let limits = &state.config.limits;
@@ -329,10 +323,9 @@ pub struct TokenPageQuery {
 )]
 pub async fn list_mcp_tokens(
     State(state): State<AppState>,
-    auth: Authed,
+    auth: OwnerAuth,
     Query(query): Query<TokenPageQuery>,
 ) -> ApiResult<Json<McpTokenList>> {
-    auth.require_owner()?;
     let after = match query.after.as_deref() {
         Some(after) => Some(after.parse().map_err(|_| {
             ApiError::new(
@@ -392,7 +385,7 @@ pub async fn list_mcp_tokens(
 )]
 pub async fn revoke_mcp_token(
     State(state): State<AppState>,
-    auth: Authed,
+    auth: OwnerAuth,
     Path(id): Path<String>,
 ) -> ApiResult<StatusCode> {
     revoke_own(&state, &auth, &id, TokenKind::Mcp).await
@@ -415,9 +408,8 @@ pub async fn revoke_mcp_token(
 )]
 pub async fn list_owner_tokens(
     State(state): State<AppState>,
-    auth: Authed,
+    auth: OwnerAuth,
 ) -> ApiResult<Json<OwnerTokenList>> {
-    auth.require_owner()?;
     let rows = state
         .store
         .list_owner_tokens(auth.owner_id(), now_ms())
@@ -428,7 +420,7 @@ pub async fn list_owner_tokens(
             id: row.id,
             created_at: row.created_at,
             expires_at: row.expires_at,
-            current: row.id == auth.token.id,
+            current: row.id == auth.row().id,
         })
         .collect();
     Ok(Json(OwnerTokenList { tokens }))
@@ -452,7 +444,7 @@ pub async fn list_owner_tokens(
 )]
 pub async fn revoke_owner_token(
     State(state): State<AppState>,
-    auth: Authed,
+    auth: OwnerAuth,
     Path(id): Path<String>,
 ) -> ApiResult<StatusCode> {
     revoke_own(&state, &auth, &id, TokenKind::Owner).await
@@ -461,11 +453,10 @@ pub async fn revoke_owner_token(
 /// An owner revokes one of their own tokens of `kind`; any other id answers 404.
 async fn revoke_own(
     state: &AppState,
-    auth: &Authed,
+    auth: &OwnerAuth,
     id: &str,
     kind: TokenKind,
 ) -> ApiResult<StatusCode> {
-    auth.require_owner()?;
     let id = path_id(id, "token")?;
     if !state
         .store

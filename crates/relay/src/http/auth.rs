@@ -1,11 +1,16 @@
 //! Bearer tokens: HS256 JWTs whose `sid` names a token row that is checked on every request,
-//! so sign-out, revocation and disabling an owner take effect on the next request. The call
-//! loop's handlers take `Verified` and the store checks the row inside the operation itself
-//! (one database round trip fewer per request); every other handler takes `Authed`, which
-//! reads the row first. Both charge the request to the token's and owner's rates and answer a
-//! refusal themselves; the handlers that may complete admitted work (reply, cancel, read) take
-//! `Charged<Verified>` or `Charged<Authed>` instead, which keep the refusal for the handler to
-//! answer unless the ledger of admitted work exempts the request (`admitted`).
+//! so sign-out, revocation and disabling an owner take effect on the next request.
+//!
+//! A handler names the kind of token it accepts in its signature, as the proof it takes: the
+//! call loop's handlers take [`VerifiedOwner`], [`VerifiedMcp`] or [`VerifiedAny`], whose rows
+//! the store checks inside the operation itself (one database round trip fewer per request);
+//! every other handler takes [`OwnerAuth`] or [`AnyAuth`], which read the row first. Each
+//! extractor charges the request to the token's and owner's rates and answers a refusal
+//! itself, then refuses a token of the wrong kind (403 `wrong_token_kind`); the handlers that
+//! may complete admitted work (reply, cancel, read) take `Charged<…>` of their proof instead,
+//! which keeps the refusal for the handler to answer unless the ledger of admitted work exempts
+//! the request (`admitted`). The proofs have private fields and are made only here, so a
+//! handler cannot forget the kind nor build one by hand (the `compile_fail` examples on each).
 //!
 //! Owner tokens and MCP tokens differ in audience, and the row's kind and pairing must agree
 //! with the claims: a token cannot be turned into the other kind by editing its claims.
@@ -111,62 +116,166 @@ impl Keys {
     }
 }
 
-/// A request's bearer token with its JWT verified (HS256 signature, issuer, audience, expiry)
-/// and counted against the token's request rate, but its row not read. The call loop's
-/// handlers take this and hand the [`Bearer`] to the store, whose operation checks the row in
-/// the same statement (so a revoked token changes nothing); every other handler takes
-/// [`Authed`], which reads the row first.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Verified(pub Bearer);
+// The proofs a handler names in its signature. Each is made only here (private fields, no
+// public constructor), by its extractor: a handler that takes one cannot forget the token's
+// kind, and one elsewhere cannot build one by hand.
 
-impl Verified {
+/// An owner token whose row was read and is live: unrevoked, unexpired, its owner enabled,
+/// agreeing with the claims. Extracting one refuses an MCP token (403 `wrong_token_kind`).
+///
+/// Only its extractor makes one; a literal does not compile outside this module:
+///
+/// ```compile_fail,E0451
+/// fn forge(row: sealpost_relay::store::TokenRow) -> sealpost_relay::http::auth::OwnerAuth {
+///     sealpost_relay::http::auth::OwnerAuth { row }
+/// }
+/// ```
+#[derive(Debug, Clone)]
+pub struct OwnerAuth {
+    row: TokenRow,
+}
+
+impl OwnerAuth {
+    /// The owner the token belongs to.
     pub fn owner_id(&self) -> Id16 {
-        self.0.owner_id
+        self.row.owner_id
     }
 
-    /// Refuses MCP tokens.
-    pub async fn require_owner(&self, state: &AppState) -> ApiResult<()> {
-        self.unless_dead(state, require_owner(self.0.kind)).await
+    /// The token's row, as read for this request.
+    pub fn row(&self) -> &TokenRow {
+        &self.row
+    }
+}
+
+/// A token of either kind whose row was read and is live, for the endpoints both kinds may
+/// use; the handler scopes what it does by the token's kind and pairing.
+///
+/// Only its extractor makes one; a literal does not compile outside this module:
+///
+/// ```compile_fail,E0451
+/// fn forge(row: sealpost_relay::store::TokenRow) -> sealpost_relay::http::auth::AnyAuth {
+///     sealpost_relay::http::auth::AnyAuth { row }
+/// }
+/// ```
+#[derive(Debug, Clone)]
+pub struct AnyAuth {
+    row: TokenRow,
+}
+
+impl AnyAuth {
+    /// The owner the token belongs to.
+    pub fn owner_id(&self) -> Id16 {
+        self.row.owner_id
     }
 
-    /// Refuses owner tokens; returns the MCP token's pairing.
-    pub async fn require_mcp(&self, state: &AppState) -> ApiResult<Id16> {
-        self.unless_dead(state, require_mcp(self.0.kind, self.0.pair_id))
-            .await
+    /// The token's row, as read for this request.
+    pub fn row(&self) -> &TokenRow {
+        &self.row
+    }
+}
+
+/// An owner token with its JWT verified (HS256 signature, issuer, audience, expiry) but its
+/// row not read: the call loop's handlers hand its [`Bearer`] to the store, whose operation
+/// checks the row in the same statement (so a revoked token changes nothing). Extracting one
+/// refuses an MCP token (403 `wrong_token_kind`), but only once its row is found live: a dead
+/// token learns nothing but 401.
+///
+/// Only its extractor (and the session channel's upgrade) makes one; a literal does not
+/// compile outside this module:
+///
+/// ```compile_fail,E0451
+/// fn forge(bearer: sealpost_relay::store::Bearer) -> sealpost_relay::http::auth::VerifiedOwner {
+///     sealpost_relay::http::auth::VerifiedOwner { bearer }
+/// }
+/// ```
+#[derive(Debug, Clone, Copy)]
+pub struct VerifiedOwner {
+    bearer: Bearer,
+}
+
+impl VerifiedOwner {
+    /// The owner the token belongs to.
+    pub fn owner_id(&self) -> Id16 {
+        self.bearer.owner_id
+    }
+
+    /// The token, for the store's operation to check.
+    pub fn bearer(&self) -> Bearer {
+        self.bearer
     }
 
     /// Reads the token's row: refuses a revoked, expired or signed-out token before the
     /// request's body is read, so such a token never costs the relay a body.
-    pub async fn require_live(&self, state: &AppState) -> ApiResult<()> {
-        live_row(state, &self.0).await.map(drop)
-    }
-
-    /// A token of the wrong kind is told so only if its row is live: a dead token learns
-    /// nothing but 401, as on every other endpoint. (A cold path: only a misconfigured client
-    /// sends the wrong kind.)
-    async fn unless_dead<T>(&self, state: &AppState, kind_ok: ApiResult<T>) -> ApiResult<T> {
-        if kind_ok.is_err() {
-            live_row(state, &self.0).await?;
-        }
-        kind_ok
+    pub(crate) async fn require_live(&self, state: &AppState) -> ApiResult<()> {
+        live_row(state, &self.bearer).await.map(drop)
     }
 }
 
-/// A request's bearer token whose row was read and is live: unrevoked, unexpired, its owner
-/// enabled, agreeing with the claims.
-#[derive(Debug, Clone)]
-pub(crate) struct Authed {
-    pub token: TokenRow,
+/// An MCP token with its JWT verified but its row not read, as [`VerifiedOwner`] is for an
+/// owner token; with its pairing. Extracting one refuses an owner token (403
+/// `wrong_token_kind`) once its row is found live.
+///
+/// Only its extractor makes one; a literal does not compile outside this module:
+///
+/// ```compile_fail,E0451
+/// use sealpost_relay::{http::auth::VerifiedMcp, store::Bearer};
+/// fn forge(bearer: Bearer) -> VerifiedMcp {
+///     VerifiedMcp { bearer, pair_id: bearer.pair_id.unwrap() }
+/// }
+/// ```
+#[derive(Debug, Clone, Copy)]
+pub struct VerifiedMcp {
+    bearer: Bearer,
+    pair_id: Id16,
 }
 
-impl Authed {
+impl VerifiedMcp {
+    /// The owner the token belongs to.
     pub fn owner_id(&self) -> Id16 {
-        self.token.owner_id
+        self.bearer.owner_id
     }
 
-    /// Refuses MCP tokens.
-    pub fn require_owner(&self) -> ApiResult<()> {
-        require_owner(self.token.kind)
+    /// The pairing the token acts for.
+    pub fn pair_id(&self) -> Id16 {
+        self.pair_id
+    }
+
+    /// The token, for the store's operation to check.
+    pub fn bearer(&self) -> Bearer {
+        self.bearer
+    }
+
+    /// As [`VerifiedOwner::require_live`].
+    pub(crate) async fn require_live(&self, state: &AppState) -> ApiResult<()> {
+        live_row(state, &self.bearer).await.map(drop)
+    }
+}
+
+/// A token of either kind with its JWT verified but its row not read, for the call loop's
+/// endpoint both kinds may use (a call's read): the store scopes it by the token's kind and
+/// pairing and checks its row.
+///
+/// Only its extractor makes one; a literal does not compile outside this module:
+///
+/// ```compile_fail,E0451
+/// fn forge(bearer: sealpost_relay::store::Bearer) -> sealpost_relay::http::auth::VerifiedAny {
+///     sealpost_relay::http::auth::VerifiedAny { bearer }
+/// }
+/// ```
+#[derive(Debug, Clone, Copy)]
+pub struct VerifiedAny {
+    bearer: Bearer,
+}
+
+impl VerifiedAny {
+    /// The owner the token belongs to.
+    pub fn owner_id(&self) -> Id16 {
+        self.bearer.owner_id
+    }
+
+    /// The token, for the store's operation to check.
+    pub fn bearer(&self) -> Bearer {
+        self.bearer
     }
 }
 
@@ -184,17 +293,100 @@ fn require_mcp(kind: TokenKind, pair_id: Option<Id16>) -> ApiResult<Id16> {
     }
 }
 
-/// A request's token, authenticated as `T` ([`Verified`] or [`Authed`]) and charged to its
-/// rates, with the charge's refusal kept instead of answered. The handler answers it
-/// ([`Charged::admit`], as `Verified` and `Authed` do by themselves) unless the request
-/// completes work the relay already admitted ([`Charged::admit_work`], see `admitted`), and
-/// decides so before it reads any body. The fields are private: only the extractor makes one,
-/// and only the ledger of admitted work turns its refusal into an exemption.
+/// A token of the wrong kind is told so only if its row is live: a dead token learns nothing
+/// but 401, as on every other endpoint. (A cold path: only a misconfigured client sends the
+/// wrong kind.)
+async fn unless_dead<T>(state: &AppState, bearer: &Bearer, kind_ok: ApiResult<T>) -> ApiResult<T> {
+    if kind_ok.is_err() {
+        live_row(state, bearer).await?;
+    }
+    kind_ok
+}
+
+mod sealed {
+    use super::{ApiResult, AppState, Bearer, TokenRow};
+
+    /// How a proof is made, in two steps around the rate's decision: what is checked before
+    /// the request is charged (the JWT, and the row for the proofs that read it first), and the
+    /// kind, checked only once the rate let the request through (or the ledger exempted it),
+    /// so a spent rate is answered 429 whatever the kind. A sealed trait: only this module's
+    /// proofs implement it, and only this module can call it.
+    pub trait Proof: Sized {
+        /// Whether the row is read before the charge (and the handler), rather than inside the
+        /// store's statement.
+        const READS_ROW: bool;
+
+        /// The proof, or the refusal of a token of the wrong kind; `row` is read and live
+        /// when [`Proof::READS_ROW`].
+        fn check_kind(
+            state: &AppState,
+            bearer: Bearer,
+            row: Option<TokenRow>,
+        ) -> impl Future<Output = ApiResult<Self>> + Send;
+    }
+}
+use sealed::Proof;
+
+impl Proof for OwnerAuth {
+    const READS_ROW: bool = true;
+
+    async fn check_kind(_: &AppState, bearer: Bearer, row: Option<TokenRow>) -> ApiResult<Self> {
+        require_owner(bearer.kind)?;
+        Ok(Self {
+            row: row.expect("read before the charge"),
+        })
+    }
+}
+
+impl Proof for AnyAuth {
+    const READS_ROW: bool = true;
+
+    async fn check_kind(_: &AppState, _: Bearer, row: Option<TokenRow>) -> ApiResult<Self> {
+        Ok(Self {
+            row: row.expect("read before the charge"),
+        })
+    }
+}
+
+impl Proof for VerifiedOwner {
+    const READS_ROW: bool = false;
+
+    async fn check_kind(state: &AppState, bearer: Bearer, _: Option<TokenRow>) -> ApiResult<Self> {
+        unless_dead(state, &bearer, require_owner(bearer.kind)).await?;
+        Ok(Self { bearer })
+    }
+}
+
+impl Proof for VerifiedMcp {
+    const READS_ROW: bool = false;
+
+    async fn check_kind(state: &AppState, bearer: Bearer, _: Option<TokenRow>) -> ApiResult<Self> {
+        let pair_id = unless_dead(state, &bearer, require_mcp(bearer.kind, bearer.pair_id)).await?;
+        Ok(Self { bearer, pair_id })
+    }
+}
+
+impl Proof for VerifiedAny {
+    const READS_ROW: bool = false;
+
+    async fn check_kind(_: &AppState, bearer: Bearer, _: Option<TokenRow>) -> ApiResult<Self> {
+        Ok(Self { bearer })
+    }
+}
+
+/// A request's token, authenticated up to its kind and charged to its rates, with the
+/// charge's refusal kept instead of answered. The handler answers it ([`Charged::admit`], as
+/// the proofs' own extractors do) unless the request completes work the relay already
+/// admitted ([`Charged::admit_work`], see `admitted`), and decides so before it reads any
+/// body; then the token's kind is checked, as the proof's own extractor checks it. The fields
+/// are private: only the extractor makes one, and only the ledger of admitted work turns its
+/// refusal into an exemption.
 #[derive(Debug)]
 pub(crate) struct Charged<T> {
-    auth: T,
     bearer: Bearer,
+    row: Option<TokenRow>,
     refused: Option<ApiError>,
+    proof: std::marker::PhantomData<fn() -> T>,
 }
 
 /// A request a rate refused, let through because it completes admitted work. It keeps the
@@ -212,33 +404,34 @@ impl Exempt {
     }
 }
 
-impl<T> Charged<T> {
-    /// The token, or the rate's refusal.
-    pub fn admit(self) -> ApiResult<T> {
-        match self.refused {
-            Some(refused) => Err(refused),
-            None => Ok(self.auth),
+impl<T: Proof> Charged<T> {
+    /// The token, or the rate's refusal, or the refusal of a token of the wrong kind.
+    pub async fn admit(self, state: &AppState) -> ApiResult<T> {
+        if let Some(refused) = self.refused {
+            return Err(refused);
         }
+        T::check_kind(state, self.bearer, self.row).await
     }
 
     /// The token, or the rate's refusal unless the request does `work` on `call` (a path id
     /// that did not parse is `None`) that the ledger exempts: then the token with its
-    /// [`Exempt`]. Requests the rates let through carry none.
-    pub fn admit_work(
+    /// [`Exempt`]. Requests the rates let through carry none. A token of the wrong kind is
+    /// refused once the rate's refusal is settled.
+    pub async fn admit_work(
         self,
         state: &AppState,
         work: Work,
         call: Option<Id16>,
     ) -> ApiResult<(T, Option<Exempt>)> {
-        let Some(refused) = self.refused else {
-            return Ok((self.auth, None));
+        let exempt = match self.refused {
+            None => None,
+            Some(refused) => match call {
+                Some(call) if exempt(state, &self.bearer, work, call) => Some(Exempt { refused }),
+                _ => return Err(refused),
+            },
         };
-        match call {
-            Some(call) if exempt(state, &self.bearer, work, call) => {
-                Ok((self.auth, Some(Exempt { refused })))
-            }
-            _ => Err(refused),
-        }
+        let proof = T::check_kind(state, self.bearer, self.row).await?;
+        Ok((proof, exempt))
     }
 }
 
@@ -253,31 +446,46 @@ pub(crate) fn exempt(state: &AppState, bearer: &Bearer, work: Work, call: Id16) 
     exempt
 }
 
-impl FromRequestParts<AppState> for Charged<Verified> {
+impl<T: Proof> FromRequestParts<AppState> for Charged<T> {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> ApiResult<Self> {
-        let verified = verify(parts, state)?;
-        // The call loop's store operation checks the row itself, so the charge comes first: only
-        // a token the relay signed gets here, and the sweeper drops keys that have refilled.
-        let refused = charge(state, &verified.0).err();
+        let bearer = verify(parts, state)?;
+        // A proof that reads the row reads it before the charge, so a revoked or unknown token
+        // never enters the rate table. The call loop's store operation checks the row itself,
+        // so there the charge comes first: only a token the relay signed gets here, and the
+        // sweeper drops keys that have refilled.
+        let row = if T::READS_ROW {
+            Some(live_row(state, &bearer).await?)
+        } else {
+            None
+        };
+        let refused = charge(state, &bearer).err();
         Ok(Charged {
-            auth: verified,
-            bearer: verified.0,
+            bearer,
+            row,
             refused,
+            proof: std::marker::PhantomData,
         })
     }
 }
 
-impl FromRequestParts<AppState> for Verified {
-    type Rejection = ApiError;
+/// Each proof's own extractor: charged, with the rate's refusal answered, then its kind checked.
+macro_rules! extractor {
+    ($($proof:ty),+) => {$(
+        impl FromRequestParts<AppState> for $proof {
+            type Rejection = ApiError;
 
-    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> ApiResult<Self> {
-        Charged::<Verified>::from_request_parts(parts, state)
-            .await?
-            .admit()
-    }
+            async fn from_request_parts(parts: &mut Parts, state: &AppState) -> ApiResult<Self> {
+                Charged::<$proof>::from_request_parts(parts, state)
+                    .await?
+                    .admit(state)
+                    .await
+            }
+        }
+    )+};
 }
+extractor!(OwnerAuth, AnyAuth, VerifiedOwner, VerifiedMcp, VerifiedAny);
 
 /// Counts one request against the token's and its owner's rates.
 pub(crate) fn charge(state: &AppState, bearer: &Bearer) -> ApiResult<()> {
@@ -294,9 +502,9 @@ pub(crate) fn charge(state: &AppState, bearer: &Bearer) -> ApiResult<()> {
 }
 
 /// The bearer token's JWT, verified: HS256 signature, issuer, audience, expiry.
-fn verify(parts: &Parts, state: &AppState) -> ApiResult<Verified> {
+fn verify(parts: &Parts, state: &AppState) -> ApiResult<Bearer> {
     let token = bearer(&parts.headers).ok_or_else(ApiError::unauthorized)?;
-    signed_bearer(state, token).map(Verified)
+    signed_bearer(state, token)
 }
 
 /// The token a JWT the relay signed describes (signature, issuer, audience, expiry checked);
@@ -381,7 +589,7 @@ pub(crate) async fn forget_dead_tokens(
 pub(crate) async fn channel_owner<'a>(
     state: &AppState,
     protocols: impl Iterator<Item = &'a axum::http::HeaderValue>,
-) -> ApiResult<Bearer> {
+) -> ApiResult<VerifiedOwner> {
     use sealpost_protocol::api::channel::CHANNEL_BEARER_PREFIX;
     let token = protocols
         .filter_map(|value| value.to_str().ok())
@@ -391,7 +599,7 @@ pub(crate) async fn channel_owner<'a>(
     live_row(state, &bearer).await?;
     require_owner(bearer.kind)?;
     charge(state, &bearer)?;
-    Ok(bearer)
+    Ok(VerifiedOwner { bearer })
 }
 
 /// The bearer's row, if it is live and agrees with the claims; else 401.
@@ -410,33 +618,6 @@ async fn live_row(state: &AppState, bearer: &Bearer) -> ApiResult<TokenRow> {
 /// Whether a token row says what the token's claims say: its owner, its kind and its pairing.
 fn agrees(row: &TokenRow, bearer: &Bearer) -> bool {
     row.owner_id == bearer.owner_id && row.kind == bearer.kind && row.pair_id == bearer.pair_id
-}
-
-impl FromRequestParts<AppState> for Charged<Authed> {
-    type Rejection = ApiError;
-
-    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> ApiResult<Self> {
-        let Verified(bearer) = verify(parts, state)?;
-        let token = live_row(state, &bearer).await?;
-        // Charged only now that the row is live: a revoked or unknown token never enters the
-        // rate table.
-        let refused = charge(state, &bearer).err();
-        Ok(Charged {
-            auth: Authed { token },
-            bearer,
-            refused,
-        })
-    }
-}
-
-impl FromRequestParts<AppState> for Authed {
-    type Rejection = ApiError;
-
-    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> ApiResult<Self> {
-        Charged::<Authed>::from_request_parts(parts, state)
-            .await?
-            .admit()
-    }
 }
 
 #[cfg(test)]

@@ -24,7 +24,7 @@ use sealpost_protocol::content::CancelReason;
 use sealpost_protocol::ids::{Base64Bytes, Id16};
 use tokio::time::Instant;
 
-use super::auth::{Authed, Charged, Verified};
+use super::auth::{AnyAuth, Charged, VerifiedAny, VerifiedMcp, VerifiedOwner};
 use super::body::{admit, read_json};
 use super::error::{ApiError, ApiResult};
 use super::path_id;
@@ -159,12 +159,11 @@ fn timeout(state: &AppState) -> Duration {
 )]
 pub async fn post(
     State(state): State<AppState>,
-    auth: Verified,
+    auth: VerifiedMcp,
     Path(session_id): Path<String>,
     headers: HeaderMap,
     body: Body,
 ) -> ApiResult<(StatusCode, Json<PostCallResponse>)> {
-    auth.require_mcp(&state).await?;
     let session_id = path_id(&session_id, "session")?;
     let limits = &state.config.limits;
     let cap = limits.body_cap_for(limits.max_call_envelope_bytes);
@@ -208,7 +207,11 @@ pub async fn post(
     let reserved = held_quota(&state, call.owner_id, call.envelope.len())?;
     let expires_at = match state
         .store
-        .post_call(auth.0, &call, Some(limits.max_pending_calls_per_session))
+        .post_call(
+            auth.bearer(),
+            &call,
+            Some(limits.max_pending_calls_per_session),
+        )
         .await
     {
         Err(StoreError::NotFound) => return Err(ApiError::not_found("session")),
@@ -258,15 +261,14 @@ pub async fn post(
 )]
 pub async fn claim(
     State(state): State<AppState>,
-    auth: Verified,
+    auth: VerifiedOwner,
     Path(session_id): Path<String>,
     RawQuery(query): RawQuery,
 ) -> ApiResult<Json<ClaimResponse>> {
-    auth.require_owner(&state).await?;
     let session_id = path_id(&session_id, "session")?;
     let wait = wait_ms(&state, &query)?;
     let max = query_number(&query, "max")?.unwrap_or(state.config.limits.max_claim_batch as u64);
-    claim_calls(&state, auth.0, session_id, wait, max)
+    claim_calls(&state, auth.bearer(), session_id, wait, max)
         .await
         .map(Json)
 }
@@ -361,14 +363,15 @@ pub(crate) async fn claim_calls(
 )]
 pub async fn reply(
     State(state): State<AppState>,
-    auth: Charged<Verified>,
+    auth: Charged<VerifiedOwner>,
     Path(call_id): Path<String>,
     headers: HeaderMap,
     body: Body,
 ) -> ApiResult<StatusCode> {
     // The first reply to a call this token claimed is not refused by a rate (`admitted`).
-    let (auth, _exempt) = auth.admit_work(&state, Work::Reply, call_id.parse().ok())?;
-    auth.require_owner(&state).await?;
+    let (auth, _exempt) = auth
+        .admit_work(&state, Work::Reply, call_id.parse().ok())
+        .await?;
     let call_id = path_id(&call_id, "call")?;
     let limits = &state.config.limits;
     let cap = limits.body_cap_for(limits.max_reply_envelope_bytes);
@@ -379,7 +382,7 @@ pub async fn reply(
         auth.require_live(&state).await?;
     }
     let request: ReplyRequest = read_json(&headers, body, cap, timeout(&state)).await?;
-    store_reply(&state, auth.0, call_id, request.envelope.0).await?;
+    store_reply(&state, auth.bearer(), call_id, request.envelope.0).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -431,10 +434,10 @@ pub(crate) async fn store_reply(
     Ok(())
 }
 
-fn scope(auth: &Authed) -> Scope {
+fn scope(auth: &AnyAuth) -> Scope {
     Scope {
         owner_id: auth.owner_id(),
-        pair_id: auth.token.pair_id,
+        pair_id: auth.row().pair_id,
     }
 }
 
@@ -460,13 +463,15 @@ fn scope(auth: &Authed) -> Scope {
 )]
 pub async fn cancel(
     State(state): State<AppState>,
-    auth: Charged<Authed>,
+    auth: Charged<AnyAuth>,
     Path(call_id): Path<String>,
     headers: HeaderMap,
     body: Body,
 ) -> ApiResult<StatusCode> {
     // The first cancel of a call this token claimed is not refused by a rate (`admitted`).
-    let (auth, _exempt) = auth.admit_work(&state, Work::Cancel, call_id.parse().ok())?;
+    let (auth, _exempt) = auth
+        .admit_work(&state, Work::Cancel, call_id.parse().ok())
+        .await?;
     let call_id = path_id(&call_id, "call")?;
     let request: CancelRequest = read_json(
         &headers,
@@ -530,12 +535,15 @@ pub(crate) async fn cancel_call(
 )]
 pub async fn read(
     State(state): State<AppState>,
-    auth: Charged<Verified>,
+    auth: Charged<VerifiedAny>,
     Path(call_id): Path<String>,
     RawQuery(query): RawQuery,
 ) -> ApiResult<Response> {
     // The plugin's first read of a call answered here is not refused by a rate (`admitted`).
-    let (auth, mut exempt) = auth.admit_work(&state, Work::Read, call_id.parse().ok())?;
+    let (auth, mut exempt) = auth
+        .admit_work(&state, Work::Read, call_id.parse().ok())
+        .await?;
+    let bearer = auth.bearer();
     let call_id = path_id(&call_id, "call")?;
     let wait = wait_ms(&state, &query)?;
     let mut place = None;
@@ -547,9 +555,9 @@ pub async fn read(
         tokio::pin!(notified);
         notified.as_mut().enable();
         let now = now_ms();
-        let read = state.store.read_call(auth.0, call_id, now).await;
+        let read = state.store.read_call(bearer, call_id, now).await;
         let handed_over = matches!(&read, Ok(Some(view)) if view.state.is_final());
-        if exempt.is_some() || (handed_over && auth.0.kind == TokenKind::Mcp) {
+        if exempt.is_some() || (handed_over && bearer.kind == TokenKind::Mcp) {
             // The answer reached its pairing's token, or the exempt read reached the store: a
             // later read is not the first.
             state.admitted.delivered(auth.owner_id(), call_id);
@@ -567,7 +575,7 @@ pub async fn read(
                 .as_ref()
                 .is_some_and(|r| r.len() > state.config.limits.large_body_bytes);
             let slot = if large {
-                Some(state.large_replies.try_acquire(auth.0.token_id).ok_or_else(|| {
+                Some(state.large_replies.try_acquire(bearer.token_id).ok_or_else(|| {
                     ApiError::busy("This token is being sent as many large replies as allowed at once; retry.")
                 })?)
             } else {
@@ -585,7 +593,7 @@ pub async fn read(
                 None => Json(answer).into_response(),
             });
         }
-        hold_long_poll_place(&state, &auth.0, &mut place)?;
+        hold_long_poll_place(&state, &bearer, &mut place)?;
         // Wake at the call's own next change (expiry or lease end) too.
         let mut until = deadline
             .min(Instant::now() + Duration::from_millis(state.config.limits.fallback_poll_ms));

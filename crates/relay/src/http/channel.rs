@@ -41,7 +41,7 @@ use serde::Deserialize;
 use serde_json::Value;
 use tokio::time::Instant;
 
-use super::auth::{Verified, channel_owner, charge, exempt};
+use super::auth::{VerifiedOwner, channel_owner, charge, exempt};
 use super::calls::{cancel_call, claim_calls, store_reply};
 use super::error::{ApiError, ApiResult};
 use super::state::AppState;
@@ -84,8 +84,8 @@ pub(crate) async fn open(
     let offered = upgrade
         .requested_protocols()
         .any(|protocol| protocol.as_bytes() == CHANNEL_PROTOCOL.as_bytes());
-    let bearer = match channel_owner(&state, upgrade.requested_protocols()).await {
-        Ok(bearer) => bearer,
+    let owner = match channel_owner(&state, upgrade.requested_protocols()).await {
+        Ok(owner) => owner,
         Err(error) => return error.into_response(),
     };
     if !offered {
@@ -95,7 +95,7 @@ pub(crate) async fn open(
         )
         .into_response();
     }
-    let Some(place) = state.channels.try_acquire(bearer.owner_id) else {
+    let Some(place) = state.channels.try_acquire(owner.owner_id()) else {
         return ApiError::quota(
             ErrorCode::TooManyChannels,
             format!(
@@ -114,7 +114,7 @@ pub(crate) async fn open(
         .max_frame_size(largest)
         .on_upgrade(move |socket| async move {
             let _held = (hold, place, state.metrics.channel_opened());
-            serve(socket, state, bearer).await;
+            serve(socket, state, owner).await;
         })
 }
 
@@ -129,7 +129,8 @@ enum Closed {
     Unreadable,
 }
 
-async fn serve(socket: WebSocket, state: AppState, bearer: Bearer) {
+async fn serve(socket: WebSocket, state: AppState, owner: VerifiedOwner) {
+    let bearer = owner.bearer();
     let (mut sink, mut stream) = socket.split();
     let mut running = FuturesUnordered::new();
     let idle = Duration::from_millis(state.config.limits.max_wait_ms.saturating_mul(2));
@@ -156,7 +157,7 @@ async fn serve(socket: WebSocket, state: AppState, bearer: Bearer) {
                     quiet_until = Instant::now() + idle;
                     match admit(&state, &bearer, &text, running.len()) {
                         Ok((request, place)) => {
-                            running.push(run(state.clone(), bearer, request, place));
+                            running.push(run(state.clone(), owner, request, place));
                         }
                         Err((refused, route)) => {
                             state
@@ -359,7 +360,7 @@ impl Peek {
 /// Runs one operation and answers it as HTTP would.
 async fn run(
     state: AppState,
-    bearer: Bearer,
+    owner: VerifiedOwner,
     request: ChannelRequest,
     _place: Option<LargePlace>,
 ) -> ChannelAnswer {
@@ -369,7 +370,7 @@ async fn run(
         ChannelOp::Reply { .. } => REPLY_ROUTE,
         ChannelOp::Cancel { .. } => CANCEL_ROUTE,
     };
-    let answer = match perform(&state, bearer, request.op).await {
+    let answer = match perform(&state, owner, request.op).await {
         Ok((status, body)) => ChannelAnswer {
             id: request.id,
             status,
@@ -390,7 +391,8 @@ async fn run(
     answer
 }
 
-async fn perform(state: &AppState, bearer: Bearer, op: ChannelOp) -> ApiResult<(u16, Value)> {
+async fn perform(state: &AppState, owner: VerifiedOwner, op: ChannelOp) -> ApiResult<(u16, Value)> {
+    let bearer = owner.bearer();
     match op {
         ChannelOp::Claim {
             session_id,
@@ -409,7 +411,7 @@ async fn perform(state: &AppState, bearer: Bearer, op: ChannelOp) -> ApiResult<(
         }
         ChannelOp::Cancel { call_id, reason } => {
             // The store's cancel does not check the token: read its row first, as HTTP does.
-            Verified(bearer).require_live(state).await?;
+            owner.require_live(state).await?;
             let scope = Scope {
                 owner_id: bearer.owner_id,
                 pair_id: None,

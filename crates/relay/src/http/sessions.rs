@@ -12,7 +12,7 @@ use sealpost_protocol::api::{
 };
 use sealpost_protocol::ids::{Base64Bytes, Id16};
 
-use super::auth::Authed;
+use super::auth::{AnyAuth, OwnerAuth};
 use super::body::read_json;
 use super::error::{ApiError, ApiResult};
 use super::path_id;
@@ -41,11 +41,10 @@ use crate::store::{CatalogUpdate, NewSession, StoreError};
 )]
 pub async fn create(
     State(state): State<AppState>,
-    auth: Authed,
+    auth: OwnerAuth,
     headers: HeaderMap,
     body: Body,
 ) -> ApiResult<(StatusCode, Json<CreateSessionResponse>)> {
-    auth.require_owner()?;
     let limits = &state.config.limits;
     let cap = limits.body_cap_for(limits.max_hello_bytes);
     let _large = super::body::admit(&state, auth.owner_id(), &headers, cap)?;
@@ -123,10 +122,9 @@ pub async fn create(
 )]
 pub async fn end(
     State(state): State<AppState>,
-    auth: Authed,
+    auth: OwnerAuth,
     Path(session_id): Path<String>,
 ) -> ApiResult<StatusCode> {
-    auth.require_owner()?;
     let session_id = path_id(&session_id, "session")?;
     let owner = auth.owner_id();
     let ended = match state.store.end_session(owner, session_id, now_ms()).await {
@@ -155,11 +153,12 @@ pub async fn end(
 )]
 pub async fn live(
     State(state): State<AppState>,
-    auth: Authed,
+    auth: AnyAuth,
     Path(pair_id): Path<String>,
 ) -> ApiResult<Json<LiveSessionResponse>> {
     let pair_id = path_id(&pair_id, "pairing")?;
-    if auth.token.kind == TokenKind::Mcp && auth.token.pair_id != Some(pair_id) {
+    let token = auth.row();
+    if token.kind == TokenKind::Mcp && token.pair_id != Some(pair_id) {
         return Err(ApiError::not_found("pairing"));
     }
     let now = now_ms();
@@ -167,7 +166,7 @@ pub async fn live(
         ApiError::new(ErrorCode::NoLiveSession, "No browser session is live for this pairing. Open the web app and start a session.")
     })?;
     let mut plugin_seen_at = session.plugin_seen_at;
-    if auth.token.kind == TokenKind::Mcp {
+    if token.kind == TokenKind::Mcp {
         // Advisory: a failed write must not fail the plugin's call.
         match state
             .store
@@ -227,12 +226,11 @@ fn catalog_update_header(update: &[u8]) -> Option<(Id16, u64)> {
 )]
 pub async fn update_catalog(
     State(state): State<AppState>,
-    auth: Authed,
+    auth: OwnerAuth,
     Path(session_id): Path<String>,
     headers: HeaderMap,
     body: Body,
 ) -> ApiResult<StatusCode> {
-    auth.require_owner()?;
     let session_id = path_id(&session_id, "session")?;
     let limits = &state.config.limits;
     let cap = limits.body_cap_for(limits.max_hello_bytes);

@@ -23,3 +23,4 @@ mod session_end;
 mod shares;
 mod sqlite_wal;
 mod store_errors;
+mod token_kinds;
