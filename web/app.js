@@ -420,6 +420,10 @@ async function renderPairing() {
   if (!box) return;
   const pairing = await state.tab.pairing();
   const session = await state.tab.session();
+  if (pairing && !session && await state.tab.servedElsewhere()) {
+    box.replaceChildren(h('p', {}, 'Another Sealpost tab is serving this pairing now, and the paired plugin is using it. Starting a session here ends that tab\u2019s session; the plugin carries on with this tab, without pairing again.'));
+    return;
+  }
   if (!pairing || !session) { box.replaceChildren(h('p', { class: 'muted', text: 'No session is running. Start one to get a pairing code.' })); return; }
   const code = pairing.pairingCode;
   box.replaceChildren(

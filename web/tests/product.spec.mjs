@@ -406,6 +406,23 @@ test('a session is not started for an empty catalog: access off or no tool grant
   await fresh.close();
 });
 
+test('a second tab says another tab serves the pairing, not that no session is running', async () => {
+  const fresh = await browser.newContext({ viewport: { width: 1280, height: 800 } });
+  const first = await openPage(fresh, await relay.newSigninUrl());
+  await signedIn(first);
+  await go(first, '#/access', 'AI access');
+  await first.check('#access-on');
+  for (const box of await first.$$('input[name="grant-tool"]')) await box.check();
+  await first.click('#save-grants');
+  await startSession(first);
+  const second = await openPage(fresh, relay.base);
+  await signedIn(second);
+  await go(second, '#/access', 'AI access');
+  await second.waitForSelector('#pairing :text("Another Sealpost tab is serving")');
+  assert.equal(await second.isVisible('#pairing :text("No session is running")'), false);
+  await fresh.close();
+});
+
 test('a notice belongs to its page: moving to another page clears it', async () => {
   const page = await openPage(context, await relay.newSigninUrl());
   await signedIn(page);

@@ -129,6 +129,8 @@ export declare class Sealpost {
   /** Starts a fresh session on the remembered pairing lasting until `until` (Unix ms). */
   resume(until: number): Promise<SessionStarted | null>;
   session(): Promise<{ sessionId: string; expiresAt: number } | null>;
+  /** Whether another tab of this origin serves this pairing now (it holds the serving lock). */
+  servedElsewhere(): Promise<boolean>;
   /** What the relay knows of the live session: how long ago (on the relay's clock) the tab
    *  last asked for calls and the plugin last looked the session up (`null`: never), or
    *  `null` when no session is live there. */

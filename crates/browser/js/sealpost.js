@@ -103,6 +103,7 @@ export class Sealpost {
     return started;
   }
   session() { return this.call('session'); }
+  servedElsewhere() { return this.call('servedElsewhere'); }
   liveStatus() { return this.call('liveStatus'); }
   endSession({ keepalive = false } = {}) { this.sessionId = null; return this.call('endSession', keepalive); }
   serve({ takeOver = false } = {}) { return this.call('serve', { takeOver }); }

@@ -165,6 +165,13 @@ const methods = {
     }).finally(() => { serving = null; });
     return await serving;
   },
+  // Whether another tab of this origin serves this pairing now (it holds the serving lock).
+  async servedElsewhere() {
+    const pairId = core.pairing()?.pairId;
+    if (!pairId || serving) return false;
+    const { held } = await navigator.locks.query();
+    return held.some((lock) => lock.name === `sealpost-serve-${pairId}`);
+  },
   // A session that was live before a reload, until `until`: a fresh one on the same pairing
   // (the ephemeral keys of the old one died with the page, as they should).
   async resume(until) {
