@@ -90,20 +90,23 @@ impl SessionKeysCache {
         if session_id != live.session_id {
             return Err(SessionError::SessionMismatch);
         }
-        let catalog: Catalog =
-            serde_json::from_slice(hello.catalog()).map_err(|_| SessionError::Catalog)?;
         let mut cached = self.0.lock().expect("not poisoned");
         let current = match cached.take() {
+            // The same session: its hello, keys and newest catalog are already known.
             Some(current) if current.session_id == session_id => current,
-            _ => Current {
-                session_id,
-                keys: Arc::new(
-                    PluginSession::start(secret, &hello, &mut rand::rng())
-                        .map_err(|e| SessionError::Hello(e.code()))?,
-                ),
-                seq: 0,
-                tools: catalog.tools,
-            },
+            _ => {
+                let catalog: Catalog =
+                    serde_json::from_slice(hello.catalog()).map_err(|_| SessionError::Catalog)?;
+                Current {
+                    session_id,
+                    keys: Arc::new(
+                        PluginSession::start(secret, &hello, &mut rand::rng())
+                            .map_err(|e| SessionError::Hello(e.code()))?,
+                    ),
+                    seq: 0,
+                    tools: catalog.tools,
+                }
+            }
         };
         let current = cached.insert(current);
         match &live.catalog_update {

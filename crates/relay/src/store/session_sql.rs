@@ -100,10 +100,7 @@ where
     Vec<u8>: for<'q> Encode<'q, DB> + Type<DB>,
     i64: for<'q> Encode<'q, DB> + Type<DB>,
 {
-    sqlx::query(sql::SELECT_SESSION_LIVE)
-        .bind(b(owner_id))
-        .bind(b(session_id))
-        .bind(time_to_sql(now))
+    by_session(sql::SELECT_SESSION_LIVE, owner_id, session_id, now)
 }
 
 /// Records that the plugin looked the session up at `now` (a live session only).
@@ -113,7 +110,7 @@ where
     Vec<u8>: for<'q> Encode<'q, DB> + Type<DB>,
     i64: for<'q> Encode<'q, DB> + Type<DB>,
 {
-    mark_seen(sql::MARK_PLUGIN_SEEN, owner_id, session_id, now)
+    by_session(sql::MARK_PLUGIN_SEEN, owner_id, session_id, now)
 }
 
 /// Records that a tab claimed from the session at `now` (a live session only).
@@ -123,10 +120,11 @@ where
     Vec<u8>: for<'q> Encode<'q, DB> + Type<DB>,
     i64: for<'q> Encode<'q, DB> + Type<DB>,
 {
-    mark_seen(sql::MARK_CLAIMER_SEEN, owner_id, session_id, now)
+    by_session(sql::MARK_CLAIMER_SEEN, owner_id, session_id, now)
 }
 
-fn mark_seen<DB>(
+/// A statement that binds `$1` owner id, `$2` session id, `$3` now.
+fn by_session<DB>(
     statement: &'static str,
     owner_id: Id16,
     session_id: Id16,
