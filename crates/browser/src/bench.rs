@@ -41,6 +41,7 @@ fn grants(sources: Vec<String>, tools: &[&str]) -> GrantsHandle {
         access: Access::On,
         sources: sources.into_iter().collect(),
         tools: tools.iter().map(|t| (*t).to_owned()).collect(),
+        ..Grants::default()
     })
 }
 
@@ -148,14 +149,16 @@ impl BenchCalls {
         let grants = grants(Vec::new(), &["noop"]);
         let executor = Executor::new(Workspace::default(), grants, Rc::new(MemoryAuditLog::new()));
         executor.register_tool(
-            ToolSpec {
-                name: "noop".into(),
-                description: "Does nothing.".into(),
-                input_schema: json!({"type": "object", "additionalProperties": false}),
-                kind: ToolKind::Read,
-            },
+            ToolSpec::new(
+                "noop",
+                "Does nothing.",
+                json!({"type": "object", "additionalProperties": false}),
+                ToolKind::Read,
+            ),
             Rc::new(Noop),
         )?;
+        // A host tool's grant binds to the tool as registered: grant it again once it is.
+        executor.set_grants(executor.grants().snapshot());
         let rng = &mut rand::rng();
         let pairing = PairingSecret::from_bytes(rand::random());
         let (start, end) = (now_ms(), now_ms().saturating_add_ms(3_600_000));

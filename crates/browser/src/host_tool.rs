@@ -41,8 +41,18 @@ impl JsTool {
 }
 
 fn failure(message: impl Into<String>) -> ToolFailure {
-    ToolFailure {
-        message: message.into(),
+    ToolFailure::new(message)
+}
+
+/// What a handler's rejection says. The module's confirmation rejects with `code: "declined"`
+/// when the person declines or lets the call lapse: sealed back as the person's refusal.
+fn failure_from(value: &JsValue) -> ToolFailure {
+    let code = js_sys::Reflect::get(value, &JsValue::from_str("code"))
+        .ok()
+        .and_then(|code| code.as_string());
+    match code.as_deref() {
+        Some("declined") => ToolFailure::declined(error_text(value)),
+        _ => failure(error_text(value)),
     }
 }
 
@@ -93,12 +103,12 @@ impl HostTool for JsTool {
                 .map_err(|_| failure("the arguments could not be passed to the tool"))?;
             let returned = handler
                 .call1(&JsValue::NULL, &arguments)
-                .map_err(|e| failure(error_text(&e)))?;
+                .map_err(|e| failure_from(&e))?;
             let settled = JsFuture::from(js_sys::Promise::resolve(&returned));
             let timeout = sleep(HOST_TOOL_TIMEOUT_MS);
             match select(Box::pin(settled), Box::pin(timeout)).await {
                 Either::Left((Ok(value), _)) => result_from(value),
-                Either::Left((Err(error), _)) => Err(failure(error_text(&error))),
+                Either::Left((Err(error), _)) => Err(failure_from(&error)),
                 Either::Right(((), _)) => Err(failure(format!(
                     "the tool did not answer within {} s",
                     HOST_TOOL_TIMEOUT_MS / 1000

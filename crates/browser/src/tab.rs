@@ -92,7 +92,6 @@ pub(crate) struct Inner {
     origin: String,
     pub(crate) relay: RefCell<Relay>,
     pub(crate) executor: Executor,
-    grants: GrantsHandle,
     audit: MemoryAuditLog,
     pub(crate) listener: Listener,
     pairing: RefCell<Option<Pairing>>,
@@ -131,6 +130,11 @@ struct JsToolSpec {
     description: String,
     input_schema: Value,
     kind: ToolKind,
+    #[serde(default)]
+    annotations: Option<Value>,
+    /// Registered through the page's WebMCP API (the module's bridge sets it).
+    #[serde(default)]
+    from_page: bool,
 }
 
 #[wasm_bindgen]
@@ -145,14 +149,16 @@ impl TabCore {
             log: audit.clone(),
             listener: listener.clone(),
         });
-        let grants = GrantsHandle::new(Grants::default());
-        let executor = Executor::new(Workspace::default(), grants.clone(), sink);
+        let executor = Executor::new(
+            Workspace::default(),
+            GrantsHandle::new(Grants::default()),
+            sink,
+        );
         TabCore {
             inner: Rc::new(Inner {
                 relay: RefCell::new(Relay::new(&relay_origin, &owner_token)),
                 origin: relay_origin,
                 executor,
-                grants,
                 audit,
                 listener,
                 pairing: RefCell::new(None),
@@ -182,14 +188,15 @@ impl TabCore {
     #[wasm_bindgen(js_name = setGrants)]
     pub fn set_grants(&self, grants: JsValue) -> Result<(), JsError> {
         let grants: Grants = from_js(grants, "grants")?;
-        self.inner.grants.set(grants);
+        self.inner.executor.set_grants(grants);
         self.catalog_may_have_changed();
         Ok(())
     }
 
-    /// The current grants.
+    /// The current grants, as the host stores them (`pins` binds each granted host tool to
+    /// the tool as registered when granted; pass them back unchanged).
     pub fn grants(&self) -> JsValue {
-        to_js(&self.inner.grants.read(|g| g.clone()))
+        to_js(&self.inner.executor.current_grants())
     }
 
     /// Registers a host tool `{name, description, inputSchema, kind: "read"|"proposal"}` run by
@@ -201,10 +208,9 @@ impl TabCore {
             .executor
             .register_tool(
                 ToolSpec {
-                    name: spec.name,
-                    description: spec.description,
-                    input_schema: spec.input_schema,
-                    kind: spec.kind,
+                    annotations: spec.annotations,
+                    from_page: spec.from_page,
+                    ..ToolSpec::new(spec.name, spec.description, spec.input_schema, spec.kind)
                 },
                 Rc::new(JsTool::new(handler)),
             )
@@ -213,14 +219,37 @@ impl TabCore {
         Ok(())
     }
 
-    /// Every tool the executor knows, granted or not: `[{name, description, kind, builtin}]`.
+    /// Removes a host tool (a page withdrew it). A live session's tool list follows.
+    #[wasm_bindgen(js_name = unregisterTool)]
+    pub fn unregister_tool(&self, name: &str) -> bool {
+        let removed = self.inner.executor.unregister_tool(name);
+        if removed {
+            self.catalog_may_have_changed();
+        }
+        removed
+    }
+
+    /// Every tool the executor knows, granted or not: `[{name, description, kind, builtin,
+    /// source: "builtin"|"app"|"page", granted, changedSinceGrant}]`.
     #[wasm_bindgen(js_name = allTools)]
     pub fn all_tools(&self) -> JsValue {
-        let catalog = self.inner.executor.all_tools();
-        let list: Vec<Value> = catalog
-            .tools
+        let list: Vec<Value> = self
+            .inner
+            .executor
+            .tool_list()
             .iter()
-            .map(|t| json!({"name": t.name, "description": t.description, "kind": t.kind, "builtin": t.builtin}))
+            .map(|t| {
+                let source = match (t.entry.builtin, t.from_page) {
+                    (true, _) => "builtin",
+                    (false, true) => "page",
+                    (false, false) => "app",
+                };
+                json!({
+                    "name": t.entry.name, "description": t.entry.description, "kind": t.entry.kind,
+                    "builtin": t.entry.builtin, "source": source, "granted": t.granted,
+                    "changedSinceGrant": t.changed_since_grant,
+                })
+            })
             .collect();
         to_js(&list)
     }

@@ -253,6 +253,7 @@ fn main() {
         access: Access::On,
         sources: SOURCES.map(str::to_owned).into(),
         tools: ["search_workspace", "noop"].map(str::to_owned).into(),
+        ..Grants::default()
     });
     let audit = MemoryAuditLog::new();
     let executor = Executor::new(workspace, grants, Rc::new(audit));
@@ -277,15 +278,17 @@ fn main() {
 
     executor
         .register_tool(
-            ToolSpec {
-                name: "noop".into(),
-                description: "Does nothing.".into(),
-                input_schema: json!({"type": "object", "additionalProperties": false}),
-                kind: ToolKind::Read,
-            },
+            ToolSpec::new(
+                "noop",
+                "Does nothing.",
+                json!({"type": "object", "additionalProperties": false}),
+                ToolKind::Read,
+            ),
             Rc::new(Noop),
         )
         .unwrap();
+    // A host tool's grant binds to the tool as registered: grant it again once it is.
+    executor.set_grants(executor.grants().snapshot());
     let pairing = PairingSecret::from_bytes([7; 32]);
     let session_end = START_MS.saturating_add_ms(3_600_000);
     let hello = executor

@@ -129,11 +129,14 @@ impl Executor {
                 if !self.grants.read(|g| g.is_on()) {
                     return not_serving(self.grants.read(|g| g.access));
                 }
-                if !self.grants.read(|g| g.allows_tool(&call.name)) {
+                if !self.tool_granted(&call.name) {
                     return not_granted(&call.name);
                 }
                 match result {
                     Ok(result) => answered(result),
+                    Err(failure) if failure.declined => {
+                        refusal(RefusalCode::NotGranted, failure.message)
+                    }
                     Err(failure) => refusal(
                         RefusalCode::ToolFailed,
                         format!("The tool {:?} failed: {}", call.name, failure.message),
@@ -175,7 +178,9 @@ impl Executor {
                 ),
             ));
         }
-        if !self.grants.read(|g| g.allows_tool(&call.name)) {
+        let granted = self.grants.read(|g| g.is_on())
+            && self.grants.read(|g| crate::executor::granted(g, tool));
+        if !granted {
             return Err(not_granted(&call.name));
         }
         Ok(match &tool.action {

@@ -11,7 +11,7 @@ use std::fmt;
 use std::rc::Rc;
 
 use rand_core::CryptoRng;
-use sealpost_protocol::content::{CancelReason, Catalog, RefusalCode, ToolCall};
+use sealpost_protocol::content::{CancelReason, Catalog, CatalogEntry, RefusalCode, ToolCall};
 use sealpost_protocol::ids::Id16;
 use sealpost_seal::{
     CallId, ENVELOPE_OVERHEAD, Header, MAX_REPLY_ENVELOPE_BYTES, PairingSecret, SealError,
@@ -22,9 +22,9 @@ use sealpost_time::UnixMillis;
 use crate::audit::{AuditOutcome, AuditRecord, AuditSink, Delivery, arguments_digest};
 use crate::clock::Clock;
 use crate::dispatch::{Decision, refusal};
-use crate::grants::GrantsHandle;
+use crate::grants::{Grants, GrantsHandle};
 use crate::proposals::Proposals;
-use crate::registry::{HostTool, Registry, RegistryError, ToolSpec};
+use crate::registry::{HostTool, RegisteredTool, Registry, RegistryError, ToolSpec};
 use crate::session::Session;
 use crate::workspace::Workspace;
 
@@ -198,12 +198,70 @@ impl Executor {
     pub fn catalog(&self) -> Catalog {
         let registry = self.registry.borrow();
         self.grants
-            .read(|grants| registry.catalog(|name| grants.tools.contains(name)))
+            .read(|grants| registry.catalog(|tool| granted(grants, tool)))
     }
 
     /// Every registered tool, granted or not, in the catalog's order (the app's grant picker).
     pub fn all_tools(&self) -> Catalog {
         self.registry.borrow().catalog(|_| true)
+    }
+
+    /// Every registered tool with what the person's picker shows of it: where it comes from and
+    /// whether it is granted now (a grant of a tool since registered differently is not).
+    pub fn tool_list(&self) -> Vec<ListedTool> {
+        let registry = self.registry.borrow();
+        self.grants.read(|grants| {
+            registry
+                .tools()
+                .map(|tool| ListedTool {
+                    entry: tool.entry.clone(),
+                    from_page: tool.from_page,
+                    granted: granted(grants, tool),
+                    changed_since_grant: grants.tools.contains(&tool.entry.name)
+                        && !granted(grants, tool),
+                })
+                .collect()
+        })
+    }
+
+    /// Sets the grants, binding each newly granted host tool to the tool as registered now.
+    /// A pin given (grants restored from storage) is kept; a host tool granted by name before it
+    /// is registered stays ungranted, since nothing says which tool the person meant.
+    pub fn set_grants(&self, mut grants: Grants) {
+        let registry = self.registry.borrow();
+        grants.pins.retain(|name, _| grants.tools.contains(name));
+        for tool in registry.tools().filter(|tool| !tool.is_builtin()) {
+            let name = &tool.entry.name;
+            if grants.tools.contains(name) && !grants.pins.contains_key(name) {
+                grants.pins.insert(name.clone(), tool.digest.clone());
+            }
+        }
+        self.grants.set(grants);
+    }
+
+    /// The grants as the host stores and shows them: a grant of a host tool that was since
+    /// registered differently is dropped (the person grants the new one afresh).
+    pub fn current_grants(&self) -> Grants {
+        let registry = self.registry.borrow();
+        let mut grants = self.grants.snapshot();
+        let stale: Vec<String> = registry
+            .tools()
+            .filter(|tool| grants.tools.contains(&tool.entry.name) && !granted(&grants, tool))
+            .map(|tool| tool.entry.name.clone())
+            .collect();
+        for name in stale {
+            grants.tools.remove(&name);
+            grants.pins.remove(&name);
+        }
+        grants
+    }
+
+    /// Whether the grants allow `name` as it is registered now (access aside).
+    pub(crate) fn tool_granted(&self, name: &str) -> bool {
+        let registry = self.registry.borrow();
+        registry
+            .get(name)
+            .is_some_and(|tool| self.grants.read(|grants| granted(grants, tool)))
     }
 
     /// The workspace, for the host's own reading (browsing, review diffs).
@@ -395,6 +453,25 @@ impl Executor {
 
 /// The reply's plaintext, or a `too_large` refusal's when the reply would not fit a reply
 /// envelope.
+/// A tool is granted when its name is, and a host tool only as the tool that was granted.
+pub(crate) fn granted(grants: &Grants, tool: &RegisteredTool) -> bool {
+    grants.tools.contains(&tool.entry.name)
+        && (tool.is_builtin() || grants.pins.get(&tool.entry.name) == Some(&tool.digest))
+}
+
+/// One tool as the person's picker shows it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ListedTool {
+    /// Name, description, schema and kind, as a session's catalog would list it.
+    pub entry: CatalogEntry,
+    /// Registered by page script through WebMCP.
+    pub from_page: bool,
+    /// Offered to a session now (access aside).
+    pub granted: bool,
+    /// Granted once, but registered since with other text, schema or hints.
+    pub changed_since_grant: bool,
+}
+
 fn bounded(decision: Decision) -> (AuditOutcome, Vec<u8>) {
     let plaintext = serde_json::to_vec(&decision.reply).expect("a reply serialises");
     if plaintext.len() <= MAX_REPLY_PLAINTEXT_BYTES {

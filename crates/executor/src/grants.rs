@@ -3,7 +3,7 @@
 //! async tool returns), so a change applies to the very next decision.
 
 use std::cell::RefCell;
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::rc::Rc;
 
 use serde::{Deserialize, Serialize};
@@ -32,6 +32,11 @@ pub struct Grants {
     pub sources: BTreeSet<String>,
     /// Tools a session may call, by name.
     pub tools: BTreeSet<String>,
+    /// For each granted host tool, the digest of the tool as it was when granted
+    /// (`ToolSpec::digest`): a tool registered again with other text, schema or hints is no
+    /// longer granted. The executor fills these in when grants are set.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub pins: BTreeMap<String, String>,
 }
 
 impl Grants {
@@ -115,6 +120,7 @@ mod tests {
             access: Access::On,
             sources: ["notes".to_owned()].into(),
             tools: ["list_sources".to_owned()].into(),
+            ..Grants::default()
         };
         assert!(grants.allows_source("notes") && grants.allows_tool("list_sources"));
         grants.access = Access::Locked;

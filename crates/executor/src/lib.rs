@@ -34,7 +34,9 @@ pub use audit::{AuditOutcome, AuditRecord, AuditSink, Delivery, MemoryAuditLog, 
 pub use builtin::BuiltinTool;
 pub use clock::Clock;
 pub use dispatch::Decision;
-pub use executor::{Executor, MAX_REPLY_PLAINTEXT_BYTES, Outcome, Resealer, SessionError};
+pub use executor::{
+    Executor, ListedTool, MAX_REPLY_PLAINTEXT_BYTES, Outcome, Resealer, SessionError,
+};
 pub use grants::{Access, Grants, GrantsHandle};
 pub use proposals::{Applied, ApplyError, Proposal, ProposedChange, document_digest};
 pub use registry::{HostTool, RegistryError, ToolFailure, ToolFuture, ToolSpec};

@@ -13,6 +13,7 @@ use sealpost_protocol::content::{
 };
 use sealpost_protocol::limits::{MAX_TOOL_DESCRIPTION_CHARS, MAX_TOOLS};
 use serde_json::Value;
+use sha2::{Digest as _, Sha256};
 
 use crate::builtin::BuiltinTool;
 
@@ -34,6 +35,9 @@ pub trait HostTool {
 pub struct ToolFailure {
     /// What went wrong, in words the model can act on.
     pub message: String,
+    /// Whether the person declined the call (or did not confirm it in time), rather than the
+    /// tool failing: sealed back as `not_granted` with the message as it is.
+    pub declined: bool,
 }
 
 impl ToolFailure {
@@ -41,6 +45,15 @@ impl ToolFailure {
     pub fn new(message: impl Into<String>) -> Self {
         Self {
             message: message.into(),
+            declined: false,
+        }
+    }
+
+    /// The person declined the call, or did not confirm it before its time ran out.
+    pub fn declined(message: impl Into<String>) -> Self {
+        Self {
+            message: message.into(),
+            declined: true,
         }
     }
 }
@@ -56,6 +69,47 @@ pub struct ToolSpec {
     pub input_schema: Value,
     /// Whether a call runs it or saves a proposal for review.
     pub kind: ToolKind,
+    /// What the tool says of itself beyond the catalog (WebMCP's `readOnlyHint`, `title`):
+    /// never believed to lower scrutiny, but part of what a grant is bound to.
+    pub annotations: Option<Value>,
+    /// Registered by script in the page through the WebMCP API, not by the host app's code:
+    /// listed as coming from the page, and each call waits for the person's confirmation.
+    pub from_page: bool,
+}
+
+impl ToolSpec {
+    /// A host app's tool with no annotations.
+    pub fn new(
+        name: impl Into<String>,
+        description: impl Into<String>,
+        input_schema: Value,
+        kind: ToolKind,
+    ) -> Self {
+        Self {
+            name: name.into(),
+            description: description.into(),
+            input_schema,
+            kind,
+            annotations: None,
+            from_page: false,
+        }
+    }
+
+    /// The digest a grant of this tool is bound to: SHA-256 over its name, description, schema,
+    /// kind and annotations, so a tool registered again under the same name with other text,
+    /// another schema or other hints does not inherit the grant.
+    pub fn digest(&self) -> String {
+        let bound = serde_json::json!([
+            "sealpost/v1 tool grant",
+            self.name,
+            self.description,
+            self.input_schema,
+            self.kind,
+            self.annotations,
+        ]);
+        let digest = Sha256::digest(bound.to_string().as_bytes());
+        digest.iter().map(|b| format!("{b:02x}")).collect()
+    }
 }
 
 /// Why a tool could not be registered.
@@ -69,9 +123,14 @@ pub enum RegistryError {
         /// Which naming rule it breaks.
         reason: BadToolName,
     },
-    /// A built-in or an earlier host tool has that name.
-    #[error("a tool named {0:?} is already registered")]
-    Duplicate(String),
+    /// A built-in or an earlier host tool has that name, compared ignoring case.
+    #[error("a tool named {taken:?} is already registered (names are compared ignoring case)")]
+    Duplicate {
+        /// The name as the host gave it.
+        name: String,
+        /// The registered name it collides with.
+        taken: String,
+    },
     /// The catalog is full.
     #[error("a session may offer at most {MAX_TOOLS} tools")]
     TooMany,
@@ -100,6 +159,15 @@ pub(crate) struct RegisteredTool {
     pub entry: CatalogEntry,
     pub validator: crate::schema::Schema,
     pub action: Action,
+    /// What a grant of a host tool is bound to ([`ToolSpec::digest`]).
+    pub digest: String,
+    pub from_page: bool,
+}
+
+impl RegisteredTool {
+    pub fn is_builtin(&self) -> bool {
+        matches!(self.action, Action::Builtin(_))
+    }
 }
 
 impl fmt::Debug for RegisteredTool {
@@ -184,15 +252,19 @@ impl Registry {
 
     /// The catalog of the tools `offer` accepts (normally: the tools the grants allow), in the
     /// registry's stable order.
-    pub fn catalog(&self, offer: impl Fn(&str) -> bool) -> Catalog {
+    pub(crate) fn catalog(&self, offer: impl Fn(&RegisteredTool) -> bool) -> Catalog {
         Catalog {
             tools: self
                 .tools
                 .iter()
-                .filter(|tool| offer(&tool.entry.name))
+                .filter(|tool| offer(tool))
                 .map(|tool| tool.entry.clone())
                 .collect(),
         }
+    }
+
+    pub(crate) fn tools(&self) -> impl Iterator<Item = &RegisteredTool> {
+        self.tools.iter()
     }
 
     fn insert(
@@ -205,8 +277,16 @@ impl Registry {
             name: spec.name.clone(),
             reason,
         })?;
-        if self.by_name.contains_key(&spec.name) {
-            return Err(RegistryError::Duplicate(spec.name));
+        // Names differing only in case would read as one tool to a person and to a model.
+        if let Some(taken) = self
+            .tools
+            .iter()
+            .find(|tool| tool.entry.name.eq_ignore_ascii_case(&spec.name))
+        {
+            return Err(RegistryError::Duplicate {
+                taken: taken.entry.name.clone(),
+                name: spec.name,
+            });
         }
         if self.tools.len() == MAX_TOOLS {
             return Err(RegistryError::TooMany);
@@ -220,8 +300,11 @@ impl Registry {
                 reason: error.to_string(),
             }
         })?;
+        let digest = spec.digest();
         self.by_name.insert(spec.name.clone(), self.tools.len());
         self.tools.push(RegisteredTool {
+            digest,
+            from_page: spec.from_page,
             entry: CatalogEntry {
                 name: spec.name,
                 description: flatten_description(&spec.description),

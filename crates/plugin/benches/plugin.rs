@@ -39,19 +39,22 @@ fn noop_tab() -> Executor {
         access: Access::On,
         sources: Default::default(),
         tools: ["noop".to_owned()].into(),
+        ..Grants::default()
     });
     let executor = Executor::new(Workspace::default(), grants, Rc::new(MemoryAuditLog::new()));
     executor
         .register_tool(
-            ToolSpec {
-                name: "noop".into(),
-                description: "Answers ok.".into(),
-                input_schema: json!({"type": "object"}),
-                kind: ToolKind::Read,
-            },
+            ToolSpec::new(
+                "noop",
+                "Answers ok.",
+                json!({"type": "object"}),
+                ToolKind::Read,
+            ),
             Rc::new(Noop),
         )
         .unwrap();
+    // A host tool's grant binds to the tool as registered: grant it again once it is.
+    executor.set_grants(executor.grants().snapshot());
     executor
 }
 

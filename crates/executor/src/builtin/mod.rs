@@ -98,12 +98,7 @@ impl BuiltinTool {
             Self::ProposeAppendNote => derived::<propose::AppendArgs>(),
             Self::ProposeEditNote => derived::<propose::EditArgs>(),
         };
-        ToolSpec {
-            name: self.name().to_owned(),
-            description,
-            input_schema,
-            kind: self.kind(),
-        }
+        ToolSpec::new(self.name(), description, input_schema, self.kind())
     }
 
     /// Runs the tool on arguments that passed its schema. `Err` carries a bad-arguments message

@@ -400,17 +400,17 @@ fn host_tool(
     let calls = Rc::new(Cell::new(0));
     h.executor
         .register_tool(
-            ToolSpec {
-                name: name.to_owned(),
-                description: "A host tool.".to_owned(),
-                input_schema: json!({
+            ToolSpec::new(
+                name,
+                "A host tool.",
+                json!({
                     "type": "object",
                     "properties": {"n": {"type": "integer", "minimum": 0}},
                     "required": ["n"],
                     "additionalProperties": false
                 }),
                 kind,
-            },
+            ),
             Rc::new(GatedTool {
                 gate: gate.clone(),
                 calls: calls.clone(),
@@ -418,9 +418,7 @@ fn host_tool(
             }),
         )
         .unwrap();
-    h.grants.update(|g| {
-        g.tools.insert(name.to_owned());
-    });
+    h.grant_tool(name);
     (gate, calls)
 }
 

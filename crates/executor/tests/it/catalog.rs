@@ -19,12 +19,7 @@ impl HostTool for Noop {
 }
 
 fn spec(name: &str, kind: ToolKind) -> ToolSpec {
-    ToolSpec {
-        name: name.to_owned(),
-        description: "Does\nnothing.".to_owned(),
-        input_schema: json!({"type": "object"}),
-        kind,
-    }
+    ToolSpec::new(name, "Does\nnothing.", json!({"type": "object"}), kind)
 }
 
 #[cfg_attr(not(target_arch = "wasm32"), test)]
@@ -35,9 +30,7 @@ fn the_catalog_lists_granted_tools_in_a_stable_order() {
         h.executor
             .register_tool(spec(name, ToolKind::Read), Rc::new(Noop))
             .unwrap();
-        h.grants.update(|g| {
-            g.tools.insert(name.to_owned());
-        });
+        h.grant_tool(name);
     }
     h.grants.update(|g| {
         g.tools.remove("list_sources");
@@ -75,9 +68,7 @@ fn every_built_in_tool_and_no_host_tool_is_marked_builtin() {
         h.executor
             .register_tool(spec(name, kind), Rc::new(Noop))
             .unwrap();
-        h.grants.update(|g| {
-            g.tools.insert(name.to_owned());
-        });
+        h.grant_tool(name);
     }
     let catalog = h.executor.catalog();
     assert!(
@@ -123,7 +114,10 @@ fn bad_registrations_are_refused() {
     ));
     assert_eq!(
         register(spec("list_sources", ToolKind::Read)),
-        Err(RegistryError::Duplicate("list_sources".into()))
+        Err(RegistryError::Duplicate {
+            name: "list_sources".into(),
+            taken: "list_sources".into()
+        })
     );
     let mut not_object = spec("arr", ToolKind::Read);
     not_object.input_schema = json!({"type": "array"});
@@ -181,9 +175,7 @@ fn a_changed_catalog_is_sealed_as_the_next_update_of_the_live_session() {
         .register_tool(spec("host.read", ToolKind::Read), Rc::new(Noop))
         .unwrap();
     assert_eq!(update(), None, "a tool not granted is not offered");
-    h.grants.update(|g| {
-        g.tools.insert("host.read".to_owned());
-    });
+    h.grant_tool("host.read");
     let (seq, names) = h.open_update(&update().expect("a granted tool changes the list"));
     assert_eq!(seq, 1);
     assert!(names.contains(&"host.read".to_owned()), "{names:?}");

@@ -7,6 +7,7 @@ wasm_bindgen_test::wasm_bindgen_test_configure!(run_in_browser);
 
 mod calls;
 mod catalog;
+mod grant_binding;
 mod index_snapshot;
 mod proposals;
 mod schemas;

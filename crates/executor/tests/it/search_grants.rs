@@ -77,6 +77,7 @@ fn grants() -> Grants {
         access: Access::On,
         sources: ["work", "reading"].map(str::to_owned).into(),
         tools: all_builtin_tools().into_iter().collect(),
+        ..Grants::default()
     }
 }
 

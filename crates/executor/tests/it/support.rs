@@ -87,6 +87,7 @@ pub fn open_grants() -> Grants {
         access: Access::On,
         sources: ["notes", "journal"].map(str::to_owned).into(),
         tools: all_builtin_tools().into_iter().collect(),
+        ..Grants::default()
     }
 }
 
@@ -105,6 +106,13 @@ pub struct Harness {
 impl Harness {
     pub fn new() -> Self {
         Self::with_workspace(small_workspace(), open_grants())
+    }
+
+    /// Grants `tool` as the person's picker does: a host tool binds to its registration now.
+    pub fn grant_tool(&self, tool: &str) {
+        let mut grants = self.grants.snapshot();
+        grants.tools.insert(tool.to_owned());
+        self.executor.set_grants(grants);
     }
 
     /// A harness whose executor and plugin share another pairing secret.

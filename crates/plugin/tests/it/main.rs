@@ -221,6 +221,7 @@ pub fn granted_executor(workspace: sealpost_executor::Workspace) -> sealpost_exe
             .iter()
             .map(|t| t.name().to_owned())
             .collect(),
+        ..Grants::default()
     });
     sealpost_executor::Executor::new(workspace, grants, std::rc::Rc::new(MemoryAuditLog::new()))
 }
