@@ -47,6 +47,7 @@ fn tab() -> Executor {
         access: Access::On,
         sources: ["notes".to_owned()].into(),
         tools: ["search_workspace".to_owned()].into(),
+        ..Grants::default()
     });
     Executor::new(workspace, grants, Rc::new(MemoryAuditLog::new()))
 }
