@@ -372,7 +372,11 @@ async function renderAccess() {
   const tools = await state.tab.allTools();
   const on = h('input', { type: 'checkbox', id: 'access-on', checked: grants.access === 'on' });
   const sourceBoxes = sources.map((s) => h('label', {}, h('input', { type: 'checkbox', name: 'grant-source', value: s, checked: grants.sources.includes(s) }), ` ${s}`));
-  const toolBoxes = tools.map((t) => h('label', {}, h('input', { type: 'checkbox', name: 'grant-tool', value: t.name, checked: grants.tools.includes(t.name) }), ` ${t.name}`, t.kind === 'proposal' ? ' (proposes changes for you to review)' : ''));
+  const toolBoxes = tools.map((t) => h('label', {}, h('input', { type: 'checkbox', name: 'grant-tool', value: t.name, checked: t.granted }), ` ${t.name}`,
+    t.kind === 'proposal' ? ' (proposes changes for you to review)' : '',
+    // A page's own tool: its description is the page's word, and each call asks first.
+    t.source === 'page' ? h('span', { class: 'muted' }, ` — from this page, asks you before each call: “${t.description}”`) : '',
+    t.changedSinceGrant ? h('span', { class: 'muted' }, ' (changed since you allowed it: allow it again if you still want it)') : ''));
   const save = async () => {
     const chosen = (name) => [...document.querySelectorAll(`input[name="${name}"]:checked`)].map((i) => i.value);
     await state.tab.setGrants({ access: on.checked ? 'on' : 'off', sources: chosen('grant-source'), tools: chosen('grant-tool') });

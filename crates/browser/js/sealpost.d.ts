@@ -18,6 +18,23 @@ export interface Grants {
   access: 'on' | 'off';
   sources: string[];
   tools: string[];
+  /** Each granted host tool's digest as it was when granted (set by the module; pass it back
+   *  unchanged). A tool registered again with other text, schema or hints is not granted. */
+  pins?: Record<string, string>;
+}
+
+/** One tool as a grant picker shows it. */
+export interface ListedTool {
+  name: string;
+  description: string;
+  kind: ToolKind;
+  builtin: boolean;
+  /** `page`: registered by the page's script through WebMCP; each call asks the person. */
+  source: 'builtin' | 'app' | 'page';
+  /** Offered to a session now (when access is on). */
+  granted: boolean;
+  /** Granted once, but registered since with other text, schema or hints: grant it afresh. */
+  changedSinceGrant: boolean;
 }
 
 export interface Document {
@@ -67,6 +84,8 @@ export type SealpostEvent =
   | { type: 'stopped'; reason: StopReason }
   | { type: 'elsewhere'; tabId: string }
   | { type: 'index_saved'; bytes: number }
+  /** A page's WebMCP tool Sealpost does not offer (its name breaks the rules or is taken). */
+  | { type: 'tool_refused'; name: string; message: string }
   | { type: 'warning'; message: string };
 
 export interface AuditRecord {
@@ -107,7 +126,9 @@ export interface SealpostError extends Error {
 
 export declare class Sealpost {
   /** Rejects with a {@link SealpostError} (`passphrase_required`, `wrong_passphrase`) when a passphrase protects the workspace. */
-  static open(options: { ownerToken: string; relayOrigin?: string; workspace?: string; workerUrl?: string | URL; passphrase?: string }): Promise<Sealpost>;
+  /** `webmcp: false` leaves the page's WebMCP tools out (default: offered once granted);
+   *  `confirmWithinMs` shortens how long a page tool's call waits for the person (at most 20 s). */
+  static open(options: { ownerToken: string; relayOrigin?: string; workspace?: string; workerUrl?: string | URL; passphrase?: string; webmcp?: boolean; confirmWithinMs?: number }): Promise<Sealpost>;
   restored: Restored;
   on<T extends SealpostEvent['type'] | '*'>(type: T, listener: (event: SealpostEvent) => void): () => void;
   registerTool(spec: ToolSpec, handler: ToolHandler): Promise<void>;
@@ -121,7 +142,7 @@ export declare class Sealpost {
   sources(): Promise<string[]>;
   setGrants(grants: Grants): Promise<void>;
   grants(): Promise<Grants>;
-  allTools(): Promise<{ name: string; description: string; kind: ToolKind; builtin: boolean }[]>;
+  allTools(): Promise<ListedTool[]>;
   pairing(): Promise<PairingInfo | null>;
   newPairing(label?: string): Promise<PairingInfo>;
   unpair(): Promise<void>;

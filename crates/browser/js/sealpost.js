@@ -9,7 +9,18 @@
 //   tab.on('stopped', ({ reason }) => …);
 //   tab.serve();
 //
+// Tools the page registers through the W3C WebMCP API (`document.modelContext.registerTool`)
+// are offered too, once the person grants them, and each call waits for the person's
+// confirmation in the page (webmcp.js, confirm.js). `open({ webmcp: false })` turns that off.
+//
 // TypeScript declarations: sealpost.d.ts.
+
+import { Confirmations } from './confirm.js';
+import { WebMcpBridge, installModelContext, pageModelContext } from './webmcp.js';
+
+// A page with no WebMCP implementation gets Sealpost's, so its tools can be registered before
+// (or without) a tab being open.
+installModelContext();
 
 export class Sealpost {
   constructor(worker) {
@@ -25,13 +36,20 @@ export class Sealpost {
   // Starts the worker and opens the workspace. `relayOrigin` defaults to this page's origin.
   // A workspace protected by a passphrase opens only with it: without it the promise rejects
   // with `error.code === 'passphrase_required'`, with a wrong one `'wrong_passphrase'`.
-  static async open({ ownerToken, relayOrigin = location.origin, workspace = 'default', workerUrl, passphrase } = {}) {
+  static async open({ ownerToken, relayOrigin = location.origin, workspace = 'default', workerUrl, passphrase, webmcp = true, confirmWithinMs } = {}) {
     const url = workerUrl ?? new URL('./worker.js', import.meta.url);
     const tab = new Sealpost(new Worker(url, { type: 'module' }));
     tab.relayOrigin = relayOrigin;
     tab.ownerToken = ownerToken;
     try {
       tab.restored = await tab.call('open', { relayOrigin, ownerToken, workspace, passphrase });
+      const context = webmcp ? pageModelContext() : null;
+      if (context) {
+        tab.confirmations = new Confirmations({ withinMs: confirmWithinMs });
+        tab.bridge = new WebMcpBridge(context, tab);
+        await tab.bridge.start();
+        tab.on('stopped', () => tab.confirmations.declineAll('the session stopped'));
+      }
     } catch (error) {
       tab.close();
       throw error;
@@ -54,14 +72,22 @@ export class Sealpost {
     }
   }
 
-  async runTool({ call, name, args }) {
-    const handler = this.handlers.get(name);
+  async runTool({ call, name, args, session }) {
     try {
-      if (!handler) throw new Error(`no handler for ${name}`);
-      const result = await handler(args);
+      let result;
+      if (this.bridge?.has(name)) {
+        // A page's tool: only once the person allows this call (or the tool, for the session).
+        const description = (await this.allTools()).find((tool) => tool.name === name)?.description ?? '';
+        await this.confirmations.confirm({ session, tool: name, description, args });
+        result = await this.bridge.execute(name, args);
+      } else {
+        const handler = this.handlers.get(name);
+        if (!handler) throw new Error(`no handler for ${name}`);
+        result = await handler(args);
+      }
       this.worker.postMessage({ method: 'toolResult', args: [{ call, ok: true, result }] });
     } catch (error) {
-      this.worker.postMessage({ method: 'toolResult', args: [{ call, ok: false, error: String(error?.message ?? error) }] });
+      this.worker.postMessage({ method: 'toolResult', args: [{ call, ok: false, error: String(error?.message ?? error), code: error?.code }] });
     }
   }
 
@@ -118,7 +144,7 @@ export class Sealpost {
   setOwnerToken(token) { this.ownerToken = token; return this.call('setOwnerToken', token); }
 
   // Ends the worker: every key it held is gone with it. Use after sign-out or lock.
-  close() { this.worker.terminate(); for (const { reject } of this.pending.values()) reject(new Error('closed')); this.pending.clear(); }
+  close() { this.bridge?.stop(); this.confirmations?.declineAll('the tab closed'); this.worker.terminate(); for (const { reject } of this.pending.values()) reject(new Error('closed')); this.pending.clear(); }
 
   // Ends the session when the page goes away, so the plugin says "tab not open" at once. The
   // page sends the request itself (keepalive): the worker may be gone before it could.

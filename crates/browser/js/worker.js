@@ -122,21 +122,23 @@ const methods = {
   document(id) { return core.document(id); },
   documents() { return core.documents(); },
   sources() { return core.sources(); },
-  async setGrants(grants) { core.setGrants(grants); await store.putPlain('grants', grants); },
+  // Stored as the core gives them back: with the pins that bind each granted host tool.
+  async setGrants(grants) { core.setGrants(grants); await store.putPlain('grants', core.grants()); },
   grants() { return core.grants(); },
   allTools() { return core.allTools(); },
   registerTool(spec) {
     core.registerTool(spec, (args) => new Promise((resolve, reject) => {
       const call = nextToolCall++;
       toolCalls.set(call, { resolve, reject });
-      self.postMessage({ tool: { call, name: spec.name, args } });
+      self.postMessage({ tool: { call, name: spec.name, args, session: core.session()?.sessionId ?? null } });
     }));
   },
-  toolResult({ call, ok, result, error }) {
+  unregisterTool(name) { return core.unregisterTool(name); },
+  toolResult({ call, ok, result, error, code }) {
     const pending = toolCalls.get(call);
     toolCalls.delete(call);
     if (!pending) return;
-    if (ok) pending.resolve(result); else pending.reject(new Error(error));
+    if (ok) pending.resolve(result); else pending.reject(Object.assign(new Error(error), { code }));
   },
   pairing() { return core.pairing(); },
   async newPairing(label) { const shown = await core.newPairing(label); await persistPairing(); return shown; },

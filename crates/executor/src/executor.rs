@@ -225,15 +225,25 @@ impl Executor {
     }
 
     /// Sets the grants, binding each newly granted host tool to the tool as registered now.
-    /// A pin given (grants restored from storage) is kept; a host tool granted by name before it
-    /// is registered stays ungranted, since nothing says which tool the person meant.
+    /// A pin given (grants restored from storage) is kept, and so is the current pin of a tool
+    /// not registered at the moment (a page that has not registered it again yet); a host tool
+    /// granted by name before any tool has that name stays ungranted, since nothing says which
+    /// tool the person meant.
     pub fn set_grants(&self, mut grants: Grants) {
         let registry = self.registry.borrow();
+        let current = self.grants.snapshot();
         grants.pins.retain(|name, _| grants.tools.contains(name));
-        for tool in registry.tools().filter(|tool| !tool.is_builtin()) {
-            let name = &tool.entry.name;
-            if grants.tools.contains(name) && !grants.pins.contains_key(name) {
-                grants.pins.insert(name.clone(), tool.digest.clone());
+        for name in &grants.tools {
+            if grants.pins.contains_key(name) {
+                continue;
+            }
+            let pin = match registry.get(name) {
+                Some(tool) if tool.is_builtin() => None,
+                Some(tool) => Some(tool.digest.clone()),
+                None => current.pins.get(name).cloned(),
+            };
+            if let Some(pin) = pin {
+                grants.pins.insert(name.clone(), pin);
             }
         }
         self.grants.set(grants);
