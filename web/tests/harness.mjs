@@ -106,11 +106,12 @@ export function decodePairingCode(code) {
   return { origin, mcpToken: bytes.subarray(at, at + tokenLength).toString() };
 }
 
-export async function launchBrowser() {
+// `args`: more Chromium switches (for example `--enable-features=WebMCP`).
+export async function launchBrowser({ args = [] } = {}) {
   return await chromium.launch({
     executablePath: CHROMIUM,
     headless: true,
-    args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--disable-sync', '--no-first-run'],
+    args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--disable-sync', '--no-first-run', ...args],
   });
 }
 

@@ -68,8 +68,8 @@ after(async () => {
 
 // Opens the page, a tab on it with `tools` granted (built-ins only by default), a session, and a
 // paired plugin spoken to as an MCP client.
-async function served(variant, { confirmWithinMs } = {}) {
-  const context = await browser.newContext();
+async function served(variant, { confirmWithinMs, on = browser } = {}) {
+  const context = await on.newContext();
   const page = await openPage(context, `${app.origin}/?with=${variant}`);
   page.on('pageerror', (error) => page.consoleErrors.push(error.message));
   await page.waitForSelector('html[data-ready="yes"]');
@@ -231,4 +231,23 @@ test('with @mcp-b/global loaded after Sealpost: its tools are offered the same w
   await page.click(button('Allow once'));
   assert.match((await answer).text, /GLOBAL/);
   mcp.close();
+});
+
+test('with Chromium\'s own WebMCP (--enable-features=WebMCP): its tools are offered the same way', async () => {
+  const native = await launchBrowser({ args: ['--enable-features=WebMCP'] });
+  try {
+    const { page, mcp } = await served('native', { on: native });
+    assert.equal(await page.evaluate(() => Object.prototype.toString.call(document.modelContext)), '[object ModelContext]');
+    assert.equal(await page.evaluate(() => document.modelContext.__isWebMCPPolyfill), undefined, 'not a polyfill');
+    await grant(page, ['list_sources', 'shout']);
+    await untilListed(mcp, 'shout');
+    const answer = mcp.call('shout', { text: 'native' });
+    await page.click(button('Allow once'));
+    const result = await answer;
+    assert.equal(result.isError, false, result.text);
+    assert.match(result.text, /NATIVE/);
+    mcp.close();
+  } finally {
+    await native.close();
+  }
 });

@@ -66,7 +66,9 @@ class SealpostModelContext extends EventTarget {
     signal?.throwIfAborted();
     const entry = this.#tools.get(tool?.name);
     if (!entry) throw new DOMException(`Tool not found: ${tool?.name}`, 'UnknownError');
-    const result = await entry.execute(JSON.parse(inputJson ?? '{}'));
+    // Chromium's implementation takes the arguments as an object, the polyfill as JSON text.
+    const input = typeof inputJson === 'string' ? JSON.parse(inputJson) : (inputJson ?? {});
+    const result = await entry.execute(input);
     if (typeof result === 'string') return result;
     return JSON.stringify(result) ?? 'Operation succeeded';
   }
@@ -207,6 +209,10 @@ export class WebMcpBridge {
   async execute(name, args) {
     const bridged = this.#bridged.get(name);
     if (!bridged) throw new Error(`the page withdrew the tool ${name}`);
-    return resultOf(await this.#context.executeTool(bridged.tool, JSON.stringify(args ?? {})));
+    // Chromium 156 takes the arguments as an object; @mcp-b/webmcp-polyfill 5.1 (and a wrapper
+    // in front of it) as JSON text. Sealpost's own context takes either.
+    const polyfill = this.#context.__isWebMCPPolyfill || this.#context.native?.__isWebMCPPolyfill;
+    const input = polyfill ? JSON.stringify(args ?? {}) : (args ?? {});
+    return resultOf(await this.#context.executeTool(bridged.tool, input));
   }
 }
