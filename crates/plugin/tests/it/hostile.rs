@@ -248,3 +248,84 @@ async fn a_relay_at_its_connection_cap_is_waited_out_not_reported() {
     );
     assert_eq!(posts.load(Ordering::SeqCst), 0);
 }
+
+#[tokio::test]
+async fn an_older_catalog_update_replayed_by_the_relay_does_not_roll_the_tool_list_back() {
+    // The tab withdrew `list_sources` (update 1), then `search_workspace` too (update 2). A
+    // relay that hands out update 1 again would bring `search_workspace` back; the plugin keeps
+    // the newest list it has opened.
+    let config = config_dir();
+    let (listener, origin) = listener().await;
+    let secret = pair_with(config.path(), &origin);
+    let now = now_ms();
+    let session_id = id();
+    let tab = executor();
+    let hello = tab
+        .start_session(
+            &secret,
+            session_id.0,
+            now,
+            now.saturating_add_ms(600_000),
+            &mut rand::rng(),
+        )
+        .unwrap();
+    let mut update = |withdrawn: &str| {
+        tab.grants().update(|g| {
+            g.tools.remove(withdrawn);
+        });
+        Base64Bytes(tab.catalog_update(now, &mut rand::rng()).unwrap().unwrap())
+    };
+    let (first, second) = (update("list_sources"), update("search_workspace"));
+    let answer = Arc::new(std::sync::Mutex::new(LiveSessionResponse {
+        session_id,
+        hello: Base64Bytes(hello),
+        expires_at: now.saturating_add_ms(600_000),
+        claimer_seen_at: Some(now),
+        plugin_seen_at: None,
+        catalog_update: Some(second),
+        now_ms: now,
+    }));
+    let served = answer.clone();
+    let session = Router::new().route(
+        "/v1/pairings/{id}/session",
+        get(move || {
+            let answer = served.lock().unwrap().clone();
+            async move { axum::Json(answer) }
+        }),
+    );
+    lying_relay(listener, session);
+
+    let mut mcp = Mcp::spawn(config.path());
+    mcp.initialize("2025-11-25").await;
+    let names = |listed: &serde_json::Value| -> Vec<String> {
+        listed["result"]["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|tool| tool["name"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    // `tools/list` answers from the cache and refreshes it in the background: the change is
+    // announced with `list_changed`, then listed.
+    mcp.request("tools/list", json!({})).await;
+    tokio::time::timeout(std::time::Duration::from_secs(10), async {
+        while mcp.recv().await["method"] != "notifications/tools/list_changed" {}
+    })
+    .await
+    .expect("list_changed after the first refresh");
+    let newest = names(&mcp.request("tools/list", json!({})).await);
+    assert!(
+        !newest.iter().any(|n| n == "search_workspace"),
+        "{newest:?}"
+    );
+    assert!(
+        newest.iter().any(|n| n == "get_source_excerpt"),
+        "{newest:?}"
+    );
+
+    answer.lock().unwrap().catalog_update = Some(first);
+    mcp.request("tools/list", json!({})).await;
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    let replayed = names(&mcp.request("tools/list", json!({})).await);
+    assert_eq!(replayed, newest, "the older update is refused");
+}
