@@ -269,7 +269,7 @@ async fn an_older_catalog_update_replayed_by_the_relay_does_not_roll_the_tool_li
             &mut rand::rng(),
         )
         .unwrap();
-    let mut update = |withdrawn: &str| {
+    let update = |withdrawn: &str| {
         tab.grants().update(|g| {
             g.tools.remove(withdrawn);
         });
