@@ -4,6 +4,7 @@
 // same relay (GET /healthz) in the same run, printed as a ratio; then the same with the tab
 // hidden behind another page, and with its window minimised; then, on a relay that offers no
 // session channel (so the tab uses `fetch`), the tab in front again, as a same-run baseline.
+// Also a tool the page registers through WebMCP beside the built-in `list_sources`.
 //
 // The app is driven as a person drives it (web/tests/product.spec.mjs): sign in from the
 // printed link, import documents from a folder, grant, start a session, pair the plugin with
@@ -103,6 +104,50 @@ async function measure({ relay, mcp }) {
   return { calls, echo, failed, firstError };
 }
 
+// A tool the page registers through WebMCP (Sealpost's own context on the app's page), granted
+// and allowed without asking, beside the built-in `list_sources`: both do next to nothing, so
+// the difference is the page tool's path (the Worker asks the page, the page asks the context).
+async function measurePageTool({ page, mcp }) {
+  await page.evaluate(() => document.modelContext.registerTool({
+    name: 'page_echo',
+    description: 'Echoes the text.',
+    inputSchema: { type: 'object', properties: { text: { type: 'string' } } },
+    execute: ({ text }) => text,
+  }));
+  await page.click('nav a[href="#/workspace"]');
+  await page.click('nav a[href="#/access"]');
+  await page.check('input[name="grant-tool"][value="page_echo"]');
+  await page.click('#save-grants');
+  for (let i = 0; i < 100 && !(await mcp.request('tools/list')).result.tools.some((t) => t.name === 'page_echo'); i += 1) {
+    await new Promise((ok) => setTimeout(ok, 100));
+  }
+  const first = mcp.call('page_echo', { text: 'warm' });
+  await page.click('[data-sealpost-confirm] button:text-is("Allow without asking (this session)")');
+  await first;
+  const builtin = [];
+  const pageTool = [];
+  let failed = 0;
+  let firstError = null;
+  const timed = async (into, name, args) => {
+    const started = performance.now();
+    const answer = await mcp.call(name, args);
+    into.push(performance.now() - started);
+    if (answer.isError) { failed += 1; firstError ??= answer.text; }
+  };
+  for (let i = 0; i < WARMUP; i += 1) { await mcp.call('list_sources'); await mcp.call('page_echo', { text: 'w' }); }
+  for (let i = 0; i < CALLS; i += 1) {
+    await timed(builtin, 'list_sources', {});
+    await timed(pageTool, 'page_echo', { text: `call ${i}` });
+  }
+  if (failed) {
+    failedRuns += 1;
+    console.log(`WebMCP tool: NOT MEASURED, ${failed} calls answered with an error; the first: ${firstError}`);
+    return;
+  }
+  const [b50, p50] = [percentile(builtin, 0.5), percentile(pageTool, 0.5)];
+  console.log(`WebMCP tool (page_echo, allowed without asking): p50 ${ms(p50)}, p99 ${ms(percentile(pageTool, 0.99))}; built-in list_sources p50 ${ms(b50)}, p99 ${ms(percentile(builtin, 0.99))}; ratio ${ratio(p50, b50)} (${against(p50 <= 1.2 * b50, '≤ 1.2× the built-in')})`);
+}
+
 // A call answered with an error comes back fast: a run with any is not a measurement. The
 // app's status says how the tab talked to the relay.
 async function report(name, page, { calls, echo, failed, firstError }) {
@@ -125,6 +170,7 @@ try {
   await withLoop([], async (loop) => {
     const { context, page, relay } = loop;
     overChannel = await report('tab in front', page, await measure(loop));
+    await measurePageTool(loop);
 
     const other = await context.newPage();
     await other.goto(`${relay.base}/healthz`);
