@@ -251,3 +251,49 @@ test('with Chromium\'s own WebMCP (--enable-features=WebMCP): its tools are offe
     await native.close();
   }
 });
+
+test('the confirmation takes only the person\'s own input: armed after a delay, visible, never in a frame', async () => {
+  const context = await browser.newContext();
+  const page = await openPage(context, `${app.origin}/confirm.html`);
+  await page.waitForSelector('html[data-ready="yes"]');
+
+  // A trusted click at once, before the arming delay, does not allow.
+  await page.evaluate(() => window.ask());
+  await page.waitForSelector(PROMPT);
+  const allow = await page.$(button('Allow once'));
+  const box = await allow.boundingBox();
+  await page.mouse.click(box.x + box.width / 2, box.y + box.height / 2);
+  await page.waitForTimeout(100);
+  assert.equal(await page.evaluate(() => window.outcome), 'waiting', 'a click during the arming delay is ignored');
+
+  // Hidden: disarmed; visible again: armed only after the delay. Headless Chromium keeps its
+  // one window visible, so the page is told it is hidden the way the browser tells it.
+  await page.waitForTimeout(900);
+  await page.evaluate(() => {
+    Object.defineProperty(document, 'visibilityState', { configurable: true, get: () => 'hidden' });
+    document.dispatchEvent(new Event('visibilitychange'));
+  });
+  await page.mouse.click(box.x + box.width / 2, box.y + box.height / 2);
+  await page.waitForTimeout(100);
+  assert.equal(await page.evaluate(() => window.outcome), 'waiting', 'a click while the page is hidden is ignored');
+  await page.evaluate(() => {
+    delete document.visibilityState;
+    document.dispatchEvent(new Event('visibilitychange'));
+  });
+  await page.mouse.click(box.x + box.width / 2, box.y + box.height / 2);
+  await page.waitForTimeout(100);
+  assert.equal(await page.evaluate(() => window.outcome), 'waiting', 'a click right after the page shows again is ignored');
+  await page.click(button('Allow once'));
+  await page.waitForFunction(() => window.outcome !== 'waiting');
+  assert.equal(await page.evaluate(() => window.outcome), 'allowed');
+
+  // In a frame nothing is asked: the call is refused, and says why.
+  const framing = await openPage(context, `${app.origin}/frame.html`);
+  const frame = framing.frames().find((f) => f.url().endsWith('/confirm.html'));
+  await frame.waitForSelector('html[data-ready="yes"]');
+  await frame.evaluate(() => window.ask());
+  await frame.waitForFunction(() => window.outcome !== 'waiting');
+  assert.match(await frame.evaluate(() => window.outcome), /^declined: .*runs in a frame/);
+  assert.equal(await frame.$(PROMPT), null, 'no prompt in a frame');
+  await context.close();
+});
