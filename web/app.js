@@ -396,17 +396,19 @@ async function renderAccess() {
       h('h3', { id: 'session-heading', text: 'Session' }),
       h('div', { class: 'row' }, h('label', { for: 'ttl' }, 'Length'), ttl,
         h('button', { class: 'primary', id: 'start-session', onclick: async () => {
+          if (sessionLive()) return;
           const granted = await save();
           // A session that offers nothing would only hand out a code for an empty tool list.
           if (!on.checked) { say('Switch AI access on, and grant the tools an agent may use, before starting a session.', { error: true }); on.focus(); return; }
           if (!granted) { say('Grant at least one tool before starting a session: with none, an agent could do nothing.', { error: true }); document.querySelector('input[name="grant-tool"]')?.focus(); return; }
           state.session = await state.tab.startSession(Number(ttl.value));
           sessionStorage.setItem(SESSION_KEY, JSON.stringify({ until: state.session.expiresAt }));
-          state.served = 0; state.refused = 0; state.timeline = [];
+          state.served = 0; state.refused = 0; state.timeline = []; state.status = 'Starting…';
           serve({ takeOver: true });
           render();
         } }, 'Start session'),
         h('button', { id: 'end-session', onclick: async () => { await state.tab.endSession(); state.session = null; sessionStorage.removeItem(SESSION_KEY); say('Session ended.'); render(); } }, 'End session')),
+      h('p', { id: 'session-hint', class: 'muted', 'aria-live': 'polite' }),
       h('div', { id: 'pairing' })),
     h('section', { class: 'card', id: 'access-status', 'aria-labelledby': 'status-heading' }, h('h3', { id: 'status-heading', text: 'Status' })),
     h('section', { class: 'card', 'aria-labelledby': 'unpair-heading' },
@@ -440,7 +442,24 @@ async function renderPairing() {
   );
 }
 
+// A live session is ended before another starts: starting over it would leave the tab serving
+// neither for a while. The button says so rather than doing it.
+function sessionLive() {
+  return !!state.session && state.session.expiresAt > Date.now() && state.status !== 'Not serving';
+}
+
+function renderSessionButtons() {
+  const start = document.getElementById('start-session');
+  if (!start) return;
+  const live = sessionLive();
+  start.disabled = live;
+  document.getElementById('end-session').disabled = !state.session;
+  const hint = document.getElementById('session-hint');
+  if (hint) hint.textContent = live ? 'A session is running. End it to start another with a different length.' : '';
+}
+
 function renderStatus() {
+  renderSessionButtons();
   const box = document.getElementById('access-status');
   if (!box) return;
   const rows = [

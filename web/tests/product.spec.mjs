@@ -423,6 +423,28 @@ test('a second tab says another tab serves the pairing, not that no session is r
   await fresh.close();
 });
 
+test('a running session is not started over: Start waits until it ends, and the paired plugin is served throughout', async () => {
+  const fresh = await browser.newContext({ viewport: { width: 1280, height: 800 } });
+  const page = await openPage(fresh, await relay.newSigninUrl());
+  await signedIn(page);
+  await go(page, '#/access', 'AI access');
+  await page.check('#access-on');
+  for (const box of await page.$$('input[name="grant-tool"]')) await box.check();
+  await page.click('#save-grants');
+  const { mcp } = await paired(await startSession(page));
+  assert.equal(await page.isDisabled('#start-session'), true, 'no second start while one runs');
+  await page.waitForSelector('#session-hint:text("A session is running")');
+  await page.click('#start-session', { force: true });
+  for (let i = 0; i < 5; i += 1) {
+    const answer = await mcp.call('list_sources');
+    assert.equal(answer.isError, false, answer.text);
+  }
+  await page.click('#end-session');
+  await page.waitForFunction(() => !document.querySelector('#start-session').disabled);
+  mcp.close();
+  await fresh.close();
+});
+
 test('a notice belongs to its page: moving to another page clears it', async () => {
   const page = await openPage(context, await relay.newSigninUrl());
   await signedIn(page);
