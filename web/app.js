@@ -431,6 +431,12 @@ async function renderPairing() {
     return;
   }
   if (!pairing || !session) { box.replaceChildren(h('p', { class: 'muted', text: 'No session is running. Start one to get a pairing code.' })); return; }
+  // The plugin's token revoked elsewhere (another device's Tokens page): this code is dead.
+  if (!(await mcpTokens().catch(() => null) ?? [{ id: pairing.tokenId }]).some((t) => t.id === pairing.tokenId)) {
+    box.replaceChildren(h('p', {}, 'The paired plugin’s token was revoked, so this pairing code no longer works. ',
+      h('button', { id: 'pair-again', onclick: pairingRevoked }, 'Make a new pairing')));
+    return;
+  }
   const code = pairing.pairingCode;
   box.replaceChildren(
     h('p', {}, 'On the computer where your MCP client runs, pair once:'),
@@ -538,6 +544,17 @@ async function renderActivity() {
 }
 
 // Every page of the MCP token list (the relay pages it by id), oldest first.
+// The paired plugin's token is revoked: its pairing is dead, so the tab ends the session and
+// forgets it; the next session makes a new pairing code, which is what the plugin's own message
+// asks for (`sealpost pair --replace` with the new code).
+async function pairingRevoked() {
+  await state.tab.unpair().catch(() => {});
+  state.session = null;
+  sessionStorage.removeItem(SESSION_KEY);
+  say('The paired plugin’s token is revoked, and its pairing is gone. To pair again: start a session under AI access for a new pairing code, then run `sealpost pair --replace` with it on the plugin’s computer.');
+  if (location.hash === '#/access') render();
+}
+
 async function mcpTokens() {
   const tokens = [];
   let after = null;
@@ -555,7 +572,12 @@ async function renderTokens() {
     h('p', { class: 'muted', text: 'Each paired plugin holds one token. Revoking one stops that plugin at its next call.' }),
     tokens.length ? h('table', {}, h('thead', {}, h('tr', {}, h('th', { text: 'Label' }), h('th', { text: 'Created' }), h('th', { text: 'Expires' }), h('th', { text: '' }))),
       h('tbody', {}, tokens.map((t) => h('tr', {}, h('td', { text: t.label }), h('td', { text: when(t.created_at) }), h('td', { text: when(t.expires_at) }),
-        h('td', {}, h('button', { 'aria-label': `Revoke ${t.label}`, onclick: async () => { await api('DELETE', `/v1/mcp-tokens/${t.id}`); say('Token revoked.'); renderTokens(); } }, 'Revoke'))))))
+        h('td', {}, h('button', { 'aria-label': `Revoke ${t.label}`, onclick: async () => {
+          await api('DELETE', `/v1/mcp-tokens/${t.id}`);
+          if ((await state.tab.pairing())?.tokenId === t.id) await pairingRevoked();
+          else say('Token revoked.');
+          renderTokens();
+        } }, 'Revoke'))))))
       : h('p', { text: 'No plugin tokens.' }),
     h('h3', { text: 'Signed-in devices' }),
     h('p', { class: 'muted', text: 'Each browser you signed in with. Signing one out stops it at its next request; sign in there again with a new link.' }),

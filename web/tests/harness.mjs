@@ -146,9 +146,10 @@ export function writeFolder(files) {
 }
 
 // `sealpost pair` with the code on stdin; resolves to {status, output}.
-export function pairPlugin(configDir, code) {
+// `args`: more arguments (for example `--replace`).
+export function pairPlugin(configDir, code, args = []) {
   return new Promise((ok) => {
-    const child = spawn(PLUGIN_BIN, ['pair'], { env: { ...process.env, SEALPOST_CONFIG_DIR: configDir }, stdio: ['pipe', 'pipe', 'pipe'] });
+    const child = spawn(PLUGIN_BIN, ['pair', ...args], { env: { ...process.env, SEALPOST_CONFIG_DIR: configDir }, stdio: ['pipe', 'pipe', 'pipe'] });
     let output = '';
     child.stdout.on('data', (d) => { output += d; });
     child.stderr.on('data', (d) => { output += d; });

@@ -445,6 +445,41 @@ test('a running session is not started over: Start waits until it ends, and the 
   await fresh.close();
 });
 
+test('revoking the paired plugin\'s token ends its pairing; the step the plugin asks for recovers it', async () => {
+  const fresh = await browser.newContext({ viewport: { width: 1280, height: 800 } });
+  const page = await openPage(fresh, await relay.newSigninUrl());
+  await signedIn(page);
+  await go(page, '#/access', 'AI access');
+  await page.check('#access-on');
+  for (const box of await page.$$('input[name="grant-tool"]')) await box.check();
+  await page.click('#save-grants');
+  const firstCode = await startSession(page);
+  const { config, mcp } = await paired(firstCode);
+  assert.equal((await mcp.call('list_sources')).isError, false);
+
+  await go(page, '#/tokens', 'Tokens');
+  await page.click('button:text-is("Revoke")');
+  await page.waitForSelector('#notice:text("its pairing is gone")');
+  const told = await mcp.call('list_sources');
+  assert.equal(told.isError, true);
+  assert.match(told.text, /start a session and run `sealpost pair --replace` with the new code/);
+  mcp.close();
+
+  // What the plugin asks for works: a new session, a new code, `pair --replace`.
+  await go(page, '#/access', 'AI access');
+  await page.waitForSelector('#pairing :text("No session is running")');
+  const secondCode = await startSession(page);
+  assert.notEqual(secondCode, firstCode, 'a new pairing, not the dead one');
+  const replaced = await pairPlugin(config, secondCode, ['--replace']);
+  assert.equal(replaced.status, 0, replaced.output);
+  const again = new McpClient(config);
+  await again.initialize();
+  const answer = await again.call('list_sources');
+  assert.equal(answer.isError, false, answer.text);
+  again.close();
+  await fresh.close();
+});
+
 test('a notice belongs to its page: moving to another page clears it', async () => {
   const page = await openPage(context, await relay.newSigninUrl());
   await signedIn(page);

@@ -142,7 +142,8 @@ const methods = {
   },
   pairing() { return core.pairing(); },
   async newPairing(label) { const shown = await core.newPairing(label); await persistPairing(); return shown; },
-  async unpair() { await core.unpair(); await persistPairing(); },
+  // The pairing is forgotten even when the relay did not take the revocation (already revoked).
+  async unpair() { try { await core.unpair(); } finally { await persistPairing(); } },
   async startSession(ttlS) {
     const started = await core.startSession(ttlS);
     await persistPairing();
