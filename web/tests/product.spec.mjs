@@ -480,6 +480,42 @@ test('revoking the paired plugin\'s token ends its pairing; the step the plugin 
   await fresh.close();
 });
 
+test('review shows a change with a little context, Approve at the top, and the count of waiting proposals', async () => {
+  const fresh = await browser.newContext({ viewport: { width: 1280, height: 800 } });
+  const page = await openPage(fresh, await relay.newSigninUrl());
+  await signedIn(page);
+  const lines = Array.from({ length: 300 }, (_, i) => `Line ${i + 1} of the long journal.`);
+  const folder = writeFolder({ 'journal/long.md': `# Long journal\n\n${lines.join('\n')}\n` });
+  await page.fill('#source-name', 'journal');
+  await page.setInputFiles('#pick-folder', join(folder, 'journal'));
+  await page.waitForSelector('#import-status:text("Imported 1 files into journal.")');
+  await go(page, '#/access', 'AI access');
+  await page.check('#access-on');
+  await page.check('input[name="grant-source"][value="journal"]');
+  for (const box of await page.$$('input[name="grant-tool"]')) await box.check();
+  await page.click('#save-grants');
+  const { mcp } = await paired(await startSession(page));
+  const found = await mcp.call('search_workspace', { query: 'journal' });
+  const docId = found.text.match(/(d_[0-9a-f]{24})/)[1];
+  const proposed = await mcp.call('propose_append_note', { doc_id: docId, text: 'One more line.' });
+  assert.equal(proposed.isError, false, proposed.text);
+  await page.waitForSelector('nav a[href="#/review"]:text-is("Review (1)")');
+  await go(page, '#/review', 'Review');
+  const diff = await page.textContent('article pre.diff');
+  assert.match(diff, /\+ One more line\./);
+  assert.match(diff, /unchanged lines/);
+  assert.ok(diff.split('\n').length < 10, `a few lines, not the whole note: ${diff.length} characters`);
+  assert.ok(await page.evaluate(() => {
+    const article = document.querySelector('main article');
+    const approve = [...article.querySelectorAll('button')].find((b) => b.textContent === 'Approve');
+    return Boolean(approve.compareDocumentPosition(article.querySelector('pre.diff')) & Node.DOCUMENT_POSITION_FOLLOWING);
+  }), 'Approve comes before the diff');
+  await page.click('article button:text-is("Approve")');
+  await page.waitForSelector('nav a[href="#/review"]:text-is("Review")');
+  mcp.close();
+  await fresh.close();
+});
+
 test('a notice belongs to its page: moving to another page clears it', async () => {
   const page = await openPage(context, await relay.newSigninUrl());
   await signedIn(page);
