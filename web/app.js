@@ -285,7 +285,8 @@ function render() {
 async function renderWorkspace() {
   const sources = await state.tab.sources();
   const documents = await state.tab.documents();
-  const sourceInput = h('input', { type: 'text', id: 'source-name', value: sources[0] ?? 'notes', autocomplete: 'off' });
+  // The source of the last import, so the next folder lands in the same one.
+  const sourceInput = h('input', { type: 'text', id: 'source-name', value: state.lastSource ?? sources[0] ?? 'notes', autocomplete: 'off' });
   const progress = h('progress', { id: 'import-progress', max: 1, value: 0, hidden: true, 'aria-label': 'Import progress' });
   const progressText = h('p', { id: 'import-status', role: 'status', 'aria-live': 'polite', text: state.importStatus ?? '' });
   const files = h('input', { type: 'file', id: 'pick-files', multiple: true, accept: '.md,.markdown,.txt,.text,text/*' });
@@ -306,7 +307,9 @@ async function renderWorkspace() {
     if (batch.length) done += await state.tab.putDocuments(batch.splice(0));
     progress.value = done;
     state.importStatus = `Imported ${done} files into ${source}.`;
-    renderWorkspace();
+    state.lastSource = source;
+    // A person who went to another page meanwhile stays there; the status waits for them.
+    if (location.hash === '#/workspace' || !pages[location.hash]) renderWorkspace();
   };
   files.addEventListener('change', () => importFiles([...files.files]));
   folder.addEventListener('change', () => importFiles([...folder.files]));

@@ -516,6 +516,32 @@ test('review shows a change with a little context, Approve at the top, and the c
   await fresh.close();
 });
 
+test('an import keeps the source it went into, and does not pull the person back to Workspace', async () => {
+  const fresh = await browser.newContext({ viewport: { width: 1280, height: 800 } });
+  const page = await openPage(fresh, await relay.newSigninUrl());
+  await signedIn(page);
+  const first = writeFolder({ 'alpha/a.md': '# A\nalpha\n' });
+  await page.fill('#source-name', 'alpha');
+  await page.setInputFiles('#pick-folder', join(first, 'alpha'));
+  await page.waitForSelector('#import-status:text("Imported 1 files into alpha.")');
+  const second = writeFolder({ 'zeta/z.md': '# Z\nzeta\n' });
+  await page.fill('#source-name', 'zeta');
+  await page.setInputFiles('#pick-folder', join(second, 'zeta'));
+  await page.waitForSelector('#import-status:text("Imported 1 files into zeta.")');
+  assert.equal(await page.inputValue('#source-name'), 'zeta', 'the next folder goes where the last one went');
+
+  // A big import still running while the person moves to AI access: they stay there.
+  const many = writeFolder(Object.fromEntries(Array.from({ length: 400 }, (_, i) => [`many/n${i}.md`, `# N${i}\n${'text '.repeat(200)}\n`])));
+  await page.fill('#source-name', 'many');
+  await page.setInputFiles('#pick-folder', join(many, 'many'));
+  await go(page, '#/access', 'AI access');
+  await page.waitForTimeout(5000);
+  assert.equal(await page.textContent('main h2'), 'AI access');
+  await go(page, '#/workspace', 'Workspace');
+  await page.waitForSelector('#import-status:text("Imported 400 files into many.")', { timeout: 60_000 });
+  await fresh.close();
+});
+
 test('a notice belongs to its page: moving to another page clears it', async () => {
   const page = await openPage(context, await relay.newSigninUrl());
   await signedIn(page);
