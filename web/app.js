@@ -8,7 +8,7 @@ const TOKEN_KEY = 'sealpost.owner-token';
 const SESSION_KEY = 'sealpost.session';
 const main = document.getElementById('main');
 const notice = document.getElementById('notice');
-const state = { tab: null, me: null, status: 'Not serving', transport: null, served: 0, refused: 0, lastCall: null, pluginSeen: null, timeline: [], elsewhere: false, session: null, stopReason: null };
+const state = { tab: null, me: null, status: 'Not serving', transport: null, served: 0, errored: 0, refused: 0, lastCall: null, pluginSeen: null, timeline: [], elsewhere: false, session: null, stopReason: null };
 
 // ---------- small helpers ----------
 
@@ -127,7 +127,9 @@ function outcomeOf(record) {
 
 function outcomeText(record) {
   const o = record.outcome ?? {};
-  const decided = (o.type ?? 'unknown').replaceAll('_', ' ') + (o.code ? ` (${o.code})` : '') + (o.reason ? ` (${o.reason})` : '');
+  // An error the tool itself answered (no such document, say) is an answer, not a refusal.
+  const type = o.type === 'answered_with_error' ? 'answered: the tool reported an error' : (o.type ?? 'unknown').replaceAll('_', ' ');
+  const decided = type + (o.code ? ` (${o.code})` : '') + (o.reason ? ` (${o.reason})` : '');
   return record.delivery?.type === 'not_delivered' ? `not delivered: ${record.delivery.why} (the tab had ${decided})` : decided;
 }
 
@@ -135,8 +137,10 @@ function onEvent(event) {
   if (event.type === 'audit') {
     const r = event.record;
     const outcome = outcomeOf(r);
-    if (['answered', 'answered_with_error', 'proposal_saved'].includes(outcome)) state.served += 1;
-    if (['refused', 'cancelled', 'not_delivered'].includes(outcome)) state.refused += 1;
+    // Every call lands in exactly one counter, so they add up to the calls the tab saw.
+    if (['answered', 'proposal_saved'].includes(outcome)) state.served += 1;
+    else if (outcome === 'answered_with_error') state.errored += 1;
+    else if (r.call_id) state.refused += 1;
     if (outcome === 'proposal_saved') updateReviewCount();
     if (r.call_id) {
       state.lastCall = r.at_ms;
@@ -408,7 +412,7 @@ async function renderAccess() {
           if (!granted) { say('Grant at least one tool before starting a session: with none, an agent could do nothing.', { error: true }); document.querySelector('input[name="grant-tool"]')?.focus(); return; }
           state.session = await state.tab.startSession(Number(ttl.value));
           sessionStorage.setItem(SESSION_KEY, JSON.stringify({ until: state.session.expiresAt }));
-          state.served = 0; state.refused = 0; state.timeline = []; state.status = 'Starting…';
+          state.served = 0; state.errored = 0; state.refused = 0; state.timeline = []; state.status = 'Starting…';
           serve({ takeOver: true });
           render();
         } }, 'Start session'),
@@ -475,8 +479,9 @@ function renderStatus() {
   if (!box) return;
   const rows = [
     ['State', state.status],
-    ['Calls served', state.served],
-    ['Calls refused', state.refused],
+    ['Calls answered', state.served],
+    ['Answered with the tool\u2019s error', state.errored],
+    ['Calls refused or not delivered', state.refused],
     ['Last call', ago(state.lastCall)],
     ['Plugin last seen', ago(state.pluginSeen)],
     ['Connection', { channel: 'WebSocket', http: 'HTTP requests' }[state.transport] ?? '—'],

@@ -542,6 +542,31 @@ test('an import keeps the source it went into, and does not pull the person back
   await fresh.close();
 });
 
+test('the status counters add up: each call is answered, answered with the tool\'s error, or refused', async () => {
+  const fresh = await browser.newContext({ viewport: { width: 1280, height: 800 } });
+  const page = await openPage(fresh, await relay.newSigninUrl());
+  await signedIn(page);
+  await go(page, '#/access', 'AI access');
+  await page.check('#access-on');
+  for (const box of await page.$$('input[name="grant-tool"]')) await box.check();
+  await page.click('#save-grants');
+  const { mcp } = await paired(await startSession(page));
+  assert.equal((await mcp.call('list_sources')).isError, false);
+  const missing = await mcp.call('get_source_excerpt', { doc_id: 'd_000000000000000000000000' });
+  const refused = await mcp.call('search_workspace', { query: 7 });
+  assert.equal(missing.isError, true, missing.text);
+  assert.equal(refused.isError, true, refused.text);
+  const row = async (label) => page.evaluate((label) => [...document.querySelectorAll('#access-status tr')]
+    .find((tr) => tr.querySelector('th')?.textContent === label)?.querySelector('td')?.textContent, label);
+  await page.waitForFunction(() => document.querySelectorAll('#timeline li').length === 3);
+  const counts = [await row('Calls answered'), await row('Answered with the tool\u2019s error'), await row('Calls refused or not delivered')];
+  assert.deepEqual(counts, ['1', '1', '1']);
+  await go(page, '#/activity', 'Activity');
+  await page.waitForSelector('td:text("answered: the tool reported an error")');
+  mcp.close();
+  await fresh.close();
+});
+
 test('a notice belongs to its page: moving to another page clears it', async () => {
   const page = await openPage(context, await relay.newSigninUrl());
   await signedIn(page);
