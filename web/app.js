@@ -79,9 +79,16 @@ async function docId(source, path) {
   return `d_${[...digest.slice(0, 12)].map((b) => b.toString(16).padStart(2, '0')).join('')}`;
 }
 
+// A Markdown file's title is its first heading with words in it; a text file's is its name
+// (a `# ` line in plain text is not a heading).
 function titleOf(name, body) {
-  const heading = body.match(/^#\s+(.+)$/m);
+  const markdown = /\.(md|markdown)$/i.test(name);
+  const heading = markdown ? body.match(/^#\s+(.*\w.*)$/m) : null;
   return (heading ? heading[1] : name.replace(/\.(md|markdown|txt|text)$/i, '')).trim().slice(0, 300) || name;
+}
+
+function plural(count, one, many = `${one}s`) {
+  return `${count} ${count === 1 ? one : many}`;
 }
 
 // ---------- sign-in ----------
@@ -351,7 +358,7 @@ async function renderWorkspace() {
       drop, progress, progressText),
     passphraseCard(),
     h('section', { 'aria-labelledby': 'docs-heading' },
-      h('h3', { id: 'docs-heading', text: `Documents (${documents.length}) in ${sources.length} sources` }),
+      h('h3', { id: 'docs-heading', text: `Documents (${documents.length}) in ${plural(sources.length, 'source')}` }),
       h('div', { class: 'row' }, filter),
       h('table', {}, h('thead', {}, h('tr', {}, h('th', { text: 'Title' }), h('th', { text: 'Source' }), h('th', { text: 'Characters' }))), body)),
   );

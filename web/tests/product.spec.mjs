@@ -524,11 +524,17 @@ test('an import keeps the source it went into, and does not pull the person back
   await page.fill('#source-name', 'alpha');
   await page.setInputFiles('#pick-folder', join(first, 'alpha'));
   await page.waitForSelector('#import-status:text("Imported 1 files into alpha.")');
+  assert.equal(await page.textContent('#docs-heading'), 'Documents (1) in 1 source');
   const second = writeFolder({ 'zeta/z.md': '# Z\nzeta\n' });
   await page.fill('#source-name', 'zeta');
   await page.setInputFiles('#pick-folder', join(second, 'zeta'));
   await page.waitForSelector('#import-status:text("Imported 1 files into zeta.")');
   assert.equal(await page.inputValue('#source-name'), 'zeta', 'the next folder goes where the last one went');
+  // A text file's `# ` line is not a heading: its title is its name.
+  const text = writeFolder({ 'zeta/plain.txt': '#\n# not a heading\nplain text\n' });
+  await page.setInputFiles('#pick-folder', join(text, 'zeta'));
+  await page.waitForSelector('#import-status:text("Imported 1 files into zeta.")');
+  await page.waitForSelector('main table a:text-is("plain")');
 
   // A big import still running while the person moves to AI access: they stay there.
   const many = writeFolder(Object.fromEntries(Array.from({ length: 400 }, (_, i) => [`many/n${i}.md`, `# N${i}\n${'text '.repeat(200)}\n`])));
