@@ -573,6 +573,41 @@ test('the status counters add up: each call is answered, answered with the tool\
   await fresh.close();
 });
 
+test('no page overflows sideways on a phone (390 × 844) or a laptop (1280 × 800)', async () => {
+  const fresh = await browser.newContext({ viewport: { width: 1280, height: 800 } });
+  const page = await openPage(fresh, await relay.newSigninUrl());
+  await signedIn(page);
+  const long = 'a-very-long-unbroken-word-'.repeat(12);
+  const folder = writeFolder({ 'notes/n.md': `# A note with a rather long title that goes on and on ${long}\n\nbody ${long}\n` });
+  await page.fill('#source-name', 'notes');
+  await page.setInputFiles('#pick-folder', join(folder, 'notes'));
+  await page.waitForSelector('#import-status:text("Imported 1 files into notes.")');
+  await go(page, '#/access', 'AI access');
+  await page.check('#access-on');
+  await page.check('input[name="grant-source"][value="notes"]');
+  for (const box of await page.$$('input[name="grant-tool"]')) await box.check();
+  await page.click('#save-grants');
+  const { mcp } = await paired(await startSession(page));
+  const found = await mcp.call('search_workspace', { query: 'note' });
+  const docId = found.text.match(/(d_[0-9a-f]{24})/)[1];
+  await mcp.call('propose_append_note', { doc_id: docId, text: `appended ${long}` });
+  const pages = [['#/workspace', 'Workspace'], ['#/access', 'AI access'], ['#/review', 'Review'], ['#/activity', 'Activity'], ['#/tokens', 'Tokens'], ['#/leaves', 'What leaves this tab']];
+  const overflowing = [];
+  for (const [width, height] of [[1280, 800], [390, 844]]) {
+    await page.setViewportSize({ width, height });
+    for (const [route, heading] of pages) {
+      await page.evaluate((route) => { location.hash = route; }, route);
+      await page.waitForSelector(`main h2:text-is("${heading}")`);
+      await page.waitForTimeout(200);
+      const wide = await page.evaluate(() => document.documentElement.scrollWidth - document.documentElement.clientWidth);
+      if (wide > 0) overflowing.push(`${route} at ${width} px: ${wide} px too wide`);
+    }
+  }
+  assert.deepEqual(overflowing, []);
+  mcp.close();
+  await fresh.close();
+});
+
 test('a notice belongs to its page: moving to another page clears it', async () => {
   const page = await openPage(context, await relay.newSigninUrl());
   await signedIn(page);
