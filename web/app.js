@@ -87,6 +87,21 @@ function titleOf(name, body) {
   return (heading ? heading[1] : name.replace(/\.(md|markdown|txt|text)$/i, '')).trim().slice(0, 300) || name;
 }
 
+// What each built-in tool does, in a person's words; its id stays in small print beside it.
+const TOOL_LABELS = {
+  search_workspace: 'Search your documents',
+  get_source_excerpt: 'Read a passage of a document',
+  get_workspace_outline: 'See the titles of your documents',
+  list_sources: 'See the names of your sources',
+  propose_create_note: 'Propose a new note (you review it)',
+  propose_append_note: 'Propose adding to a note (you review it)',
+  propose_edit_note: 'Propose an edit to a note (you review it)',
+};
+
+function toolLabel(id) {
+  return TOOL_LABELS[id] ?? id;
+}
+
 function plural(count, one, many = `${one}s`) {
   return `${count} ${count === 1 ? one : many}`;
 }
@@ -388,8 +403,9 @@ async function renderAccess() {
   const tools = await state.tab.allTools();
   const on = h('input', { type: 'checkbox', id: 'access-on', checked: grants.access === 'on' });
   const sourceBoxes = sources.map((s) => h('label', {}, h('input', { type: 'checkbox', name: 'grant-source', value: s, checked: grants.sources.includes(s) }), ` ${s}`));
-  const toolBoxes = tools.map((t) => h('label', {}, h('input', { type: 'checkbox', name: 'grant-tool', value: t.name, checked: t.granted }), ` ${t.name}`,
-    t.kind === 'proposal' ? ' (proposes changes for you to review)' : '',
+  const toolBoxes = tools.map((t) => h('label', {}, h('input', { type: 'checkbox', name: 'grant-tool', value: t.name, checked: t.granted }), ` ${toolLabel(t.name)} `,
+    h('small', { class: 'muted tool-id', text: t.name }),
+    t.kind === 'proposal' && !TOOL_LABELS[t.name] ? ' (proposes changes for you to review)' : '',
     // A page's own tool: its description is the page's word, and each call asks first.
     t.source === 'page' ? h('span', { class: 'muted' }, ` — from this page, asks you before each call: “${t.description}”`) : '',
     t.changedSinceGrant ? h('span', { class: 'muted' }, ' (changed since you allowed it: allow it again if you still want it)') : ''));
@@ -410,6 +426,7 @@ async function renderAccess() {
       h('button', { class: 'primary', id: 'save-grants', onclick: save }, 'Save access')),
     h('section', { class: 'card', 'aria-labelledby': 'session-heading' },
       h('h3', { id: 'session-heading', text: 'Session' }),
+      h('p', { class: 'muted', text: 'A session is the time an AI agent may call this tab. When it ends, calls stop until you start another; the paired plugin carries on without pairing again.' }),
       h('div', { class: 'row' }, h('label', { for: 'ttl' }, 'Length'), ttl,
         h('button', { class: 'primary', id: 'start-session', onclick: async () => {
           if (sessionLive()) return;
@@ -420,6 +437,7 @@ async function renderAccess() {
           state.session = await state.tab.startSession(Number(ttl.value));
           sessionStorage.setItem(SESSION_KEY, JSON.stringify({ until: state.session.expiresAt }));
           state.served = 0; state.errored = 0; state.refused = 0; state.timeline = []; state.status = 'Starting…';
+          state.pluginSeen = null; state.showCode = false;
           serve({ takeOver: true });
           render();
         } }, 'Start session'),
@@ -454,6 +472,12 @@ async function renderPairing() {
     return;
   }
   const code = pairing.pairingCode;
+  // Once the plugin has paired, the secret code goes out of sight until asked for.
+  if (state.pluginSeen && !state.showCode) {
+    box.replaceChildren(h('p', {}, 'The plugin is paired and uses this session. ',
+      h('button', { id: 'show-code', onclick: () => { state.showCode = true; renderPairing(); } }, 'Show the pairing code again')));
+    return;
+  }
   box.replaceChildren(
     h('p', {}, 'On the computer where your MCP client runs, pair once:'),
     h('p', { class: 'code', id: 'pair-command', text: 'sealpost pair' }),
@@ -461,6 +485,7 @@ async function renderPairing() {
     h('p', { class: 'code', id: 'pairing-code', text: code }),
     h('div', { class: 'row' }, h('button', { id: 'copy-code', onclick: async () => { await navigator.clipboard.writeText(code); say('Pairing code copied.'); } }, 'Copy pairing code')),
     h('p', {}, 'Check that the plugin shows the same fingerprint: ', h('span', { class: 'fingerprint', id: 'fingerprint', text: `${pairing.fingerprint.slice(0, 3)} ${pairing.fingerprint.slice(3)}` })),
+    h('p', { class: 'muted', text: 'The fingerprint is a short check that the plugin paired with this tab and this relay: `sealpost pair` prints the same letters. If they differ, do not use that plugin.' }),
   );
 }
 
@@ -558,7 +583,7 @@ async function renderReview() {
     }
     items.push(h('article', { class: 'card', 'aria-label': what },
       h('h3', { text: what }),
-      h('p', { class: 'muted', text: `Proposed by ${p.tool} at ${when(p.created_at_ms)}` }),
+      h('p', { class: 'muted', text: `Proposed by an AI agent (${toolLabel(p.tool).toLowerCase()}) at ${when(p.created_at_ms)}` }),
       h('div', { class: 'row' },
         h('button', { class: 'primary', onclick: async () => { try { await state.tab.applyProposal(p.id); say('Applied.'); } catch (e) { say(`Not applied: ${e.message}`, { error: true }); } renderReview(); } }, 'Approve'),
         h('button', { onclick: async () => { await state.tab.rejectProposal(p.id); say('Rejected.'); renderReview(); } }, 'Reject')),
@@ -579,14 +604,14 @@ async function renderActivity() {
   const body = h('tbody');
   const fill = () => body.replaceChildren(...entries
     .filter((e) => (!toolFilter.value || e.tool === toolFilter.value) && (!outcomeFilter.value || outcomeOf(e) === outcomeFilter.value))
-    .map((e) => h('tr', {}, h('td', { text: when(e.at_ms) }), h('td', { text: e.tool ?? '—' }), h('td', { text: outcomeText(e) }), h('td', { text: String(e.reply_bytes) }))));
+    .map((e) => h('tr', {}, h('td', { text: when(e.at_ms) }), h('td', { text: e.tool ? toolLabel(e.tool) : '—' }), h('td', { text: outcomeText(e) }), h('td', { text: e.reply_bytes ? `${e.reply_bytes.toLocaleString()} bytes` : '—' }))));
   toolFilter.addEventListener('change', fill); outcomeFilter.addEventListener('change', fill);
   fill();
   setChildren(main, h('h2', { text: 'Activity' }),
     h('p', { class: 'muted', text: 'Every call and review, kept encrypted in this browser. Arguments are kept only as a digest.' }),
     h('div', { class: 'row' }, h('label', { for: 'filter-tool' }, 'Tool'), toolFilter, h('label', { for: 'filter-outcome' }, 'Outcome'), outcomeFilter),
     unreadable ? h('p', { class: 'bad', text: `${unreadable} entries could not be read and are not shown.` }) : null,
-    h('table', {}, h('thead', {}, h('tr', {}, h('th', { text: 'When' }), h('th', { text: 'Tool' }), h('th', { text: 'Outcome' }), h('th', { text: 'Reply bytes' }))), body));
+    h('table', {}, h('thead', {}, h('tr', {}, h('th', { text: 'When' }), h('th', { text: 'Tool' }), h('th', { text: 'Outcome' }), h('th', { text: 'Answer size' }))), body));
 }
 
 // Every page of the MCP token list (the relay pages it by id), oldest first.
@@ -595,7 +620,7 @@ async function renderActivity() {
 // asks for (`sealpost pair --replace` with the new code).
 async function pairingRevoked() {
   await state.tab.unpair().catch(() => {});
-  state.session = null;
+  state.session = null; state.pluginSeen = null; state.showCode = false;
   sessionStorage.removeItem(SESSION_KEY);
   say('The paired plugin’s token is revoked, and its pairing is gone. To pair again: start a session under AI access for a new pairing code, then run `sealpost pair --replace` with it on the plugin’s computer.');
   if (location.hash === '#/access') render();
@@ -613,11 +638,11 @@ async function mcpTokens() {
 }
 
 async function renderTokens() {
-  const [tokens, { tokens: devices }] = await Promise.all([mcpTokens(), api('GET', '/v1/owner-tokens')]);
+  const [tokens, { tokens: devices }, pairing] = await Promise.all([mcpTokens(), api('GET', '/v1/owner-tokens'), state.tab.pairing()]);
   main.replaceChildren(h('h2', { text: 'Tokens' }),
     h('p', { class: 'muted', text: 'Each paired plugin holds one token. Revoking one stops that plugin at its next call.' }),
     tokens.length ? h('table', {}, h('thead', {}, h('tr', {}, h('th', { text: 'Label' }), h('th', { text: 'Created' }), h('th', { text: 'Expires' }), h('th', { text: '' }))),
-      h('tbody', {}, tokens.map((t) => h('tr', {}, h('td', { text: t.label }), h('td', { text: when(t.created_at) }), h('td', { text: when(t.expires_at) }),
+      h('tbody', {}, tokens.map((t) => h('tr', {}, h('td', {}, t.label, t.id === pairing?.tokenId ? h('span', { class: 'muted', text: ' (this tab\u2019s pairing)' }) : ''), h('td', { text: when(t.created_at) }), h('td', { text: when(t.expires_at) }),
         h('td', {}, h('button', { 'aria-label': `Revoke ${t.label}`, onclick: async () => {
           await api('DELETE', `/v1/mcp-tokens/${t.id}`);
           if ((await state.tab.pairing())?.tokenId === t.id) await pairingRevoked();
@@ -643,9 +668,9 @@ async function renderLeaves() {
       h('tbody', {},
         h('tr', {}, h('td', { text: 'Sign-in and sign-out' }), h('td', { text: 'used once per sign-in' }), h('td', { text: 'The one-time sign-in code, then a token that identifies you to the relay. No document text.' })),
         h('tr', {}, h('td', { text: 'Tokens page' }), h('td', { text: 'on when you open it' }), h('td', { text: 'The labels and dates of your plugin tokens and of your signed-in devices.' })),
-        h('tr', {}, h('td', { text: 'AI access: session and calls' }), h('td', { text: aiOn ? 'on' : 'off' }), h('td', { text: 'A session record (ids, times, and the tool list sealed under your pairing key), then for each call: ids, sizes, timings, and ciphertext only. The relay cannot read a call or its answer.' })),
+        h('tr', {}, h('td', { text: 'AI access: session and calls' }), h('td', { text: aiOn ? 'on' : 'off' }), h('td', { text: 'A session record (ids, times, and the tool list sealed under your pairing key), then for each call: ids, sizes, timings, and the call and its answer encrypted so that only this tab and your paired plugin can read them. The relay cannot.' })),
         h('tr', {}, h('td', { text: 'Your documents, proposals and activity' }), h('td', { text: 'never sent' }), h('td', { text: 'They stay in this browser’s storage. Only the answer to a call you granted leaves, sealed so that only your paired plugin can open it.' })))),
-    h('p', {}, 'The relay serves this app’s code. Someone who controls the relay could change that code; docs/SECURITY.md says what that means and how to serve a build you checked.'));
+    h('p', {}, 'The relay serves this app’s code. Someone who controls the relay could change that code; Sealpost’s security notes (SECURITY.md, shipped with Sealpost) say what that means and how to serve a build you checked.'));
 }
 
 // ---------- boot ----------
@@ -693,7 +718,10 @@ async function refreshPluginSeen() {
 
 setInterval(async () => {
   if (location.hash !== '#/access') return;
+  const paired = !!state.pluginSeen;
   await refreshPluginSeen();
-  if (location.hash === '#/access') renderStatus();
+  if (location.hash !== '#/access') return;
+  renderStatus();
+  if (!paired && state.pluginSeen && document.getElementById('pairing-code')) renderPairing();
 }, 5000);
 boot();

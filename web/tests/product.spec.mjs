@@ -214,7 +214,7 @@ async function person(page) {
   await go(page, '#/tokens', 'Tokens');
   await page.waitForSelector('td span:text-is("This device")');
   await page.click('td button:text-is("Revoke")');
-  await page.waitForSelector('#notice:text("Token revoked.")');
+  await page.waitForSelector('#notice:text("its pairing is gone")');
   const revoked = await mcp.call('list_sources');
   assert.equal(revoked.isError, true);
   assert.ok(revoked.text.includes('revoked or has expired'), revoked.text);
@@ -439,6 +439,13 @@ test('a running session is not started over: Start waits until it ends, and the 
     const answer = await mcp.call('list_sources');
     assert.equal(answer.isError, false, answer.text);
   }
+  // Tools are named in a person's words, their ids in small print.
+  assert.match(await page.textContent('fieldset label:has(input[value="search_workspace"])'), /Search your documents\s*search_workspace/);
+  // Once the plugin has paired, the secret code goes out of sight until asked for.
+  await page.waitForSelector('#show-code', { timeout: 15_000 });
+  assert.equal(await page.isVisible('#pairing-code'), false);
+  await page.click('#show-code');
+  await page.waitForSelector('#pairing-code');
   await page.click('#end-session');
   await page.waitForFunction(() => !document.querySelector('#start-session').disabled);
   mcp.close();
@@ -458,7 +465,7 @@ test('revoking the paired plugin\'s token ends its pairing; the step the plugin 
   assert.equal((await mcp.call('list_sources')).isError, false);
 
   await go(page, '#/tokens', 'Tokens');
-  await page.click('button:text-is("Revoke")');
+  await page.click('tr:has-text("this tab’s pairing") button:text-is("Revoke")');
   await page.waitForSelector('#notice:text("its pairing is gone")');
   const told = await mcp.call('list_sources');
   assert.equal(told.isError, true);
