@@ -112,5 +112,6 @@ test('a page of an origin the relay does not list is refused, over HTTP and on t
     return { started, channel };
   }, { ownerToken, relayOrigin: relay.base });
   assert.match(outcome.started, /^refused/, 'no session from an unlisted origin');
+  assert.match(outcome.started, /does not list this page's origin http:\/\/127\.0\.0\.1:\d+: its operator adds it with --app-origin/, 'the error names the likely cause');
   assert.equal(outcome.channel, 'refused', 'no channel from an unlisted origin');
 });

@@ -63,6 +63,26 @@ impl Relay {
         &self.token
     }
 
+    /// A request to a relay on another origin that got no answer may have been refused by the
+    /// relay's CORS gate, which a browser reports exactly like a relay that is down: say both.
+    fn unanswered(&self, error: RelayError) -> RelayError {
+        let page = js_sys::Reflect::get(&js_sys::global(), &"location".into())
+            .and_then(|location| js_sys::Reflect::get(&location, &"origin".into()))
+            .ok()
+            .and_then(|origin| origin.as_string())
+            .unwrap_or_default();
+        match error {
+            RelayError::Unreachable(why) if !self.origin.is_empty() && self.origin != page => {
+                RelayError::Unreachable(format!(
+                    "{why}; if the relay at {} is up, it does not list this page's origin \
+                     {page}: its operator adds it with --app-origin",
+                    self.origin
+                ))
+            }
+            other => other,
+        }
+    }
+
     async fn send(
         &self,
         method: &str,
@@ -96,7 +116,7 @@ impl Relay {
         }
         let response: Response = JsFuture::from(global_fetch(&request))
             .await
-            .map_err(js_error)?
+            .map_err(|error| self.unanswered(js_error(error)))?
             .dyn_into()
             .map_err(js_error)?;
         let status = response.status();
