@@ -147,6 +147,7 @@ async function person(page) {
   const docId = found.text.match(/"doc_id":\s*"(d_[0-9a-f]+)"/)?.[1] ?? found.text.match(/(d_[0-9a-f]{24})/)[1];
   const proposed = await mcp.call('propose_edit_note', { doc_id: docId, find: 'ninety', replace: 'thirty' });
   assert.equal(proposed.isError, false, proposed.text);
+  assert.match(proposed.text, /\{"proposal_id":"[^"]+","status":"pending_review"\}/, 'the promised answer, as JSON text');
   await go(page, '#/review', 'Review');
   await page.waitForSelector('article h3:text("Key rotation")');
   await page.click('article button:text-is("Approve")');

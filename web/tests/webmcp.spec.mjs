@@ -183,6 +183,12 @@ test('with @mcp-b/webmcp-polyfill: invisible until granted, every call confirmed
   assert.ok(!(await listed(mcp)).includes('shout'), 'a changed tool is not offered');
   result = await mcp.call('shout', { text: 'x' });
   assert.equal(result.isError, true);
+  // Granted afresh, it asks again: "allow without asking" was for the old tool.
+  await grant(page, ['list_sources', 'shout', 'slow_echo']);
+  await untilListed(mcp, 'shout');
+  answer = mcp.call('shout', { text: 'asked' });
+  await page.click(button('Allow once'));
+  assert.match((await answer).text, /ASKED/);
 
   // Names that shadow a built-in or the plugin's own tools, in any case, are refused.
   await page.evaluate(async () => {

@@ -56,8 +56,7 @@ export class Confirmations {
   // Resolves when the person allows the call; rejects with `code: 'declined'` when they decline,
   // when it lapses, or when they cannot be asked.
   confirm({ session, tool, description, args }) {
-    if (session !== this.#session) { this.#session = session; this.#allowed.clear(); }
-    if (this.#allowed.has(tool)) return Promise.resolve();
+    if (!this.needed(session, tool)) return Promise.resolve();
     if (window.top !== window) {
       return Promise.reject(declined(`The page offering "${tool}" runs in a frame, where Sealpost cannot ask the person to confirm a call, so it did not run.`));
     }
@@ -67,6 +66,13 @@ export class Confirmations {
       this.#queue.push(waiting);
       if (!this.#shown) this.#showNext();
     });
+  }
+
+  // Whether a call of `tool` in `session` waits for the person (not when they allowed the tool
+  // without asking in this session).
+  needed(session, tool) {
+    if (session !== this.#session) { this.#session = session; this.#allowed.clear(); }
+    return !this.#allowed.has(tool);
   }
 
   // A tool registered again (other text or schema) is asked about afresh.

@@ -77,8 +77,10 @@ export class Sealpost {
       let result;
       if (this.bridge?.has(name)) {
         // A page's tool: only once the person allows this call (or the tool, for the session).
-        const description = (await this.allTools()).find((tool) => tool.name === name)?.description ?? '';
-        await this.confirmations.confirm({ session, tool: name, description, args });
+        if (this.confirmations.needed(session, name)) {
+          const description = (await this.allTools()).find((tool) => tool.name === name)?.description ?? '';
+          await this.confirmations.confirm({ session, tool: name, description, args });
+        }
         result = await this.bridge.execute(name, args);
       } else {
         const handler = this.handlers.get(name);

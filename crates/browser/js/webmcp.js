@@ -203,6 +203,8 @@ export class WebMcpBridge {
 
   async #withdraw(name) {
     this.#bridged.delete(name);
+    // Whatever the person allowed for the old tool does not carry to a new one of that name.
+    this.#tab.confirmations?.forget(name);
     await this.#tab.call('unregisterTool', name).catch(() => {});
   }
 

@@ -218,16 +218,19 @@ impl Executor {
             change,
             base_digest,
         });
+        let structured = serde_json::json!({
+            "proposal_id": id,
+            "status": "pending_review",
+        });
+        // The structured answer as JSON text, as every built-in gives it (the plugin passes only
+        // text on), then what it means.
         let text = format!(
-            "Saved for review as proposal {id}. Nothing has changed yet: a person will approve \
-             or reject it in the Sealpost tab."
+            "{structured}\n\nSaved for review as proposal {id}. Nothing has changed yet: a \
+             person will approve or reject it in the Sealpost tab."
         );
         Decision {
             reply: Reply::Result(ToolResult {
-                structured: Some(serde_json::json!({
-                    "proposal_id": id,
-                    "status": "pending_review",
-                })),
+                structured: Some(structured),
                 ..ToolResult::text(text)
             }),
             outcome: AuditOutcome::ProposalSaved { proposal_id: id },

@@ -280,3 +280,21 @@ fn proposal_arguments_are_checked() {
         );
     }
 }
+
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
+fn a_proposals_text_carries_its_structured_answer_as_json() {
+    let h = Harness::new();
+    let reply = h.call(
+        "propose_append_note",
+        json!({"doc_id": "n2", "text": "Cheese."}),
+    );
+    let sealpost_protocol::content::Reply::Result(result) = reply else {
+        panic!("{reply:?}")
+    };
+    let sealpost_protocol::content::ContentBlock::Text { text } = &result.content[0];
+    let json_line = text.lines().next().unwrap();
+    let carried: serde_json::Value = serde_json::from_str(json_line).unwrap();
+    assert_eq!(Some(&carried), result.structured.as_ref());
+    assert_eq!(carried["status"], "pending_review");
+}
