@@ -39,6 +39,10 @@ function run(program, args, cwd) {
 
 // The example as a newcomer builds it: its pinned packages, the packed module, Vite.
 async function buildExample() {
+  const [major, minor] = process.versions.node.split('.').map(Number);
+  if (major < 20 || (major === 20 && minor < 19)) {
+    throw new Error(`Vite 7 (examples/host-app) needs Node.js 20.19 or newer; this is ${process.versions.node}`);
+  }
   await run('npm', ['ci', '--no-audit', '--no-fund'], EXAMPLE);
   await run('npm', ['install', '--no-save', '--no-audit', '--no-fund', tarball()], EXAMPLE);
   await run(process.execPath, ['node_modules/vite/bin/vite.js', 'build', '--logLevel', 'warn'], EXAMPLE);
