@@ -121,7 +121,7 @@ test('the example host app, built by Vite from the npm package, serves its tool 
   if (await page.evaluate(() => Boolean(document.modelContext ?? navigator.modelContext))) {
     assert.ok(listed.includes('shout'), `the WebMCP tool is listed where the API exists: ${listed}`);
   }
-  assert.deepEqual(await page.$$eval('#tools input:checked', (boxes) => boxes.length), 0, 'nothing is granted until the person ticks it');
+  assert.equal(await page.$$eval('#tools input:checked', (boxes) => boxes.length), 0, 'nothing is granted until the person ticks it');
 
   await page.check('#tools input[value="word_count"]');
   await page.waitForFunction(() => document.getElementById('status').textContent === 'Granted: word_count.');
