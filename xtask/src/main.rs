@@ -14,6 +14,8 @@
 //! - `cargo xtask postgres`  starts a throwaway PostgreSQL cluster, queries it, removes it.
 //! - `cargo xtask mcpb [--debug]`  the plugin as an MCP Bundle in `target/mcpb/`.
 //! - `cargo xtask web`  the browser module and the web app into `target/web/`.
+//! - `cargo xtask package`  the browser module as an npm package,
+//!   `target/npm/sealpost-browser-<version>.tgz`.
 
 mod bench_web;
 mod cmd;
@@ -22,6 +24,7 @@ mod fuzz;
 mod mcpb;
 mod msrv;
 mod mutants;
+mod package;
 mod postgres;
 mod relay;
 mod skips;
@@ -33,7 +36,7 @@ use anyhow::{Context as _, Result, bail};
 
 use crate::cmd::{cargo, cmd, step};
 
-const USAGE: &str = "usage: cargo xtask <test [--no-postgres] | run | bench [seal|relay|executor|plugin|browser|web|all] | fuzz [SECONDS] | mutants [seal|relay|all] | tools | postgres | mcpb [--debug] | web>";
+const USAGE: &str = "usage: cargo xtask <test [--no-postgres] | run | bench [seal|relay|executor|plugin|browser|web|all] | fuzz [SECONDS] | mutants [seal|relay|all] | tools | postgres | mcpb [--debug] | web | package>";
 
 /// Crates that must build for `wasm32-unknown-unknown` (pure: no I/O, no clock).
 const PURE_CRATES: [&str; 4] = [
@@ -64,6 +67,7 @@ fn main() -> Result<()> {
         ["tools"] => tools::ensure_all(true).map(|_| ()),
         ["postgres"] => postgres::check(),
         ["web"] => web::build().map(|_| ()),
+        ["package"] => package::build().map(|_| ()),
         ["mcpb"] => mcpb::build(true).map(|_| ()),
         ["mcpb", "--debug"] => mcpb::build(false).map(|_| ()),
         _ => bail!("{USAGE}"),
@@ -142,9 +146,10 @@ fn test(postgres: Postgres) -> Result<()> {
     step("the browser module and the web app build", || {
         web::build().map(|_| ())
     })?;
+    let tarball = step("the browser module packs as an npm package", package::pack)?;
     step(
         "the web app end to end: Chromium, the relay and the real plugin",
-        || web::test(&tools),
+        || web::test(&tools, &tarball),
     )?;
     step(
         "an independent implementation (Python, libsodium) agrees with the vectors",

@@ -154,7 +154,9 @@ pub fn build() -> Result<Built> {
 /// The specs in `web/tests/`: Debian's Chromium through playwright-core against a relay they
 /// start on the built app, with the real `sealpost` plugin. Screenshots go to
 /// `target/screenshots/`. First, `tsc` checks the typed host-app example (`web/tests/typed/`).
-pub fn test(tools: &tools::Tools) -> Result<()> {
+/// `npm_tarball` is the packed module (`cargo xtask package`), which `package.spec.mjs`
+/// installs into `examples/host-app/` and builds with Vite.
+pub fn test(tools: &tools::Tools, npm_tarball: &Path) -> Result<()> {
     npm_ci()?;
     let debug = root().join("target/debug");
     // The native step has just built both binaries; building them alone would rebuild their
@@ -185,5 +187,6 @@ pub fn test(tools: &tools::Tools) -> Result<()> {
         .env("SEALPOST_BIN", debug.join("sealpost"))
         .env("SEALPOST_WEB_DIR", out_dir())
         .env("SEALPOST_CHROMIUM", &tools.chromium)
+        .env("SEALPOST_NPM_TARBALL", npm_tarball)
         .run_within(SUITE_DEADLINE)
 }

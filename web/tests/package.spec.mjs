@@ -1,0 +1,157 @@
+// The npm package as a host app uses it: examples/host-app/ installs the tarball that
+// `cargo xtask package` packed, Vite builds it, and the built app is served from its own
+// loopback origin under the CSP docs/HOST.md names. The relay lists that origin; Chromium
+// signs in from a sign-in link, grants the app's tool and starts a session, and the real
+// plugin calls the tool over stdio.
+
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
+import { createServer } from 'node:http';
+import { readdirSync } from 'node:fs';
+import { readFile } from 'node:fs/promises';
+import { join, extname, normalize, resolve, dirname } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import {
+  startRelay, launchBrowser, openPage, tempDir, pairPlugin, McpClient, screenshotPath,
+} from './harness.mjs';
+
+const root = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
+const EXAMPLE = join(root, 'examples/host-app');
+const DIST = join(EXAMPLE, 'dist');
+const TYPES = { '.html': 'text/html', '.js': 'text/javascript', '.css': 'text/css', '.wasm': 'application/wasm' };
+
+// The tarball xtask passes, or the one `cargo xtask package` left in target/npm/.
+function tarball() {
+  if (process.env.SEALPOST_NPM_TARBALL) return process.env.SEALPOST_NPM_TARBALL;
+  const dir = join(root, 'target/npm');
+  let found = [];
+  try { found = readdirSync(dir).filter((name) => /^sealpost-browser-.*\.tgz$/.test(name)); } catch { /* none */ }
+  if (found.length !== 1) throw new Error(`expected one sealpost-browser-*.tgz in ${dir}, found ${found.length}: run \`cargo xtask package\``);
+  return join(dir, found[0]);
+}
+
+function run(program, args, cwd) {
+  return new Promise((ok, fail) => execFile(program, args, { cwd, maxBuffer: 16 << 20 }, (error, stdout, stderr) => (
+    error ? fail(new Error(`${program} ${args.join(' ')} failed in ${cwd}:\n${stdout}${stderr}`)) : ok(stdout)
+  )));
+}
+
+// The example as a newcomer builds it: its pinned packages, the packed module, Vite.
+async function buildExample() {
+  const [major, minor] = process.versions.node.split('.').map(Number);
+  if (major < 20 || (major === 20 && minor < 19)) {
+    throw new Error(`Vite 7 (examples/host-app) needs Node.js 20.19 or newer; this is ${process.versions.node}`);
+  }
+  await run('npm', ['ci', '--no-audit', '--no-fund'], EXAMPLE);
+  await run('npm', ['install', '--no-save', '--no-audit', '--no-fund', tarball()], EXAMPLE);
+  await run(process.execPath, ['node_modules/vite/bin/vite.js', 'build', '--logLevel', 'warn'], EXAMPLE);
+}
+
+// The app's own static server: the built dist/ under a strict CSP that lets the page reach
+// its relay alone. Remembers what it served, with the type it served it as, and what it did
+// not find.
+async function appServer() {
+  const served = [];
+  const missing = [];
+  const server = createServer(async (request, response) => {
+    const path = normalize(decodeURIComponent(new URL(request.url, 'http://x').pathname));
+    const file = join(DIST, path === '/' ? 'index.html' : path);
+    if (!resolve(file).startsWith(resolve(DIST))) {
+      missing.push(path);
+      response.writeHead(404).end();
+      return;
+    }
+    try {
+      const body = await readFile(file);
+      const type = TYPES[extname(file)] ?? 'application/octet-stream';
+      served.push({ path, type });
+      response.writeHead(200, { 'content-type': type, 'content-security-policy': server.csp }).end(body);
+    } catch {
+      missing.push(path);
+      response.writeHead(404).end();
+    }
+  });
+  await new Promise((ok) => server.listen(0, '127.0.0.1', ok));
+  return {
+    origin: `http://127.0.0.1:${server.address().port}`,
+    served,
+    missing,
+    allowRelay(relayOrigin) {
+      const channel = relayOrigin.replace(/^http/, 'ws');
+      server.csp = `default-src 'self'; script-src 'self' 'wasm-unsafe-eval'; connect-src 'self' ${relayOrigin} ${channel}; frame-ancestors 'none'`;
+    },
+    close: () => new Promise((ok) => server.close(ok)),
+  };
+}
+
+let browser;
+let app;
+let relay;
+
+before(async () => {
+  await buildExample();
+  app = await appServer();
+  relay = await startRelay({ args: ['--app-origin', app.origin] });
+  app.allowRelay(relay.base);
+  browser = await launchBrowser();
+});
+
+after(async () => {
+  await browser?.close();
+  await relay?.stop();
+  await app?.close();
+});
+
+test('the example host app, built by Vite from the npm package, serves its tool to the real plugin', async () => {
+  const link = await relay.newSigninUrl();
+  const code = link.split('#signin=')[1];
+  const context = await browser.newContext();
+  const page = await openPage(context, `${app.origin}/?relay=${encodeURIComponent(relay.base)}#signin=${code}`);
+  page.on('pageerror', (error) => page.consoleErrors.push(error.message));
+
+  // Signed in and opened: the tool registered through the module is listed.
+  await page.waitForSelector('#tools input[value="word_count"]', { timeout: 30_000 }).catch(async (error) => {
+    const status = await page.textContent('#status');
+    throw new Error(`the app did not open the module (status: ${status}; not found: ${app.missing}; console: ${page.consoleErrors})`, { cause: error });
+  });
+  assert.equal(await page.evaluate(() => location.hash), '', 'the sign-in code leaves the address bar');
+  const listed = await page.$$eval('#tools input', (boxes) => boxes.map((box) => box.value));
+  assert.ok(listed.includes('search_workspace'), `the built-in tools are listed too: ${listed}`);
+  if (await page.evaluate(() => Boolean(document.modelContext ?? navigator.modelContext))) {
+    assert.ok(listed.includes('shout'), `the WebMCP tool is listed where the API exists: ${listed}`);
+  }
+  assert.equal(await page.$$eval('#tools input:checked', (boxes) => boxes.length), 0, 'nothing is granted until the person ticks it');
+
+  await page.check('#tools input[value="word_count"]');
+  await page.waitForFunction(() => document.getElementById('status').textContent === 'Granted: word_count.');
+  await page.click('#start');
+  await page.waitForFunction(() => document.getElementById('status').textContent.startsWith('Serving'), null, { timeout: 15_000 });
+  const pairingCode = await page.textContent('#pairing-code');
+  assert.match(pairingCode, /^sppair1_/);
+
+  const config = tempDir('sealpost-package-plugin-');
+  const paired = await pairPlugin(config, pairingCode);
+  assert.equal(paired.status, 0, paired.output);
+  const mcp = new McpClient(config);
+  await mcp.initialize();
+  const tools = (await mcp.request('tools/list')).result.tools.map((tool) => tool.name);
+  assert.ok(tools.includes('word_count'), `the granted tool reaches the agent: ${tools}`);
+  assert.ok(!tools.includes('search_workspace'), `an ungranted tool does not: ${tools}`);
+  const counted = await mcp.call('word_count', { text: 'sealed in the tab, opened by the plugin' });
+  assert.equal(counted.isError, false, counted.text);
+  assert.match(counted.text, /\b8 words\b/);
+  await page.waitForFunction(() => document.getElementById('calls').value === '1');
+  mcp.close();
+  await page.screenshot({ path: screenshotPath('package-host-app'), fullPage: true });
+
+  // Vite's output holds the Worker and the wasm, and the page loaded both from its own origin.
+  const served = app.served.map(({ path, type }) => `${path} ${type}`);
+  assert.ok(served.some((line) => /^\/assets\/worker-[\w-]+\.js text\/javascript$/.test(line)), `the Worker was served: ${served}`);
+  assert.ok(served.some((line) => /^\/assets\/sealpost_browser_bg-[\w-]+\.wasm application\/wasm$/.test(line)), `the wasm was served: ${served}`);
+  const elsewhere = page.requests.filter((url) => !url.startsWith(app.origin) && !url.startsWith(relay.base));
+  assert.deepEqual(elsewhere, [], 'the page asks nothing of any origin but its own and its relay');
+  assert.deepEqual(await page.evaluate(() => window.__csp ?? []), [], 'the CSP docs/HOST.md names is enough');
+  assert.deepEqual(page.consoleErrors, []);
+  await context.close();
+});
