@@ -118,13 +118,13 @@ test('the example host app, built by Vite from the npm package, serves its tool 
   assert.equal(await page.evaluate(() => location.hash), '', 'the sign-in code leaves the address bar');
   const listed = await page.$$eval('#tools input', (boxes) => boxes.map((box) => box.value));
   assert.ok(listed.includes('search_workspace'), `the built-in tools are listed too: ${listed}`);
-  if (await page.evaluate(() => Boolean(document.modelContext ?? navigator.modelContext))) {
-    assert.ok(listed.includes('shout'), `the WebMCP tool is listed where the API exists: ${listed}`);
-  }
+  await page.waitForSelector('#tools input[value="shout"]');
   assert.equal(await page.$$eval('#tools input:checked', (boxes) => boxes.length), 0, 'nothing is granted until the person ticks it');
 
   await page.check('#tools input[value="word_count"]');
   await page.waitForFunction(() => document.getElementById('status').textContent === 'Granted: word_count.');
+  await page.check('#tools input[value="shout"]');
+  await page.waitForFunction(() => document.getElementById('status').textContent === 'Granted: shout, word_count.');
   await page.click('#start');
   await page.waitForFunction(() => document.getElementById('status').textContent.startsWith('Serving'), null, { timeout: 15_000 });
   const pairingCode = await page.textContent('#pairing-code');
@@ -136,12 +136,18 @@ test('the example host app, built by Vite from the npm package, serves its tool 
   const mcp = new McpClient(config);
   await mcp.initialize();
   const tools = (await mcp.request('tools/list')).result.tools.map((tool) => tool.name);
-  assert.ok(tools.includes('word_count'), `the granted tool reaches the agent: ${tools}`);
+  assert.ok(tools.includes('word_count') && tools.includes('shout'), `the granted tools reach the agent: ${tools}`);
   assert.ok(!tools.includes('search_workspace'), `an ungranted tool does not: ${tools}`);
   const counted = await mcp.call('word_count', { text: 'sealed in the tab, opened by the plugin' });
   assert.equal(counted.isError, false, counted.text);
   assert.match(counted.text, /\b8 words\b/);
   await page.waitForFunction(() => document.getElementById('calls').value === '1');
+  // The page's WebMCP tool answers once the person allows the call in the page.
+  const shouted = mcp.call('shout', { text: 'sealed' });
+  await page.click('[data-sealpost-confirm] button:text-is("Allow once")');
+  const answer = await shouted;
+  assert.equal(answer.isError, false, answer.text);
+  assert.match(answer.text, /SEALED/);
   mcp.close();
   await page.screenshot({ path: screenshotPath('package-host-app'), fullPage: true });
 

@@ -163,7 +163,13 @@ export class Confirmations {
     );
     // Escape does not dismiss it: the person answers with a button, or it lapses.
     dialog.addEventListener('cancel', (event) => event.preventDefault());
-    root.replaceChildren(element('style', {}, STYLE), dialog);
+    // A constructed stylesheet, not a <style> element: a page's CSP (style-src 'self') allows it.
+    if (!root.adoptedStyleSheets.length) {
+      const sheet = new CSSStyleSheet();
+      sheet.replaceSync(STYLE);
+      root.adoptedStyleSheets = [sheet];
+    }
+    root.replaceChildren(dialog);
     dialog.showModal();
     decline.focus();
     this.#arm();

@@ -37,8 +37,11 @@ export class Sealpost {
   // A workspace protected by a passphrase opens only with it: without it the promise rejects
   // with `error.code === 'passphrase_required'`, with a wrong one `'wrong_passphrase'`.
   static async open({ ownerToken, relayOrigin = location.origin, workspace = 'default', workerUrl, passphrase, webmcp = true, confirmWithinMs } = {}) {
-    const url = workerUrl ?? new URL('./worker.js', import.meta.url);
-    const tab = new Sealpost(new Worker(url, { type: 'module' }));
+    // Written out in full so that bundlers (Vite) see the Worker and bundle it with the wasm.
+    const worker = workerUrl
+      ? new Worker(workerUrl, { type: 'module' })
+      : new Worker(new URL('./worker.js', import.meta.url), { type: 'module' });
+    const tab = new Sealpost(worker);
     tab.relayOrigin = relayOrigin;
     tab.ownerToken = ownerToken;
     try {

@@ -3,9 +3,6 @@
 // person grant them and starts a session whose pairing code an MCP client's plugin takes.
 
 import { Sealpost } from '@sealpost/browser';
-// Vite bundles the module's Worker (with its store and the wasm) from this name; the module
-// starts its Worker from a URL it works out at run time, which Vite does not follow.
-import workerUrl from '@sealpost/browser/worker.js?worker&url';
 import './style.css';
 
 // The relay this page speaks to: `?relay=…`, or the one `cargo xtask run` starts. The relay
@@ -43,17 +40,15 @@ async function registerTools(tab) {
     { name: 'word_count', description: 'Counts the words of a text.', inputSchema: textInput, kind: 'read' },
     async ({ text }) => `${text.split(/\s+/).filter(Boolean).length} words`,
   );
-  // WebMCP (the W3C draft puts it on `document`; older pages and polyfills on `navigator`).
-  // Registered after the module opened, so that where the module offers this API it is there.
-  const modelContext = document.modelContext ?? navigator.modelContext;
-  if (modelContext) {
-    modelContext.registerTool({
-      name: 'shout',
-      description: 'Returns the text in capitals.',
-      inputSchema: textInput,
-      execute: async ({ text }) => ({ content: [{ type: 'text', text: text.toUpperCase() }] }),
-    });
-  }
+  // A page's own tool through the W3C WebMCP API: the module provides `document.modelContext`
+  // where the browser does not (a secure context: HTTPS or loopback). Each call of it waits for
+  // the person's confirmation in this page.
+  await document.modelContext.registerTool({
+    name: 'shout',
+    description: 'Returns the text in capitals.',
+    inputSchema: textInput,
+    execute: async ({ text }) => ({ content: [{ type: 'text', text: text.toUpperCase() }] }),
+  });
 }
 
 // The tool list with a checkbox each; a change grants exactly the ticked tools.
@@ -89,7 +84,7 @@ async function startSession(tab) {
 
 async function main() {
   const ownerToken = await signIn();
-  const tab = await Sealpost.open({ ownerToken, relayOrigin, workspace: 'host-example', workerUrl });
+  const tab = await Sealpost.open({ ownerToken, relayOrigin, workspace: 'host-example' });
   let answered = 0;
   tab.on('ready', () => say('Serving: a paired MCP client can call the granted tools.'));
   tab.on('stopped', ({ reason }) => { say(`Stopped (${reason}).`); $('start').disabled = false; });
