@@ -334,6 +334,7 @@ async function renderWorkspace() {
     progress.value = done;
     state.importStatus = `Imported ${done} files into ${source}.`;
     state.lastSource = source;
+    state.focusNext = '#filter';
     // A person who went to another page meanwhile stays there; the status waits for them.
     if (location.hash === '#/workspace' || !pages[location.hash]) renderWorkspace();
   };
@@ -377,6 +378,7 @@ async function renderWorkspace() {
       h('div', { class: 'row' }, filter),
       h('table', {}, h('thead', {}, h('tr', {}, h('th', { text: 'Title' }), h('th', { text: 'Source' }), h('th', { text: 'Characters' }))), body)),
   );
+  focusNext();
 }
 
 async function editDocument(id) {
@@ -438,6 +440,7 @@ async function renderAccess() {
           sessionStorage.setItem(SESSION_KEY, JSON.stringify({ until: state.session.expiresAt }));
           state.served = 0; state.errored = 0; state.refused = 0; state.timeline = []; state.status = 'Starting…';
           state.pluginSeen = null; state.showCode = false;
+          state.focusNext = '#copy-code';
           serve({ takeOver: true });
           render();
         } }, 'Start session'),
@@ -452,7 +455,16 @@ async function renderAccess() {
   );
   await renderPairing();
   renderStatus();
+  focusNext();
   refreshPluginSeen().then(() => { if (location.hash === '#/access') renderStatus(); });
+}
+
+// After an action the page is drawn anew; focus goes to what the person does next, not back to
+// the top of the page.
+function focusNext() {
+  if (!state.focusNext) return;
+  document.querySelector(state.focusNext)?.focus();
+  state.focusNext = null;
 }
 
 async function renderPairing() {

@@ -433,6 +433,7 @@ test('a running session is not started over: Start waits until it ends, and the 
   for (const box of await page.$$('input[name="grant-tool"]')) await box.check();
   await page.click('#save-grants');
   const { mcp } = await paired(await startSession(page));
+  assert.equal(await page.evaluate(() => document.activeElement?.id), 'copy-code', 'focus goes to the next step: copying the code');
   assert.equal(await page.isDisabled('#start-session'), true, 'no second start while one runs');
   await page.waitForSelector('#session-hint:text("A session is running")');
   await page.click('#start-session', { force: true });
@@ -538,6 +539,7 @@ test('an import keeps the source it went into, and does not pull the person back
   await page.setInputFiles('#pick-folder', join(second, 'zeta'));
   await page.waitForSelector('#import-status:text("Imported 1 files into zeta.")');
   assert.equal(await page.inputValue('#source-name'), 'zeta', 'the next folder goes where the last one went');
+  assert.equal(await page.evaluate(() => document.activeElement?.id), 'filter', 'focus goes to the documents just imported');
   // A text file's `# ` line is not a heading: its title is its name.
   const text = writeFolder({ 'zeta/plain.txt': '#\n# not a heading\nplain text\n' });
   await page.setInputFiles('#pick-folder', join(text, 'zeta'));
