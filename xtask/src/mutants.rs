@@ -34,7 +34,7 @@ const PARTS: [Part; 2] = [
         // claim, reply, cancel, expiry sweep, and the writer's grouped statements);
         // PostgreSQL's copy is covered by the same contract suite.
         files: &[
-            "crates/relay/src/http/auth.rs",
+            "crates/relay/src/http/auth/**/*.rs",
             "crates/relay/src/store/sqlite/calls.rs",
             "crates/relay/src/store/sqlite/batch.rs",
         ],
