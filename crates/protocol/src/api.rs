@@ -46,6 +46,10 @@ pub struct SigninResponse {
     /// When the token expires, Unix ms.
     #[cfg_attr(feature = "openapi", schema(value_type = u64))]
     pub expires_at: UnixMillis,
+    /// The host app's origin the sign-in is scoped to (its link was made for it); absent for
+    /// the relay's own app.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub app_origin: Option<String>,
 }
 
 /// `GET /v1/me`.
@@ -62,6 +66,9 @@ pub struct MeResponse {
     /// A fresh owner token with a renewed expiry (absent for MCP tokens, which do not slide).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub token: Option<String>,
+    /// The host app's origin the token is scoped to; absent for the relay's own app.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub app_origin: Option<String>,
     /// When the token expires, Unix ms.
     #[cfg_attr(feature = "openapi", schema(value_type = u64))]
     pub expires_at: UnixMillis,
@@ -91,7 +98,20 @@ impl TokenKind {
     }
 }
 
-/// `POST /v1/auth/signin-links`: a signed-in owner mints a sign-in link for another device.
+/// `POST /v1/auth/signin-links` (the body is optional): the app the link signs in to.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct SigninLinkRequest {
+    /// A host app's origin, one the relay lists (`--app-origin`): the link opens that app and
+    /// the sign-in is scoped to it. Absent: the relay's own app. A host app's token may name
+    /// only its own origin.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub app_origin: Option<String>,
+}
+
+/// Answer to `POST /v1/auth/signin-links`: a signed-in owner mints a sign-in link for another
+/// device.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct SigninLinkResponse {
@@ -145,6 +165,9 @@ pub struct McpTokenInfo {
     /// When the token expires, Unix ms.
     #[cfg_attr(feature = "openapi", schema(value_type = u64))]
     pub expires_at: UnixMillis,
+    /// The host app's origin whose sign-in made the token; absent for the relay's own app.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub app_origin: Option<String>,
 }
 
 /// `GET /v1/mcp-tokens`.
@@ -172,6 +195,9 @@ pub struct OwnerTokenInfo {
     pub expires_at: UnixMillis,
     /// Whether this is the token the request was made with.
     pub current: bool,
+    /// The host app's origin the sign-in is scoped to; absent for the relay's own app.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub app_origin: Option<String>,
 }
 
 /// `GET /v1/owner-tokens`.

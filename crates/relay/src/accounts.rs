@@ -6,32 +6,78 @@ use sealpost_time::UnixMillis;
 use sha2::{Digest, Sha256};
 
 use crate::clock::now_ms;
-use crate::store::{Store, StoreResult};
+use crate::scope::AppScope;
+use crate::store::{NewSigninCode, Store, StoreResult};
 
 /// SHA-256 of a sign-in code: only the hash is stored, so a database reader cannot sign in.
 pub(crate) fn code_hash(code: &str) -> [u8; 32] {
     Sha256::digest(code.as_bytes()).into()
 }
 
-/// Creates a one-time sign-in code for `owner_id`, valid `ttl_s` seconds, and returns the link
-/// that carries it (under `public_url`) with its expiry.
+/// Creates a one-time sign-in code for `owner_id` to the relay's own app, valid `ttl_s`
+/// seconds, and returns the link that carries it (under `public_url`) with its expiry.
 pub async fn create_signin_link(
     store: &dyn Store,
     public_url: &str,
     owner_id: Id16,
     ttl_s: u64,
 ) -> StoreResult<(String, UnixMillis)> {
+    create_app_signin_link(
+        store,
+        public_url,
+        owner_id,
+        &AppScope::RelayApp,
+        ttl_s,
+        None,
+    )
+    .await
+}
+
+/// Creates a one-time sign-in code for `owner_id` to `app`, valid `ttl_s` seconds, and returns
+/// the link that carries it ([`signin_link`]) with its expiry. `lifetime_ends_at`: the absolute
+/// end of the sign-in that asks for the link, which the sign-in made from it keeps (and the
+/// code expires by it too); `None` for the CLI and the first start. Whether `app` may be asked
+/// for is the caller's to decide (the list, and [`AppScope::may_link_to`]).
+pub async fn create_app_signin_link(
+    store: &dyn Store,
+    public_url: &str,
+    owner_id: Id16,
+    app: &AppScope,
+    ttl_s: u64,
+    lifetime_ends_at: Option<UnixMillis>,
+) -> StoreResult<(String, UnixMillis)> {
     let mut bytes = [0u8; 32];
     getrandom::fill(&mut bytes).expect("the OS random source works");
     let code = base64::Engine::encode(&base64::engine::general_purpose::URL_SAFE_NO_PAD, bytes);
-    let expires_at = now_ms().saturating_add_ms(ttl_s.saturating_mul(1000));
+    let mut expires_at = now_ms().saturating_add_ms(ttl_s.saturating_mul(1000));
+    if let Some(end) = lifetime_ends_at {
+        expires_at = expires_at.min(end);
+    }
     store
-        .create_signin_code(code_hash(&code), owner_id, expires_at)
+        .create_signin_code(&NewSigninCode {
+            code_hash: code_hash(&code),
+            owner_id,
+            app: app.clone(),
+            expires_at,
+            lifetime_ends_at,
+        })
         .await?;
-    Ok((
-        format!("{}/#signin={code}", public_url.trim_end_matches('/')),
-        expires_at,
-    ))
+    Ok((signin_link(public_url, app, &code), expires_at))
+}
+
+/// The link that carries a sign-in `code` to the page of `app`: for the relay's own app
+/// `PUBLIC_URL/#signin=CODE`; for a host app `ORIGIN/#signin=CODE&relay=PUBLIC_URL`, the
+/// relay's public URL form-encoded, so the app knows which relay to exchange the code with.
+/// The code is in the fragment, which a browser never sends to a server.
+pub fn signin_link(public_url: &str, app: &AppScope, code: &str) -> String {
+    let relay = public_url.trim_end_matches('/');
+    match app.origin() {
+        None => format!("{relay}/#signin={code}"),
+        Some(origin) => {
+            let relay: String = url::form_urlencoded::byte_serialize(relay.as_bytes()).collect();
+            format!("{origin}/#signin={code}&relay={relay}")
+        }
+    }
 }
 
 /// How long a sign-in link stays valid, in the words its message prints ("15 minutes", "1 hour",
@@ -47,7 +93,22 @@ pub(crate) fn validity_in_words(ttl_s: u64) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::validity_in_words;
+    use super::{signin_link, validity_in_words};
+    use crate::origins::AppOrigin;
+    use crate::scope::AppScope;
+
+    #[test]
+    fn a_link_opens_the_relays_app_or_the_host_app_naming_the_relay() {
+        assert_eq!(
+            signin_link("https://relay.example/", &AppScope::RelayApp, "C0de_-x"),
+            "https://relay.example/#signin=C0de_-x"
+        );
+        let app = AppScope::HostApp(AppOrigin::parse("https://app.example:8443").unwrap());
+        assert_eq!(
+            signin_link("https://relay.example/sub/", &app, "C0de_-x"),
+            "https://app.example:8443/#signin=C0de_-x&relay=https%3A%2F%2Frelay.example%2Fsub"
+        );
+    }
 
     #[test]
     fn a_link_validity_reads_in_the_largest_exact_unit() {

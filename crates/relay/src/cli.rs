@@ -12,6 +12,7 @@ use crate::clock::now_ms;
 use crate::config::{Config, Limits};
 use crate::ids::random_id;
 use crate::origins::AppOrigin;
+use crate::scope::AppScope;
 use crate::store;
 
 /// Where `/metrics` is served when `--metrics-listen` is not given (9464: the port commonly used
@@ -36,6 +37,20 @@ struct Cli {
     /// Origin used in sign-in links (default: http://LISTEN).
     #[arg(long, env = "SEALPOST_PUBLIC_URL", global = true)]
     public_url: Option<String>,
+    /// An origin whose pages may use this relay's API from the browser, exactly as the browser
+    /// writes it: http(s)://host[:port], e.g. https://app.example.com. Repeat the flag, or
+    /// separate origins with commas. Without any, the relay sends no CORS headers and checks no
+    /// Origin; with some, requests from other origins than these and the relay's own are
+    /// refused (403 origin_not_allowed). `owner add|link --app` makes links for these only.
+    #[arg(
+        long = "app-origin",
+        value_name = "ORIGIN",
+        env = "SEALPOST_APP_ORIGINS",
+        value_delimiter = ',',
+        value_parser = AppOrigin::parse,
+        global = true
+    )]
+    app_origins: Vec<AppOrigin>,
     #[command(subcommand)]
     command: Command,
 }
@@ -65,19 +80,6 @@ struct ServeArgs {
     /// headers are ignored.
     #[arg(long, env = "SEALPOST_TRUST_PROXY")]
     trust_proxy: bool,
-    /// An origin whose pages may use this relay's API from the browser, exactly as the browser
-    /// writes it: http(s)://host[:port], e.g. https://app.example.com. Repeat the flag, or
-    /// separate origins with commas. Without any, the relay sends no CORS headers and checks no
-    /// Origin; with some, requests from other origins than these and the relay's own are
-    /// refused (403 origin_not_allowed).
-    #[arg(
-        long = "app-origin",
-        value_name = "ORIGIN",
-        env = "SEALPOST_APP_ORIGINS",
-        value_delimiter = ',',
-        value_parser = AppOrigin::parse
-    )]
-    app_origins: Vec<AppOrigin>,
     /// Address that serves /metrics alone, or `off` [default: 127.0.0.1:9464; when that
     /// default is taken the relay starts without it and says so].
     #[arg(long, env = "SEALPOST_METRICS_LISTEN")]
@@ -168,7 +170,11 @@ struct ServeArgs {
 #[derive(Debug, Subcommand)]
 enum OwnerCommand {
     /// Add an owner and print their one-time sign-in link.
-    Add { name: String },
+    Add {
+        name: String,
+        #[command(flatten)]
+        app: AppArg,
+    },
     /// List owners.
     List,
     /// Disable an owner: their tokens stop working at once.
@@ -176,7 +182,29 @@ enum OwnerCommand {
     /// Enable a disabled owner again (they sign in with a fresh link: `owner link NAME`).
     Enable { name: String },
     /// Print a fresh one-time sign-in link for an owner.
-    Link { name: String },
+    Link {
+        name: String,
+        #[command(flatten)]
+        app: AppArg,
+    },
+}
+
+/// How a printed link names a host app (nothing for the relay's own).
+fn for_app(app: &AppScope) -> String {
+    app.origin()
+        .map(|origin| format!(" to the app at {origin}"))
+        .unwrap_or_default()
+}
+
+/// The app a sign-in link opens.
+#[derive(Debug, clap::Args)]
+struct AppArg {
+    /// Make the link for the host app on ORIGIN, one of the relay's --app-origin
+    /// (SEALPOST_APP_ORIGINS), instead of the relay's own app: it opens
+    /// ORIGIN/#signin=CODE&relay=PUBLIC_URL, and the sign-in is scoped to that app (its own
+    /// sessions, pairings and tokens only).
+    #[arg(long, value_name = "ORIGIN")]
+    app: Option<String>,
 }
 
 /// Entry point of the binary.
@@ -215,7 +243,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             config.listen = args.listen;
             config.web_dir = args.web;
             config.trust_proxy = args.trust_proxy;
-            config.app_origins = args.app_origins;
+            config.app_origins = cli.app_origins;
             match args.metrics_listen.as_deref() {
                 Some("off") => {}
                 Some(addr) => {
@@ -280,8 +308,20 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 .unwrap_or_else(|| "http://127.0.0.1:8080".into());
             let ttl = Limits::default().signin_code_ttl_s;
             let validity = crate::accounts::validity_in_words(ttl);
+            // Checked before anything is written: a refused `--app` adds no owner.
+            let app_of = |app: &AppArg| {
+                AppScope::named(app.app.as_deref(), &cli.app_origins).map_err(|not_listed| {
+                    anyhow::anyhow!(
+                        "--app {not_listed}. List it for the relay first (--app-origin or \
+                         SEALPOST_APP_ORIGINS, here and where the relay serves), or leave --app \
+                         out for a link to the relay's own app."
+                    )
+                })
+            };
             match command {
-                OwnerCommand::Add { name } => {
+                OwnerCommand::Add { name, app } => {
+                    let app = app_of(&app)?;
+                    let to = for_app(&app);
                     let id = random_id();
                     store
                         .create_owner(id, &name, now_ms())
@@ -292,11 +332,17 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                             }
                             other => other.into(),
                         })?;
-                    let (link, _) =
-                        crate::accounts::create_signin_link(store.as_ref(), &public_url, id, ttl)
-                            .await?;
+                    let (link, _) = crate::accounts::create_app_signin_link(
+                        store.as_ref(),
+                        &public_url,
+                        id,
+                        &app,
+                        ttl,
+                        None,
+                    )
+                    .await?;
                     println!(
-                        "Owner {name:?} added. One-time sign-in link (valid {validity}):\n  {link}"
+                        "Owner {name:?} added. One-time sign-in link{to} (valid {validity}):\n  {link}"
                     );
                 }
                 OwnerCommand::List => {
@@ -322,20 +368,26 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                         "Owner {name:?} enabled. Their old sign-ins stay revoked: give them a new link (`sealpost-relay owner link {name}`)."
                     );
                 }
-                OwnerCommand::Link { name } => {
+                OwnerCommand::Link { name, app } => {
+                    let app = app_of(&app)?;
+                    let to = for_app(&app);
                     let owner = store
                         .owner_by_name(&name)
                         .await?
                         .with_context(|| format!("no owner named {name:?}"))?;
                     anyhow::ensure!(!owner.disabled, "owner {name:?} is disabled");
-                    let (link, _) = crate::accounts::create_signin_link(
+                    let (link, _) = crate::accounts::create_app_signin_link(
                         store.as_ref(),
                         &public_url,
                         owner.id,
+                        &app,
                         ttl,
+                        None,
                     )
                     .await?;
-                    println!("One-time sign-in link for {name:?} (valid {validity}):\n  {link}");
+                    println!(
+                        "One-time sign-in link for {name:?}{to} (valid {validity}):\n  {link}"
+                    );
                 }
             }
             Ok(())

@@ -215,13 +215,24 @@ impl Default for Limits {
 }
 
 impl Limits {
-    /// When an owner token signed in at `signed_in_at` and used at `now` lapses: the sliding
-    /// window from now, cut at the absolute lifetime from the sign-in.
-    pub fn owner_token_expiry(&self, signed_in_at: UnixMillis, now: UnixMillis) -> UnixMillis {
-        let sliding = now.saturating_add_ms(self.owner_token_ttl_s.saturating_mul(1000));
+    /// The latest an owner token signed in at `signed_in_at` may ever lapse: its absolute
+    /// lifetime from the sign-in, or `inherited` when that is sooner (a sign-in made from a
+    /// link another sign-in minted keeps that one's end, so chained links never extend it).
+    pub fn owner_token_deadline(
+        &self,
+        signed_in_at: UnixMillis,
+        inherited: Option<UnixMillis>,
+    ) -> UnixMillis {
         let absolute =
             signed_in_at.saturating_add_ms(self.owner_token_lifetime_s.saturating_mul(1000));
-        sliding.min(absolute)
+        inherited.map_or(absolute, |inherited| inherited.min(absolute))
+    }
+
+    /// When an owner token used at `now` lapses: the sliding window from now, cut at its
+    /// `deadline` ([`Limits::owner_token_deadline`]).
+    pub fn owner_token_expiry(&self, deadline: UnixMillis, now: UnixMillis) -> UnixMillis {
+        let sliding = now.saturating_add_ms(self.owner_token_ttl_s.saturating_mul(1000));
+        sliding.min(deadline)
     }
 
     /// Largest JSON body that can carry an envelope of `decoded` bytes: base64 grows 4/3, plus

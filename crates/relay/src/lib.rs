@@ -9,6 +9,7 @@
 //! - [`config`]: configuration and every limit.
 //! - [`origins`]: the app origins an operator lists (`--app-origin`) and the rule a request's
 //!   `Origin` is judged by.
+//! - [`scope`]: which app a code, token, session or call belongs to, and what each reaches.
 //! - [`clock`]: the relay's one clock read.
 //! - [`cli`]: the binary's command line.
 //!
@@ -31,6 +32,7 @@ pub(crate) mod metrics;
 pub mod origins;
 pub(crate) mod quota;
 pub(crate) mod ratelimit;
+pub mod scope;
 pub(crate) mod serve;
 pub mod store;
 pub mod wake;

@@ -37,6 +37,7 @@ use client::Conn;
 use sealpost_e2e::{LiveRelay, Pairing};
 use sealpost_protocol::api::TokenKind;
 use sealpost_protocol::ids::Id16;
+use sealpost_relay::scope::AppScope;
 use sealpost_relay::store::{self, Bearer, NewCall, NewSession, Store, TokenRow};
 use sealpost_seal::{
     BrowserSession, ENVELOPE_OVERHEAD, Header, PairingSecret, PluginSession, SessionKeys,
@@ -203,6 +204,8 @@ async fn bearer(store: &dyn Store, owner: Id16, pair_id: Option<Id16>) -> Bearer
         label: "bench".into(),
         created_at: now(),
         expires_at: now().saturating_add_ms(3_600_000),
+        app: AppScope::RelayApp,
+        lifetime_ends_at: None,
     };
     store.create_token(&row).await.unwrap();
     Bearer {
@@ -227,6 +230,7 @@ async fn store_client(store: &dyn Store, owner: Id16) -> (Id16, Bearer, Ends) {
         hello,
         created_at: t,
         expires_at: t.saturating_add_ms(3_600_000),
+        app: AppScope::RelayApp,
     };
     store.create_session(&session, 1_000).await.unwrap();
     let mcp = bearer(store, owner, Some(pair_id)).await;

@@ -40,6 +40,8 @@ pub enum ErrorCode {
     WaitTooLong,
     /// 400: `max` is zero or above [`crate::limits::MAX_CLAIM_BATCH`].
     ClaimBatchOutOfRange,
+    /// 400: a sign-in link asked for an app origin the relay does not list (`--app-origin`).
+    AppOriginNotListed,
     /// 401: missing, malformed, expired, revoked or foreign token.
     Unauthorized,
     /// 401: the sign-in code is unknown, used or expired.
@@ -49,6 +51,9 @@ pub enum ErrorCode {
     /// 403: the request comes from a page of an origin the relay's operator has not listed
     /// (only sent by a relay that lists app origins).
     OriginNotAllowed,
+    /// 403: a host app's token asked for what only the relay's own app may do: a sign-in link
+    /// for the relay's own app or another origin.
+    OutsideAppScope,
     /// 404: no such resource for this token (also: it belongs to someone else).
     NotFound,
     /// 404: the pairing has no live session.
@@ -115,15 +120,17 @@ pub enum ErrorCode {
 
 impl ErrorCode {
     /// Every code the relay sends ([`ErrorCode::Unknown`] is not one).
-    pub const ALL: [ErrorCode; 36] = [
+    pub const ALL: [ErrorCode; 38] = [
         Self::BadRequest,
         Self::TtlOutOfRange,
         Self::WaitTooLong,
         Self::ClaimBatchOutOfRange,
+        Self::AppOriginNotListed,
         Self::Unauthorized,
         Self::InvalidSigninCode,
         Self::WrongTokenKind,
         Self::OriginNotAllowed,
+        Self::OutsideAppScope,
         Self::NotFound,
         Self::NoLiveSession,
         Self::MethodNotAllowed,
@@ -161,10 +168,12 @@ impl ErrorCode {
             Self::TtlOutOfRange => "ttl_out_of_range",
             Self::WaitTooLong => "wait_too_long",
             Self::ClaimBatchOutOfRange => "claim_batch_out_of_range",
+            Self::AppOriginNotListed => "app_origin_not_listed",
             Self::Unauthorized => "unauthorized",
             Self::InvalidSigninCode => "invalid_signin_code",
             Self::WrongTokenKind => "wrong_token_kind",
             Self::OriginNotAllowed => "origin_not_allowed",
+            Self::OutsideAppScope => "outside_app_scope",
             Self::NotFound => "not_found",
             Self::NoLiveSession => "no_live_session",
             Self::MethodNotAllowed => "method_not_allowed",
@@ -204,9 +213,10 @@ impl ErrorCode {
             Self::BadRequest
             | Self::TtlOutOfRange
             | Self::WaitTooLong
-            | Self::ClaimBatchOutOfRange => 400,
+            | Self::ClaimBatchOutOfRange
+            | Self::AppOriginNotListed => 400,
             Self::Unauthorized | Self::InvalidSigninCode => 401,
-            Self::WrongTokenKind | Self::OriginNotAllowed => 403,
+            Self::WrongTokenKind | Self::OriginNotAllowed | Self::OutsideAppScope => 403,
             Self::NotFound | Self::NoLiveSession => 404,
             Self::MethodNotAllowed => 405,
             Self::BodyTimeout => 408,

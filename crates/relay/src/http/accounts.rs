@@ -8,19 +8,21 @@ use axum::extract::{Extension, Path, Query, State};
 use axum::http::{HeaderMap, StatusCode};
 use sealpost_protocol::api::{
     CreateMcpTokenRequest, CreateMcpTokenResponse, ErrorBody, ErrorCode, McpTokenInfo,
-    McpTokenList, MeResponse, OwnerInfo, OwnerTokenInfo, OwnerTokenList, SigninLinkResponse,
-    SigninRequest, SigninResponse, TokenKind,
+    McpTokenList, MeResponse, OwnerInfo, OwnerTokenInfo, OwnerTokenList, SigninLinkRequest,
+    SigninLinkResponse, SigninRequest, SigninResponse, TokenKind,
 };
+use sealpost_time::UnixMillis;
 
 use super::auth::{AnyAuth, OwnerAuth};
-use super::body::read_json;
+use super::body::{read_json, read_optional_json};
 use super::client::ClientAddr;
 use super::error::{ApiError, ApiResult};
 use super::path_id;
 use super::state::AppState;
-use crate::accounts::{code_hash, create_signin_link};
+use crate::accounts::{code_hash, create_app_signin_link};
 use crate::clock::now_ms;
 use crate::ids::random_id;
+use crate::scope::AppScope;
 use crate::store::{Page, TokenRow};
 
 fn small_body_timeout(state: &AppState) -> (usize, Duration) {
@@ -43,6 +45,19 @@ async fn owner_info(
         id: owner.id,
         name: owner.name,
     })
+}
+
+/// The origin a scope names on the wire (`app_origin`): absent for the relay's own app.
+fn app_origin(app: &AppScope) -> Option<String> {
+    app.origin().map(ToString::to_string)
+}
+
+/// The latest an owner token's row lets it be renewed to (see `Limits::owner_token_deadline`).
+fn deadline(state: &AppState, token: &TokenRow) -> UnixMillis {
+    state
+        .config
+        .limits
+        .owner_token_deadline(token.created_at, token.lifetime_ends_at)
 }
 
 /// `Retry-After` of `too_many_signin_links`: unused links expire within their TTL.
@@ -82,31 +97,47 @@ pub async fn signin(
     let (cap, timeout) = small_body_timeout(&state);
     let request: SigninRequest = read_json(&headers, body, cap, timeout).await?;
     let now = now_ms();
-    let owner_id = state
+    let refused = |why: &str| ApiError::new(ErrorCode::InvalidSigninCode, why.to_owned());
+    let grant = state
         .store
         .consume_signin_code(code_hash(&request.code), now)
         .await?
         .ok_or_else(|| {
-            ApiError::new(
-                ErrorCode::InvalidSigninCode,
-                "This sign-in link is unknown, used or expired. Ask for a new one.",
-            )
+            refused("This sign-in link is unknown, used or expired. Ask for a new one.")
         })?;
+    // The app is the code's, recorded when the link was made; the request's Origin says nothing.
+    if let Some(origin) = grant.app.origin()
+        && !state.config.app_origins.contains(origin)
+    {
+        return Err(refused(&format!(
+            "This sign-in link is for {origin}, which this relay no longer lists. Ask for a new one."
+        )));
+    }
+    let limits = &state.config.limits;
+    let deadline = limits.owner_token_deadline(now, grant.lifetime_ends_at);
+    if deadline <= now {
+        return Err(refused(
+            "The sign-in that made this link has lapsed, and so has the link. Ask for a new one.",
+        ));
+    }
     let row = TokenRow {
         id: random_id(),
-        owner_id,
+        owner_id: grant.owner_id,
         kind: TokenKind::Owner,
         pair_id: None,
         label: "sign-in".into(),
         created_at: now,
-        expires_at: state.config.limits.owner_token_expiry(now, now),
+        expires_at: limits.owner_token_expiry(deadline, now),
+        app: grant.app,
+        lifetime_ends_at: Some(deadline),
     };
     state.store.create_token(&row).await?;
-    tracing::info!(owner = %owner_id, sid = %row.id, "owner signed in");
+    tracing::info!(owner = %row.owner_id, sid = %row.id, app = %row.app, "owner signed in");
     Ok(Json(SigninResponse {
         token: state.keys.sign(&row),
-        owner: owner_info(&state, owner_id).await?,
+        owner: owner_info(&state, row.owner_id).await?,
         expires_at: row.expires_at,
+        app_origin: app_origin(&row.app),
     }))
 }
 
@@ -127,7 +158,7 @@ pub async fn signout(State(state): State<AppState>, auth: AnyAuth) -> ApiResult<
     let token = auth.row();
     state
         .store
-        .revoke_token(auth.owner_id(), token.id, None, now_ms())
+        .revoke_token(auth.owner_id(), &token.app, token.id, None, now_ms())
         .await?;
     tracing::info!(sid = %token.id, kind = token.kind.as_str(), "token revoked by its holder");
     Ok(StatusCode::NO_CONTENT)
@@ -154,12 +185,12 @@ pub async fn me(State(state): State<AppState>, auth: OwnerAuth) -> ApiResult<Jso
     let now = now_ms();
     let mut renewed_token = None;
     let mut expires_at = token.expires_at;
-    // Sliding, but never past the absolute lifetime from the sign-in: a stolen owner token
-    // cannot keep itself alive by use.
+    // Sliding, but never past the absolute lifetime from the sign-in (or from the sign-in
+    // whose link made this one): a stolen owner token cannot keep itself alive by use.
     let renewed = state
         .config
         .limits
-        .owner_token_expiry(token.created_at, now);
+        .owner_token_expiry(deadline(&state, token), now);
     if state.store.extend_token(token.id, renewed, now).await? {
         expires_at = renewed.max(expires_at);
         renewed_token = Some(state.keys.sign(&TokenRow {
@@ -172,21 +203,27 @@ pub async fn me(State(state): State<AppState>, auth: OwnerAuth) -> ApiResult<Jso
         token_kind: token.kind,
         pair_id: token.pair_id,
         token: renewed_token,
+        app_origin: app_origin(&token.app),
         expires_at,
         now_ms: now,
     }))
 }
 
-/// `POST /v1/auth/signin-links`: a signed-in owner links another device of their own.
+/// `POST /v1/auth/signin-links`: a signed-in owner links another device of their own, to the
+/// relay's own app or a listed host app.
 #[utoipa::path(
     post,
     path = "/v1/auth/signin-links",
     tag = "accounts",
     security(("bearer" = [])),
+    request_body(content = Option<SigninLinkRequest>, description = "Optional: the app the link signs in to; without a body, the relay's own app."),
     responses(
-        (status = 200, description = "A one-time sign-in link for another device.", body = SigninLinkResponse),
+        (status = 200, description = "A one-time sign-in link for another device: `ORIGIN/#signin=CODE&relay=RELAY` for a host app. The sign-in it makes keeps the absolute end of the sign-in that asked for it.", body = SigninLinkResponse),
+        (status = 400, description = "`bad_request`, `app_origin_not_listed`: an origin the relay does not list.", body = ErrorBody),
         (status = 401, description = "`unauthorized`", body = ErrorBody),
-        (status = 403, description = "`wrong_token_kind`: an MCP token.", body = ErrorBody),
+        (status = 403, description = "`wrong_token_kind`: an MCP token. `outside_app_scope`: a host app's token asked for the relay's own app or another origin.", body = ErrorBody),
+        (status = 408, description = "`body_timeout`", body = ErrorBody),
+        (status = 413, description = "`body_too_large`", body = ErrorBody),
         (status = 429, description = "`rate_limited`, `owner_rate_limited`, `too_many_signin_links`", body = ErrorBody),
         (status = 503, description = "`unavailable`", body = ErrorBody),
     )
@@ -194,9 +231,31 @@ pub async fn me(State(state): State<AppState>, auth: OwnerAuth) -> ApiResult<Jso
 pub async fn signin_link(
     State(state): State<AppState>,
     auth: OwnerAuth,
+    headers: HeaderMap,
+    body: Body,
 ) -> ApiResult<Json<SigninLinkResponse>> {
+    let (cap, timeout) = small_body_timeout(&state);
+    let request: SigninLinkRequest = read_optional_json(&headers, body, cap, timeout).await?;
+    let target = AppScope::named(request.app_origin.as_deref(), &state.config.app_origins)
+        .map_err(|not_listed| {
+            ApiError::new(
+                ErrorCode::AppOriginNotListed,
+                format!("{not_listed}. Leave app_origin out for the relay's own app."),
+            )
+        })?;
+    let own = auth.app_scope();
+    if !own.may_link_to(&target) {
+        return Err(ApiError::new(
+            ErrorCode::OutsideAppScope,
+            format!(
+                "This sign-in belongs to {own}, which makes sign-in links for itself only \
+                 (app_origin \"{own}\"); a link for {target} is made from the relay's own app."
+            ),
+        ));
+    }
+    let now = now_ms();
     let quota = state.config.limits.max_live_signin_codes_per_owner;
-    let held = state.store.live_grants(auth.owner_id(), now_ms()).await?;
+    let held = state.store.live_grants(auth.owner_id(), now).await?;
     if held.signin_codes >= i64::from(quota) {
         return Err(ApiError::quota(
             ErrorCode::TooManySigninLinks,
@@ -206,11 +265,15 @@ pub async fn signin_link(
             SIGNIN_LINKS_RETRY_S,
         ));
     }
-    let (link, expires_at) = create_signin_link(
+    // The sign-in made from the link keeps this one's absolute end: chaining links never
+    // lengthens a sign-in's life.
+    let (link, expires_at) = create_app_signin_link(
         state.store.as_ref(),
         &state.config.public_url,
         auth.owner_id(),
+        &target,
         state.config.limits.signin_code_ttl_s,
+        Some(deadline(&state, auth.row())),
     )
     .await?;
     Ok(Json(SigninLinkResponse { link, expires_at }))
@@ -279,9 +342,12 @@ pub async fn create_mcp_token(
         label: request.label,
         created_at: now,
         expires_at: now.saturating_add_ms(ttl_s.saturating_mul(1000)),
+        // The pairing is the app's that made it: its plugin reaches that app's sessions alone.
+        app: auth.app_scope().clone(),
+        lifetime_ends_at: None,
     };
     state.store.create_token(&row).await?;
-    tracing::info!(sid = %row.id, pair = %request.pair_id, "MCP token created");
+    tracing::info!(sid = %row.id, pair = %request.pair_id, app = %row.app, "MCP token created");
     Ok((
         StatusCode::CREATED,
         Json(CreateMcpTokenResponse {
@@ -313,7 +379,7 @@ pub struct TokenPageQuery {
         ("limit" = Option<u32>, Query, description = "Most tokens in the page (default and ceiling 100)."),
     ),
     responses(
-        (status = 200, description = "A page of the owner's live MCP tokens in id order (never the tokens themselves); `next` when more remain.", body = McpTokenList),
+        (status = 200, description = "A page of the owner's live MCP tokens in id order (never the tokens themselves): every app's for a token of the relay's own app, its own app's for a host app's token; `next` when more remain.", body = McpTokenList),
         (status = 400, description = "`bad_request`: a malformed `after` or `limit`.", body = ErrorBody),
         (status = 401, description = "`unauthorized`", body = ErrorBody),
         (status = 403, description = "`wrong_token_kind`: an MCP token.", body = ErrorBody),
@@ -343,7 +409,7 @@ pub async fn list_mcp_tokens(
     };
     let mut rows = state
         .store
-        .list_mcp_tokens(auth.owner_id(), now_ms(), page)
+        .list_mcp_tokens(auth.owner_id(), auth.app_scope(), now_ms(), page)
         .await?;
     let next = (rows.len() > limit as usize).then(|| {
         rows.truncate(limit as usize);
@@ -358,6 +424,7 @@ pub async fn list_mcp_tokens(
                 pair_id: row.pair_id?,
                 created_at: row.created_at,
                 expires_at: row.expires_at,
+                app_origin: app_origin(&row.app),
             })
         })
         .collect();
@@ -399,7 +466,7 @@ pub async fn revoke_mcp_token(
     tag = "accounts",
     security(("bearer" = [])),
     responses(
-        (status = 200, description = "The owner's live sign-ins (never the tokens themselves).", body = OwnerTokenList),
+        (status = 200, description = "The owner's live sign-ins (never the tokens themselves): every app's for a token of the relay's own app, its own app's for a host app's token.", body = OwnerTokenList),
         (status = 401, description = "`unauthorized`", body = ErrorBody),
         (status = 403, description = "`wrong_token_kind`: an MCP token.", body = ErrorBody),
         (status = 429, description = "`rate_limited`, `owner_rate_limited`", body = ErrorBody),
@@ -412,7 +479,7 @@ pub async fn list_owner_tokens(
 ) -> ApiResult<Json<OwnerTokenList>> {
     let rows = state
         .store
-        .list_owner_tokens(auth.owner_id(), now_ms())
+        .list_owner_tokens(auth.owner_id(), auth.app_scope(), now_ms())
         .await?;
     let tokens = rows
         .into_iter()
@@ -421,6 +488,7 @@ pub async fn list_owner_tokens(
             created_at: row.created_at,
             expires_at: row.expires_at,
             current: row.id == auth.row().id,
+            app_origin: app_origin(&row.app),
         })
         .collect();
     Ok(Json(OwnerTokenList { tokens }))
@@ -450,7 +518,8 @@ pub async fn revoke_owner_token(
     revoke_own(&state, &auth, &id, TokenKind::Owner).await
 }
 
-/// An owner revokes one of their own tokens of `kind`; any other id answers 404.
+/// An owner revokes one of their own tokens of `kind` that its app reaches; any other id
+/// answers 404.
 async fn revoke_own(
     state: &AppState,
     auth: &OwnerAuth,
@@ -460,7 +529,7 @@ async fn revoke_own(
     let id = path_id(id, "token")?;
     if !state
         .store
-        .revoke_token(auth.owner_id(), id, Some(kind), now_ms())
+        .revoke_token(auth.owner_id(), auth.app_scope(), id, Some(kind), now_ms())
         .await?
     {
         return Err(ApiError::not_found("token"));

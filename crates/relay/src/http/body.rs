@@ -127,7 +127,26 @@ pub async fn read_json<T: DeserializeOwned>(
     timeout: Duration,
 ) -> ApiResult<T> {
     let bytes = read_capped(headers, body, cap, timeout).await?;
-    serde_json::from_slice(&bytes).map_err(|error| {
+    parse_json(&bytes)
+}
+
+/// Reads and parses a JSON body of at most `cap` bytes that may be left out: an empty body is
+/// `T::default()`.
+pub async fn read_optional_json<T: DeserializeOwned + Default>(
+    headers: &HeaderMap,
+    body: Body,
+    cap: usize,
+    timeout: Duration,
+) -> ApiResult<T> {
+    let bytes = read_capped(headers, body, cap, timeout).await?;
+    if bytes.iter().all(u8::is_ascii_whitespace) {
+        return Ok(T::default());
+    }
+    parse_json(&bytes)
+}
+
+fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> ApiResult<T> {
+    serde_json::from_slice(bytes).map_err(|error| {
         // serde may quote what it was sent (an unknown field's name): bounded.
         ApiError::new(
             ErrorCode::BadRequest,

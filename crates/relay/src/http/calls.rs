@@ -33,7 +33,7 @@ use crate::admitted::Work;
 use crate::caps::{LongPollPlace, LongPollsFull};
 use crate::clock::now_ms;
 use crate::metrics::{LongPoll, RefusedRequest};
-use crate::store::{Bearer, NewCall, Scope, StoreError};
+use crate::store::{Bearer, NewCall, StoreError};
 use crate::wake::Topic;
 
 /// Reads `name=value` (an unsigned number) from a query string.
@@ -434,13 +434,6 @@ pub(crate) async fn store_reply(
     Ok(())
 }
 
-fn scope(auth: &AnyAuth) -> Scope {
-    Scope {
-        owner_id: auth.owner_id(),
-        pair_id: auth.row().pair_id,
-    }
-}
-
 /// `POST /v1/calls/{call_id}/cancel` (the call's MCP token, or the owner)
 #[utoipa::path(
     post,
@@ -480,14 +473,14 @@ pub async fn cancel(
         timeout(&state),
     )
     .await?;
-    cancel_call(&state, scope(&auth), call_id, request.reason).await?;
+    cancel_call(&state, auth.bearer(), call_id, request.reason).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
 /// A cancel, as `POST …/cancel` and the channel both make it, by a token already checked.
 pub(crate) async fn cancel_call(
     state: &AppState,
-    scope: Scope,
+    bearer: Bearer,
     call_id: Id16,
     reason: CancelReason,
 ) -> ApiResult<()> {
@@ -500,15 +493,15 @@ pub(crate) async fn cancel_call(
     }
     let cancelled = state
         .store
-        .cancel_call(scope, call_id, reason, now_ms())
+        .cancel_call(bearer, call_id, reason, now_ms())
         .await;
     // Whatever the store said, a later reply or cancel of the call is not the first.
-    state.admitted.settled(scope.owner_id, call_id);
+    state.admitted.settled(bearer.owner_id, call_id);
     match cancelled {
         Err(StoreError::NotFound) => return Err(ApiError::not_found("call")),
         other => other?,
     }
-    state.hub.wake(Topic::Call(scope.owner_id, call_id));
+    state.hub.wake(Topic::Call(bearer.owner_id, call_id));
     tracing::debug!(call = %call_id, reason = reason.as_str(), "call cancelled");
     Ok(())
 }

@@ -48,7 +48,7 @@ use super::state::AppState;
 use crate::admitted::Work;
 use crate::caps::LargePlace;
 use crate::serve::ConnectionHold;
-use crate::store::{Bearer, Scope};
+use crate::store::Bearer;
 
 /// Operations one channel runs at once.
 pub(crate) const MAX_IN_FLIGHT: usize = 8;
@@ -412,11 +412,7 @@ async fn perform(state: &AppState, owner: VerifiedOwner, op: ChannelOp) -> ApiRe
         ChannelOp::Cancel { call_id, reason } => {
             // The store's cancel does not check the token: read its row first, as HTTP does.
             owner.require_live(state).await?;
-            let scope = Scope {
-                owner_id: bearer.owner_id,
-                pair_id: None,
-            };
-            cancel_call(state, scope, call_id, reason).await?;
+            cancel_call(state, bearer, call_id, reason).await?;
             Ok((204, Value::Null))
         }
     }

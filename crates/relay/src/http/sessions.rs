@@ -73,6 +73,9 @@ pub async fn create(
     let now = now_ms();
     let session = NewSession {
         owner_id: auth.owner_id(),
+        // The session is the app's whose token starts it: it replaces that app's session of
+        // the pairing only, and only that app's tokens reach it and its calls.
+        app: auth.app_scope().clone(),
         session_id: request.session_id,
         pair_id: request.pair_id,
         hello: request.hello.0,
@@ -127,7 +130,11 @@ pub async fn end(
 ) -> ApiResult<StatusCode> {
     let session_id = path_id(&session_id, "session")?;
     let owner = auth.owner_id();
-    let ended = match state.store.end_session(owner, session_id, now_ms()).await {
+    let ended = match state
+        .store
+        .end_session(owner, auth.app_scope(), session_id, now_ms())
+        .await
+    {
         Err(StoreError::NotFound) => return Err(ApiError::not_found("session")),
         other => other?,
     };
@@ -162,7 +169,7 @@ pub async fn live(
         return Err(ApiError::not_found("pairing"));
     }
     let now = now_ms();
-    let session = state.store.live_session(auth.owner_id(), pair_id, now).await?.ok_or_else(|| {
+    let session = state.store.live_session(auth.owner_id(), auth.app_scope(), pair_id, now).await?.ok_or_else(|| {
         ApiError::new(ErrorCode::NoLiveSession, "No browser session is live for this pairing. Open the web app and start a session.")
     })?;
     let mut plugin_seen_at = session.plugin_seen_at;
@@ -267,6 +274,7 @@ pub async fn update_catalog(
     let bytes = update.len();
     let kept = CatalogUpdate {
         owner_id: auth.owner_id(),
+        app: auth.app_scope().clone(),
         session_id,
         seq,
         update,

@@ -14,7 +14,21 @@ use sealpost_protocol::content::CancelReason;
 use sealpost_protocol::ids::Id16;
 use sealpost_time::UnixMillis;
 
+use crate::scope::AppScope;
 use crate::wake::{Hub, Topic};
+
+/// The app of the token whose id `$token` (an SQL expression) names, as SQL: what a statement
+/// compares a session's or call's `app_origin` with, so a token acts on its own app's alone
+/// (see `scope`). No such row gives NULL, which equals nothing.
+macro_rules! token_app {
+    ($token:literal) => {
+        concat!(
+            "(SELECT ta.app_origin FROM tokens ta WHERE ta.id = ",
+            $token,
+            ")"
+        )
+    };
+}
 
 mod hot_path;
 mod postgres;
@@ -127,6 +141,40 @@ pub struct TokenRow {
     pub created_at: UnixMillis,
     /// When the token lapses; an owner token's slides forward each time `GET /v1/me` renews it.
     pub expires_at: UnixMillis,
+    /// The app the token belongs to: for a sign-in, its code's; for an MCP token, that of the
+    /// owner token that made it.
+    pub app: AppScope,
+    /// For an owner token, the latest it may ever be renewed to, fixed at sign-in (its
+    /// absolute lifetime, or sooner when its link came from another sign-in); `None` for MCP
+    /// tokens and for sign-ins made before it was recorded.
+    pub lifetime_ends_at: Option<UnixMillis>,
+}
+
+/// A one-time sign-in code to store (its SHA-256: the code itself is never stored).
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewSigninCode {
+    /// SHA-256 of the code.
+    pub code_hash: [u8; 32],
+    /// The owner it signs in.
+    pub owner_id: Id16,
+    /// The app it signs in to.
+    pub app: AppScope,
+    /// When it stops working.
+    pub expires_at: UnixMillis,
+    /// For a link a signed-in token minted, that sign-in's own absolute end, which the sign-in
+    /// made from it keeps; `None` for the CLI's links and the first start.
+    pub lifetime_ends_at: Option<UnixMillis>,
+}
+
+/// What a sign-in code grants once used.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SigninGrant {
+    /// The owner it signs in.
+    pub owner_id: Id16,
+    /// The app the sign-in belongs to.
+    pub app: AppScope,
+    /// The absolute end the sign-in inherits, if any (see [`NewSigninCode`]).
+    pub lifetime_ends_at: Option<UnixMillis>,
 }
 
 /// A session to create. The hello is opaque bytes stored as given.
@@ -134,6 +182,9 @@ pub struct TokenRow {
 pub struct NewSession {
     /// The owner whose tab starts it.
     pub owner_id: Id16,
+    /// The app whose token starts it: it ends and replaces only that app's session of the
+    /// pairing, and only that app's tokens act on it and its calls.
+    pub app: AppScope,
     /// The session's id, chosen by the tab.
     pub session_id: Id16,
     /// The pairing it serves: starting it ends that pairing's previous session.
@@ -169,6 +220,8 @@ pub struct LiveSession {
 pub struct CatalogUpdate {
     /// The session's owner.
     pub owner_id: Id16,
+    /// The app of the token that posts it: only that app's session takes it.
+    pub app: AppScope,
     /// The session.
     pub session_id: Id16,
     /// Its number within the session (1 or more).
@@ -240,7 +293,8 @@ pub struct CallView {
 /// the work (SQLite) or in a query just before it (PostgreSQL), not in the HTTP layer. The
 /// token is live if its row is unrevoked, unexpired at the operation's `now`, of an enabled
 /// owner, and agrees with the claims (owner, kind, pairing). A token that is not live changes
-/// nothing and the operation fails with [`StoreError::TokenNotLive`].
+/// nothing and the operation fails with [`StoreError::TokenNotLive`]. The token's app is read
+/// from its row in the same statement: a call or session of another app is not found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Bearer {
     /// The token row's id (the JWT's `sid`).
@@ -250,25 +304,6 @@ pub struct Bearer {
     /// The kind the claims' audience names.
     pub kind: TokenKind,
     /// Set for MCP tokens: the pairing the token acts for.
-    pub pair_id: Option<Id16>,
-}
-
-impl Bearer {
-    /// What the token may see: its owner's calls, and for an MCP token only its pairing's.
-    pub fn scope(&self) -> Scope {
-        Scope {
-            owner_id: self.owner_id,
-            pair_id: self.pair_id,
-        }
-    }
-}
-
-/// Who is asking about a call: always an owner, and for an MCP token also its pairing.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Scope {
-    /// The owner whose calls these are.
-    pub owner_id: Id16,
-    /// For an MCP token, the one pairing whose calls it may touch; `None` for an owner token.
     pub pair_id: Option<Id16>,
 }
 
@@ -362,20 +397,15 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     /// if no such owner.
     async fn enable_owner(&self, name: &str) -> StoreResult<bool>;
 
-    /// Stores the SHA-256 of a one-time sign-in code.
-    async fn create_signin_code(
-        &self,
-        code_hash: [u8; 32],
-        owner_id: Id16,
-        expires_at: UnixMillis,
-    ) -> StoreResult<()>;
-    /// Uses a sign-in code up: returns its owner if the code existed, was unexpired and the
-    /// owner is enabled. A code works once, even under concurrent attempts.
+    /// Stores a one-time sign-in code (its hash), with the app and absolute end it grants.
+    async fn create_signin_code(&self, code: &NewSigninCode) -> StoreResult<()>;
+    /// Uses a sign-in code up: returns what it grants if the code existed, was unexpired and
+    /// the owner is enabled. A code works once, even under concurrent attempts.
     async fn consume_signin_code(
         &self,
         code_hash: [u8; 32],
         now: UnixMillis,
-    ) -> StoreResult<Option<Id16>>;
+    ) -> StoreResult<Option<SigninGrant>>;
 
     /// Stores a new token row (a sign-in or an MCP token), live until it expires or is revoked.
     async fn create_token(&self, token: &TokenRow) -> StoreResult<()>;
@@ -388,18 +418,22 @@ pub trait Store: Send + Sync + std::fmt::Debug {
         expires_at: UnixMillis,
         now: UnixMillis,
     ) -> StoreResult<bool>;
-    /// Revokes one of the owner's tokens (of `kind`, if given). False if there is no such token.
+    /// Revokes one of the owner's tokens (of `kind`, if given) that a token of app `reach`
+    /// reaches ([`AppScope::reaches_tokens_of`]). False if there is no such token.
     async fn revoke_token(
         &self,
         owner_id: Id16,
+        reach: &AppScope,
         id: Id16,
         kind: Option<TokenKind>,
         now: UnixMillis,
     ) -> StoreResult<bool>;
-    /// The owner's live MCP tokens in id order: at most `page.limit`, after `page.after`.
+    /// The owner's live MCP tokens that a token of app `reach` reaches, in id order: at most
+    /// `page.limit`, after `page.after`.
     async fn list_mcp_tokens(
         &self,
         owner_id: Id16,
+        reach: &AppScope,
         now: UnixMillis,
         page: Page,
     ) -> StoreResult<Vec<TokenRow>>;
@@ -407,30 +441,33 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     async fn bytes_held_by_owner(&self) -> StoreResult<Vec<(Id16, i64)>>;
     /// How many live MCP tokens and unused sign-in codes the owner holds (their quotas).
     async fn live_grants(&self, owner_id: Id16, now: UnixMillis) -> StoreResult<LiveGrants>;
-    /// The owner's live sign-ins (owner tokens), oldest first.
+    /// The owner's live sign-ins (owner tokens) that a token of app `reach` reaches, oldest
+    /// first.
     async fn list_owner_tokens(
         &self,
         owner_id: Id16,
+        reach: &AppScope,
         now: UnixMillis,
     ) -> StoreResult<Vec<TokenRow>>;
 
-    /// Creates a session, ending the pairing's previous one. Returns the sessions it ended and
-    /// the calls that were cancelled (`session_ended`) with them.
+    /// Creates a session, ending the pairing's previous one in the same app. Returns the
+    /// sessions it ended and the calls that were cancelled (`session_ended`) with them.
     async fn create_session(
         &self,
         session: &NewSession,
         max_live: u32,
     ) -> StoreResult<EndedSessions>;
-    /// The pairing's session that is unended and unexpired at `now` (the newest, should there
-    /// be more than one).
+    /// The pairing's session of `app` that is unended and unexpired at `now` (the newest,
+    /// should there be more than one).
     async fn live_session(
         &self,
         owner_id: Id16,
+        app: &AppScope,
         pair_id: Id16,
         now: UnixMillis,
     ) -> StoreResult<Option<LiveSession>>;
     /// Keeps a live session's catalog update when its number is higher than the kept one's:
-    /// `NotFound` when the session is not the owner's or not live, `StaleCatalogUpdate` when
+    /// `NotFound` when the session is not the owner's and app's or not live, `StaleCatalogUpdate` when
     /// the kept one is as new or newer.
     async fn set_catalog_update(&self, update: &CatalogUpdate) -> StoreResult<()>;
     /// Records that the pairing's plugin looked the live session up at `now`: written at most
@@ -442,11 +479,13 @@ pub trait Store: Send + Sync + std::fmt::Debug {
         session_id: Id16,
         now: UnixMillis,
     ) -> StoreResult<()>;
-    /// Ends a session; its pending and claimed calls become cancelled (`session_ended`).
-    /// Returns the session and those calls. Ending an ended session is not an error.
+    /// Ends a session of `app`; its pending and claimed calls become cancelled
+    /// (`session_ended`). Returns the session and those calls. Ending an ended session is not
+    /// an error; another app's is `NotFound`.
     async fn end_session(
         &self,
         owner_id: Id16,
+        app: &AppScope,
         session_id: Id16,
         now: UnixMillis,
     ) -> StoreResult<EndedSessions>;
@@ -478,10 +517,11 @@ pub trait Store: Send + Sync + std::fmt::Debug {
         reply: Vec<u8>,
         now: UnixMillis,
     ) -> StoreResult<()>;
-    /// Cancels a pending or claimed call.
+    /// Cancels a pending or claimed call in the bearer's scope. The bearer's row is not checked
+    /// for liveness here (the HTTP layer reads it first), only its app.
     async fn cancel_call(
         &self,
-        scope: Scope,
+        bearer: Bearer,
         call_id: Id16,
         reason: CancelReason,
         now: UnixMillis,
@@ -555,6 +595,12 @@ pub(crate) fn parse_state(text: &str) -> StoreResult<CallState> {
 pub(crate) fn parse_reason(text: Option<String>) -> Option<CancelReason> {
     let text = text?;
     CancelReason::ALL.into_iter().find(|r| r.as_str() == text)
+}
+
+/// An `app_origin` column (see `scope::AppScope`).
+pub(crate) fn parse_app(text: &str) -> StoreResult<AppScope> {
+    AppScope::from_stored(text)
+        .map_err(|error| StoreError::Unreadable(format!("stored app origin: {error}")))
 }
 
 pub(crate) fn parse_kind(text: &str) -> StoreResult<TokenKind> {

@@ -10,8 +10,9 @@ use sealpost_time::UnixMillis;
 use sqlx::{ColumnIndex, Decode, Row, Type};
 
 use super::{
-    CallView, ClaimedRow, HeldBytes, LiveSession, OwnerRow, StoreError, StoreResult, TokenRow,
-    call_view, effective_state, id_from, parse_kind, parse_reason, parse_state, time_from_sql,
+    CallView, ClaimedRow, HeldBytes, LiveSession, OwnerRow, SigninGrant, StoreError, StoreResult,
+    TokenRow, call_view, effective_state, id_from, parse_app, parse_kind, parse_reason,
+    parse_state, time_from_sql,
 };
 
 /// Typed reads of a row's columns by name.
@@ -96,6 +97,17 @@ pub(crate) fn token(row: &impl Columns) -> StoreResult<TokenRow> {
         label: row.text("label")?,
         created_at: row.time("created_at")?,
         expires_at: row.time("expires_at")?,
+        app: parse_app(&row.text("app_origin")?)?,
+        lifetime_ends_at: row.opt_time("lifetime_ends_at")?,
+    })
+}
+
+/// `owner_id, app_origin, lifetime_ends_at` of a sign-in code just used.
+pub(crate) fn signin_grant(row: &impl Columns) -> StoreResult<SigninGrant> {
+    Ok(SigninGrant {
+        owner_id: row.id("owner_id")?,
+        app: parse_app(&row.text("app_origin")?)?,
+        lifetime_ends_at: row.opt_time("lifetime_ends_at")?,
     })
 }
 
@@ -119,7 +131,7 @@ pub(crate) fn owner_sessions(rows: &[impl Columns]) -> StoreResult<Vec<(Id16, Id
 }
 
 /// Why a post inserted nothing, from its session's `pair_id, expires_at, ended_at` (if the
-/// session exists), in the order a client can act on.
+/// session exists in the token's app), in the order a client can act on.
 pub(crate) fn why_not_posted(
     session: Option<&impl Columns>,
     pair_id: Option<Id16>,

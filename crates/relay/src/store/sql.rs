@@ -29,23 +29,27 @@ pub(crate) const REVOKE_OWNER_TOKENS: &str =
 /// `$1` owner id.
 pub(crate) const DELETE_OWNER_SIGNIN_CODES: &str = "DELETE FROM signin_codes WHERE owner_id = $1";
 
-/// `$1` code hash, `$2` owner id, `$3` expires_at.
-pub(crate) const INSERT_SIGNIN_CODE: &str =
-    "INSERT INTO signin_codes (code_hash, owner_id, expires_at) VALUES ($1, $2, $3)";
+/// `$1` code hash, `$2` owner id, `$3` expires_at, `$4` app, `$5` inherited lifetime end.
+pub(crate) const INSERT_SIGNIN_CODE: &str = "INSERT INTO signin_codes \
+     (code_hash, owner_id, expires_at, app_origin, lifetime_ends_at) VALUES ($1, $2, $3, $4, $5)";
 /// `$1` code hash, `$2` now: uses the code up (one statement, so it works once) and returns
-/// its owner.
+/// what it grants.
 pub(crate) const CONSUME_SIGNIN_CODE: &str = "DELETE FROM signin_codes WHERE code_hash = $1 AND expires_at > $2 \
-     AND owner_id IN (SELECT id FROM owners WHERE disabled_at IS NULL) RETURNING owner_id";
+     AND owner_id IN (SELECT id FROM owners WHERE disabled_at IS NULL) \
+     RETURNING owner_id, app_origin, lifetime_ends_at";
 
-/// `$1` id … `$7` expires_at, in the column order.
-pub(crate) const INSERT_TOKEN: &str = "INSERT INTO tokens (id, owner_id, kind, pair_id, label, created_at, expires_at) \
-     VALUES ($1, $2, $3, $4, $5, $6, $7)";
+/// `$1` id … `$9` lifetime_ends_at, in the column order.
+pub(crate) const INSERT_TOKEN: &str = "INSERT INTO tokens \
+     (id, owner_id, kind, pair_id, label, created_at, expires_at, app_origin, lifetime_ends_at) \
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)";
 /// `$1` id, `$2` now.
 pub(crate) const SELECT_ACTIVE_TOKEN: &str = "SELECT t.* FROM tokens t JOIN owners o ON o.id = t.owner_id \
      WHERE t.id = $1 AND t.revoked_at IS NULL AND t.expires_at > $2 AND o.disabled_at IS NULL";
-/// `$1` owner id, `$2` now.
+/// `$1` owner id, `$2` now, `$3` the app of the token that asks: its own app's tokens, or
+/// every app's for the relay's own (`''`, see `scope`).
 pub(crate) const SELECT_OWNER_TOKENS: &str = "SELECT * FROM tokens WHERE owner_id = $1 AND kind = 'owner' \
-     AND revoked_at IS NULL AND expires_at > $2 ORDER BY created_at";
+     AND revoked_at IS NULL AND expires_at > $2 AND ($3 = '' OR app_origin = $3) \
+     ORDER BY created_at";
 /// Bytes each owner's calls and replies hold now.
 pub(crate) const BYTES_HELD_BY_OWNER: &str = "SELECT owner_id, \
      SUM(COALESCE(LENGTH(envelope), 0) + COALESCE(LENGTH(reply), 0)) AS held FROM calls \
@@ -59,25 +63,35 @@ pub(crate) const COUNT_LIVE_GRANTS: &str = "SELECT \
 pub(crate) const ENABLE_OWNER: &str =
     "UPDATE owners SET disabled_at = NULL WHERE name = $1 RETURNING id";
 /// `$1` owner id, `$2` now, `$3` the id to list after (an empty blob: from the start), `$4` the
-/// most rows. Keyed by id, so a page boundary holds whatever is minted or revoked meanwhile.
+/// most rows, `$5` the app of the token that asks (as for [`SELECT_OWNER_TOKENS`]). Keyed by
+/// id, so a page boundary holds whatever is minted or revoked meanwhile.
 pub(crate) const SELECT_MCP_TOKENS: &str = "SELECT * FROM tokens WHERE owner_id = $1 AND kind = 'mcp' \
-     AND revoked_at IS NULL AND expires_at > $2 AND id > $3 ORDER BY id LIMIT $4";
+     AND revoked_at IS NULL AND expires_at > $2 AND id > $3 AND ($5 = '' OR app_origin = $5) \
+     ORDER BY id LIMIT $4";
+/// `$1` id, `$2` owner id, `$3` now, `$4` kind (NULL: either), `$5` the app of the token that
+/// asks (as for [`SELECT_OWNER_TOKENS`]).
+pub(crate) const REVOKE_TOKEN: &str = "UPDATE tokens SET revoked_at = COALESCE(revoked_at, $3) \
+     WHERE id = $1 AND owner_id = $2 AND (CAST($4 AS TEXT) IS NULL OR kind = $4) \
+     AND ($5 = '' OR app_origin = $5)";
 
-/// `$1` owner id, `$2` pair id, `$3` now: the owner's other live sessions.
-pub(crate) const COUNT_OTHER_LIVE_SESSIONS: &str = "SELECT COUNT(*) FROM sessions WHERE owner_id = $1 AND pair_id != $2 \
-     AND ended_at IS NULL AND expires_at > $3";
-/// `$1` owner id, `$2` pair id, `$3` now: ends the pairing's live session (a new one replaces it).
+/// `$1` owner id, `$2` pair id, `$3` now, `$4` app: the owner's live sessions, in every app,
+/// but the one this pairing's new session of this app replaces.
+pub(crate) const COUNT_OTHER_LIVE_SESSIONS: &str = "SELECT COUNT(*) FROM sessions WHERE owner_id = $1 \
+     AND NOT (pair_id = $2 AND app_origin = $4) AND ended_at IS NULL AND expires_at > $3";
+/// `$1` owner id, `$2` pair id, `$3` now, `$4` app: ends the pairing's live session in that app
+/// (a new one replaces it); another app's session of the same pairing goes on.
 pub(crate) const END_PAIRING_SESSIONS: &str = "UPDATE sessions SET ended_at = $3, hello = NULL, \
-     catalog_update = NULL WHERE owner_id = $1 AND pair_id = $2 AND ended_at IS NULL \
-     RETURNING owner_id, session_id";
-/// `$1` owner id … `$6` expires_at, in the column order.
-pub(crate) const INSERT_SESSION: &str = "INSERT INTO sessions (owner_id, session_id, pair_id, hello, created_at, expires_at) \
-     VALUES ($1, $2, $3, $4, $5, $6)";
-/// `$1` owner id, `$2` pair id, `$3` now.
+     catalog_update = NULL WHERE owner_id = $1 AND pair_id = $2 AND app_origin = $4 \
+     AND ended_at IS NULL RETURNING owner_id, session_id";
+/// `$1` owner id … `$6` expires_at, `$7` app, in the column order.
+pub(crate) const INSERT_SESSION: &str = "INSERT INTO sessions \
+     (owner_id, session_id, pair_id, hello, created_at, expires_at, app_origin) \
+     VALUES ($1, $2, $3, $4, $5, $6, $7)";
+/// `$1` owner id, `$2` pair id, `$3` now, `$4` app.
 pub(crate) const SELECT_LIVE_SESSION: &str = "SELECT session_id, hello, expires_at, claimer_seen_at, plugin_seen_at, \
      catalog_update FROM sessions \
-     WHERE owner_id = $1 AND pair_id = $2 AND ended_at IS NULL AND expires_at > $3 \
-     ORDER BY created_at DESC LIMIT 1";
+     WHERE owner_id = $1 AND pair_id = $2 AND app_origin = $4 AND ended_at IS NULL \
+     AND expires_at > $3 ORDER BY created_at DESC LIMIT 1";
 /// `$1` owner id, `$2` session id, `$3` now: the plugin looked the live session up.
 pub(crate) const MARK_PLUGIN_SEEN: &str = "UPDATE sessions SET plugin_seen_at = $3 \
      WHERE owner_id = $1 AND session_id = $2 AND ended_at IS NULL";
@@ -85,26 +99,35 @@ pub(crate) const MARK_PLUGIN_SEEN: &str = "UPDATE sessions SET plugin_seen_at = 
 /// SQLite's writer checks the token in the same statement).
 pub(crate) const MARK_CLAIMER_SEEN: &str = "UPDATE sessions SET claimer_seen_at = $3 \
      WHERE owner_id = $1 AND session_id = $2 AND ended_at IS NULL";
-/// `$1` owner id, `$2` session id, `$3` now, `$4` the update, `$5` its number: keeps a live
-/// session's catalog update when it is newer than the one kept (returns the session's id then).
+/// `$1` owner id, `$2` session id, `$3` now, `$4` the update, `$5` its number, `$6` app: keeps a
+/// live session's catalog update when it is newer than the one kept (returns the session's id
+/// then).
 pub(crate) const SET_CATALOG_UPDATE: &str = "UPDATE sessions SET catalog_update = $4, catalog_seq = $5 \
-     WHERE owner_id = $1 AND session_id = $2 AND ended_at IS NULL AND expires_at > $3 \
-     AND (catalog_seq IS NULL OR catalog_seq < $5) RETURNING session_id";
-/// `$1` owner id, `$2` session id, `$3` now: whether the session is live (why an update was not kept).
+     WHERE owner_id = $1 AND session_id = $2 AND app_origin = $6 AND ended_at IS NULL \
+     AND expires_at > $3 AND (catalog_seq IS NULL OR catalog_seq < $5) RETURNING session_id";
+/// `$1` owner id, `$2` session id, `$3` now, `$4` app: whether the session is live (why an
+/// update was not kept).
 pub(crate) const SELECT_SESSION_LIVE: &str = "SELECT session_id FROM sessions \
-     WHERE owner_id = $1 AND session_id = $2 AND ended_at IS NULL AND expires_at > $3";
-/// `$1` owner id, `$2` session id, `$3` now: ends a session; ending an ended one keeps its end.
+     WHERE owner_id = $1 AND session_id = $2 AND app_origin = $4 AND ended_at IS NULL \
+     AND expires_at > $3";
+/// `$1` owner id, `$2` session id, `$3` now, `$4` app: ends a session; ending an ended one
+/// keeps its end.
 pub(crate) const END_SESSION: &str = "UPDATE sessions SET ended_at = COALESCE(ended_at, $3), hello = NULL, \
-     catalog_update = NULL WHERE owner_id = $1 AND session_id = $2 RETURNING owner_id";
+     catalog_update = NULL WHERE owner_id = $1 AND session_id = $2 AND app_origin = $4 \
+     RETURNING owner_id";
 /// `$1` owner id, `$2` session id: cancels an ended session's open calls (SQLite's; PostgreSQL
 /// takes the calls' locks in order: `postgres::sessions::CANCEL_SESSION_CALLS_IN_ORDER`).
 pub(crate) const CANCEL_SESSION_CALLS: &str = "UPDATE calls SET state = 'cancelled', \
      cancel_reason = 'session_ended', envelope = NULL \
      WHERE owner_id = $1 AND session_id = $2 AND state IN ('pending', 'claimed') \
      RETURNING call_id";
-/// `$1` owner id, `$2` session id: what explains a post that inserted nothing.
-pub(crate) const SELECT_SESSION_STATE: &str = "SELECT pair_id, expires_at, ended_at FROM sessions \
-     WHERE owner_id = $1 AND session_id = $2";
+/// `$1` owner id, `$2` session id, `$3` the posting token's id: what explains a post that
+/// inserted nothing (another app's session is not found).
+pub(crate) const SELECT_SESSION_STATE: &str = concat!(
+    "SELECT pair_id, expires_at, ended_at FROM sessions \
+     WHERE owner_id = $1 AND session_id = $2 AND app_origin = ",
+    token_app!("$3")
+);
 
 /// `$1` owner id, `$2` call id: a claimed call whose lease lapsed expires for good.
 pub(crate) const EXPIRE_LAPSED_CLAIM: &str = "UPDATE calls SET state = 'expired', envelope = NULL \

@@ -334,6 +334,7 @@ async fn rate_table_tokens(relay: &Relay) -> f64 {
 async fn bad_tokens_never_enter_the_rate_table_and_a_good_token_is_still_limited() {
     use sealpost_protocol::api::TokenKind;
     use sealpost_relay::http::auth::Keys;
+    use sealpost_relay::scope::AppScope;
     use sealpost_relay::store::TokenRow;
 
     let relay = Relay::start(TestDb::sqlite(), |c| {
@@ -368,6 +369,8 @@ async fn bad_tokens_never_enter_the_rate_table_and_a_good_token_is_still_limited
         label: "forged".into(),
         created_at: now,
         expires_at: now.saturating_add_ms(3_600_000),
+        app: AppScope::RelayApp,
+        lifetime_ends_at: None,
     };
     // Signed with the relay's key but naming no row, signed with another key, and not a JWT.
     let unknown = Keys::new(sealpost_testkit::TEST_KEY).sign(&row(TokenKind::Owner));

@@ -5,6 +5,7 @@
 
 use sealpost_protocol::api::{CallState, TokenKind};
 use sealpost_protocol::ids::Id16;
+use sealpost_relay::scope::AppScope;
 use sealpost_relay::store::{self, Bearer};
 use sealpost_time::UnixMillis;
 use sqlx::{AssertSqlSafe, Connection};
@@ -101,7 +102,7 @@ impl Held {
         let token = store.active_token(self.token, NOW).await.unwrap();
         assert_eq!(token.expect("token kept").pair_id, Some(self.pair));
         let live = store
-            .live_session(self.owner, self.pair, NOW)
+            .live_session(self.owner, &AppScope::RelayApp, self.pair, NOW)
             .await
             .unwrap();
         assert_eq!(live.expect("session kept").hello, b"hello");

@@ -14,14 +14,14 @@ async fn raw(
     path: &str,
     token: &str,
 ) -> (StatusCode, Option<String>, serde_json::Value) {
-    let response = relay
+    let mut request = relay
         .client
         .request(method, format!("{}{path}", relay.base))
-        .bearer_auth(token)
-        .json(&json!({"label": "t", "pair_id": id()}))
-        .send()
-        .await
-        .unwrap();
+        .bearer_auth(token);
+    if path == "/v1/mcp-tokens" {
+        request = request.json(&json!({"label": "t", "pair_id": id()}));
+    }
+    let response = request.send().await.unwrap();
     let status = response.status();
     let retry = response
         .headers()

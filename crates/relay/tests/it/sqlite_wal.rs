@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use sealpost_protocol::api::TokenKind;
 use sealpost_protocol::ids::Id16;
+use sealpost_relay::scope::AppScope;
 use sealpost_relay::store::{self, Bearer, NewCall, NewSession, Store, TokenRow};
 use sealpost_time::UnixMillis;
 
@@ -21,6 +22,7 @@ async fn live_session(store: &dyn Store, name: &str) -> (Id16, Id16, Bearer, Uni
         hello: b"hello".to_vec(),
         created_at: now,
         expires_at: now.saturating_add_ms(3_600_000),
+        app: AppScope::RelayApp,
     };
     store.create_session(&session_row, 10).await.unwrap();
     let token = TokenRow {
@@ -31,6 +33,8 @@ async fn live_session(store: &dyn Store, name: &str) -> (Id16, Id16, Bearer, Uni
         label: name.into(),
         created_at: now,
         expires_at: now.saturating_add_ms(3_600_000),
+        app: AppScope::RelayApp,
+        lifetime_ends_at: None,
     };
     store.create_token(&token).await.unwrap();
     let bearer = Bearer {

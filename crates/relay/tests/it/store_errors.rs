@@ -8,6 +8,7 @@ use std::sync::{Arc, Mutex};
 use sealpost_protocol::api::TokenKind;
 use sealpost_protocol::ids::Id16;
 use sealpost_relay::http::error::ApiError;
+use sealpost_relay::scope::AppScope;
 use sealpost_relay::store::{Bearer, ErrorChain, NewCall, NewSession, Store, StoreError, TokenRow};
 use sealpost_time::UnixMillis;
 use sqlx::Connection;
@@ -218,6 +219,7 @@ impl OnePairing {
             hello: b"hello".to_vec(),
             created_at: now,
             expires_at: now.saturating_add_ms(HOUR_MS),
+            app: AppScope::RelayApp,
         };
         store.create_session(&new_session, 10).await.unwrap();
         let mut bearers = Vec::new();
@@ -230,6 +232,8 @@ impl OnePairing {
                 label: "one pairing".into(),
                 created_at: now,
                 expires_at: now.saturating_add_ms(HOUR_MS),
+                app: AppScope::RelayApp,
+                lifetime_ends_at: None,
             };
             store.create_token(&token).await.unwrap();
             bearers.push(Bearer {

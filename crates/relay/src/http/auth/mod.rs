@@ -134,6 +134,8 @@ mod tests {
             label: "laptop".into(),
             created_at: UnixMillis::from_ms(1_700_000_000_123),
             expires_at: UnixMillis::from_ms(4_000_000_000_456),
+            app: crate::scope::AppScope::RelayApp,
+            lifetime_ends_at: None,
         }
     }
 

@@ -8,6 +8,7 @@ use sealpost_protocol::ids::Id16;
 use super::{live_row, signed_bearer};
 use crate::http::error::{ApiError, ApiResult};
 use crate::http::state::AppState;
+use crate::scope::AppScope;
 use crate::store::{Bearer, TokenRow};
 
 // The proofs a handler names in its signature. Each is made only here (private fields, no
@@ -33,6 +34,12 @@ impl OwnerAuth {
     /// The owner the token belongs to.
     pub fn owner_id(&self) -> Id16 {
         self.row.owner_id
+    }
+
+    /// The app the token belongs to, as its row records it: what it may start, see, end and
+    /// revoke, and which sign-in links it may make (`scope`).
+    pub fn app_scope(&self) -> &AppScope {
+        &self.row.app
     }
 
     /// The token's row, as read for this request.
@@ -62,6 +69,21 @@ impl AnyAuth {
         self.row.owner_id
     }
 
+    /// The app the token belongs to, as its row records it (see [`OwnerAuth::app_scope`]).
+    pub fn app_scope(&self) -> &AppScope {
+        &self.row.app
+    }
+
+    /// The token, as its claims name it, for a store operation that scopes by it.
+    pub fn bearer(&self) -> Bearer {
+        Bearer {
+            token_id: self.row.id,
+            owner_id: self.row.owner_id,
+            kind: self.row.kind,
+            pair_id: self.row.pair_id,
+        }
+    }
+
     /// The token's row, as read for this request.
     pub fn row(&self) -> &TokenRow {
         &self.row
@@ -70,8 +92,9 @@ impl AnyAuth {
 
 /// An owner token with its JWT verified (HS256 signature, issuer, audience, expiry) but its
 /// row not read: the call loop's handlers hand its [`Bearer`] to the store, whose operation
-/// checks the row in the same statement (so a revoked token changes nothing). Extracting one
-/// refuses an MCP token (403 `wrong_token_kind`), but only once its row is found live: a dead
+/// checks the row in the same statement (so a revoked token changes nothing), and reads the
+/// token's app from it there, so the session or call acted on must be that app's (its
+/// `app_scope` is not known here, and no handler needs it). Extracting one refuses an MCP token (403 `wrong_token_kind`), but only once its row is found live: a dead
 /// token learns nothing but 401.
 ///
 /// Only its extractor (and the session channel's upgrade) makes one; a literal does not
@@ -146,8 +169,8 @@ impl VerifiedMcp {
 }
 
 /// A token of either kind with its JWT verified but its row not read, for the call loop's
-/// endpoint both kinds may use (a call's read): the store scopes it by the token's kind and
-/// pairing and checks its row.
+/// endpoint both kinds may use (a call's read): the store scopes it by the token's kind,
+/// pairing and app and checks its row.
 ///
 /// Only its extractor makes one; a literal does not compile outside this module:
 ///

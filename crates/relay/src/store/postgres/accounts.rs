@@ -6,10 +6,11 @@ use sealpost_protocol::ids::Id16;
 use sealpost_time::UnixMillis;
 use sqlx::postgres::PgPool;
 
+use crate::scope::AppScope;
 use crate::store::sql;
 use crate::store::{
-    OwnerRow, Page, StoreError, StoreResult, TokenRow, b, id_from, is_unique_violation, rows,
-    time_to_sql,
+    NewSigninCode, OwnerRow, Page, SigninGrant, StoreError, StoreResult, TokenRow, b,
+    is_unique_violation, rows, time_to_sql,
 };
 
 pub(super) async fn secret(pool: &PgPool, name: &str, fresh: Vec<u8>) -> StoreResult<Vec<u8>> {
@@ -84,16 +85,13 @@ pub(super) async fn disable_owner(pool: &PgPool, name: &str, now: UnixMillis) ->
     Ok(true)
 }
 
-pub(super) async fn create_signin_code(
-    pool: &PgPool,
-    code_hash: [u8; 32],
-    owner_id: Id16,
-    expires_at: UnixMillis,
-) -> StoreResult<()> {
+pub(super) async fn create_signin_code(pool: &PgPool, c: &NewSigninCode) -> StoreResult<()> {
     sqlx::query(sql::INSERT_SIGNIN_CODE)
-        .bind(code_hash.to_vec())
-        .bind(b(owner_id))
-        .bind(time_to_sql(expires_at))
+        .bind(c.code_hash.to_vec())
+        .bind(b(c.owner_id))
+        .bind(time_to_sql(c.expires_at))
+        .bind(c.app.stored())
+        .bind(c.lifetime_ends_at.map(time_to_sql))
         .execute(pool)
         .await?;
     Ok(())
@@ -103,13 +101,13 @@ pub(super) async fn consume_signin_code(
     pool: &PgPool,
     code_hash: [u8; 32],
     now: UnixMillis,
-) -> StoreResult<Option<Id16>> {
-    let owner: Option<Vec<u8>> = sqlx::query_scalar(sql::CONSUME_SIGNIN_CODE)
+) -> StoreResult<Option<SigninGrant>> {
+    let used = sqlx::query(sql::CONSUME_SIGNIN_CODE)
         .bind(code_hash.to_vec())
         .bind(time_to_sql(now))
         .fetch_optional(pool)
         .await?;
-    owner.map(id_from).transpose()
+    used.as_ref().map(rows::signin_grant).transpose()
 }
 
 pub(super) async fn create_token(pool: &PgPool, t: &TokenRow) -> StoreResult<()> {
@@ -121,6 +119,8 @@ pub(super) async fn create_token(pool: &PgPool, t: &TokenRow) -> StoreResult<()>
         .bind(&t.label)
         .bind(time_to_sql(t.created_at))
         .bind(time_to_sql(t.expires_at))
+        .bind(t.app.stored())
+        .bind(t.lifetime_ends_at.map(time_to_sql))
         .execute(pool)
         .await?;
     Ok(())
@@ -160,26 +160,26 @@ pub(super) async fn extend_token(
 pub(super) async fn revoke_token(
     pool: &PgPool,
     owner_id: Id16,
+    reach: &AppScope,
     id: Id16,
     kind: Option<TokenKind>,
     now: UnixMillis,
 ) -> StoreResult<bool> {
-    let done = sqlx::query(
-        "UPDATE tokens SET revoked_at = COALESCE(revoked_at, $3) \
-         WHERE id = $1 AND owner_id = $2 AND ($4::text IS NULL OR kind = $4)",
-    )
-    .bind(b(id))
-    .bind(b(owner_id))
-    .bind(time_to_sql(now))
-    .bind(kind.map(TokenKind::as_str))
-    .execute(pool)
-    .await?;
+    let done = sqlx::query(sql::REVOKE_TOKEN)
+        .bind(b(id))
+        .bind(b(owner_id))
+        .bind(time_to_sql(now))
+        .bind(kind.map(TokenKind::as_str))
+        .bind(reach.stored())
+        .execute(pool)
+        .await?;
     Ok(done.rows_affected() == 1)
 }
 
 pub(super) async fn list_mcp_tokens(
     pool: &PgPool,
     owner_id: Id16,
+    reach: &AppScope,
     now: UnixMillis,
     page: Page,
 ) -> StoreResult<Vec<TokenRow>> {
@@ -188,6 +188,7 @@ pub(super) async fn list_mcp_tokens(
         .bind(time_to_sql(now))
         .bind(page.after.map(b).unwrap_or_default())
         .bind(i64::from(page.limit))
+        .bind(reach.stored())
         .fetch_all(pool)
         .await?;
     rows.iter().map(rows::token).collect()

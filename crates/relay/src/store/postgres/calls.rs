@@ -20,8 +20,8 @@ use super::{Notifier, notify, require_live};
 use crate::store::rows::{self, Columns};
 use crate::store::sql;
 use crate::store::{
-    Bearer, CallView, ClaimedRow, LAPSED_SWEEP_FULL_EVERY_MS, NewCall, Scope, StoreError,
-    StoreResult, SweepStats, b, duration_to_sql, is_unique_violation, time_to_sql,
+    Bearer, CallView, ClaimedRow, LAPSED_SWEEP_FULL_EVERY_MS, NewCall, StoreError, StoreResult,
+    SweepStats, b, duration_to_sql, is_unique_violation, time_to_sql,
 };
 use crate::wake::Topic;
 
@@ -49,11 +49,15 @@ fn with_bearer<'q>(
 /// share the lock, so they do not wait for each other.
 const POST_CALL: &str = concat!(
     "WITH posted AS ( \
-        INSERT INTO calls (owner_id, call_id, session_id, pair_id, state, envelope, created_at, expires_at) \
-        SELECT s.owner_id, $6, s.session_id, s.pair_id, 'pending', $7, $5, LEAST($8, s.expires_at) \
+        INSERT INTO calls (owner_id, call_id, session_id, pair_id, app_origin, state, envelope, \
+            created_at, expires_at) \
+        SELECT s.owner_id, $6, s.session_id, s.pair_id, s.app_origin, 'pending', $7, $5, \
+            LEAST($8, s.expires_at) \
         FROM sessions s \
         WHERE s.owner_id = $2 AND s.session_id = $9 AND s.ended_at IS NULL AND s.expires_at > $5 \
-        AND ($4::bytea IS NULL OR s.pair_id = $4) \
+        AND ($4::bytea IS NULL OR s.pair_id = $4) AND s.app_origin = ",
+    token_app!("$1"),
+    " \
         AND ($10::bigint IS NULL OR (SELECT COUNT(*) FROM calls p WHERE p.owner_id = $2 \
              AND p.session_id = $9 AND p.state = 'pending' AND p.lease_expires_at IS NULL) \
              < $10) \
@@ -92,6 +96,7 @@ pub(super) async fn post_call(
             let session = sqlx::query(sql::SELECT_SESSION_STATE)
                 .bind(b(c.owner_id))
                 .bind(b(c.session_id))
+                .bind(b(bearer.token_id))
                 .fetch_optional(pool)
                 .await?;
             Err(rows::why_not_posted(
@@ -117,7 +122,10 @@ const CLAIM_CALLS: &str = concat!(
     "WITH live AS MATERIALIZED (SELECT ",
     token_live!(),
     " AS token, EXISTS (SELECT 1 FROM sessions WHERE owner_id = $2 AND session_id = $6 \
-            AND ended_at IS NULL AND expires_at > $5 AND ($4::bytea IS NULL OR pair_id = $4)) AS session), \
+            AND ended_at IS NULL AND expires_at > $5 AND ($4::bytea IS NULL OR pair_id = $4) \
+            AND app_origin = ",
+    token_app!("$1"),
+    ") AS session), \
      picked AS (SELECT c.owner_id, c.call_id FROM calls c, live \
             WHERE live.token AND live.session \
             AND c.owner_id = $2 AND c.session_id = $6 AND c.state = 'pending' \
@@ -151,7 +159,7 @@ pub(super) async fn claim_calls(
         return Err(StoreError::TokenNotLive);
     }
     if !first.flag("session")? {
-        return Err(why_not_live(pool, bearer.scope(), session_id).await);
+        return Err(why_not_live(pool, bearer, session_id).await);
     }
     let claimed = rows
         .into_iter()
@@ -165,7 +173,9 @@ const REPLY_CALL: &str = concat!(
     "WITH answered AS ( \
         UPDATE calls SET state = 'answered', reply = $7, envelope = NULL, answered_at = $5 \
         WHERE owner_id = $2 AND call_id = $6 AND state = 'claimed' AND lease_expires_at > $5 \
-        AND ($4::bytea IS NULL OR pair_id = $4) AND ",
+        AND ($4::bytea IS NULL OR pair_id = $4) AND app_origin = ",
+    token_app!("$1"),
+    " AND ",
     token_live!(),
     " RETURNING call_id) \
      SELECT call_id FROM answered"
@@ -192,13 +202,16 @@ pub(super) async fn reply_call(
     // The cold path: say why nothing was stored, expiring a claim whose lease lapsed.
     require_live(pool, bearer, now).await?;
     let mut tx = pool.begin().await?;
-    let row = sqlx::query(
+    let row = sqlx::query(concat!(
         "SELECT state, expires_at, lease_expires_at FROM calls WHERE owner_id = $1 AND call_id = $2 \
-         AND ($3::bytea IS NULL OR pair_id = $3) FOR UPDATE",
-    )
+         AND ($3::bytea IS NULL OR pair_id = $3) AND app_origin = ",
+        token_app!("$4"),
+        " FOR UPDATE"
+    ))
     .bind(b(owner_id))
     .bind(b(call_id))
     .bind(pair_id)
+    .bind(b(bearer.token_id))
     .fetch_optional(&mut *tx)
     .await?;
     let Some(row) = row else {
@@ -229,7 +242,8 @@ const READ_CALL: &str = concat!(
     " AS token) \
      SELECT live.token, c.state, c.reply, c.cancel_reason, c.expires_at, c.lease_expires_at \
      FROM live LEFT JOIN calls c ON live.token AND c.owner_id = $2 AND c.call_id = $6 \
-            AND ($4::bytea IS NULL OR c.pair_id = $4)"
+            AND ($4::bytea IS NULL OR c.pair_id = $4) AND c.app_origin = ",
+    token_app!("$1")
 );
 
 pub(super) async fn read_call(
@@ -253,37 +267,44 @@ pub(super) async fn read_call(
 
 pub(super) async fn cancel_call(
     pool: &PgPool,
-    scope: Scope,
+    bearer: &Bearer,
     call_id: Id16,
     reason: CancelReason,
     now: UnixMillis,
 ) -> StoreResult<()> {
     let mut tx = pool.begin().await?;
-    let done = sqlx::query(
+    let done = sqlx::query(concat!(
         "UPDATE calls SET state = 'cancelled', cancel_reason = $4, envelope = NULL, \
          lease_expires_at = COALESCE(lease_expires_at, expires_at) \
-         WHERE owner_id = $1 AND call_id = $2 AND ($3::bytea IS NULL OR pair_id = $3) AND expires_at > $5 \
-         AND (state = 'pending' OR (state = 'claimed' AND lease_expires_at > $5))",
-    )
-    .bind(b(scope.owner_id))
+         WHERE owner_id = $1 AND call_id = $2 AND ($3::bytea IS NULL OR pair_id = $3) \
+         AND app_origin = ",
+        token_app!("$6"),
+        " AND expires_at > $5 \
+         AND (state = 'pending' OR (state = 'claimed' AND lease_expires_at > $5))"
+    ))
+    .bind(b(bearer.owner_id))
     .bind(b(call_id))
-    .bind(scope.pair_id.map(b))
+    .bind(bearer.pair_id.map(b))
     .bind(reason.as_str())
     .bind(time_to_sql(now))
+    .bind(b(bearer.token_id))
     .execute(&mut *tx)
     .await?;
     if done.rows_affected() == 1 {
-        notify(&mut tx, Topic::Call(scope.owner_id, call_id)).await?;
+        notify(&mut tx, Topic::Call(bearer.owner_id, call_id)).await?;
         tx.commit().await?;
         return Ok(());
     }
-    let row = sqlx::query(
+    let row = sqlx::query(concat!(
         "SELECT state, expires_at, lease_expires_at FROM calls \
-         WHERE owner_id = $1 AND call_id = $2 AND ($3::bytea IS NULL OR pair_id = $3)",
-    )
-    .bind(b(scope.owner_id))
+         WHERE owner_id = $1 AND call_id = $2 AND ($3::bytea IS NULL OR pair_id = $3) \
+         AND app_origin = ",
+        token_app!("$4")
+    ))
+    .bind(b(bearer.owner_id))
     .bind(b(call_id))
-    .bind(scope.pair_id.map(b))
+    .bind(bearer.pair_id.map(b))
+    .bind(b(bearer.token_id))
     .fetch_optional(&mut *tx)
     .await?;
     let Some(row) = row else {
@@ -391,15 +412,17 @@ pub(super) async fn sweep(
     Ok(stats)
 }
 
-/// A claim found its session not live: missing (404) or ended (410)?
-async fn why_not_live(pool: &PgPool, scope: Scope, session_id: Id16) -> StoreError {
-    let exists: Result<Option<i32>, sqlx::Error> = sqlx::query_scalar(
+/// A claim found its session not live: missing (404, as another app's is) or ended (410)?
+async fn why_not_live(pool: &PgPool, bearer: &Bearer, session_id: Id16) -> StoreError {
+    let exists: Result<Option<i32>, sqlx::Error> = sqlx::query_scalar(concat!(
         "SELECT 1 FROM sessions WHERE owner_id = $1 AND session_id = $2 \
-         AND ($3::bytea IS NULL OR pair_id = $3)",
-    )
-    .bind(b(scope.owner_id))
+         AND ($3::bytea IS NULL OR pair_id = $3) AND app_origin = ",
+        token_app!("$4")
+    ))
+    .bind(b(bearer.owner_id))
     .bind(b(session_id))
-    .bind(scope.pair_id.map(b))
+    .bind(bearer.pair_id.map(b))
+    .bind(b(bearer.token_id))
     .fetch_optional(pool)
     .await;
     match exists {

@@ -26,9 +26,10 @@ use super::session_sql;
 use super::sql;
 use super::{
     Bearer, CallView, CatalogUpdate, ClaimedRow, EndedSessions, HeldBytes, Inspect, LiveGrants,
-    LiveSession, NewCall, NewSession, OwnerRow, Page, Scope, Store, StoreError, StoreResult,
-    SweepStats, TokenRow, b, time_to_sql,
+    LiveSession, NewCall, NewSession, NewSigninCode, OwnerRow, Page, SigninGrant, Store,
+    StoreError, StoreResult, SweepStats, TokenRow, b, time_to_sql,
 };
+use crate::scope::AppScope;
 use crate::wake::Hub;
 
 /// The bearer's token row is live, as a condition inside a hot-path statement. With no
@@ -203,20 +204,15 @@ impl Store for PgStore {
         Ok(id.is_some())
     }
 
-    async fn create_signin_code(
-        &self,
-        code_hash: [u8; 32],
-        owner_id: Id16,
-        expires_at: UnixMillis,
-    ) -> StoreResult<()> {
-        accounts::create_signin_code(&self.pool, code_hash, owner_id, expires_at).await
+    async fn create_signin_code(&self, code: &NewSigninCode) -> StoreResult<()> {
+        accounts::create_signin_code(&self.pool, code).await
     }
 
     async fn consume_signin_code(
         &self,
         code_hash: [u8; 32],
         now: UnixMillis,
-    ) -> StoreResult<Option<Id16>> {
+    ) -> StoreResult<Option<SigninGrant>> {
         accounts::consume_signin_code(&self.pool, code_hash, now).await
     }
 
@@ -240,20 +236,22 @@ impl Store for PgStore {
     async fn revoke_token(
         &self,
         owner_id: Id16,
+        reach: &AppScope,
         id: Id16,
         kind: Option<TokenKind>,
         now: UnixMillis,
     ) -> StoreResult<bool> {
-        accounts::revoke_token(&self.pool, owner_id, id, kind, now).await
+        accounts::revoke_token(&self.pool, owner_id, reach, id, kind, now).await
     }
 
     async fn list_mcp_tokens(
         &self,
         owner_id: Id16,
+        reach: &AppScope,
         now: UnixMillis,
         page: Page,
     ) -> StoreResult<Vec<TokenRow>> {
-        accounts::list_mcp_tokens(&self.pool, owner_id, now, page).await
+        accounts::list_mcp_tokens(&self.pool, owner_id, reach, now, page).await
     }
 
     async fn bytes_held_by_owner(&self) -> StoreResult<Vec<(Id16, i64)>> {
@@ -278,11 +276,13 @@ impl Store for PgStore {
     async fn list_owner_tokens(
         &self,
         owner_id: Id16,
+        reach: &AppScope,
         now: UnixMillis,
     ) -> StoreResult<Vec<TokenRow>> {
         let rows = sqlx::query(sql::SELECT_OWNER_TOKENS)
             .bind(b(owner_id))
             .bind(time_to_sql(now))
+            .bind(reach.stored())
             .fetch_all(&self.pool)
             .await?;
         rows.iter().map(rows::token).collect()
@@ -295,10 +295,11 @@ impl Store for PgStore {
     async fn live_session(
         &self,
         owner_id: Id16,
+        app: &AppScope,
         pair_id: Id16,
         now: UnixMillis,
     ) -> StoreResult<Option<LiveSession>> {
-        sessions::live_session(&self.pool, owner_id, pair_id, now).await
+        sessions::live_session(&self.pool, owner_id, app, pair_id, now).await
     }
 
     async fn set_catalog_update(&self, update: &CatalogUpdate) -> StoreResult<()> {
@@ -323,10 +324,11 @@ impl Store for PgStore {
     async fn end_session(
         &self,
         owner_id: Id16,
+        app: &AppScope,
         session_id: Id16,
         now: UnixMillis,
     ) -> StoreResult<EndedSessions> {
-        sessions::end_session(&self.pool, owner_id, session_id, now).await
+        sessions::end_session(&self.pool, owner_id, app, session_id, now).await
     }
 
     async fn post_call(
@@ -390,13 +392,13 @@ impl Store for PgStore {
 
     async fn cancel_call(
         &self,
-        scope: Scope,
+        bearer: Bearer,
         call_id: Id16,
         reason: CancelReason,
         now: UnixMillis,
     ) -> StoreResult<()> {
-        let cancelled = calls::cancel_call(&self.pool, scope, call_id, reason, now).await;
-        self.delivered_if_marked(cancelled, scope.owner_id, call_id)
+        let cancelled = calls::cancel_call(&self.pool, &bearer, call_id, reason, now).await;
+        self.delivered_if_marked(cancelled, bearer.owner_id, call_id)
     }
 
     async fn read_call(

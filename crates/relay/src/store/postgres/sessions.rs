@@ -7,6 +7,7 @@ use sealpost_time::UnixMillis;
 use sqlx::postgres::{PgConnection, PgPool};
 
 use super::notify;
+use crate::scope::AppScope;
 use crate::store::rows::{self, Columns};
 use crate::store::session_sql;
 use crate::store::{
@@ -46,10 +47,11 @@ pub(super) async fn create_session(
 pub(super) async fn live_session(
     pool: &PgPool,
     owner_id: Id16,
+    app: &AppScope,
     pair_id: Id16,
     now: UnixMillis,
 ) -> StoreResult<Option<LiveSession>> {
-    let row = session_sql::select_live(owner_id, pair_id, now)
+    let row = session_sql::select_live(owner_id, app, pair_id, now)
         .fetch_optional(pool)
         .await?;
     row.as_ref().map(rows::live_session).transpose()
@@ -62,7 +64,7 @@ pub(super) async fn set_catalog_update(pool: &PgPool, u: &CatalogUpdate) -> Stor
     if kept.is_some() {
         return Ok(());
     }
-    let live = session_sql::select_session_live(u.owner_id, u.session_id, u.now)
+    let live = session_sql::select_session_live(u)
         .fetch_optional(pool)
         .await?;
     Err(match live {
@@ -74,11 +76,12 @@ pub(super) async fn set_catalog_update(pool: &PgPool, u: &CatalogUpdate) -> Stor
 pub(super) async fn end_session(
     pool: &PgPool,
     owner_id: Id16,
+    app: &AppScope,
     session_id: Id16,
     now: UnixMillis,
 ) -> StoreResult<EndedSessions> {
     let mut tx = pool.begin().await?;
-    let found = session_sql::end(owner_id, session_id, now)
+    let found = session_sql::end(owner_id, app, session_id, now)
         .fetch_optional(&mut *tx)
         .await?;
     if found.is_none() {

@@ -6,10 +6,11 @@ use sealpost_protocol::ids::Id16;
 use sealpost_time::UnixMillis;
 
 use super::SqliteStore;
+use crate::scope::AppScope;
 use crate::store::sql;
 use crate::store::{
-    OwnerRow, Page, StoreError, StoreResult, TokenRow, b, id_from, is_unique_violation, rows,
-    time_to_sql,
+    NewSigninCode, OwnerRow, Page, SigninGrant, StoreError, StoreResult, TokenRow, b,
+    is_unique_violation, rows, time_to_sql,
 };
 
 impl SqliteStore {
@@ -107,18 +108,16 @@ impl SqliteStore {
         .await
     }
 
-    pub(super) async fn create_signin_code_impl(
-        &self,
-        code_hash: [u8; 32],
-        owner_id: Id16,
-        expires_at: UnixMillis,
-    ) -> StoreResult<()> {
+    pub(super) async fn create_signin_code_impl(&self, code: &NewSigninCode) -> StoreResult<()> {
+        let c = code.clone();
         self.write(move |conn| {
             Box::pin(async move {
                 sqlx::query(sql::INSERT_SIGNIN_CODE)
-                    .bind(code_hash.to_vec())
-                    .bind(b(owner_id))
-                    .bind(time_to_sql(expires_at))
+                    .bind(c.code_hash.to_vec())
+                    .bind(b(c.owner_id))
+                    .bind(time_to_sql(c.expires_at))
+                    .bind(c.app.stored())
+                    .bind(c.lifetime_ends_at.map(time_to_sql))
                     .execute(&mut *conn)
                     .await?;
                 Ok(())
@@ -131,15 +130,15 @@ impl SqliteStore {
         &self,
         code_hash: [u8; 32],
         now: UnixMillis,
-    ) -> StoreResult<Option<Id16>> {
+    ) -> StoreResult<Option<SigninGrant>> {
         self.write(move |conn| {
             Box::pin(async move {
-                let owner: Option<Vec<u8>> = sqlx::query_scalar(sql::CONSUME_SIGNIN_CODE)
+                let used = sqlx::query(sql::CONSUME_SIGNIN_CODE)
                     .bind(code_hash.to_vec())
                     .bind(time_to_sql(now))
                     .fetch_optional(&mut *conn)
                     .await?;
-                owner.map(id_from).transpose()
+                used.as_ref().map(rows::signin_grant).transpose()
             })
         })
         .await
@@ -157,6 +156,8 @@ impl SqliteStore {
                     .bind(&t.label)
                     .bind(time_to_sql(t.created_at))
                     .bind(time_to_sql(t.expires_at))
+                    .bind(t.app.stored())
+                    .bind(t.lifetime_ends_at.map(time_to_sql))
                     .execute(&mut *conn)
                     .await?;
                 Ok(())
@@ -204,22 +205,22 @@ impl SqliteStore {
     pub(super) async fn revoke_token_impl(
         &self,
         owner_id: Id16,
+        reach: &AppScope,
         id: Id16,
         kind: Option<TokenKind>,
         now: UnixMillis,
     ) -> StoreResult<bool> {
+        let reach = reach.stored().to_owned();
         self.write(move |conn| {
             Box::pin(async move {
-                let done = sqlx::query(
-                    "UPDATE tokens SET revoked_at = COALESCE(revoked_at, ?3) \
-                     WHERE id = ?1 AND owner_id = ?2 AND (?4 IS NULL OR kind = ?4)",
-                )
-                .bind(b(id))
-                .bind(b(owner_id))
-                .bind(time_to_sql(now))
-                .bind(kind.map(TokenKind::as_str))
-                .execute(&mut *conn)
-                .await?;
+                let done = sqlx::query(sql::REVOKE_TOKEN)
+                    .bind(b(id))
+                    .bind(b(owner_id))
+                    .bind(time_to_sql(now))
+                    .bind(kind.map(TokenKind::as_str))
+                    .bind(&reach)
+                    .execute(&mut *conn)
+                    .await?;
                 Ok(done.rows_affected() == 1)
             })
         })
@@ -229,6 +230,7 @@ impl SqliteStore {
     pub(super) async fn list_mcp_tokens_impl(
         &self,
         owner_id: Id16,
+        reach: &AppScope,
         now: UnixMillis,
         page: Page,
     ) -> StoreResult<Vec<TokenRow>> {
@@ -237,6 +239,7 @@ impl SqliteStore {
             .bind(time_to_sql(now))
             .bind(page.after.map(b).unwrap_or_default())
             .bind(i64::from(page.limit))
+            .bind(reach.stored())
             .fetch_all(&self.readers)
             .await?;
         rows.iter().map(rows::token).collect()

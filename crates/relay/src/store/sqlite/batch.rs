@@ -143,9 +143,9 @@ async fn insert_posts(
     ops: &[PostOp],
 ) -> StoreResult<HashMap<(Id16, Id16), UnixMillis>> {
     let sql = format!(
-        "INSERT INTO calls (owner_id, call_id, session_id, pair_id, state, envelope, created_at, expires_at) \
-         SELECT owner_id, call_id, session_id, pair_id, 'pending', envelope, created_at, expires_at FROM ( \
-            SELECT s.owner_id, v.column2 AS call_id, s.session_id, s.pair_id, v.column3 AS envelope, \
+        "INSERT INTO calls (owner_id, call_id, session_id, pair_id, app_origin, state, envelope, created_at, expires_at) \
+         SELECT owner_id, call_id, session_id, pair_id, app_origin, 'pending', envelope, created_at, expires_at FROM ( \
+            SELECT s.owner_id, v.column2 AS call_id, s.session_id, s.pair_id, s.app_origin, v.column3 AS envelope, \
                    v.column4 AS created_at, MIN(v.column5, s.expires_at) AS expires_at, v.column8 AS max_pending, \
                    ROW_NUMBER() OVER (PARTITION BY s.owner_id, s.session_id ORDER BY v.column9) AS nth, \
                    (SELECT COUNT(*) FROM calls p INDEXED BY calls_pending_by_session \
@@ -154,11 +154,12 @@ async fn insert_posts(
             FROM (VALUES {}) AS v \
             JOIN sessions s ON s.owner_id = v.column1 AND s.session_id = v.column6 \
             WHERE s.ended_at IS NULL AND s.expires_at > v.column4 \
-              AND (v.column7 IS NULL OR s.pair_id = v.column7) AND {}) \
+              AND (v.column7 IS NULL OR s.pair_id = v.column7) AND s.app_origin = {} AND {}) \
          WHERE max_pending IS NULL OR pending + nth <= max_pending \
          ON CONFLICT DO NOTHING \
          RETURNING owner_id, call_id, expires_at",
         placeholders(ops.len(), 11),
+        token_app!("v.column10"),
         token_live(
             "v.column10",
             "v.column1",
@@ -205,6 +206,7 @@ async fn why_not_posted(conn: &mut SqliteConnection, op: &PostOp) -> StoreError 
     let session = sqlx::query(sql::SELECT_SESSION_STATE)
         .bind(b(c.owner_id))
         .bind(b(c.session_id))
+        .bind(b(op.bearer.token_id))
         .fetch_optional(&mut *conn)
         .await;
     let session = match session {
@@ -272,7 +274,9 @@ pub(crate) async fn claim_calls(conn: &mut SqliteConnection, ops: Vec<ClaimOp>) 
 async fn write_claimer_seen(conn: &mut SqliteConnection, op: &ClaimOp) -> StoreResult<()> {
     let sql = format!(
         "UPDATE sessions SET claimer_seen_at = ?3 WHERE owner_id = ?1 AND session_id = ?2 \
-         AND ended_at IS NULL AND expires_at > ?3 AND (?6 IS NULL OR pair_id = ?6) AND {}",
+         AND ended_at IS NULL AND expires_at > ?3 AND (?6 IS NULL OR pair_id = ?6) \
+         AND app_origin = {} AND {}",
+        token_app!("?4"),
         token_live("?4", "?1", "?5", "?6", "?3")
     );
     // Safe: the text is fixed; every value is bound.
@@ -307,7 +311,7 @@ async fn claim_grouped(
             FROM (VALUES {}) AS v \
             JOIN sessions s ON s.owner_id = v.column1 AND s.session_id = v.column2 \
                  AND s.ended_at IS NULL AND s.expires_at > v.column3 \
-                 AND (v.column8 IS NULL OR s.pair_id = v.column8) AND {} \
+                 AND (v.column8 IS NULL OR s.pair_id = v.column8) AND s.app_origin = {} AND {} \
             JOIN calls AS c INDEXED BY calls_pending_by_session \
                  ON c.owner_id = v.column1 AND c.session_id = v.column2 \
                  AND c.state = 'pending' AND c.expires_at > v.column3) AS picked \
@@ -316,6 +320,7 @@ async fn claim_grouped(
          RETURNING calls.owner_id, calls.session_id, calls.call_id, calls.envelope, \
                    calls.lease_expires_at, calls.created_at",
         placeholders(ops.len(), 8),
+        token_app!("v.column6"),
         token_live(
             "v.column6",
             "v.column1",
@@ -352,14 +357,17 @@ async fn claim_grouped(
 /// A claim that found nothing and skipped the `claimer_seen_at` write: are its token and its
 /// session live?
 async fn session_live(conn: &mut SqliteConnection, op: &ClaimOp) -> StoreResult<()> {
-    let live: Option<i64> = sqlx::query_scalar(
+    let live: Option<i64> = sqlx::query_scalar(concat!(
         "SELECT 1 FROM sessions WHERE owner_id = ?1 AND session_id = ?2 \
-         AND ended_at IS NULL AND expires_at > ?3 AND (?4 IS NULL OR pair_id = ?4)",
-    )
+         AND ended_at IS NULL AND expires_at > ?3 AND (?4 IS NULL OR pair_id = ?4) \
+         AND app_origin = ",
+        token_app!("?5")
+    ))
     .bind(b(op.bearer.owner_id))
     .bind(b(op.session_id))
     .bind(time_to_sql(op.now))
     .bind(op.bearer.pair_id.map(b))
+    .bind(b(op.bearer.token_id))
     .fetch_optional(&mut *conn)
     .await?;
     if live.is_some() && bearer_live(conn, &op.bearer, op.now).await? {
@@ -375,13 +383,15 @@ async fn why_not_live(conn: &mut SqliteConnection, op: &ClaimOp) -> StoreError {
         Ok(false) => return StoreError::TokenNotLive,
         Err(error) => return error,
     }
-    let exists: Result<Option<i64>, sqlx::Error> = sqlx::query_scalar(
+    let exists: Result<Option<i64>, sqlx::Error> = sqlx::query_scalar(concat!(
         "SELECT 1 FROM sessions WHERE owner_id = ?1 AND session_id = ?2 \
-         AND (?3 IS NULL OR pair_id = ?3)",
-    )
+         AND (?3 IS NULL OR pair_id = ?3) AND app_origin = ",
+        token_app!("?4")
+    ))
     .bind(b(op.bearer.owner_id))
     .bind(b(op.session_id))
     .bind(op.bearer.pair_id.map(b))
+    .bind(b(op.bearer.token_id))
     .fetch_optional(&mut *conn)
     .await;
     match exists {
@@ -432,9 +442,10 @@ async fn answer_grouped(
          FROM (VALUES {}) AS v \
          WHERE calls.owner_id = v.column1 AND calls.call_id = v.column2 \
            AND calls.state = 'claimed' AND calls.lease_expires_at > v.column4 \
-           AND (v.column7 IS NULL OR calls.pair_id = v.column7) AND {} \
+           AND (v.column7 IS NULL OR calls.pair_id = v.column7) AND calls.app_origin = {} AND {} \
          RETURNING calls.owner_id, calls.call_id",
         placeholders(ops.len(), 7),
+        token_app!("v.column5"),
         token_live(
             "v.column5",
             "v.column1",
@@ -469,13 +480,16 @@ async fn why_not_answered(conn: &mut SqliteConnection, op: &ReplyOp) -> StoreErr
         if !bearer_live(conn, &op.bearer, op.now).await? {
             return Ok(StoreError::TokenNotLive);
         }
-        let row: Option<SqliteRow> = sqlx::query(
+        let row: Option<SqliteRow> = sqlx::query(concat!(
             "SELECT state, expires_at, lease_expires_at FROM calls \
-             WHERE owner_id = ?1 AND call_id = ?2 AND (?3 IS NULL OR pair_id = ?3)",
-        )
+             WHERE owner_id = ?1 AND call_id = ?2 AND (?3 IS NULL OR pair_id = ?3) \
+             AND app_origin = ",
+            token_app!("?4")
+        ))
         .bind(b(op.bearer.owner_id))
         .bind(b(op.call_id))
         .bind(op.bearer.pair_id.map(b))
+        .bind(b(op.bearer.token_id))
         .fetch_optional(&mut *conn)
         .await?;
         let Some(row) = row else {

@@ -126,7 +126,7 @@ async fn select_calls(conn: &mut SqliteConnection, ops: &[ReadOp]) -> StoreResul
                 c.state, c.reply, c.cancel_reason, c.expires_at, c.lease_expires_at \
          FROM (VALUES {}) AS v \
          LEFT JOIN calls c ON c.owner_id = v.column2 AND c.call_id = v.column3 \
-              AND (v.column4 IS NULL OR c.pair_id = v.column4)",
+              AND (v.column4 IS NULL OR c.pair_id = v.column4) AND c.app_origin = {}",
         token_live(
             "v.column5",
             "v.column2",
@@ -135,6 +135,7 @@ async fn select_calls(conn: &mut SqliteConnection, ops: &[ReadOp]) -> StoreResul
             "v.column7"
         ),
         placeholders(ops.len(), 7),
+        token_app!("v.column5"),
     );
     // Safe: the text varies only in how many placeholders it has; every value is bound.
     let mut query = sqlx::query(AssertSqlSafe(sql));

@@ -6,7 +6,7 @@ use super::SqliteStore;
 use super::batch::{ClaimOp, PostOp, ReplyOp};
 use super::sessions::cancel_open_calls;
 use crate::store::{
-    Bearer, ClaimedRow, NewCall, Scope, StoreError, StoreResult, SweepStats, b, time_to_sql,
+    Bearer, ClaimedRow, NewCall, StoreError, StoreResult, SweepStats, b, time_to_sql,
 };
 use crate::store::{rows, sql};
 use sealpost_protocol::content::CancelReason;
@@ -73,38 +73,47 @@ impl SqliteStore {
 
     pub(super) async fn cancel_call_impl(
         &self,
-        scope: Scope,
+        bearer: Bearer,
         call_id: Id16,
         reason: CancelReason,
         now: UnixMillis,
     ) -> StoreResult<()> {
         self.write(move |conn| {
             Box::pin(async move {
-                let done = sqlx::query(
+                let done = sqlx::query(concat!(
                     "UPDATE calls SET state = 'cancelled', cancel_reason = ?4, envelope = NULL \
-                     WHERE owner_id = ?1 AND call_id = ?2 AND (?3 IS NULL OR pair_id = ?3) AND expires_at > ?5 \
-                     AND (state = 'pending' OR (state = 'claimed' AND lease_expires_at > ?5))",
-                )
-                .bind(b(scope.owner_id))
+                     WHERE owner_id = ?1 AND call_id = ?2 AND (?3 IS NULL OR pair_id = ?3) \
+                     AND app_origin = ",
+                    token_app!("?6"),
+                    " AND expires_at > ?5 \
+                     AND (state = 'pending' OR (state = 'claimed' AND lease_expires_at > ?5))"
+                ))
+                .bind(b(bearer.owner_id))
                 .bind(b(call_id))
-                .bind(scope.pair_id.map(b))
+                .bind(bearer.pair_id.map(b))
                 .bind(reason.as_str())
                 .bind(time_to_sql(now))
+                .bind(b(bearer.token_id))
                 .execute(&mut *conn)
                 .await?;
                 if done.rows_affected() == 1 {
                     return Ok(());
                 }
-                let row = sqlx::query(
+                let row = sqlx::query(concat!(
                     "SELECT state, expires_at, lease_expires_at FROM calls \
-                     WHERE owner_id = ?1 AND call_id = ?2 AND (?3 IS NULL OR pair_id = ?3)",
-                )
-                .bind(b(scope.owner_id))
+                     WHERE owner_id = ?1 AND call_id = ?2 AND (?3 IS NULL OR pair_id = ?3) \
+                     AND app_origin = ",
+                    token_app!("?4")
+                ))
+                .bind(b(bearer.owner_id))
                 .bind(b(call_id))
-                .bind(scope.pair_id.map(b))
+                .bind(bearer.pair_id.map(b))
+                .bind(b(bearer.token_id))
                 .fetch_optional(&mut *conn)
                 .await?;
-                let Some(row) = row else { return Err(StoreError::NotFound) };
+                let Some(row) = row else {
+                    return Err(StoreError::NotFound);
+                };
                 Err(StoreError::WrongState(rows::state_at(&row, now)?))
             })
         })

@@ -37,9 +37,10 @@ use super::rows;
 use super::sql;
 use super::{
     Bearer, CallView, CatalogUpdate, ClaimedRow, EndedSessions, HeldBytes, LiveGrants, LiveSession,
-    NewCall, NewSession, OwnerRow, Page, Scope, Store, StoreResult, SweepStats, TokenRow, b,
-    time_to_sql,
+    NewCall, NewSession, NewSigninCode, OwnerRow, Page, SigninGrant, Store, StoreResult,
+    SweepStats, TokenRow, b, time_to_sql,
 };
+use crate::scope::AppScope;
 use crate::wake::Hub;
 
 mod accounts;
@@ -187,21 +188,15 @@ impl Store for SqliteStore {
         .await
     }
 
-    async fn create_signin_code(
-        &self,
-        code_hash: [u8; 32],
-        owner_id: Id16,
-        expires_at: UnixMillis,
-    ) -> StoreResult<()> {
-        self.create_signin_code_impl(code_hash, owner_id, expires_at)
-            .await
+    async fn create_signin_code(&self, code: &NewSigninCode) -> StoreResult<()> {
+        self.create_signin_code_impl(code).await
     }
 
     async fn consume_signin_code(
         &self,
         code_hash: [u8; 32],
         now: UnixMillis,
-    ) -> StoreResult<Option<Id16>> {
+    ) -> StoreResult<Option<SigninGrant>> {
         self.consume_signin_code_impl(code_hash, now).await
     }
 
@@ -225,20 +220,22 @@ impl Store for SqliteStore {
     async fn revoke_token(
         &self,
         owner_id: Id16,
+        reach: &AppScope,
         id: Id16,
         kind: Option<TokenKind>,
         now: UnixMillis,
     ) -> StoreResult<bool> {
-        self.revoke_token_impl(owner_id, id, kind, now).await
+        self.revoke_token_impl(owner_id, reach, id, kind, now).await
     }
 
     async fn list_mcp_tokens(
         &self,
         owner_id: Id16,
+        reach: &AppScope,
         now: UnixMillis,
         page: Page,
     ) -> StoreResult<Vec<TokenRow>> {
-        self.list_mcp_tokens_impl(owner_id, now, page).await
+        self.list_mcp_tokens_impl(owner_id, reach, now, page).await
     }
 
     async fn bytes_held_by_owner(&self) -> StoreResult<Vec<(Id16, i64)>> {
@@ -263,11 +260,13 @@ impl Store for SqliteStore {
     async fn list_owner_tokens(
         &self,
         owner_id: Id16,
+        reach: &AppScope,
         now: UnixMillis,
     ) -> StoreResult<Vec<TokenRow>> {
         let rows = sqlx::query(sql::SELECT_OWNER_TOKENS)
             .bind(b(owner_id))
             .bind(time_to_sql(now))
+            .bind(reach.stored())
             .fetch_all(&self.readers)
             .await?;
         rows.iter().map(rows::token).collect()
@@ -284,10 +283,11 @@ impl Store for SqliteStore {
     async fn live_session(
         &self,
         owner_id: Id16,
+        app: &AppScope,
         pair_id: Id16,
         now: UnixMillis,
     ) -> StoreResult<Option<LiveSession>> {
-        self.live_session_impl(owner_id, pair_id, now).await
+        self.live_session_impl(owner_id, app, pair_id, now).await
     }
 
     async fn set_catalog_update(&self, update: &CatalogUpdate) -> StoreResult<()> {
@@ -306,10 +306,11 @@ impl Store for SqliteStore {
     async fn end_session(
         &self,
         owner_id: Id16,
+        app: &AppScope,
         session_id: Id16,
         now: UnixMillis,
     ) -> StoreResult<EndedSessions> {
-        self.end_session_impl(owner_id, session_id, now).await
+        self.end_session_impl(owner_id, app, session_id, now).await
     }
 
     async fn post_call(
@@ -345,12 +346,12 @@ impl Store for SqliteStore {
 
     async fn cancel_call(
         &self,
-        scope: Scope,
+        bearer: Bearer,
         call_id: Id16,
         reason: CancelReason,
         now: UnixMillis,
     ) -> StoreResult<()> {
-        self.cancel_call_impl(scope, call_id, reason, now).await
+        self.cancel_call_impl(bearer, call_id, reason, now).await
     }
 
     async fn read_call(

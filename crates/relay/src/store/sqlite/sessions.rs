@@ -7,6 +7,7 @@ use sealpost_time::UnixMillis;
 use sqlx::sqlite::SqliteConnection;
 
 use super::SqliteStore;
+use crate::scope::AppScope;
 use crate::store::rows;
 use crate::store::session_sql;
 use crate::store::{
@@ -47,10 +48,11 @@ impl SqliteStore {
     pub(super) async fn live_session_impl(
         &self,
         owner_id: Id16,
+        app: &AppScope,
         pair_id: Id16,
         now: UnixMillis,
     ) -> StoreResult<Option<LiveSession>> {
-        let row = session_sql::select_live(owner_id, pair_id, now)
+        let row = session_sql::select_live(owner_id, app, pair_id, now)
             .fetch_optional(&self.readers)
             .await?;
         row.as_ref().map(rows::live_session).transpose()
@@ -66,7 +68,7 @@ impl SqliteStore {
                 if kept.is_some() {
                     return Ok(());
                 }
-                let live = session_sql::select_session_live(u.owner_id, u.session_id, u.now)
+                let live = session_sql::select_session_live(&u)
                     .fetch_optional(&mut *conn)
                     .await?;
                 Err(match live {
@@ -101,12 +103,14 @@ impl SqliteStore {
     pub(super) async fn end_session_impl(
         &self,
         owner_id: Id16,
+        app: &AppScope,
         session_id: Id16,
         now: UnixMillis,
     ) -> StoreResult<EndedSessions> {
+        let app = app.clone();
         self.write_atomic(move |conn| {
             Box::pin(async move {
-                let found = session_sql::end(owner_id, session_id, now)
+                let found = session_sql::end(owner_id, &app, session_id, now)
                     .fetch_optional(&mut *conn)
                     .await?;
                 if found.is_none() {

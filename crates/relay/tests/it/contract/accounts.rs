@@ -4,9 +4,9 @@ use std::sync::Arc;
 
 use sealpost_protocol::api::TokenKind;
 use sealpost_protocol::ids::Id16;
-use sealpost_relay::store::{Inspect, Page, StoreError, TokenRow};
+use sealpost_relay::store::{Inspect, Page, SigninGrant, StoreError, TokenRow};
 
-use super::{HOUR, T0};
+use super::{HOUR, RELAY_APP, T0, signin_code};
 use sealpost_testkit::id;
 
 const FIRST_PAGE: Page = Page {
@@ -27,12 +27,19 @@ pub(super) async fn check_mcp_tokens_list_in_pages_by_id_live_ones_only(store: A
             label: format!("token {n}"),
             created_at: T0,
             expires_at: T0.saturating_add_ms(HOUR),
+            app: RELAY_APP.clone(),
+            lifetime_ends_at: None,
         };
         store.create_token(&token).await.unwrap();
         live.push(token.id);
     }
     let revoked = live.remove(3);
-    assert!(store.revoke_token(owner, revoked, None, T0).await.unwrap());
+    assert!(
+        store
+            .revoke_token(owner, RELAY_APP, revoked, None, T0)
+            .await
+            .unwrap()
+    );
     live.sort();
 
     let mut listed: Vec<Id16> = Vec::new();
@@ -40,7 +47,7 @@ pub(super) async fn check_mcp_tokens_list_in_pages_by_id_live_ones_only(store: A
     // Bounded: a listing that never ends would otherwise hang the check.
     for _ in 0..=live.len() {
         let page = store
-            .list_mcp_tokens(owner, T0, Page { after, limit: 4 })
+            .list_mcp_tokens(owner, RELAY_APP, T0, Page { after, limit: 4 })
             .await
             .unwrap();
         assert!(page.len() <= 4);
@@ -64,16 +71,20 @@ pub(super) async fn check_signin_codes_work_once_and_tokens_are_revocable(store:
         Err(StoreError::Duplicate)
     ));
     store
-        .create_signin_code([1; 32], owner, T0.saturating_add_ms(1_000))
+        .create_signin_code(&signin_code(1, owner, T0.saturating_add_ms(1_000)))
         .await
         .unwrap();
     store
-        .create_signin_code([2; 32], owner, T0.saturating_add_ms(1_000))
+        .create_signin_code(&signin_code(2, owner, T0.saturating_add_ms(1_000)))
         .await
         .unwrap();
     assert_eq!(
         store.consume_signin_code([1; 32], T0).await.unwrap(),
-        Some(owner)
+        Some(SigninGrant {
+            owner_id: owner,
+            app: RELAY_APP.clone(),
+            lifetime_ends_at: None,
+        })
     );
     assert_eq!(
         store.consume_signin_code([1; 32], T0).await.unwrap(),
@@ -96,6 +107,8 @@ pub(super) async fn check_signin_codes_work_once_and_tokens_are_revocable(store:
         label: "laptop".into(),
         created_at: T0,
         expires_at: T0.saturating_add_ms(HOUR),
+        app: RELAY_APP.clone(),
+        lifetime_ends_at: None,
     };
     store.create_token(&token).await.unwrap();
     assert_eq!(
@@ -103,7 +116,10 @@ pub(super) async fn check_signin_codes_work_once_and_tokens_are_revocable(store:
         Some(token.clone())
     );
     assert_eq!(
-        store.list_mcp_tokens(owner, T0, FIRST_PAGE).await.unwrap(),
+        store
+            .list_mcp_tokens(owner, RELAY_APP, T0, FIRST_PAGE)
+            .await
+            .unwrap(),
         vec![token.clone()]
     );
     assert!(
@@ -115,12 +131,15 @@ pub(super) async fn check_signin_codes_work_once_and_tokens_are_revocable(store:
         "expired"
     );
     assert!(
-        !store.revoke_token(id(), token.id, None, T0).await.unwrap(),
+        !store
+            .revoke_token(id(), RELAY_APP, token.id, None, T0)
+            .await
+            .unwrap(),
         "another owner cannot revoke it"
     );
     assert!(
         store
-            .revoke_token(owner, token.id, Some(TokenKind::Mcp), T0)
+            .revoke_token(owner, RELAY_APP, token.id, Some(TokenKind::Mcp), T0)
             .await
             .unwrap()
     );
@@ -150,7 +169,7 @@ pub(super) async fn check_signin_codes_work_once_and_tokens_are_revocable(store:
         "slid forward"
     );
     store
-        .create_signin_code([3; 32], owner, T0.saturating_add_ms(1_000))
+        .create_signin_code(&signin_code(3, owner, T0.saturating_add_ms(1_000)))
         .await
         .unwrap();
     assert!(store.disable_owner("alice", T0).await.unwrap());

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use sealpost_protocol::api::{CallState, TokenKind};
 use sealpost_relay::store::{Bearer, Inspect, StoreError};
 
-use super::{HOUR, T0, World, token, world};
+use super::{HOUR, RELAY_APP, T0, World, token, world};
 use sealpost_testkit::id;
 
 fn not_live<T: std::fmt::Debug>(result: Result<T, StoreError>, what: &str) {
@@ -43,11 +43,11 @@ pub(super) async fn check_a_revoked_token_changes_nothing(store: Arc<dyn Inspect
     let [pending, claimed, answered] = three_calls(&w).await;
     let t = T0.saturating_add_ms(10);
     w.store
-        .revoke_token(w.owner, w.mcp.token_id, None, t)
+        .revoke_token(w.owner, RELAY_APP, w.mcp.token_id, None, t)
         .await
         .unwrap();
     w.store
-        .revoke_token(w.owner, w.tab.token_id, None, t)
+        .revoke_token(w.owner, RELAY_APP, w.tab.token_id, None, t)
         .await
         .unwrap();
 
@@ -125,6 +125,8 @@ pub(super) async fn check_an_expired_token_changes_nothing(store: Arc<dyn Inspec
                 label: "short".into(),
                 created_at: T0,
                 expires_at: T0.saturating_add_ms(100),
+                app: RELAY_APP.clone(),
+                lifetime_ends_at: None,
             };
             w.store.create_token(&row).await.unwrap();
             bearer.token_id = row.id;

@@ -6,10 +6,10 @@ use std::sync::Arc;
 
 use sealpost_protocol::api::CallState;
 use sealpost_protocol::content::CancelReason;
-use sealpost_relay::store::{Inspect, NewCall, Scope, StoreError};
+use sealpost_relay::store::{Inspect, NewCall, StoreError};
 use sealpost_time::UnixMillis;
 
-use super::{HOUR, T0, new_session, world};
+use super::{HOUR, RELAY_APP, T0, new_session, token, world};
 use sealpost_testkit::id;
 
 pub(super) async fn check_concurrent_claimers_take_every_call_exactly_once(
@@ -214,7 +214,7 @@ pub(super) async fn check_answer_then_read_marks_delivered_and_reads_repeat(
     let cancel = w
         .store
         .cancel_call(
-            w.scope(),
+            w.mcp,
             call,
             CancelReason::ClientCancelled,
             T0.saturating_add_ms(6),
@@ -244,7 +244,7 @@ pub(super) async fn check_cancel_applies_to_open_calls_only(store: Arc<dyn Inspe
     let pending = w.post(T0, 60_000).await;
     w.store
         .cancel_call(
-            w.scope(),
+            w.mcp,
             pending,
             CancelReason::ClientCancelled,
             T0.saturating_add_ms(1),
@@ -274,13 +274,9 @@ pub(super) async fn check_cancel_applies_to_open_calls_only(store: Arc<dyn Inspe
         .claim_calls(w.tab, w.session, T0.saturating_add_ms(4), 10, 30_000)
         .await
         .unwrap();
-    let owner_scope = Scope {
-        owner_id: w.owner,
-        pair_id: None,
-    };
     w.store
         .cancel_call(
-            owner_scope,
+            w.tab,
             claimed,
             CancelReason::Undecryptable,
             T0.saturating_add_ms(5),
@@ -308,7 +304,7 @@ pub(super) async fn check_cancel_applies_to_open_calls_only(store: Arc<dyn Inspe
     let cancel = w
         .store
         .cancel_call(
-            w.scope(),
+            w.mcp,
             answered,
             CancelReason::ClientCancelled,
             T0.saturating_add_ms(10),
@@ -319,10 +315,7 @@ pub(super) async fn check_cancel_applies_to_open_calls_only(store: Arc<dyn Inspe
         "{cancel:?}"
     );
 
-    let other_pair = Scope {
-        owner_id: w.owner,
-        pair_id: Some(id()),
-    };
+    let other_pair = token(&*w.store, w.owner, Some(id())).await;
     let foreign = w
         .store
         .cancel_call(
@@ -361,7 +354,7 @@ pub(super) async fn check_duplicate_ids_are_refused_per_owner(store: Arc<dyn Ins
     // The failed duplicate left the first session live.
     assert!(
         w.store
-            .live_session(w.owner, w.pair, T0)
+            .live_session(w.owner, RELAY_APP, w.pair, T0)
             .await
             .unwrap()
             .is_some()
@@ -445,14 +438,10 @@ pub(super) async fn check_another_owner_sees_nothing(store: Arc<dyn Inspect>) {
     let w = world(store.clone()).await;
     let other = world(store).await;
     let call = w.post(T0, 60_000).await;
-    let theirs = Scope {
-        owner_id: other.owner,
-        pair_id: None,
-    };
     assert_eq!(w.store.read_call(other.mcp, call, T0).await.unwrap(), None);
     assert!(matches!(
         w.store
-            .cancel_call(theirs, call, CancelReason::ClientCancelled, T0)
+            .cancel_call(other.tab, call, CancelReason::ClientCancelled, T0)
             .await,
         Err(StoreError::NotFound)
     ));
@@ -463,12 +452,14 @@ pub(super) async fn check_another_owner_sees_nothing(store: Arc<dyn Inspect>) {
         Err(StoreError::NotFound)
     ));
     assert!(matches!(
-        w.store.end_session(other.owner, w.session, T0).await,
+        w.store
+            .end_session(other.owner, RELAY_APP, w.session, T0)
+            .await,
         Err(StoreError::NotFound)
     ));
     assert!(
         w.store
-            .live_session(other.owner, w.pair, T0)
+            .live_session(other.owner, RELAY_APP, w.pair, T0)
             .await
             .unwrap()
             .is_none()

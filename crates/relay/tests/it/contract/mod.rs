@@ -7,7 +7,8 @@ use std::sync::Arc;
 
 use sealpost_protocol::api::TokenKind;
 use sealpost_protocol::ids::Id16;
-use sealpost_relay::store::{Bearer, Inspect, NewCall, NewSession, Store, TokenRow};
+use sealpost_relay::scope::AppScope;
+use sealpost_relay::store::{Bearer, Inspect, NewCall, NewSession, NewSigninCode, Store, TokenRow};
 use sealpost_time::UnixMillis;
 
 use sealpost_testkit::id;
@@ -28,6 +29,8 @@ use together::*;
 
 const T0: UnixMillis = UnixMillis::from_ms(1_700_000_000_000);
 const HOUR: u64 = 3_600_000;
+/// The relay's own app, whose every row is unless a check says otherwise.
+const RELAY_APP: &AppScope = &AppScope::RelayApp;
 
 struct World {
     store: Arc<dyn Inspect>,
@@ -81,6 +84,8 @@ async fn token(store: &dyn Store, owner: Id16, pair: Option<Id16>) -> Bearer {
         label: "contract".into(),
         created_at: T0,
         expires_at: T0.saturating_add_ms(1_000 * HOUR),
+        app: RELAY_APP.clone(),
+        lifetime_ends_at: None,
     };
     store.create_token(&row).await.unwrap();
     Bearer {
@@ -91,9 +96,21 @@ async fn token(store: &dyn Store, owner: Id16, pair: Option<Id16>) -> Bearer {
     }
 }
 
+/// A sign-in code (hash `[n; 32]`) to the relay's own app, as the CLI makes one.
+fn signin_code(n: u8, owner: Id16, expires_at: UnixMillis) -> NewSigninCode {
+    NewSigninCode {
+        code_hash: [n; 32],
+        owner_id: owner,
+        app: RELAY_APP.clone(),
+        expires_at,
+        lifetime_ends_at: None,
+    }
+}
+
 fn new_session(owner: Id16, session: Id16, pair: Id16, expires_at: UnixMillis) -> NewSession {
     NewSession {
         owner_id: owner,
+        app: RELAY_APP.clone(),
         session_id: session,
         pair_id: pair,
         hello: b"hello".to_vec(),
@@ -121,10 +138,6 @@ impl World {
             .await
             .unwrap();
         call_id
-    }
-
-    fn scope(&self) -> sealpost_relay::store::Scope {
-        self.mcp.scope()
     }
 }
 

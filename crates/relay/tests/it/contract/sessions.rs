@@ -8,7 +8,7 @@ use sealpost_protocol::api::CallState;
 use sealpost_protocol::content::CancelReason;
 use sealpost_relay::store::{CatalogUpdate, Inspect, StoreError};
 
-use super::{HOUR, T0, new_session, world};
+use super::{HOUR, RELAY_APP, T0, new_session, world};
 use sealpost_testkit::id;
 
 pub(super) async fn check_ending_a_session_cancels_only_open_calls(store: Arc<dyn Inspect>) {
@@ -70,7 +70,7 @@ pub(super) async fn check_ending_a_session_cancels_only_open_calls(store: Arc<dy
     );
     assert_eq!(
         w.store
-            .live_session(w.owner, w.pair, T0.saturating_add_ms(6))
+            .live_session(w.owner, RELAY_APP, w.pair, T0.saturating_add_ms(6))
             .await
             .unwrap()
             .unwrap()
@@ -89,14 +89,14 @@ pub(super) async fn check_ending_a_session_cancels_only_open_calls(store: Arc<dy
     assert!(matches!(post, Err(StoreError::SessionEnded)), "{post:?}");
     let ended = w
         .store
-        .end_session(w.owner, next, T0.saturating_add_ms(8))
+        .end_session(w.owner, RELAY_APP, next, T0.saturating_add_ms(8))
         .await
         .unwrap();
     assert_eq!(ended.sessions, vec![(w.owner, next)]);
     assert!(ended.cancelled_calls.is_empty());
     assert!(
         w.store
-            .live_session(w.owner, w.pair, T0.saturating_add_ms(8))
+            .live_session(w.owner, RELAY_APP, w.pair, T0.saturating_add_ms(8))
             .await
             .unwrap()
             .is_none()
@@ -174,7 +174,7 @@ pub(super) async fn check_posts_racing_a_session_end_leave_no_call_pending(
             tokio::spawn(async move {
                 if round % 2 == 0 {
                     w.store
-                        .end_session(w.owner, w.session, T0.saturating_add_ms(15))
+                        .end_session(w.owner, RELAY_APP, w.session, T0.saturating_add_ms(15))
                         .await
                 } else {
                     w.store
@@ -216,7 +216,7 @@ pub(super) async fn check_the_plugin_lookup_is_recorded_once_a_second_on_live_se
         let (owner, pair) = (w.owner, w.pair);
         async move {
             store
-                .live_session(owner, pair, T0.saturating_add_ms(at))
+                .live_session(owner, RELAY_APP, pair, T0.saturating_add_ms(at))
                 .await
                 .unwrap()
                 .expect("live")
@@ -288,7 +288,7 @@ pub(super) async fn check_replies_racing_a_session_end_each_get_an_answer(store:
         }
         let ended = w
             .store
-            .end_session(w.owner, w.session, T0.saturating_add_ms(200))
+            .end_session(w.owner, RELAY_APP, w.session, T0.saturating_add_ms(200))
             .await;
         assert!(ended.is_ok(), "round {round}: the end failed: {ended:?}");
         while let Some(replied) = replies.join_next().await {
@@ -313,6 +313,7 @@ pub(super) async fn check_a_catalog_update_is_kept_only_when_newer_and_goes_with
     let w = world(store).await;
     let update = |seq: u64, at: u64, bytes: &[u8]| CatalogUpdate {
         owner_id: w.owner,
+        app: RELAY_APP.clone(),
         session_id: w.session,
         seq,
         update: bytes.to_vec(),
@@ -323,7 +324,7 @@ pub(super) async fn check_a_catalog_update_is_kept_only_when_newer_and_goes_with
         let (owner, pair) = (w.owner, w.pair);
         async move {
             store
-                .live_session(owner, pair, T0.saturating_add_ms(at))
+                .live_session(owner, RELAY_APP, pair, T0.saturating_add_ms(at))
                 .await
                 .unwrap()
         }
@@ -368,7 +369,7 @@ pub(super) async fn check_a_catalog_update_is_kept_only_when_newer_and_goes_with
         Err(StoreError::NotFound)
     ));
     w.store
-        .end_session(w.owner, w.session, T0.saturating_add_ms(9))
+        .end_session(w.owner, RELAY_APP, w.session, T0.saturating_add_ms(9))
         .await
         .unwrap();
     assert!(matches!(

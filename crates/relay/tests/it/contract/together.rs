@@ -9,7 +9,7 @@ use sealpost_protocol::ids::Id16;
 use sealpost_relay::store::{Bearer, Inspect, NewCall, StoreError};
 use sealpost_time::UnixMillis;
 
-use super::{HOUR, T0, World, new_session, token, world};
+use super::{HOUR, RELAY_APP, T0, World, new_session, token, world};
 use sealpost_testkit::id;
 
 const AT: UnixMillis = T0.saturating_add_ms(5);
@@ -37,7 +37,7 @@ pub(super) async fn check_operations_arriving_together_each_get_their_own_answer
         .unwrap();
     let other_mcp = token(&*w.store, w.owner, Some(other_pair)).await;
     w.store
-        .end_session(w.owner, ended, T0.saturating_add_ms(1))
+        .end_session(w.owner, RELAY_APP, ended, T0.saturating_add_ms(1))
         .await
         .unwrap();
     let revoked_mcp = revoked(&w, Some(w.pair)).await;
@@ -148,7 +148,7 @@ async fn revoked(w: &World, pair: Option<Id16>) -> Bearer {
     let bearer = token(&*w.store, w.owner, pair).await;
     assert!(
         w.store
-            .revoke_token(w.owner, bearer.token_id, None, T0)
+            .revoke_token(w.owner, RELAY_APP, bearer.token_id, None, T0)
             .await
             .unwrap()
     );
@@ -221,7 +221,10 @@ pub(super) async fn check_claims_and_reads_arriving_together_each_get_their_own_
     let ended = id();
     let s = new_session(w.owner, ended, id(), T0.saturating_add_ms(HOUR));
     w.store.create_session(&s, 100).await.unwrap();
-    w.store.end_session(w.owner, ended, AT).await.unwrap();
+    w.store
+        .end_session(w.owner, RELAY_APP, ended, AT)
+        .await
+        .unwrap();
     let revoked_tab = revoked(&w, None).await;
 
     let mut claims: Vec<Claim> = (0..SESSIONS)

@@ -31,7 +31,9 @@ const CLAIM_GROUP: &str = concat!(
     token_live_r!(),
     " AS token, EXISTS (SELECT 1 FROM sessions s WHERE s.owner_id = r.owner_id \
             AND s.session_id = r.session_id AND s.ended_at IS NULL AND s.expires_at > r.now \
-            AND (r.pair_id IS NULL OR s.pair_id = r.pair_id)) AS session FROM r), \
+            AND (r.pair_id IS NULL OR s.pair_id = r.pair_id) AND s.app_origin = ",
+    token_app!("r.token_id"),
+    ") AS session FROM r), \
      picked AS (SELECT p.owner_id, p.call_id, l.now, l.lease FROM live l CROSS JOIN LATERAL \
             (SELECT c.owner_id, c.call_id FROM calls c WHERE l.token AND l.session \
              AND c.owner_id = l.owner_id AND c.session_id = l.session_id AND c.state = 'pending' \

@@ -30,12 +30,15 @@ const POST_GROUP: &str = concat!(
         AS r(token_id, owner_id, kind, pair_id, now, call_id, envelope, expires_at, session_id, \
              max_pending, ord)), \
      posted AS ( \
-        INSERT INTO calls (owner_id, call_id, session_id, pair_id, state, envelope, created_at, expires_at) \
-        SELECT s.owner_id, r.call_id, s.session_id, s.pair_id, 'pending', r.envelope, r.now, \
-            LEAST(r.expires_at, s.expires_at) \
+        INSERT INTO calls (owner_id, call_id, session_id, pair_id, app_origin, state, envelope, \
+            created_at, expires_at) \
+        SELECT s.owner_id, r.call_id, s.session_id, s.pair_id, s.app_origin, 'pending', r.envelope, \
+            r.now, LEAST(r.expires_at, s.expires_at) \
         FROM r JOIN sessions s ON s.owner_id = r.owner_id AND s.session_id = r.session_id \
         WHERE s.ended_at IS NULL AND s.expires_at > r.now \
-        AND (r.pair_id IS NULL OR s.pair_id = r.pair_id) \
+        AND (r.pair_id IS NULL OR s.pair_id = r.pair_id) AND s.app_origin = ",
+    token_app!("r.token_id"),
+    " \
         AND (r.max_pending IS NULL OR (SELECT COUNT(*) FROM calls p WHERE p.owner_id = r.owner_id \
              AND p.session_id = r.session_id AND p.state = 'pending' AND p.lease_expires_at IS NULL) \
              + r.nth <= r.max_pending) \

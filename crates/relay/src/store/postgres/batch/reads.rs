@@ -28,7 +28,8 @@ const READ_GROUP: &str = concat!(
     token_live_r!(),
     " AS token, c.state, c.reply, c.cancel_reason, c.expires_at, c.lease_expires_at \
      FROM r LEFT JOIN calls c ON c.owner_id = r.owner_id AND c.call_id = r.call_id \
-            AND (r.pair_id IS NULL OR c.pair_id = r.pair_id)"
+            AND (r.pair_id IS NULL OR c.pair_id = r.pair_id) AND c.app_origin = ",
+    token_app!("r.token_id")
 );
 
 impl Grouped for ReadOp {

@@ -37,7 +37,9 @@ const REPLY_GROUP: &str = concat!(
         FROM r, locked WHERE c.owner_id = locked.owner_id AND c.call_id = locked.call_id \
         AND c.owner_id = r.owner_id AND c.call_id = r.call_id AND c.state = 'claimed' \
         AND c.lease_expires_at > r.now AND (r.pair_id IS NULL OR c.pair_id = r.pair_id) \
-        AND ",
+        AND c.app_origin = ",
+    token_app!("r.token_id"),
+    " AND ",
     token_live_r!(),
     " RETURNING c.owner_id, c.call_id) \
      SELECT owner_id, call_id FROM answered"
