@@ -9,7 +9,7 @@ use sealpost_testkit::{Relay, b64, id, pairing, unb64};
 
 /// Bytes laid out as a catalog update of `session` numbered `seq` (docs/PROTOCOL.md); the
 /// sealed part is filler, which the relay never reads.
-fn update(session: Id16, seq: u64, filler: u8) -> Vec<u8> {
+pub(crate) fn update(session: Id16, seq: u64, filler: u8) -> Vec<u8> {
     let mut bytes = vec![1];
     bytes.extend_from_slice(&session.0);
     bytes.extend_from_slice(&[7; 16]);

@@ -4,6 +4,7 @@
 mod admitted;
 mod admitted_channel;
 mod api;
+mod apps;
 mod boundaries;
 mod catalog;
 mod channel;

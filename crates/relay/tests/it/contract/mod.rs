@@ -1,6 +1,6 @@
 //! The store contract: every property here holds on SQLite and on PostgreSQL alike.
-//! Each `check_*` function (in `calls`, `sessions`, `sweeper`, `accounts`, `bearer` and
-//! `together`) states one
+//! Each `check_*` function (in `calls`, `sessions`, `sweeper`, `accounts`, `apps`, `bearer`
+//! and `together`) states one
 //! property; the macro at the bottom runs it on both backends.
 
 use std::sync::Arc;
@@ -14,6 +14,7 @@ use sealpost_time::UnixMillis;
 use sealpost_testkit::id;
 
 mod accounts;
+mod apps;
 mod bearer;
 mod calls;
 mod sessions;
@@ -21,6 +22,7 @@ mod sweeper;
 mod together;
 
 use accounts::*;
+use apps::*;
 use bearer::*;
 use calls::*;
 use sessions::*;
@@ -71,6 +73,11 @@ async fn world(store: Arc<dyn Inspect>) -> World {
 
 /// A live token row of `owner` (an MCP token when `pair` is given), lasting far past `T0`.
 async fn token(store: &dyn Store, owner: Id16, pair: Option<Id16>) -> Bearer {
+    app_token(store, owner, pair, RELAY_APP).await
+}
+
+/// [`token`], of `app`.
+async fn app_token(store: &dyn Store, owner: Id16, pair: Option<Id16>, app: &AppScope) -> Bearer {
     let kind = if pair.is_some() {
         TokenKind::Mcp
     } else {
@@ -84,7 +91,7 @@ async fn token(store: &dyn Store, owner: Id16, pair: Option<Id16>) -> Bearer {
         label: "contract".into(),
         created_at: T0,
         expires_at: T0.saturating_add_ms(1_000 * HOUR),
-        app: RELAY_APP.clone(),
+        app: app.clone(),
         lifetime_ends_at: None,
     };
     store.create_token(&row).await.unwrap();
@@ -193,4 +200,8 @@ contract!(
     check_operations_arriving_together_each_get_their_own_answer,
     check_claims_and_reads_arriving_together_each_get_their_own_answer,
     check_posts_arriving_together_keep_the_cap_on_pending_calls,
+    check_a_sign_in_code_carries_its_app_and_end_to_its_sign_in,
+    check_an_app_acts_on_its_own_sessions_and_calls_alone,
+    check_another_apps_operations_arriving_together_find_nothing,
+    check_tokens_are_reached_by_their_own_app_and_the_relays_own,
 );
