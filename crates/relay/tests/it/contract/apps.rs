@@ -295,16 +295,27 @@ pub(super) async fn check_another_apps_operations_arriving_together_find_nothing
             (n, _, other) => panic!("post {n}: {other:?}"),
         }
     }
-    // Claims of the session by both apps' tabs, together.
+    // Claims by both apps' tabs, together: the session's own tab of its session, the other
+    // app's of the relay's own app's sessions (one each, so a group may hold them all).
+    let mut sessions = Vec::new();
+    for _ in 0..4 {
+        let session = id();
+        w.store
+            .create_session(&new_session(w.owner, session, id(), at(HOUR)), 10)
+            .await
+            .unwrap();
+        sessions.push(session);
+    }
     let mut tasks = Vec::new();
     for n in 0..8 {
         let w = w.clone();
-        let bearer = if n % 2 == 0 { w.tab } else { o.tab };
+        let (bearer, session) = if n % 2 == 0 {
+            (w.tab, w.session)
+        } else {
+            (o.tab, sessions[n / 2])
+        };
         tasks.push(tokio::spawn(async move {
-            let claimed = w
-                .store
-                .claim_calls(bearer, w.session, at(2), 4, 30_000)
-                .await;
+            let claimed = w.store.claim_calls(bearer, session, at(2), 4, 30_000).await;
             (n, claimed)
         }));
     }
