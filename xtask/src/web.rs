@@ -1,6 +1,7 @@
 //! Builds what the relay serves at `/`: the browser module (`crates/browser`, wasm-bindgen
 //! `--target web`, then binaryen's `wasm-opt -Oz`) and the web app (`web/`), into `target/web/`.
-//! The module and its JavaScript land in `target/web/sealpost/`.
+//! The module and its JavaScript (`crates/browser/js`: `sealpost.js`, `auth.js`, their `.d.ts`,
+//! `worker.js`, `store.js`) land in `target/web/sealpost/`.
 //!
 //! `wasm-opt` comes from npm (`binaryen`, pinned in `web/package-lock.json`), not from Debian:
 //! Debian's binaryen 108 predates wasm-bindgen's reference-types output and emits a module
@@ -189,4 +190,29 @@ pub fn test(tools: &tools::Tools, npm_tarball: &Path) -> Result<()> {
         .env("SEALPOST_CHROMIUM", &tools.chromium)
         .env("SEALPOST_NPM_TARBALL", npm_tarball)
         .run_within(SUITE_DEADLINE)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::copy_dir;
+    use crate::cmd::root;
+
+    /// A host app serves the module's folder as the build writes it: the page's API and its
+    /// sign-in helpers side by side, with their declarations (docs/HOST.md).
+    #[test]
+    fn the_module_folder_carries_the_page_api_and_the_sign_in_helpers() {
+        let to = std::env::temp_dir().join(format!("sealpost-module-{}", std::process::id()));
+        copy_dir(&root().join("crates/browser/js"), &to, &[]).unwrap();
+        for file in [
+            "sealpost.js",
+            "sealpost.d.ts",
+            "auth.js",
+            "auth.d.ts",
+            "worker.js",
+            "store.js",
+        ] {
+            assert!(to.join(file).is_file(), "{file} is not beside sealpost.js");
+        }
+        std::fs::remove_dir_all(&to).unwrap();
+    }
 }
