@@ -1,6 +1,7 @@
 //! The relay's persistence boundary: one [`Store`] trait, two backends, chosen by URL scheme.
 //!
-//! Only this module and its children know SQL. Every call-level method is scoped by owner, and
+//! Only this module and its children know SQL. Every call-level method is scoped by owner and
+//! by app (the token row's, compared in the statement: `token_app!`), and
 //! the state machine (`pending → claimed → answered → delivered`, `pending|claimed → expired |
 //! cancelled`) is enforced inside single statements, so concurrent requests and several relay
 //! replicas cannot hand one call to two executors. Times are [`UnixMillis`] passed in by the
