@@ -130,8 +130,8 @@ pub async fn read_json<T: DeserializeOwned>(
     parse_json(&bytes)
 }
 
-/// Reads and parses a JSON body of at most `cap` bytes that may be left out: an empty body is
-/// `T::default()`.
+/// Reads and parses a JSON body of at most `cap` bytes that may be left out: an empty body, or
+/// `null`, is `T::default()`.
 pub async fn read_optional_json<T: DeserializeOwned + Default>(
     headers: &HeaderMap,
     body: Body,
@@ -142,7 +142,7 @@ pub async fn read_optional_json<T: DeserializeOwned + Default>(
     if bytes.iter().all(u8::is_ascii_whitespace) {
         return Ok(T::default());
     }
-    parse_json(&bytes)
+    parse_json::<Option<T>>(&bytes).map(Option::unwrap_or_default)
 }
 
 fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> ApiResult<T> {
