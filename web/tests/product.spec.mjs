@@ -49,6 +49,18 @@ async function startSession(page) {
   return (await page.textContent('#pairing-code')).trim();
 }
 
+// A new browser signed in on its own, AI access on with every tool granted (no source).
+async function signedInWithEveryTool() {
+  const fresh = await browser.newContext({ viewport: { width: 1280, height: 800 } });
+  const page = await openPage(fresh, await relay.newSigninUrl());
+  await signedIn(page);
+  await go(page, '#/access', 'AI access');
+  await page.check('#access-on');
+  for (const box of await page.$$('input[name="grant-tool"]')) await box.check();
+  await page.click('#save-grants');
+  return { fresh, page };
+}
+
 async function paired(code) {
   const config = tempDir('sealpost-web-plugin-');
   const result = await pairPlugin(config, code);
@@ -425,13 +437,7 @@ test('a second tab says another tab serves the pairing, not that no session is r
 });
 
 test('a running session is not started over: Start waits until it ends, and the paired plugin is served throughout', async () => {
-  const fresh = await browser.newContext({ viewport: { width: 1280, height: 800 } });
-  const page = await openPage(fresh, await relay.newSigninUrl());
-  await signedIn(page);
-  await go(page, '#/access', 'AI access');
-  await page.check('#access-on');
-  for (const box of await page.$$('input[name="grant-tool"]')) await box.check();
-  await page.click('#save-grants');
+  const { fresh, page } = await signedInWithEveryTool();
   const { mcp } = await paired(await startSession(page));
   assert.equal(await page.evaluate(() => document.activeElement?.id), 'copy-code', 'focus goes to the next step: copying the code');
   assert.equal(await page.isDisabled('#start-session'), true, 'no second start while one runs');
@@ -455,13 +461,7 @@ test('a running session is not started over: Start waits until it ends, and the 
 });
 
 test('revoking the paired plugin\'s token ends its pairing; the step the plugin asks for recovers it', async () => {
-  const fresh = await browser.newContext({ viewport: { width: 1280, height: 800 } });
-  const page = await openPage(fresh, await relay.newSigninUrl());
-  await signedIn(page);
-  await go(page, '#/access', 'AI access');
-  await page.check('#access-on');
-  for (const box of await page.$$('input[name="grant-tool"]')) await box.check();
-  await page.click('#save-grants');
+  const { fresh, page } = await signedInWithEveryTool();
   const firstCode = await startSession(page);
   const { config, mcp } = await paired(firstCode);
   assert.equal((await mcp.call('list_sources')).isError, false);
@@ -559,13 +559,7 @@ test('an import keeps the source it went into, and does not pull the person back
 });
 
 test('the status counters add up: each call is answered, answered with the tool\'s error, or refused', async () => {
-  const fresh = await browser.newContext({ viewport: { width: 1280, height: 800 } });
-  const page = await openPage(fresh, await relay.newSigninUrl());
-  await signedIn(page);
-  await go(page, '#/access', 'AI access');
-  await page.check('#access-on');
-  for (const box of await page.$$('input[name="grant-tool"]')) await box.check();
-  await page.click('#save-grants');
+  const { fresh, page } = await signedInWithEveryTool();
   const { mcp } = await paired(await startSession(page));
   assert.equal((await mcp.call('list_sources')).isError, false);
   const missing = await mcp.call('get_source_excerpt', { doc_id: 'd_000000000000000000000000' });

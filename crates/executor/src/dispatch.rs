@@ -178,8 +178,9 @@ impl Executor {
                 ),
             ));
         }
-        let granted = self.grants.read(|g| g.is_on())
-            && self.grants.read(|g| crate::executor::granted(g, tool));
+        let granted = self
+            .grants
+            .read(|g| g.is_on() && crate::executor::granted(g, tool));
         if !granted {
             return Err(not_granted(&call.name));
         }

@@ -201,11 +201,6 @@ impl Executor {
             .read(|grants| registry.catalog(|tool| granted(grants, tool)))
     }
 
-    /// Every registered tool, granted or not, in the catalog's order (the app's grant picker).
-    pub fn all_tools(&self) -> Catalog {
-        self.registry.borrow().catalog(|_| true)
-    }
-
     /// Every registered tool with what the person's picker shows of it: where it comes from and
     /// whether it is granted now (a grant of a tool since registered differently is not).
     pub fn tool_list(&self) -> Vec<ListedTool> {

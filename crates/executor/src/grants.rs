@@ -55,11 +55,6 @@ impl Grants {
     pub fn allows_source(&self, source: &str) -> bool {
         self.is_on() && self.sources.contains(source)
     }
-
-    /// Whether a session may call `tool` now.
-    pub fn allows_tool(&self, tool: &str) -> bool {
-        self.is_on() && self.tools.contains(tool)
-    }
 }
 
 /// A shared, live view of the grants. The host keeps a clone and changes grants through it
@@ -122,8 +117,8 @@ mod tests {
             tools: ["list_sources".to_owned()].into(),
             ..Grants::default()
         };
-        assert!(grants.allows_source("notes") && grants.allows_tool("list_sources"));
+        assert!(grants.allows_source("notes") && grants.is_on());
         grants.access = Access::Locked;
-        assert!(!grants.allows_source("notes") && !grants.allows_tool("list_sources"));
+        assert!(!grants.allows_source("notes") && !grants.is_on());
     }
 }
