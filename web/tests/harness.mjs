@@ -58,6 +58,12 @@ export async function startRelay({ web = WEB_DIR, args = [], log = 'warn' } = {}
       const out = await new Promise((ok, fail) => execFile(RELAY_BIN, ['owner', 'link', 'owner', '--database-url', database], (e, stdout) => (e ? fail(e) : ok(stdout))));
       return `${base}/#signin=${out.match(/#signin=([A-Za-z0-9_-]+)/)[1]}`;
     },
+    // The link the operator prints for a host app (`owner link owner --app ORIGIN`), as it is.
+    async newAppSigninUrl(appOrigin) {
+      const flags = ['owner', 'link', 'owner', '--app', appOrigin, '--app-origin', appOrigin, '--public-url', base, '--database-url', database];
+      const out = await new Promise((ok, fail) => execFile(RELAY_BIN, flags, (e, stdout) => (e ? fail(e) : ok(stdout))));
+      return out.match(/https?:\/\/\S+#signin=\S+/)[0];
+    },
     // An owner token, signed in through the API with a fresh link.
     async ownerToken() {
       const link = await this.newSigninUrl();

@@ -1,8 +1,8 @@
 // The npm package as a host app uses it: examples/host-app/ installs the tarball that
 // `cargo xtask package` packed, Vite builds it, and the built app is served from its own
 // loopback origin under the CSP docs/HOST.md names. The relay lists that origin; Chromium
-// signs in from a sign-in link, grants the app's tool and starts a session, and the real
-// plugin calls the tool over stdio.
+// signs in from the link the operator prints for the app (`owner link NAME --app ORIGIN`),
+// grants the app's tools and starts a session, and the real plugin calls them over stdio.
 
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
@@ -13,7 +13,7 @@ import { readFile } from 'node:fs/promises';
 import { join, extname, normalize, resolve, dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import {
-  startRelay, launchBrowser, openPage, tempDir, pairPlugin, McpClient, screenshotPath,
+  startRelay, launchBrowser, openPage, tempDir, pairPlugin, McpClient, screenshotPath, api,
 } from './harness.mjs';
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
@@ -104,10 +104,10 @@ after(async () => {
 });
 
 test('the example host app, built by Vite from the npm package, serves its tool to the real plugin', async () => {
-  const link = await relay.newSigninUrl();
-  const code = link.split('#signin=')[1];
+  const link = await relay.newAppSigninUrl(app.origin);
+  assert.ok(link.startsWith(`${app.origin}/#signin=`), link);
   const context = await browser.newContext();
-  const page = await openPage(context, `${app.origin}/?relay=${encodeURIComponent(relay.base)}#signin=${code}`);
+  const page = await openPage(context, link);
   page.on('pageerror', (error) => page.consoleErrors.push(error.message));
 
   // Signed in and opened: the tool registered through the module is listed.
@@ -116,6 +116,14 @@ test('the example host app, built by Vite from the npm package, serves its tool 
     throw new Error(`the app did not open the module (status: ${status}; not found: ${app.missing}; console: ${page.consoleErrors})`, { cause: error });
   });
   assert.equal(await page.evaluate(() => location.hash), '', 'the sign-in code leaves the address bar');
+  assert.match(await page.textContent('#who'), /^owner, until /);
+  // Sealpost.signIn made a token scoped to this app: it cannot reach the relay's own app.
+  const token = await page.evaluate(() => JSON.parse(sessionStorage.getItem('host-example-signin')).token);
+  const me = await api(relay.base, 'GET', '/v1/me', { token });
+  assert.equal(me.body.app_origin, app.origin);
+  const ownApp = await api(relay.base, 'POST', '/v1/auth/signin-links', { token, body: {} });
+  assert.equal(ownApp.status, 403);
+  assert.equal(ownApp.body.error.code, 'outside_app_scope');
   const listed = await page.$$eval('#tools input', (boxes) => boxes.map((box) => box.value));
   assert.ok(listed.includes('search_workspace'), `the built-in tools are listed too: ${listed}`);
   await page.waitForSelector('#tools input[value="shout"]');
@@ -159,5 +167,20 @@ test('the example host app, built by Vite from the npm package, serves its tool 
   assert.deepEqual(elsewhere, [], 'the page asks nothing of any origin but its own and its relay');
   assert.deepEqual(await page.evaluate(() => window.__csp ?? []), [], 'the CSP docs/HOST.md names is enough');
   assert.deepEqual(page.consoleErrors, []);
+
+  // A reload keeps the person signed in: the kept token is renewed (Sealpost.renew) into a new one.
+  await page.reload();
+  await page.waitForSelector('#tools input[value="word_count"]', { timeout: 30_000 });
+  const renewed = await page.evaluate(() => JSON.parse(sessionStorage.getItem('host-example-signin')).token);
+  assert.notEqual(renewed, token, 'the renewal hands out a new token');
+  assert.equal((await api(relay.base, 'GET', '/v1/me', { token: renewed })).status, 200);
   await context.close();
+
+  // The link works once: opened again, the page says why it cannot sign in.
+  const again = await browser.newContext();
+  const used = await openPage(again, link);
+  await used.waitForFunction(() => document.getElementById('status').textContent !== 'Signing in…');
+  assert.match(await used.textContent('#status'), /sign-in (link|code)/i);
+  assert.equal(await used.textContent('#who'), 'nobody yet');
+  await again.close();
 });

@@ -1,5 +1,9 @@
 // TypeScript declarations for sealpost.js, the page's API to Sealpost's browser module.
 
+import type { SignInLink, SignedIn } from './auth.js';
+export { AuthError } from './auth.js';
+export type { AuthErrorCode, SignInLink, SignedIn } from './auth.js';
+
 export type ToolKind = 'read' | 'proposal';
 
 export interface ToolSpec {
@@ -125,6 +129,12 @@ export interface SealpostError extends Error {
 }
 
 export declare class Sealpost {
+  /** auth.js's `readSignInLink`: the sign-in a link's fragment carries, or null. */
+  static readSignInLink(hashOrUrl?: string): SignInLink | null;
+  /** auth.js's `signIn`: exchanges a one-time sign-in code for an owner token; rejects with an `AuthError`. */
+  static signIn(code: string, relayOrigin?: string | null): Promise<SignedIn>;
+  /** auth.js's `renew`: a new token in place of the one given; rejects with an `AuthError`. */
+  static renew(token: string, relayOrigin?: string | null): Promise<SignedIn>;
   /** Rejects with a {@link SealpostError} (`passphrase_required`, `wrong_passphrase`) when a passphrase protects the workspace. */
   /** `webmcp: false` leaves the page's WebMCP tools out (default: offered once granted);
    *  `confirmWithinMs` shortens how long a page tool's call waits for the person (at most 20 s). */

@@ -15,12 +15,15 @@
 //
 // TypeScript declarations: sealpost.d.ts.
 
+import { AuthError, readSignInLink, renew, signIn } from './auth.js';
 import { Confirmations } from './confirm.js';
 import { WebMcpBridge, installModelContext, pageModelContext } from './webmcp.js';
 
 // A page with no WebMCP implementation gets Sealpost's, so its tools can be registered before
 // (or without) a tab being open.
 installModelContext();
+
+export { AuthError };
 
 export class Sealpost {
   constructor(worker) {
@@ -32,6 +35,12 @@ export class Sealpost {
     worker.onmessage = (message) => this.receive(message.data);
     worker.onerror = (error) => this.dispatch({ type: 'warning', message: `the Sealpost worker failed: ${error.message}` });
   }
+
+  // Signing in before a tab is open (auth.js): a host app needs no knowledge of the relay's
+  // auth endpoints. Each resolves to `{ token, owner, expiresAt, appOrigin }`.
+  static readSignInLink(hashOrUrl) { return readSignInLink(hashOrUrl); }
+  static signIn(code, relayOrigin) { return signIn(code, relayOrigin); }
+  static renew(token, relayOrigin) { return renew(token, relayOrigin); }
 
   // Starts the worker and opens the workspace. `relayOrigin` defaults to this page's origin.
   // A workspace protected by a passphrase opens only with it: without it the promise rejects

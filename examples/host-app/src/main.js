@@ -5,28 +5,51 @@
 import { Sealpost } from '@sealpost/browser';
 import './style.css';
 
-// The relay this page speaks to: `?relay=…`, or the one `cargo xtask run` starts. The relay
-// must list this page's origin (`sealpost-relay serve --app-origin …`).
-const relayOrigin = new URLSearchParams(location.search).get('relay') ?? 'http://127.0.0.1:8080';
-
 const $ = (id) => document.getElementById(id);
 const say = (text) => { $('status').textContent = text; };
 
-// The person's owner token: `#token=…`, or the one-time code of a sign-in link (`#signin=…`,
-// from `sealpost-relay owner link NAME`) exchanged at the relay. Neither stays in the address
-// bar. The token lives in this page's memory only.
+// Where the sign-in is kept: this tab's sessionStorage, so a reload keeps it and closing the
+// tab forgets it. A real app keeps it wherever it keeps its own secrets.
+const KEPT = 'host-example-signin';
+
+// The person's sign-in: from a one-time sign-in link (`sealpost-relay owner link NAME --app
+// ORIGIN` prints `ORIGIN/#signin=CODE&relay=RELAY`), or the one this tab kept, renewed. The
+// code leaves the address bar before it is used: it works once.
 async function signIn() {
-  const fragment = new URLSearchParams(location.hash.slice(1));
+  const link = Sealpost.readSignInLink(location.hash);
   history.replaceState(null, '', location.pathname + location.search);
-  if (fragment.has('token')) return fragment.get('token');
-  const code = fragment.get('signin');
-  if (!code) throw new Error('Open this page from a sign-in link (…#signin=CODE).');
-  const answer = await fetch(`${relayOrigin}/v1/auth/signin`, {
-    method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ code }),
-  });
-  const body = await answer.json().catch(() => null);
-  if (!answer.ok) throw new Error(body?.error?.message ?? `The relay refused the sign-in (${answer.status}).`);
-  return body.token;
+  if (link) {
+    const relayOrigin = link.relayOrigin ?? location.origin;
+    const signed = await Sealpost.signIn(link.code, relayOrigin);
+    if (signed.appOrigin !== location.origin) {
+      throw new Error(`This link signs in to ${signed.appOrigin ?? "the relay's own app"}, not this page.`);
+    }
+    return keep({ ...signed, relayOrigin });
+  }
+  const kept = JSON.parse(sessionStorage.getItem(KEPT) ?? 'null');
+  if (!kept) throw new Error('Open this page from a sign-in link (sealpost-relay owner link NAME --app ' + location.origin + ').');
+  return keep({ ...(await Sealpost.renew(kept.token, kept.relayOrigin)), relayOrigin: kept.relayOrigin });
+}
+
+function keep(signedIn) {
+  const { token, expiresAt, relayOrigin, owner } = signedIn;
+  sessionStorage.setItem(KEPT, JSON.stringify({ token, expiresAt, relayOrigin }));
+  $('who').textContent = `${owner.name}, until ${new Date(expiresAt).toLocaleString()}`;
+  return signedIn;
+}
+
+// A sign-in lapses a week after its last renewal: renew it twice a day while the page is open,
+// and hand the new token to the open tab.
+function renewEvery12h(tab, signedIn) {
+  let current = signedIn;
+  setInterval(async () => {
+    try {
+      current = keep({ ...(await Sealpost.renew(current.token, current.relayOrigin)), relayOrigin: current.relayOrigin });
+      await tab.setOwnerToken(current.token);
+    } catch (error) {
+      say(`The sign-in could not be renewed: ${error.message}`);
+    }
+  }, 12 * 60 * 60 * 1000);
 }
 
 const textInput = {
@@ -83,8 +106,9 @@ async function startSession(tab) {
 }
 
 async function main() {
-  const ownerToken = await signIn();
-  const tab = await Sealpost.open({ ownerToken, relayOrigin, workspace: 'host-example' });
+  const signedIn = await signIn();
+  const tab = await Sealpost.open({ ownerToken: signedIn.token, relayOrigin: signedIn.relayOrigin, workspace: 'host-example' });
+  renewEvery12h(tab, signedIn);
   let answered = 0;
   tab.on('ready', () => say('Serving: a paired MCP client can call the granted tools.'));
   tab.on('stopped', ({ reason }) => { say(`Stopped (${reason}).`); $('start').disabled = false; });

@@ -1,6 +1,6 @@
 // A host app's use of the browser module, type-checked against the shipped declarations: a
 // registered tool with a handler, grants, a session, status events.
-import { Sealpost, type SealpostEvent, type StopReason, type ToolSpec } from 'sealpost';
+import { AuthError, Sealpost, type SealpostEvent, type SignedIn, type StopReason, type ToolSpec } from 'sealpost';
 
 const lookupOrder: ToolSpec = {
   name: 'lookup_order',
@@ -24,6 +24,22 @@ export async function startServing(ownerToken: string): Promise<StopReason | 'al
   });
   tab.endOnPagehide();
   return await tab.serve();
+}
+
+// Signing in from a link, then renewing: the token is a string, the deadline a number.
+export async function signInFromLink(): Promise<SignedIn | null> {
+  const link = Sealpost.readSignInLink(location.hash);
+  if (!link) return null;
+  try {
+    const signed = await Sealpost.signIn(link.code, link.relayOrigin);
+    const renewed = await Sealpost.renew(signed.token, link.relayOrigin);
+    const lasts: number = renewed.expiresAt - Date.now();
+    console.log(`signed in as ${renewed.owner.name} for ${lasts} ms`);
+    return renewed;
+  } catch (error) {
+    if (error instanceof AuthError && error.code === 'invalid_signin_code') return null;
+    throw error;
+  }
 }
 
 // The declarations are not `any`: a tool kind that does not exist is a type error.
