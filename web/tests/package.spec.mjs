@@ -6,7 +6,7 @@
 
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { execFile } from 'node:child_process';
+import { execFile, spawn } from 'node:child_process';
 import { createServer } from 'node:http';
 import { readdirSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
@@ -85,14 +85,45 @@ async function appServer() {
   };
 }
 
+// `vite dev` serving the example on a free loopback port: the dev server pre-bundles
+// dependencies, which the example's vite.config.js must keep away from the package.
+async function viteDev() {
+  const port = await new Promise((ok) => {
+    const probe = createServer().listen(0, '127.0.0.1', () => {
+      const { port: free } = probe.address();
+      probe.close(() => ok(free));
+    });
+  });
+  const child = spawn(process.execPath, ['node_modules/vite/bin/vite.js', '--host', '127.0.0.1', '--port', String(port), '--strictPort'], {
+    cwd: EXAMPLE, stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  const output = [];
+  await new Promise((ok, fail) => {
+    child.once('exit', (status) => fail(new Error(`vite dev exited (${status}):\n${output.join('')}`)));
+    for (const stream of [child.stdout, child.stderr]) {
+      stream.on('data', (chunk) => {
+        output.push(String(chunk));
+        if (/Local:/.test(String(chunk))) ok();
+      });
+    }
+  });
+  return {
+    origin: `http://127.0.0.1:${port}`,
+    output,
+    close: () => new Promise((ok) => { child.once('exit', ok); child.kill('SIGTERM'); }),
+  };
+}
+
 let browser;
 let app;
+let dev;
 let relay;
 
 before(async () => {
   await buildExample();
   app = await appServer();
-  relay = await startRelay({ args: ['--app-origin', app.origin] });
+  dev = await viteDev();
+  relay = await startRelay({ args: ['--app-origin', app.origin, '--app-origin', dev.origin] });
   app.allowRelay(relay.base);
   browser = await launchBrowser();
 });
@@ -101,6 +132,7 @@ after(async () => {
   await browser?.close();
   await relay?.stop();
   await app?.close();
+  await dev?.close();
 });
 
 test('the example host app, built by Vite from the npm package, serves its tool to the real plugin', async () => {
@@ -183,4 +215,15 @@ test('the example host app, built by Vite from the npm package, serves its tool 
   assert.match(await used.textContent('#status'), /sign-in (link|code)/i);
   assert.equal(await used.textContent('#who'), 'nobody yet');
   await again.close();
+});
+
+test('vite dev serves the same app from the package, Worker and wasm included', async () => {
+  const context = await browser.newContext();
+  const page = await openPage(context, await relay.newAppSigninUrl(dev.origin));
+  page.on('pageerror', (error) => page.consoleErrors.push(error.message));
+  await page.waitForSelector('#tools input[value="word_count"]', { timeout: 60_000 }).catch((error) => {
+    throw new Error(`the module did not open under vite dev (console: ${page.consoleErrors}; vite: ${dev.output.join('')})`, { cause: error });
+  });
+  assert.match(await page.textContent('#who'), /^owner, until /);
+  await context.close();
 });

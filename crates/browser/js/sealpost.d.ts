@@ -135,12 +135,15 @@ export declare class Sealpost {
   static signIn(code: string, relayOrigin?: string | null): Promise<SignedIn>;
   /** auth.js's `renew`: a new token in place of the one given; rejects with an `AuthError`. */
   static renew(token: string, relayOrigin?: string | null): Promise<SignedIn>;
-  /** Rejects with a {@link SealpostError} (`passphrase_required`, `wrong_passphrase`) when a passphrase protects the workspace. */
   /** `webmcp: false` leaves the page's WebMCP tools out (default: offered once granted);
-   *  `confirmWithinMs` shortens how long a page tool's call waits for the person (at most 20 s). */
+   *  `confirmWithinMs` shortens how long a page tool's call waits for the person (at most 20 s).
+   *  Rejects with a {@link SealpostError} (`passphrase_required`, `wrong_passphrase`) when a passphrase protects the workspace. */
   static open(options: { ownerToken: string; relayOrigin?: string; workspace?: string; workerUrl?: string | URL; passphrase?: string; webmcp?: boolean; confirmWithinMs?: number }): Promise<Sealpost>;
   restored: Restored;
-  on<T extends SealpostEvent['type'] | '*'>(type: T, listener: (event: SealpostEvent) => void): () => void;
+  on<T extends SealpostEvent['type'] | '*'>(
+    type: T,
+    listener: (event: T extends '*' ? SealpostEvent : Extract<SealpostEvent, { type: T }>) => void,
+  ): () => void;
   registerTool(spec: ToolSpec, handler: ToolHandler): Promise<void>;
   addSource(name: string): Promise<void>;
   putDocuments(documents: Document[]): Promise<number>;
