@@ -114,7 +114,7 @@ export class Sealpost {
   }
 
   // Subscribes to events: 'audit', 'serving', 'ready', 'claimed', 'retrying', 'retrying_answer',
-  // 'transport', 'stopped', 'elsewhere', 'index_saved', 'warning', or '*' for all. Returns a function that unsubscribes.
+  // 'transport', 'stopped', 'elsewhere', 'index_saved', 'warning', 'tool_refused', or '*' for all. Returns a function that unsubscribes.
   on(type, listener) {
     if (!this.listeners.has(type)) this.listeners.set(type, new Set());
     this.listeners.get(type).add(listener);
