@@ -65,7 +65,8 @@ async function registerTools(tab) {
   );
   // A page's own tool through the W3C WebMCP API: the module provides `document.modelContext`
   // where the browser does not (a secure context: HTTPS or loopback). Each call of it waits for
-  // the person's confirmation in this page.
+  // the person's confirmation in this page. Outside a secure context there is none.
+  if (!document.modelContext) return;
   await document.modelContext.registerTool({
     name: 'shout',
     description: 'Returns the text in capitals.',
