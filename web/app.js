@@ -6,9 +6,11 @@ import { Sealpost } from './sealpost/sealpost.js';
 
 const TOKEN_KEY = 'sealpost.owner-token';
 const SESSION_KEY = 'sealpost.session';
+// The session lengths a person chooses from, in seconds.
+const LENGTHS = [900, 3600, 14400];
 const main = document.getElementById('main');
 const notice = document.getElementById('notice');
-const state = { tab: null, me: null, status: 'Not serving', transport: null, served: 0, errored: 0, refused: 0, lastCall: null, pluginSeen: null, timeline: [], elsewhere: false, session: null, stopReason: null };
+const state = { tab: null, me: null, status: 'Not serving', transport: null, served: 0, errored: 0, refused: 0, lastCall: null, pluginSeen: null, timeline: [], elsewhere: false, session: null, stopReason: null, ttl: '3600' };
 
 // ---------- small helpers ----------
 
@@ -66,6 +68,12 @@ function ago(ms) {
   if (!ms) return 'never';
   const s = Math.max(0, Math.round((Date.now() - ms) / 1000));
   return s < 60 ? `${s} s ago` : `${Math.round(s / 60)} min ago`;
+}
+
+// 3600 → "1 hour", 900 → "15 minutes".
+function lengthWords(seconds) {
+  const [n, unit] = seconds % 3600 === 0 ? [seconds / 3600, 'hour'] : seconds % 60 === 0 ? [seconds / 60, 'minute'] : [seconds, 'second'];
+  return `${n} ${unit}${n === 1 ? '' : 's'}`;
 }
 
 function left(ms) {
@@ -176,7 +184,13 @@ function onEvent(event) {
     state.stopReason = event.reason;
     if (event.reason === 'token_revoked') { signedOut('This sign-in was revoked or has expired. Sign in again.'); return; }
     if (event.reason === 'taken_over') say('Another Sealpost tab took over serving. This tab stopped.');
-    if (event.reason === 'expired') say('The session ended: its time ran out. Start a new one under AI access.');
+    if (event.reason === 'expired') say('The session ended: its time ran out. Start a new one under AI access; the paired plugin carries on without pairing again.');
+    if (['expired', 'session_ended'].includes(event.reason)) {
+      // The pairing code goes with the session it served.
+      state.session = null;
+      sessionStorage.removeItem(SESSION_KEY);
+      if (location.hash === '#/access') renderPairing();
+    }
   } else if (event.type === 'retrying') {
     state.status = 'Reconnecting…';
   } else if (event.type === 'transport') {
@@ -187,6 +201,7 @@ function onEvent(event) {
     console.warn(event.message);
   }
   updatePill();
+  showExpiryWarning();
   statusSoon();
 }
 
@@ -235,7 +250,7 @@ async function openModule(token, passphrase) {
     const kept = JSON.parse(sessionStorage.getItem(SESSION_KEY) ?? 'null');
     const resumed = kept ? await state.tab.resume(kept.until) : null;
     // Steal the lock: the worker of the page before the reload may not have let go yet.
-    if (resumed) { state.session = resumed; serve({ takeOver: true }); }
+    if (resumed) { keepSession(resumed, kept.length); serve({ takeOver: true }); }
   } catch (error) {
     say(`The session could not be resumed: ${error.message} Start a new one under AI access.`, { error: true });
   }
@@ -417,7 +432,10 @@ async function renderAccess() {
     say('AI access saved. It applies to the next call, and a running session offers the change at once.');
     return chosen('grant-tool').length;
   };
-  const ttl = h('select', { id: 'ttl' }, h('option', { value: '900' }, '15 minutes'), h('option', { value: '3600', selected: true }, '1 hour'), h('option', { value: '14400' }, '4 hours'));
+  // The chosen length stays chosen: for the next session, and for extending this one.
+  const lengths = [...new Set([...LENGTHS, Number(state.ttl)])].sort((a, b) => a - b);
+  const ttl = h('select', { id: 'ttl', onchange: () => { state.ttl = ttl.value; } },
+    lengths.map((seconds) => h('option', { value: String(seconds), selected: String(seconds) === state.ttl }, lengthWords(seconds))));
   main.replaceChildren(
     h('h2', { text: 'AI access' }),
     h('section', { class: 'card', 'aria-labelledby': 'grants-heading' },
@@ -436,8 +454,7 @@ async function renderAccess() {
           // A session that offers nothing would only hand out a code for an empty tool list.
           if (!on.checked) { say('Switch AI access on, and grant the tools an agent may use, before starting a session.', { error: true }); on.focus(); return; }
           if (!granted) { say('Grant at least one tool before starting a session: with none, an agent could do nothing.', { error: true }); document.querySelector('input[name="grant-tool"]')?.focus(); return; }
-          state.session = await state.tab.startSession(Number(ttl.value));
-          sessionStorage.setItem(SESSION_KEY, JSON.stringify({ until: state.session.expiresAt }));
+          keepSession(await state.tab.startSession(Number(state.ttl)), Number(state.ttl) * 1000);
           state.served = 0; state.errored = 0; state.refused = 0; state.timeline = []; state.status = 'Starting…';
           state.pluginSeen = null; state.showCode = false;
           state.focusNext = '#copy-code';
@@ -499,6 +516,58 @@ async function renderPairing() {
     h('p', {}, 'Check that the plugin shows the same fingerprint: ', h('span', { class: 'fingerprint', id: 'fingerprint', text: `${pairing.fingerprint.slice(0, 3)} ${pairing.fingerprint.slice(3)}` })),
     h('p', { class: 'muted', text: 'The fingerprint is a short check that the plugin paired with this tab and this relay: `sealpost pair` prints the same letters. If they differ, do not use that plugin.' }),
   );
+}
+
+// The session this tab serves, and how long it was started for (which decides when the page
+// warns that it is running out). Kept per tab, so a reload resumes it.
+function keepSession(started, lengthMs) {
+  state.session = started;
+  state.sessionLengthMs = lengthMs || started.expiresAt - Date.now();
+  sessionStorage.setItem(SESSION_KEY, JSON.stringify({ until: started.expiresAt, length: state.sessionLengthMs }));
+  showExpiryWarning();
+}
+
+// Warned this long before the end: five minutes, or a quarter of a shorter session.
+function warnBeforeMs() {
+  return Math.min(5 * 60_000, (state.sessionLengthMs ?? 0) / 4);
+}
+
+// Before a session runs out, every page says when, and offers to extend it: a new session of
+// the chosen length on the same pairing, which the plugin takes up without pairing again.
+function showExpiryWarning() {
+  const banner = document.getElementById('session-warning');
+  const endsAt = state.session?.expiresAt ?? 0;
+  const due = state.status !== 'Not serving' && endsAt > Date.now() && endsAt - Date.now() <= warnBeforeMs();
+  if (!due) { banner.hidden = true; banner.dataset.endsAt = ''; return; }
+  if (banner.dataset.endsAt === String(endsAt)) return;
+  banner.dataset.endsAt = String(endsAt);
+  setChildren(banner,
+    h('span', { text: `The AI session ends at ${new Date(endsAt).toLocaleTimeString()}: after that, the agent's calls are refused. ` }),
+    h('button', { id: 'extend-session', onclick: extendSession }, `Extend by ${lengthWords(Number(state.ttl))}`));
+  banner.hidden = false;
+}
+
+async function extendSession() {
+  // The claim loop goes on into the new session, and says `ready` once the relay has seen it
+  // there: only then is the plugin's next call sure to find the tab. (Heard from before the
+  // start: the event may come before the start's own answer.)
+  const ready = new Set();
+  const unsubscribe = state.tab.on('ready', (event) => ready.add(event.sessionId));
+  try {
+    keepSession(await state.tab.startSession(Number(state.ttl)), Number(state.ttl) * 1000);
+    // One that stopped meanwhile starts again.
+    if (state.status === 'Not serving') serve({ takeOver: true });
+    for (let waited = 0; !ready.has(state.session.sessionId) && waited < 10_000; waited += 50) {
+      await new Promise((ok) => setTimeout(ok, 50));
+    }
+  } catch (error) {
+    say(`The session could not be extended: ${error.message}`, { error: true });
+    return;
+  } finally {
+    unsubscribe();
+  }
+  say(`Session extended: it now ends at ${new Date(state.session.expiresAt).toLocaleTimeString()}. The paired plugin carries on without pairing again.`);
+  if (location.hash === '#/access') { renderStatus(); renderPairing(); }
 }
 
 // A live session is ended before another starts: starting over it would leave the tab serving
@@ -728,6 +797,7 @@ async function refreshPluginSeen() {
   state.pluginSeen = live?.pluginSeenAgoMs == null ? null : Date.now() - live.pluginSeenAgoMs;
 }
 
+setInterval(showExpiryWarning, 1000);
 setInterval(async () => {
   if (location.hash !== '#/access') return;
   const paired = !!state.pluginSeen;

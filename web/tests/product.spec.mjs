@@ -638,3 +638,46 @@ test('a used sign-in link is refused once, in plain words that say what to do', 
   assert.ok(notice.includes('sealpost-relay owner link'), notice);
   await second.close();
 });
+
+test('a session running out is announced on every page, extends without pairing again, and ends without its code', async () => {
+  const { fresh, page } = await signedInWithEveryTool();
+  // A 20-second session (the page offers 15 minutes and up; a person's choice is kept as made).
+  await page.evaluate(() => {
+    const select = document.getElementById('ttl');
+    select.append(new Option('20 seconds', '20'));
+  });
+  await page.selectOption('#ttl', '20');
+  const code = await startSession(page);
+  const { mcp } = await paired(code);
+  assert.equal((await mcp.call('list_sources')).isError, false);
+  await go(page, '#/workspace', 'Workspace');
+  // Warned a quarter of the length before the end, on whatever page the person is.
+  await page.waitForSelector('#session-warning:not([hidden])', { timeout: 30_000 });
+  assert.match(await page.textContent('#session-warning'), /The AI session ends at .*Extend by 20 seconds/);
+  await page.screenshot({ path: screenshotPath('session-expiry-warning'), fullPage: true });
+  await page.click('#extend-session');
+  await page.waitForSelector('#session-warning', { state: 'hidden' });
+  // Said once the tab serves the new session.
+  await page.waitForSelector('#notice:text("Session extended")');
+  assert.match(await page.textContent('#notice'), /Session extended: it now ends at .* without pairing again/);
+  // The plugin carries on into the new session, unpaired from nothing: the same pairing.
+  for (let i = 0; i < 3; i += 1) {
+    const answer = await mcp.call('list_sources');
+    assert.equal(answer.isError, false, answer.text);
+  }
+  assert.equal(await page.textContent('#status-pill'), 'Serving');
+  await go(page, '#/access', 'AI access');
+  // Then it runs out: the code goes with it, and the chosen length stays chosen.
+  await page.waitForSelector('#notice:text("its time ran out")', { timeout: 40_000 });
+  await page.waitForFunction(() => /No session is running/.test(document.getElementById('pairing').textContent));
+  assert.equal(await page.isVisible('#pairing-code'), false);
+  assert.equal(await page.isVisible('#show-code'), false);
+  await go(page, '#/workspace', 'Workspace');
+  await go(page, '#/access', 'AI access');
+  assert.equal(await page.inputValue('#ttl'), '20');
+  assert.equal(await page.isDisabled('#start-session'), false);
+  const after = await mcp.call('list_sources');
+  assert.equal(after.isError, true, 'no session: the agent is told so');
+  mcp.close();
+  await fresh.close();
+});

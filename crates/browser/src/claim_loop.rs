@@ -189,6 +189,16 @@ impl TabCore {
                 Err(RelayError::Status {
                     status: 404 | 410, ..
                 }) => {
+                    // `startSession` while serving ends the session this claim was for: the
+                    // loop serves the new one, whose keys the executor holds now, once the
+                    // relay has made it.
+                    if self.inner.session_starting.get() {
+                        self.abortable_sleep(50).await;
+                        continue;
+                    }
+                    if self.inner.session.get().map(|(id, _)| id) != Some(session_id) {
+                        continue;
+                    }
                     self.inner.session.set(None);
                     self.inner.executor.end_session();
                     // The relay ends a session that ran out as it ends one that was ended; the

@@ -96,6 +96,8 @@ pub(crate) struct Inner {
     pub(crate) listener: Listener,
     pairing: RefCell<Option<Pairing>>,
     pub(crate) session: Cell<Option<(Id16, UnixMillis)>>,
+    /// A new session is being made at the relay (`start_session`).
+    pub(crate) session_starting: Cell<bool>,
     pub(crate) serving: RefCell<Option<AbortController>>,
     pub(crate) stop: Cell<Option<StopReason>>,
     /// The session channel, while one is open.
@@ -163,6 +165,7 @@ impl TabCore {
                 listener,
                 pairing: RefCell::new(None),
                 session: Cell::new(None),
+                session_starting: Cell::new(false),
                 serving: RefCell::new(None),
                 stop: Cell::new(None),
                 channel: RefCell::new(None),
@@ -387,6 +390,9 @@ impl TabCore {
                     .map_err(|e| JsError::new(&e.to_string()))?;
                 (hello, Id16(pairing.secret.pair_id()))
             };
+            // Until the relay has made it, a claim loop serving the previous session waits
+            // rather than stop when that session ends under it (`claim_loop.rs`).
+            core.inner.session_starting.set(true);
             let relay = core.inner.relay.borrow().clone();
             let created_on_relay = relay
                 .create_session(&CreateSessionRequest {
@@ -395,8 +401,14 @@ impl TabCore {
                     hello: Base64Bytes(hello),
                     ttl_s: u64::from(ttl_s),
                 })
-                .await
-                .map_err(relay_error)?;
+                .await;
+            core.inner.session_starting.set(false);
+            let created_on_relay = created_on_relay.map_err(|error| {
+                // Neither session is served now: the executor holds the new one's keys.
+                core.inner.session.set(None);
+                core.inner.executor.end_session();
+                relay_error(error)
+            })?;
             // The earlier of the relay's and the hello's end: the plugin judges by the hello.
             let expires_at = created_on_relay.expires_at.min(expires);
             core.inner.session.set(Some((session_id, expires_at)));
