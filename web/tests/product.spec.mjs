@@ -467,6 +467,8 @@ test('revoking the paired plugin\'s token ends its pairing; the step the plugin 
   assert.equal((await mcp.call('list_sources')).isError, false);
 
   await go(page, '#/tokens', 'Tokens');
+  // Listed as what it is: the plugin's token, not the tab's.
+  assert.match(await page.textContent('tr:has-text("this tab’s pairing")'), /The sealpost plugin, paired from a browser tab/);
   await page.click('tr:has-text("this tab’s pairing") button:text-is("Revoke")');
   await page.waitForSelector('#notice:text("its pairing is gone")');
   const told = await mcp.call('list_sources');

@@ -133,7 +133,7 @@ export class Sealpost {
   grants() { return this.call('grants'); }
   allTools() { return this.call('allTools'); }
   pairing() { return this.call('pairing'); }
-  newPairing(label = 'Sealpost tab') { return this.call('newPairing', label); }
+  newPairing(label = 'The sealpost plugin, paired from a browser tab') { return this.call('newPairing', label); }
   unpair() { this.sessionId = null; return this.call('unpair'); }
   async startSession(ttlS) { return this.remember(await this.call('startSession', ttlS)); }
   async resume(until) { return this.remember(await this.call('resume', until)); }

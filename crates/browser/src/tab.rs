@@ -88,6 +88,9 @@ impl AuditSink for EventAudit {
     }
 }
 
+/// How a pairing's MCP token is listed on the Tokens page: it is the plugin's, not the tab's.
+const DEFAULT_PAIRING_LABEL: &str = "The sealpost plugin, paired from a browser tab";
+
 pub(crate) struct Inner {
     origin: String,
     pub(crate) relay: RefCell<Relay>,
@@ -369,7 +372,7 @@ impl TabCore {
         let core = self.clone_handle();
         future_to_promise(async move {
             if core.inner.pairing.borrow().is_none() {
-                core.mint_pairing("Sealpost tab".into()).await?;
+                core.mint_pairing(DEFAULT_PAIRING_LABEL.into()).await?;
             }
             let session_id = Id16(rand::random());
             let created = now_ms();
