@@ -16,6 +16,9 @@ fn cargo() -> Command {
     Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
 }
 
+/// The database `cargo xtask run` serves from, relative to the repository's root.
+const DEV_DATABASE: &str = "sqlite://target/dev/sealpost-relay.db";
+
 /// Builds the web app, then starts the relay at 127.0.0.1:8080 on
 /// `target/dev/sealpost-relay.db` serving it. On the first start the relay creates a local
 /// owner and prints a sign-in link.
@@ -36,11 +39,12 @@ pub fn run() -> Result<()> {
             "--listen",
             "127.0.0.1:8080",
         ])
-        .env(
-            "SEALPOST_DATABASE_URL",
-            "sqlite://target/dev/sealpost-relay.db",
-        );
+        .env("SEALPOST_DATABASE_URL", DEV_DATABASE);
     command.arg("--web").arg(crate::web::out_dir());
+    eprintln!(
+        "A sign-in link later, from another terminal: SEALPOST_DATABASE_URL={DEV_DATABASE} \
+         cargo run -p sealpost-relay -- owner link owner"
+    );
     let status = command.status()?;
     if !status.success() {
         bail!("the relay exited with {status}");

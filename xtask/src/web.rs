@@ -82,41 +82,9 @@ pub fn build() -> Result<Built> {
     let _ = std::fs::remove_dir_all(&out);
     let module = out.join("sealpost");
     let pkg = module.join("pkg");
-    let wasm = root().join("target/wasm32-unknown-unknown/wasm/sealpost_browser.wasm");
-    cmd(&bindgen, &["--target", "web", "--out-dir"])
-        .arg_path(&pkg)
-        .arg_path(&wasm)
-        .run()?;
+    let optimised = bound_and_optimised(&bindgen)?;
+    copy_dir(&pkg_cache(), &pkg, &[STAMP])?;
     let bg = pkg.join("sealpost_browser_bg.wasm");
-    npm_ci()?;
-    let wasm_opt = root().join("web/node_modules/.bin/wasm-opt");
-    let optimised = match wasm_opt.exists().then_some(wasm_opt) {
-        Some(wasm_opt) => {
-            cmd(
-                wasm_opt,
-                &[
-                    "-Oz",
-                    "--enable-bulk-memory",
-                    "--enable-sign-ext",
-                    "--enable-mutable-globals",
-                    "--enable-nontrapping-float-to-int",
-                    "--enable-reference-types",
-                    "--enable-multivalue",
-                    "-o",
-                ],
-            )
-            .arg_path(&bg)
-            .arg_path(&bg)
-            .run()?;
-            true
-        }
-        None => {
-            eprintln!(
-                "wasm-opt not found (apt-get install binaryen): the module is not size-optimised"
-            );
-            false
-        }
-    };
     copy_dir(&root().join("crates/browser/js"), &module, &[])?;
     let app = root().join("web");
     if app.is_dir() {
@@ -150,6 +118,66 @@ pub fn build() -> Result<Built> {
         out.display()
     );
     Ok(built)
+}
+
+/// Where the bound and optimised module is kept between builds, with a stamp of the wasm it
+/// came from: `wasm-bindgen` and `wasm-opt -Oz` take a while, and most runs
+/// (`cargo xtask run`, the specs) find the module unchanged.
+fn pkg_cache() -> PathBuf {
+    root().join("target/web-pkg")
+}
+const STAMP: &str = ".built-from";
+
+/// Binds (wasm-bindgen) and optimises (wasm-opt, when installed) the browser module into
+/// [`pkg_cache`], unless it already holds this very build. Answers whether it is optimised.
+fn bound_and_optimised(bindgen: &Path) -> Result<bool> {
+    let wasm = root().join("target/wasm32-unknown-unknown/wasm/sealpost_browser.wasm");
+    npm_ci()?;
+    let wasm_opt = root().join("web/node_modules/.bin/wasm-opt");
+    let optimised = wasm_opt.exists();
+    let meta = std::fs::metadata(&wasm).with_context(|| format!("read {}", wasm.display()))?;
+    let modified = meta
+        .modified()?
+        .duration_since(std::time::UNIX_EPOCH)?
+        .as_nanos();
+    let stamp = format!(
+        "{} bytes, modified {modified}, optimised {optimised}",
+        meta.len()
+    );
+    let cache = pkg_cache();
+    if std::fs::read_to_string(cache.join(STAMP)).ok().as_deref() == Some(stamp.as_str()) {
+        return Ok(optimised);
+    }
+    let _ = std::fs::remove_dir_all(&cache);
+    cmd(bindgen, &["--target", "web", "--out-dir"])
+        .arg_path(&cache)
+        .arg_path(&wasm)
+        .run()?;
+    let bg = cache.join("sealpost_browser_bg.wasm");
+    if optimised {
+        cmd(
+            wasm_opt,
+            &[
+                "-Oz",
+                "--enable-bulk-memory",
+                "--enable-sign-ext",
+                "--enable-mutable-globals",
+                "--enable-nontrapping-float-to-int",
+                "--enable-reference-types",
+                "--enable-multivalue",
+                "-o",
+            ],
+        )
+        .arg_path(&bg)
+        .arg_path(&bg)
+        .run()?;
+    } else {
+        eprintln!(
+            "wasm-opt not found (apt-get install binaryen): the module is not size-optimised"
+        );
+    }
+    std::fs::write(cache.join(STAMP), stamp)?;
+    Ok(optimised)
 }
 
 /// The specs in `web/tests/`: Debian's Chromium through playwright-core against a relay they

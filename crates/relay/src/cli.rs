@@ -302,6 +302,18 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             Ok(())
         }
         Command::Owner { command } => {
+            // Only adding an owner may make the database (setting a relay up before its first
+            // start); the other commands read owners, which an empty database has none of.
+            let adds = matches!(command, OwnerCommand::Add { .. });
+            if let Some(path) = store::missing_sqlite_file(&cli.database_url)?.filter(|_| !adds) {
+                anyhow::bail!(
+                    "no relay database at {}. `owner` works on the database the relay serves \
+                     from: pass the same --database-url (or SEALPOST_DATABASE_URL) as to `serve`; \
+                     `cargo xtask run` uses sqlite://target/dev/sealpost-relay.db. The relay \
+                     makes its database on its first start (or `migrate`, or `owner add`).",
+                    path.display()
+                );
+            }
             let store = store::open(&cli.database_url).await?;
             let public_url = cli
                 .public_url

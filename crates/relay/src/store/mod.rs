@@ -576,6 +576,13 @@ pub async fn open(url: &str) -> anyhow::Result<Arc<dyn Store>> {
     Ok(open_inspectable(url).await?)
 }
 
+/// The file a `sqlite:` URL names, when there is none yet: `None` for a file that exists, an
+/// in-memory database or another backend. Commands that work on the relay's data (`owner`)
+/// ask this first, so a mistyped path is an error rather than a new, empty database.
+pub fn missing_sqlite_file(url: &str) -> anyhow::Result<Option<std::path::PathBuf>> {
+    sqlite::missing_file(url)
+}
+
 /// [`open`], with the store's [`Inspect`] side too (for tests).
 pub async fn open_inspectable(url: &str) -> anyhow::Result<Arc<dyn Inspect>> {
     if url.starts_with("sqlite:") {

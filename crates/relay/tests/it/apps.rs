@@ -579,3 +579,17 @@ async fn the_cli_prints_a_link_to_a_listed_app_and_refuses_one_the_relay_does_no
         "{body}"
     );
 }
+
+#[test]
+fn the_cli_refuses_a_database_that_is_not_there_rather_than_make_an_empty_one() {
+    let path = std::env::temp_dir().join(format!("sealpost-missing-{}.db", std::process::id()));
+    let (ok, _, err) = cli(
+        &format!("sqlite://{}", path.display()),
+        None,
+        &["owner", "link", "owner"],
+    );
+    assert!(!ok);
+    assert!(err.contains("no relay database at"), "{err}");
+    assert!(err.contains("the same --database-url"), "{err}");
+    assert!(!path.exists(), "no empty database was made");
+}

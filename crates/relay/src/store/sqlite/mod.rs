@@ -72,6 +72,17 @@ pub struct SqliteStore {
     _checkpointer: DropGuard,
 }
 
+/// See [`super::missing_sqlite_file`].
+pub(super) fn missing_file(url: &str) -> anyhow::Result<Option<std::path::PathBuf>> {
+    if !url.starts_with("sqlite:") {
+        return Ok(None);
+    }
+    let options = SqliteConnectOptions::from_str(url)?;
+    let path = options.get_filename();
+    let in_memory = path.as_os_str() == ":memory:" || url.contains("mode=memory");
+    Ok((!in_memory && !path.exists()).then(|| path.to_owned()))
+}
+
 impl SqliteStore {
     /// Opens (creating if missing) the database file a `sqlite://PATH` URL names and migrates it.
     pub async fn open(url: &str) -> StoreResult<Self> {
