@@ -198,20 +198,28 @@ async function person(page) {
   await other.close();
   await page.bringToFront();
 
-  // Every page: screenshots at both sizes, no serious accessibility violation.
+  // Every page: screenshots at both sizes in the light and the dark scheme, no serious
+  // accessibility violation (contrast included) in either.
   for (const [route, heading, name] of [
     ['#/workspace', 'Workspace', 'workspace'], ['#/access', 'AI access', 'access'], ['#/review', 'Review', 'review'],
     ['#/activity', 'Activity', 'activity'], ['#/tokens', 'Tokens', 'tokens'], ['#/leaves', 'What leaves this tab', 'leaves'],
   ]) {
     await go(page, route, heading);
-    for (const [width, height] of [[1280, 800], [390, 844]]) {
-      await page.setViewportSize({ width, height });
-      await checkAccessibility(page, `${name} at ${width}×${height}`);
-      await checkNoStrayValues(page, name);
-      await page.screenshot({ path: screenshotPath(`${name}-${width}x${height}`), fullPage: true });
+    for (const scheme of ['light', 'dark']) {
+      await page.emulateMedia({ colorScheme: scheme });
+      for (const [width, height] of [[1280, 800], [390, 844]]) {
+        await page.setViewportSize({ width, height });
+        const shown = `${name}${scheme === 'dark' ? '-dark' : ''}-${width}x${height}`;
+        await checkAccessibility(page, shown);
+        await checkNoStrayValues(page, name);
+        await page.screenshot({ path: screenshotPath(shown), fullPage: true });
+      }
     }
+    await page.emulateMedia({ colorScheme: 'light' });
     await page.setViewportSize({ width: 1280, height: 800 });
   }
+  const dark = await page.evaluate(() => matchMedia('(prefers-color-scheme: dark)').matches);
+  assert.equal(dark, false, 'back in the light scheme');
 
   // Ending the session: the next call says the tab is not open.
   await go(page, '#/access', 'AI access');
