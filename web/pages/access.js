@@ -2,8 +2,11 @@
 // extension) and its live status.
 
 import { SESSION_KEY, TOOL_LABELS, ago, focusNext, h, left, lengthWords, main, say, setChildren, state, toolLabel } from '../ui.js';
+import { refreshStepsCard, stepsCard } from '../steps.js';
 import { render, updatePill } from '../app.js';
 import { mcpTokens, pairingRevoked } from './tokens.js';
+
+const STEPS_LEFT = 'Still to do before an agent can use this tab';
 
 // The session lengths a person chooses from, in seconds.
 const LENGTHS = [900, 3600, 14400];
@@ -42,14 +45,16 @@ export async function renderAccess() {
     const chosen = (name) => [...document.querySelectorAll(`input[name="${name}"]:checked`)].map((i) => i.value);
     await state.tab.setGrants({ access: on.checked ? 'on' : 'off', sources: chosen('grant-source'), tools: chosen('grant-tool') });
     say('AI access saved. It applies to the next call, and a running session offers the change at once.');
+    refreshStepsCard(STEPS_LEFT);
     return chosen('grant-tool').length;
   };
   // The chosen length stays chosen: for the next session, and for extending this one.
   const lengths = [...new Set([...LENGTHS, Number(state.ttl)])].sort((a, b) => a - b);
   const ttl = h('select', { id: 'ttl', onchange: () => { state.ttl = ttl.value; } },
     lengths.map((seconds) => h('option', { value: String(seconds), selected: String(seconds) === state.ttl }, lengthWords(seconds))));
-  main.replaceChildren(
+  setChildren(main,
     h('h2', { text: 'AI access' }),
+    await stepsCard(STEPS_LEFT),
     h('section', { class: 'card', 'aria-labelledby': 'grants-heading' },
       h('h3', { id: 'grants-heading', text: 'What an AI agent may use' }),
       h('div', { class: 'row' }, on, h('label', { for: 'access-on' }, 'Allow AI access (off by default)')),
@@ -91,6 +96,7 @@ export async function renderAccess() {
 export async function renderPairing() {
   const box = document.getElementById('pairing');
   if (!box) return;
+  refreshStepsCard(STEPS_LEFT);
   const pairing = await state.tab.pairing();
   const session = await state.tab.session();
   if (pairing && !session && await state.tab.servedElsewhere()) {

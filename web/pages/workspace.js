@@ -1,7 +1,8 @@
 // Workspace: sources and documents imported from files or folders, a document's editor, and
 // the workspace's passphrase.
 
-import { focusNext, h, main, plural, say, state } from '../ui.js';
+import { focusNext, h, main, plural, say, setChildren, state } from '../ui.js';
+import { stepsCard } from '../steps.js';
 import { currentRoute } from '../app.js';
 
 async function docId(source, path) {
@@ -94,9 +95,12 @@ export async function renderWorkspace() {
     .map((d) => h('tr', {}, h('td', {}, h('a', { href: '#/workspace', onclick: (e) => { e.preventDefault(); editDocument(d.id); } }, d.title)), h('td', { text: d.source }), h('td', { text: `${d.chars}` })));
   const body = h('tbody', {}, rows(''));
   filter.addEventListener('input', () => body.replaceChildren(...rows(filter.value)));
-  main.replaceChildren(
+  // A new workspace says how to get going; once it has documents, the card goes.
+  const firstSteps = documents.length ? null : await stepsCard('Getting started: three steps');
+  setChildren(main,
     h('h2', { text: 'Workspace' }),
     h('p', { class: 'muted' }, 'Your documents live only in this browser. Nothing here leaves it unless you turn on AI access, and then only what you grant, sealed.'),
+    firstSteps,
     h('section', { class: 'card', 'aria-labelledby': 'import-heading' },
       h('h3', { id: 'import-heading', text: 'Import' }),
       h('div', { class: 'row' }, h('label', { for: 'source-name' }, 'Into source'), sourceInput),
@@ -106,8 +110,10 @@ export async function renderWorkspace() {
     passphraseCard(),
     h('section', { 'aria-labelledby': 'docs-heading' },
       h('h3', { id: 'docs-heading', text: `Documents (${documents.length}) in ${plural(sources.length, 'source')}` }),
-      h('div', { class: 'row' }, filter),
-      h('table', {}, h('thead', {}, h('tr', {}, h('th', { text: 'Title' }), h('th', { text: 'Source' }), h('th', { text: 'Characters' }))), body)),
+      documents.length ? [
+        h('div', { class: 'row' }, filter),
+        h('table', {}, h('thead', {}, h('tr', {}, h('th', { text: 'Title' }), h('th', { text: 'Source' }), h('th', { text: 'Characters' }))), body),
+      ] : h('p', { class: 'muted', text: 'No documents yet: import some above.' })),
   );
   focusNext();
 }

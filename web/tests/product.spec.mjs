@@ -691,3 +691,40 @@ test('a session running out is announced on every page, extends without pairing 
   mcp.close();
   await fresh.close();
 });
+
+test('a new workspace shows the three steps to a first answer, and AI access what is left, in order', async () => {
+  const fresh = await browser.newContext({ viewport: { width: 1280, height: 800 } });
+  const page = await openPage(fresh, await relay.newSigninUrl());
+  await signedIn(page);
+  const steps = async () => page.$$eval('#first-steps li', (items) => items.map((item) => item.textContent.trim()));
+  let shown = await steps();
+  assert.equal(shown.length, 3);
+  assert.match(shown[0], /^Next: Import your notes/);
+  assert.doesNotMatch(shown[1], /done|Next/);
+  await page.screenshot({ path: screenshotPath('first-run-workspace'), fullPage: true });
+
+  await go(page, '#/access', 'AI access');
+  assert.match((await steps())[0], /^Next: Import your notes/);
+  // The next step links to where it is done.
+  await page.click('#first-steps a[href="#/workspace"]');
+  await page.waitForSelector('main h2:text-is("Workspace")');
+  const folder = writeFolder({ 'notes/a.md': '# A\n\nalpha\n' });
+  await page.setInputFiles('#pick-folder', join(folder, 'notes'));
+  await page.waitForSelector('#import-status:text("Imported 1 files")');
+  assert.equal(await page.$('#first-steps'), null, 'a workspace with documents is not new');
+
+  await go(page, '#/access', 'AI access');
+  shown = await steps();
+  assert.match(shown[0], /^✓ Import your notes.*\(done\)$/);
+  assert.match(shown[1], /^Next: Choose what an AI agent may use/);
+  await page.check('#access-on');
+  await page.check('input[name="grant-tool"][value="list_sources"]');
+  await page.click('#save-grants');
+  await page.waitForFunction(() => /Next: Start a session/.test(document.getElementById('first-steps')?.textContent));
+  const { mcp } = await paired(await startSession(page));
+  assert.equal((await mcp.call('list_sources')).isError, false);
+  // Once the plugin has been seen, nothing is left to do: the card goes.
+  await page.waitForSelector('#first-steps', { state: 'detached', timeout: 20_000 });
+  mcp.close();
+  await fresh.close();
+});
