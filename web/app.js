@@ -5,7 +5,7 @@
 // into the state the pages show (ui.js).
 
 import { Sealpost } from './sealpost/sealpost.js';
-import { SESSION_KEY, TOKEN_KEY, api, h, main, say, setChildren, state } from './ui.js';
+import { SESSION_KEY, TOKEN_KEY, api, h, main, phase, phaseWords, say, setChildren, state } from './ui.js';
 import { keepSession, refreshPluginSeen, renderAccess, renderPairing, renderStatus, serve, showExpiryWarning, statusSoon } from './pages/access.js';
 import { outcomeOf, renderActivity } from './pages/activity.js';
 import { renderLeaves } from './pages/leaves.js';
@@ -58,10 +58,10 @@ function onEvent(event) {
       state.timeline.unshift({ at: r.at_ms, tool: r.tool ?? '(unopened call)', outcome });
       state.timeline.length = Math.min(state.timeline.length, 10);
     }
-  } else if (event.type === 'serving') {
-    state.status = 'Serving';
+  } else if (['serving', 'ready', 'claimed'].includes(event.type)) {
+    state.serving = 'serving';
   } else if (event.type === 'stopped') {
-    state.status = 'Not serving';
+    state.serving = 'stopped';
     state.stopReason = event.reason;
     if (event.reason === 'token_revoked') { signedOut('This sign-in was revoked or has expired. Sign in again.'); return; }
     if (event.reason === 'taken_over') say('Another Sealpost tab took over serving. This tab stopped.');
@@ -73,7 +73,7 @@ function onEvent(event) {
       if (location.hash === '#/access') renderPairing();
     }
   } else if (event.type === 'retrying') {
-    state.status = 'Reconnecting…';
+    state.serving = 'reconnecting';
   } else if (event.type === 'transport') {
     state.transport = event.transport;
   } else if (event.type === 'elsewhere') {
@@ -88,8 +88,8 @@ function onEvent(event) {
 
 export function updatePill() {
   const pill = document.getElementById('status-pill');
-  pill.textContent = state.status;
-  pill.className = state.status === 'Serving' ? 'ok' : 'muted';
+  pill.textContent = phaseWords();
+  pill.className = ['serving', 'expiring'].includes(phase()) ? 'ok' : 'muted';
 }
 
 // Opens the module; a workspace protected by a passphrase asks for it first. Answers whether
@@ -205,7 +205,8 @@ document.getElementById('lock').addEventListener('click', async () => {
 // A notice belongs to the page it was said on: moving to another page clears it.
 addEventListener('hashchange', () => { if (location.hash.startsWith('#signin=')) boot(); else { say(null); render(); main.focus(); } });
 
-setInterval(showExpiryWarning, 1000);
+// The session's clock moves the phase on its own (serving, ending soon, stopped).
+setInterval(() => { updatePill(); showExpiryWarning(); }, 1000);
 
 setInterval(async () => {
   if (location.hash !== '#/access') return;

@@ -7,8 +7,46 @@ export const SESSION_KEY = 'sealpost.session';
 export const main = document.getElementById('main');
 const notice = document.getElementById('notice');
 
-// What the pages show, kept up to date by the module's events (app.js).
-export const state = { tab: null, me: null, status: 'Not serving', transport: null, served: 0, errored: 0, refused: 0, lastCall: null, pluginSeen: null, timeline: [], elsewhere: false, session: null, stopReason: null, ttl: '3600' };
+// What the pages show, kept up to date by the module's events (app.js). `serving` is what the
+// claim loop last said: 'idle', 'starting', 'serving', 'reconnecting', 'elsewhere' or 'stopped'
+// (why: `stopReason`); every part of a page reads it through `phase()`.
+export const state = { tab: null, me: null, serving: 'idle', transport: null, served: 0, errored: 0, refused: 0, lastCall: null, pluginSeen: null, timeline: [], elsewhere: false, session: null, stopReason: null, ttl: '3600' };
+
+// Warned this long before a session's end: five minutes, or a quarter of a shorter session.
+export function warnBeforeMs() {
+  return Math.min(5 * 60_000, (state.sessionLengthMs ?? 0) / 4);
+}
+
+// The one answer the pill, the buttons, the warning and the status give to "what is this tab
+// doing", from the claim loop's last word and the session's clock, so no two can disagree.
+export function phase() {
+  const { serving, session } = state;
+  if (serving === 'elsewhere') return 'elsewhere';
+  if (serving === 'idle' || serving === 'stopped' || !session || session.expiresAt <= Date.now()) return 'stopped';
+  if (serving === 'starting' || serving === 'reconnecting') return serving;
+  return session.expiresAt - Date.now() <= warnBeforeMs() ? 'expiring' : 'serving';
+}
+
+const PHASE_WORDS = {
+  stopped: 'Not serving', starting: 'Starting…', serving: 'Serving', expiring: 'Serving, ending soon',
+  reconnecting: 'Reconnecting…', elsewhere: 'Served by another tab',
+};
+const STOP_WORDS = {
+  locked: 'the app was locked', signed_out: 'you signed out', session_ended: 'the session was ended',
+  expired: 'the session\u2019s time ran out', token_revoked: 'the sign-in was revoked', taken_over: 'another tab took over',
+};
+
+// The phase in words; stopped, with why when the loop said.
+export function phaseWords(long = false) {
+  const current = phase();
+  const why = long && current === 'stopped' && STOP_WORDS[state.stopReason];
+  return why ? `${PHASE_WORDS.stopped}: ${why}` : PHASE_WORDS[current];
+}
+
+// A session the tab serves (or is about to): not started over (see access.js).
+export function sessionLive() {
+  return ['starting', 'serving', 'expiring', 'reconnecting'].includes(phase());
+}
 
 // An element with attributes (`on…` listeners, `text`) and children.
 export function h(tag, attrs = {}, ...children) {

@@ -1,7 +1,7 @@
 // AI access: what an agent may use, the session (its length, pairing code, expiry warning and
 // extension) and its live status.
 
-import { SESSION_KEY, TOOL_LABELS, ago, focusNext, h, left, lengthWords, main, say, setChildren, state, toolLabel } from '../ui.js';
+import { SESSION_KEY, TOOL_LABELS, ago, focusNext, h, left, lengthWords, main, phase, phaseWords, say, sessionLive, setChildren, state, toolLabel } from '../ui.js';
 import { refreshStepsCard, stepsCard } from '../steps.js';
 import { render, updatePill } from '../app.js';
 import { mcpTokens, pairingRevoked } from './tokens.js';
@@ -25,7 +25,7 @@ export function statusSoon() {
 
 export function serve({ takeOver = false } = {}) {
   state.tab.serve({ takeOver }).then((reason) => {
-    if (reason === 'served_elsewhere') { state.status = 'Served by another tab'; updatePill(); render(); }
+    if (reason === 'served_elsewhere') { state.serving = 'elsewhere'; updatePill(); render(); }
   }).catch((error) => say(`Serving stopped: ${error.message}`, { error: true }));
 }
 
@@ -72,7 +72,7 @@ export async function renderAccess() {
           if (!on.checked) { say('Switch AI access on, and grant the tools an agent may use, before starting a session.', { error: true }); on.focus(); return; }
           if (!granted) { say('Grant at least one tool before starting a session: with none, an agent could do nothing.', { error: true }); document.querySelector('input[name="grant-tool"]')?.focus(); return; }
           keepSession(await state.tab.startSession(Number(state.ttl)), Number(state.ttl) * 1000);
-          state.served = 0; state.errored = 0; state.refused = 0; state.timeline = []; state.status = 'Starting…';
+          state.served = 0; state.errored = 0; state.refused = 0; state.timeline = []; state.serving = 'starting';
           state.pluginSeen = null; state.showCode = false;
           state.focusNext = '#copy-code';
           serve({ takeOver: true });
@@ -137,18 +137,12 @@ export function keepSession(started, lengthMs) {
   showExpiryWarning();
 }
 
-// Warned this long before the end: five minutes, or a quarter of a shorter session.
-function warnBeforeMs() {
-  return Math.min(5 * 60_000, (state.sessionLengthMs ?? 0) / 4);
-}
-
 // Before a session runs out, every page says when, and offers to extend it: a new session of
 // the chosen length on the same pairing, which the plugin takes up without pairing again.
 export function showExpiryWarning() {
   const banner = document.getElementById('session-warning');
   const endsAt = state.session?.expiresAt ?? 0;
-  const due = state.status !== 'Not serving' && endsAt > Date.now() && endsAt - Date.now() <= warnBeforeMs();
-  if (!due) { banner.hidden = true; banner.dataset.endsAt = ''; return; }
+  if (phase() !== 'expiring') { banner.hidden = true; banner.dataset.endsAt = ''; return; }
   if (banner.dataset.endsAt === String(endsAt)) return;
   banner.dataset.endsAt = String(endsAt);
   setChildren(banner,
@@ -166,7 +160,7 @@ async function extendSession() {
   try {
     keepSession(await state.tab.startSession(Number(state.ttl)), Number(state.ttl) * 1000);
     // One that stopped meanwhile starts again.
-    if (state.status === 'Not serving') serve({ takeOver: true });
+    if (phase() === 'stopped') serve({ takeOver: true });
     for (let waited = 0; !ready.has(state.session.sessionId) && waited < 10_000; waited += 50) {
       await new Promise((ok) => setTimeout(ok, 50));
     }
@@ -180,15 +174,10 @@ async function extendSession() {
   if (location.hash === '#/access') { renderStatus(); renderPairing(); }
 }
 
-// A live session is ended before another starts: starting over it would leave the tab serving
-// neither for a while. The button says so rather than doing it.
-function sessionLive() {
-  return !!state.session && state.session.expiresAt > Date.now() && state.status !== 'Not serving';
-}
-
 function renderSessionButtons() {
   const start = document.getElementById('start-session');
   if (!start) return;
+  // A live session is ended (or extended) rather than started over: the button says so.
   const live = sessionLive();
   start.disabled = live;
   document.getElementById('end-session').disabled = !state.session;
@@ -201,7 +190,7 @@ export function renderStatus() {
   const box = document.getElementById('access-status');
   if (!box) return;
   const rows = [
-    ['State', state.status],
+    ['State', phaseWords(true)],
     ['Calls answered', state.served],
     ['Answered with the tool\u2019s error', state.errored],
     ['Calls refused or not delivered', state.refused],

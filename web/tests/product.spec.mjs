@@ -664,6 +664,7 @@ test('a session running out is announced on every page, extends without pairing 
   // Warned a quarter of the length before the end, on whatever page the person is.
   await page.waitForSelector('#session-warning:not([hidden])', { timeout: 30_000 });
   assert.match(await page.textContent('#session-warning'), /The AI session ends at .*Extend by 20 seconds/);
+  assert.equal(await page.textContent('#status-pill'), 'Serving, ending soon', 'the pill and the warning agree');
   await page.screenshot({ path: screenshotPath('session-expiry-warning'), fullPage: true });
   await page.click('#extend-session');
   await page.waitForSelector('#session-warning', { state: 'hidden' });
@@ -682,6 +683,9 @@ test('a session running out is announced on every page, extends without pairing 
   await page.waitForFunction(() => /No session is running/.test(document.getElementById('pairing').textContent));
   assert.equal(await page.isVisible('#pairing-code'), false);
   assert.equal(await page.isVisible('#show-code'), false);
+  // The pill, the status and the buttons say the same thing, and why.
+  assert.equal(await page.textContent('#status-pill'), 'Not serving');
+  await page.waitForFunction(() => /Not serving: the session’s time ran out/.test(document.getElementById('access-status').textContent));
   await go(page, '#/workspace', 'Workspace');
   await go(page, '#/access', 'AI access');
   assert.equal(await page.inputValue('#ttl'), '20');
