@@ -20,44 +20,45 @@ use crate::relay::{RelayClient, RelayError};
 pub const PAIRING_CODE_ENV: &str = "SEALPOST_PAIRING_CODE";
 
 /// Exit codes of `sealpost pair`, `unpair` and `status`; each unusable state has its own.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, strum::EnumIter, strum::EnumMessage)]
 #[serde(rename_all = "snake_case")]
 pub enum Exit {
-    /// Everything needed works.
+    /// everything needed works
     Ok = 0,
-    /// An unexpected failure (a file could not be written, ...).
+    /// unexpected failure (a file could not be written)
     Failed = 1,
-    /// The pairing code is malformed.
+    /// bad command-line usage (clap's own exit)
+    Usage = 2,
+    /// the pairing code is malformed
     BadCode = 3,
-    /// The relay did not answer.
+    /// the relay did not answer
     RelayUnreachable = 4,
-    /// The relay refused the MCP token (revoked or expired).
+    /// the relay refused the token (revoked or expired)
     TokenRefused = 5,
-    /// Another pairing is stored; `--replace` replaces it.
+    /// another pairing is stored (use `sealpost pair --replace`)
     OtherPairing = 6,
-    /// The pairing file is damaged or not sealpost's.
+    /// the pairing file is damaged or not sealpost's
     ConfigDamaged = 7,
-    /// This plugin is not paired.
+    /// not paired
     NotPaired = 8,
-    /// No session is live for the pairing.
+    /// no session is live (start one in the Sealpost tab)
     NoSession = 9,
-    /// A session is live but its tab has not polled recently.
+    /// the tab is not open (a session exists but the tab has not polled for 15 s)
     TabNotOpen = 10,
 }
 
-/// The exit code table for `--help`.
-pub const EXIT_CODES_HELP: &str = "Exit codes:
-  0  everything needed works
-  1  unexpected failure (a file could not be written)
-  2  bad command-line usage
-  3  the pairing code is malformed
-  4  the relay did not answer
-  5  the relay refused the token (revoked or expired)
-  6  another pairing is stored (use `sealpost pair --replace`)
-  7  the pairing file is damaged or not sealpost's
-  8  not paired
-  9  no session is live (start one in the Sealpost tab)
-  10 the tab is not open (a session exists but the tab has not polled for 15 s)";
+/// The exit code table for `--help`, from the codes' own doc comments.
+pub fn exit_codes_help() -> String {
+    use strum::{EnumMessage, IntoEnumIterator};
+    let lines = Exit::iter().map(|exit| {
+        let meaning = exit.get_documentation().unwrap_or_default();
+        format!("  {:<2} {}", exit.code(), meaning.trim())
+    });
+    std::iter::once("Exit codes:".to_owned())
+        .chain(lines)
+        .collect::<Vec<_>>()
+        .join("\n")
+}
 
 impl Exit {
     /// The process exit code.
@@ -490,4 +491,23 @@ pub fn pair_from_environment(plugin: &mut Plugin) {
     );
     eprintln!("sealpost: {notice}");
     plugin.use_for_this_process(code, notice);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use strum::IntoEnumIterator;
+
+    #[test]
+    fn the_help_lists_every_exit_code_once_with_its_meaning() {
+        let help = exit_codes_help();
+        let lines: Vec<&str> = help.lines().skip(1).collect();
+        assert_eq!(lines.len(), Exit::iter().count(), "{help}");
+        for (line, exit) in lines.iter().zip(Exit::iter()) {
+            let (code, meaning) = line.trim().split_once(' ').unwrap();
+            assert_eq!(code, exit.code().to_string());
+            assert!(meaning.trim().len() > 5, "{line}");
+        }
+        assert!(help.contains("10 the tab is not open"), "{help}");
+    }
 }

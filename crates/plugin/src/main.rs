@@ -5,13 +5,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use clap::{Parser, Subcommand};
-use sealpost::commands::{self, EXIT_CODES_HELP};
+use sealpost::commands::{self, exit_codes_help};
 use sealpost::config::ConfigDir;
 use sealpost::{Options, Plugin};
 
 /// Sealpost's local plugin: lets an MCP client call tools in your Sealpost browser tab.
 #[derive(Debug, Parser)]
-#[command(name = "sealpost", version, after_help = EXIT_CODES_HELP)]
+#[command(name = "sealpost", version, after_help = exit_codes_help())]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -20,7 +20,7 @@ struct Cli {
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Pair with a browser tab: reads the pairing code from stdin (or SEALPOST_PAIRING_CODE).
-    #[command(after_help = EXIT_CODES_HELP)]
+    #[command(after_help = exit_codes_help())]
     Pair {
         /// The pairing code. Prefer pasting it when asked: an argument lands in shell history.
         code: Option<String>,
@@ -29,10 +29,10 @@ enum Command {
         replace: bool,
     },
     /// Revoke this plugin's token at the relay and delete the pairing.
-    #[command(after_help = EXIT_CODES_HELP)]
+    #[command(after_help = exit_codes_help())]
     Unpair,
     /// Is the plugin paired, the relay reachable, the token live, the tab open?
-    #[command(after_help = EXIT_CODES_HELP)]
+    #[command(after_help = exit_codes_help())]
     Status {
         /// Print the report as JSON.
         #[arg(long)]
