@@ -25,6 +25,7 @@ use rand_core::CryptoRng;
 use sealpost_time::UnixMillis;
 
 use crate::envelope::{NONCE_LEN, TAG_LEN};
+use crate::fields::Fields;
 use crate::hello::{MAX_HELLO_BYTES, VerifiedHello};
 use crate::kdf::{LABEL_CATALOG_UPDATE, hkdf32};
 use crate::secret::{PairId, PairingSecret};
@@ -132,22 +133,24 @@ pub fn open_catalog_update(
     if update[0] != VERSION {
         return Err(SealError::UnknownVersion(update[0]));
     }
-    let session_id: SessionId = update[1..17].try_into().expect("16 bytes");
-    let pair_id: PairId = update[17..33].try_into().expect("16 bytes");
+    // Past the version byte; fields in the order of the layout above.
+    let mut fields = Fields::new(&update[1..]);
+    let session_id: SessionId = fields.array().ok_or(SealError::TooShort)?;
+    let pair_id: PairId = fields.array().ok_or(SealError::TooShort)?;
     if pair_id != secret.pair_id() {
         return Err(SealError::WrongPairing);
     }
     if &session_id != hello.session_id() {
         return Err(SealError::WrongSession);
     }
-    let seq = u64::from_be_bytes(update[33..41].try_into().expect("8 bytes"));
+    let seq = u64::from_be_bytes(fields.array().ok_or(SealError::TooShort)?);
     if seq == 0 {
         return Err(SealError::BadSequence);
     }
-    let created_at_ms = UnixMillis::from_be_bytes(update[41..49].try_into().expect("8 bytes"));
-    let (aad, sealed) = update.split_at(CATALOG_UPDATE_HEADER_LEN);
-    let (nonce, body) = sealed.split_at(NONCE_LEN);
-    let nonce: [u8; NONCE_LEN] = nonce.try_into().expect("24 bytes");
+    let created_at_ms = UnixMillis::from_be_bytes(fields.array().ok_or(SealError::TooShort)?);
+    let nonce: [u8; NONCE_LEN] = fields.array().ok_or(SealError::TooShort)?;
+    let body = fields.rest();
+    let aad = &update[..CATALOG_UPDATE_HEADER_LEN];
     let catalog = update_cipher(secret, &session_id)
         .decrypt(&nonce.into(), Payload { msg: body, aad })
         .map_err(|_| SealError::Undecryptable)?;

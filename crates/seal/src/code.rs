@@ -12,6 +12,7 @@ use zeroize::Zeroizing;
 
 use crate::VERSION;
 use crate::error::PairingCodeError;
+use crate::fields::Fields;
 use crate::origin::{RelayOrigin, validate_relay_origin};
 use crate::secret::PairingSecret;
 
@@ -102,19 +103,23 @@ impl PairingCode {
                 .decode(body)
                 .map_err(|_| PairingCodeError::BadEncoding)?,
         );
-        let mut rest: &[u8] = &payload;
-        let version = take(&mut rest, 1)?[0];
+        // Fields in the order of the layout above; any short field is the wrong length.
+        let mut fields = Fields::new(&payload);
+        let [version] = fields.array().ok_or(PairingCodeError::WrongLength)?;
         if version != VERSION {
             return Err(PairingCodeError::UnknownVersion(version));
         }
-        let secret = PairingSecret::from_bytes(take(&mut rest, 32)?.try_into().expect("32 bytes"));
-        let origin_len = usize::from(take(&mut rest, 1)?[0]);
-        let origin = take(&mut rest, origin_len)?;
-        let token_len = usize::from(u16::from_be_bytes(
-            take(&mut rest, 2)?.try_into().expect("2 bytes"),
-        ));
-        let token = take(&mut rest, token_len)?;
-        if !rest.is_empty() {
+        let secret =
+            PairingSecret::from_bytes(fields.array().ok_or(PairingCodeError::WrongLength)?);
+        let [origin_len] = fields.array().ok_or(PairingCodeError::WrongLength)?;
+        let origin = fields
+            .slice(usize::from(origin_len))
+            .ok_or(PairingCodeError::WrongLength)?;
+        let token_len = u16::from_be_bytes(fields.array().ok_or(PairingCodeError::WrongLength)?);
+        let token = fields
+            .slice(usize::from(token_len))
+            .ok_or(PairingCodeError::WrongLength)?;
+        if !fields.rest().is_empty() {
             return Err(PairingCodeError::WrongLength);
         }
         let origin = std::str::from_utf8(origin).map_err(|_| crate::RelayOriginError::Malformed)?;
@@ -123,15 +128,6 @@ impl PairingCode {
         let origin = validate_relay_origin(origin)?;
         Self::new(origin, token, secret)
     }
-}
-
-fn take<'a>(rest: &mut &'a [u8], n: usize) -> Result<&'a [u8], PairingCodeError> {
-    if rest.len() < n {
-        return Err(PairingCodeError::WrongLength);
-    }
-    let (head, tail) = rest.split_at(n);
-    *rest = tail;
-    Ok(head)
 }
 
 fn validate_token(token: &str) -> Result<(), PairingCodeError> {

@@ -22,6 +22,7 @@ use chacha20poly1305::{KeyInit, XChaCha20Poly1305};
 use rand_core::CryptoRng;
 use sealpost_time::UnixMillis;
 
+use crate::fields::Fields;
 use crate::keys::SessionKeys;
 use crate::{CallId, PublicKeyBytes, SealError, SessionId, VERSION};
 
@@ -161,14 +162,19 @@ pub fn parse_header(envelope: &[u8]) -> Result<Header, SealError> {
     if envelope.len() > kind.max_envelope_bytes() {
         return Err(SealError::TooLong);
     }
-    let header = Header {
-        kind,
-        session_id: envelope[2..18].try_into().expect("16 bytes"),
-        call_id: envelope[18..34].try_into().expect("16 bytes"),
-        plugin_public: envelope[34..66].try_into().expect("32 bytes"),
-        created_at_ms: UnixMillis::from_be_bytes(envelope[66..74].try_into().expect("8 bytes")),
-        expires_at_ms: UnixMillis::from_be_bytes(envelope[74..82].try_into().expect("8 bytes")),
+    // Past the version and kind bytes; fields in the order of the layout above.
+    let mut fields = Fields::new(&envelope[2..]);
+    let mut read = || -> Option<Header> {
+        Some(Header {
+            kind,
+            session_id: fields.array()?,
+            call_id: fields.array()?,
+            plugin_public: fields.array()?,
+            created_at_ms: UnixMillis::from_be_bytes(fields.array()?),
+            expires_at_ms: UnixMillis::from_be_bytes(fields.array()?),
+        })
     };
+    let header = read().ok_or(SealError::TooShort)?;
     if header.expires_at_ms < header.created_at_ms {
         return Err(SealError::BadTimes);
     }
@@ -209,18 +215,22 @@ fn seal(
 
 /// Decrypts an envelope whose header the caller has already parsed (so its lengths are checked).
 fn open(key: &[u8; 32], envelope: &[u8]) -> Result<Vec<u8>, SealError> {
-    let (aad, rest) = envelope.split_at(HEADER_LEN);
-    let (nonce, sealed) = rest.split_at(NONCE_LEN);
-    let (ciphertext, tag) = sealed.split_at(sealed.len() - TAG_LEN);
-    let nonce: [u8; NONCE_LEN] = nonce.try_into().expect("24 bytes");
-    let tag: [u8; TAG_LEN] = tag.try_into().expect("16 bytes");
+    let (aad, rest) = envelope
+        .split_first_chunk::<HEADER_LEN>()
+        .ok_or(SealError::TooShort)?;
+    let (nonce, sealed) = rest
+        .split_first_chunk::<NONCE_LEN>()
+        .ok_or(SealError::TooShort)?;
+    let (ciphertext, tag) = sealed
+        .split_last_chunk::<TAG_LEN>()
+        .ok_or(SealError::TooShort)?;
     let mut plaintext = ciphertext.to_vec();
     XChaCha20Poly1305::new(key.into())
         .decrypt_inout_detached(
-            &nonce.into(),
+            &(*nonce).into(),
             aad,
             plaintext.as_mut_slice().into(),
-            &tag.into(),
+            &(*tag).into(),
         )
         .map_err(|_| SealError::Undecryptable)?;
     Ok(plaintext)

@@ -22,6 +22,7 @@ use rand_core::CryptoRng;
 use sealpost_time::UnixMillis;
 
 use crate::envelope::{NONCE_LEN, TAG_LEN};
+use crate::fields::Fields;
 use crate::kdf::{LABEL_CATALOG, LABEL_HELLO, hkdf32, hmac_sha256, hmac_sha256_verify};
 use crate::secret::{PairId, PairingSecret};
 use crate::{CLOCK_SKEW_MS, PublicKeyBytes, SealError, SessionId, VERSION};
@@ -202,7 +203,20 @@ pub fn verify_hello(
     if hello[0] != VERSION {
         return Err(SealError::UnknownVersion(hello[0]));
     }
-    let sealed_len = u32::from_be_bytes(hello[81..85].try_into().expect("4 bytes")) as usize;
+    // Past the version byte; fields in the order of the layout above.
+    let mut read = Fields::new(&hello[1..]);
+    let mut header = || -> Option<(HelloFields, u32)> {
+        let fields = HelloFields {
+            session_id: read.array()?,
+            pair_id: read.array()?,
+            browser_public: read.array()?,
+            created_at_ms: UnixMillis::from_be_bytes(read.array()?),
+            expires_at_ms: UnixMillis::from_be_bytes(read.array()?),
+        };
+        Some((fields, u32::from_be_bytes(read.array()?)))
+    };
+    let (fields, sealed_len) = header().ok_or(SealError::TooShort)?;
+    let sealed_len = sealed_len as usize;
     if HELLO_HEADER_LEN
         .checked_add(sealed_len)
         .and_then(|n| n.checked_add(HELLO_TAG_LEN))
@@ -211,18 +225,13 @@ pub fn verify_hello(
     {
         return Err(SealError::BadLength);
     }
-    let (signed, tag) = hello.split_at(hello.len() - HELLO_TAG_LEN);
+    let (signed, tag) = hello
+        .split_last_chunk::<HELLO_TAG_LEN>()
+        .ok_or(SealError::TooShort)?;
     if !hmac_sha256_verify(&hello_key(secret), signed, tag) {
         return Err(SealError::BadHelloTag);
     }
 
-    let fields = HelloFields {
-        session_id: hello[1..17].try_into().expect("16 bytes"),
-        pair_id: hello[17..33].try_into().expect("16 bytes"),
-        browser_public: hello[33..65].try_into().expect("32 bytes"),
-        created_at_ms: UnixMillis::from_be_bytes(hello[65..73].try_into().expect("8 bytes")),
-        expires_at_ms: UnixMillis::from_be_bytes(hello[73..81].try_into().expect("8 bytes")),
-    };
     if fields.pair_id != secret.pair_id() {
         return Err(SealError::WrongPairing);
     }
@@ -235,9 +244,9 @@ pub fn verify_hello(
         return Err(SealError::Expired);
     }
 
-    let sealed = &signed[HELLO_HEADER_LEN..];
-    let (nonce, body) = sealed.split_at(NONCE_LEN);
-    let nonce: [u8; NONCE_LEN] = nonce.try_into().expect("24 bytes");
+    let mut sealed = Fields::new(&signed[HELLO_HEADER_LEN..]);
+    let nonce: [u8; NONCE_LEN] = sealed.array().ok_or(SealError::TooShort)?;
+    let body = sealed.rest();
     let catalog = catalog_cipher(secret, &fields.session_id)
         .decrypt(
             &nonce.into(),

@@ -21,6 +21,7 @@ mod catalog;
 mod code;
 mod envelope;
 mod error;
+mod fields;
 mod hello;
 mod kdf;
 mod keys;
