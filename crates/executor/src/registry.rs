@@ -140,6 +140,12 @@ pub enum RegistryError {
         /// The tool being registered.
         name: String,
     },
+    /// A tool is a read or a proposal; a kind this build does not know is not guessed at.
+    #[error("the kind of {name:?} must be \"read\" or \"proposal\"")]
+    UnknownKind {
+        /// The tool being registered.
+        name: String,
+    },
     /// The schema could not be compiled into a validator.
     #[error("the input schema of {name:?} is not valid JSON Schema: {reason}")]
     BadSchema {
@@ -293,6 +299,9 @@ impl Registry {
         }
         if spec.input_schema.get("type") != Some(&Value::from("object")) {
             return Err(RegistryError::SchemaNotObject { name: spec.name });
+        }
+        if !matches!(spec.kind, ToolKind::Read | ToolKind::Proposal) {
+            return Err(RegistryError::UnknownKind { name: spec.name });
         }
         let validator = crate::schema::Schema::compile(&spec.input_schema).map_err(|error| {
             RegistryError::BadSchema {

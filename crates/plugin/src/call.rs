@@ -234,7 +234,9 @@ impl Plugin {
                     });
                 }
                 CallState::Expired => return Err(Failure::Expired),
-                CallState::Pending | CallState::Claimed => {
+                // Not answered yet; a state this build does not know (a newer relay's) is
+                // waited on the same way, until the call's deadline.
+                _ => {
                     polls += 1;
                     if waiting.cancelled.is_cancelled() {
                         cancel(CancelReason::ClientCancelled).await;

@@ -343,10 +343,12 @@ pub struct CancelRequest {
 }
 
 /// Where a call is in its life. `pending → claimed → answered → delivered`;
-/// `pending|claimed → expired | cancelled`.
+/// `pending|claimed → expired | cancelled`. New states may be added: an older reader parses one
+/// it does not know as [`CallState::Unknown`]; the relay stores and sends only [`CallState::ALL`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum CallState {
     /// Posted; waiting for the browser to claim it.
     Pending,
@@ -360,10 +362,14 @@ pub enum CallState {
     Expired,
     /// Cancelled, with a [`CancelReason`].
     Cancelled,
+    /// A state this build does not know (a newer relay's). Only ever read, never sent: a reader
+    /// keeps waiting, as for a call not yet answered, until its own deadline.
+    #[serde(other)]
+    Unknown,
 }
 
 impl CallState {
-    /// Every state.
+    /// Every state the relay stores and sends ([`CallState::Unknown`] is not one).
     pub const ALL: [CallState; 6] = [
         Self::Pending,
         Self::Claimed,
@@ -382,6 +388,7 @@ impl CallState {
             Self::Delivered => "delivered",
             Self::Expired => "expired",
             Self::Cancelled => "cancelled",
+            Self::Unknown => "unknown",
         }
     }
 
@@ -390,9 +397,13 @@ impl CallState {
         Self::ALL.into_iter().find(|s| s.as_str() == text)
     }
 
-    /// A final state: nothing more will happen to the call.
+    /// A final state: nothing more will happen to the call. An unknown state is not known to
+    /// be final.
     pub fn is_final(self) -> bool {
-        !matches!(self, Self::Pending | Self::Claimed)
+        matches!(
+            self,
+            Self::Answered | Self::Delivered | Self::Expired | Self::Cancelled
+        )
     }
 }
 
@@ -428,6 +439,26 @@ mod tests {
         .unwrap();
         assert_eq!(status.reason, Some(CancelReason::Unknown));
         assert!(!CancelReason::ALL.contains(&CancelReason::Unknown));
+    }
+
+    #[test]
+    fn an_old_reader_parses_a_call_state_added_later_as_not_final() {
+        let status: CallStatusResponse =
+            serde_json::from_str(r#"{"state":"held","expires_at":5,"now_ms":1}"#).unwrap();
+        assert_eq!(status.state, CallState::Unknown);
+        assert!(!status.state.is_final());
+        assert!(!CallState::ALL.contains(&CallState::Unknown));
+        assert_eq!(CallState::parse("unknown"), None, "never stored");
+    }
+
+    #[test]
+    fn an_old_reader_parses_a_tool_kind_added_later() {
+        let entry: crate::content::CatalogEntry = serde_json::from_value(serde_json::json!({
+            "name": "wipe", "description": "d", "input_schema": {"type": "object"},
+            "kind": "destructive", "builtin": false,
+        }))
+        .unwrap();
+        assert_eq!(entry.kind, crate::content::ToolKind::Unknown);
     }
 
     #[test]

@@ -181,11 +181,16 @@ impl CancelReason {
 /// person reviews in the app.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum ToolKind {
     /// Answers at once and changes nothing.
     Read,
     /// Only saves a proposal, which the person reviews in the app.
     Proposal,
+    /// A kind this build does not know (a newer peer's). Only ever read, never sent: a reader
+    /// gives such a tool the most scrutiny (not read-only), and a registry refuses it.
+    #[serde(other)]
+    Unknown,
 }
 
 /// One tool offered by the browser.

@@ -125,6 +125,13 @@ fn bad_registrations_are_refused() {
         register(not_object),
         Err(RegistryError::SchemaNotObject { .. })
     ));
+    // A kind this build does not know is not guessed at (it would otherwise run as a read).
+    assert_eq!(
+        register(spec("wipe", ToolKind::Unknown)),
+        Err(RegistryError::UnknownKind {
+            name: "wipe".into()
+        })
+    );
     let mut broken = spec("broken", ToolKind::Read);
     broken.input_schema = json!({"type": "object", "properties": {"n": {"type": 12}}});
     assert!(matches!(
