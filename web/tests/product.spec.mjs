@@ -61,6 +61,17 @@ async function signedInWithEveryTool() {
   return { fresh, page };
 }
 
+// A state of the app, photographed at both sizes (target/screenshots/NAME-WxH.png); the page
+// goes back to the size it had.
+async function photograph(page, name) {
+  const was = page.viewportSize();
+  for (const [width, height] of [[1280, 800], [390, 844]]) {
+    await page.setViewportSize({ width, height });
+    await page.screenshot({ path: screenshotPath(`${name}-${width}x${height}`), fullPage: true });
+  }
+  await page.setViewportSize(was);
+}
+
 async function paired(code) {
   const config = tempDir('sealpost-web-plugin-');
   const result = await pairPlugin(config, code);
@@ -225,6 +236,7 @@ async function person(page) {
   await go(page, '#/access', 'AI access');
   await page.click('#end-session');
   await page.waitForSelector('#notice:text("Session ended.")');
+  await photograph(page, 'stopped-session-ended');
   const ended = await mcp.call('search_workspace', { query: 'rotation' });
   assert.equal(ended.isError, true);
   assert.ok(ended.text.includes('no session is live'), ended.text);
@@ -236,6 +248,7 @@ async function person(page) {
   await page.waitForSelector('td span:text-is("This device")');
   await page.click('td button:text-is("Revoke")');
   await page.waitForSelector('#notice:text("its pairing is gone")');
+  await photograph(page, 'stopped-pairing-revoked');
   const revoked = await mcp.call('list_sources');
   assert.equal(revoked.isError, true);
   assert.ok(revoked.text.includes('revoked or has expired'), revoked.text);
@@ -401,12 +414,14 @@ test('the sign-in and locked pages show no navigation or account controls', asyn
   const page = await openPage(fresh, relay.base);
   await page.waitForSelector('main h2:text-is("Sign in")');
   await checkNoChrome(page, 'sign-in');
+  await photograph(page, 'sign-in');
   await page.goto(await relay.newSigninUrl());
   await signedIn(page);
   assert.equal(await page.isVisible('#nav'), true, 'signed in, the navigation is there');
   await page.click('#lock');
   await page.waitForSelector('main h2:text-is("Locked")');
   await checkNoChrome(page, 'locked');
+  await photograph(page, 'stopped-locked');
   await fresh.close();
 });
 
@@ -440,6 +455,7 @@ test('a second tab says another tab serves the pairing, not that no session is r
   await signedIn(second);
   await go(second, '#/access', 'AI access');
   await second.waitForSelector('#pairing :text("Another Sealpost tab is serving")');
+  await photograph(second, 'served-elsewhere');
   assert.equal(await second.isVisible('#pairing :text("No session is running")'), false);
   await fresh.close();
 });
@@ -665,7 +681,7 @@ test('a session running out is announced on every page, extends without pairing 
   await page.waitForSelector('#session-warning:not([hidden])', { timeout: 30_000 });
   assert.match(await page.textContent('#session-warning'), /The AI session ends at .*Extend by 20 seconds/);
   assert.equal(await page.textContent('#status-pill'), 'Serving, ending soon', 'the pill and the warning agree');
-  await page.screenshot({ path: screenshotPath('session-expiry-warning'), fullPage: true });
+  await photograph(page, 'session-expiry-warning');
   await page.click('#extend-session');
   await page.waitForSelector('#session-warning', { state: 'hidden' });
   // Said once the tab serves the new session.
@@ -686,6 +702,7 @@ test('a session running out is announced on every page, extends without pairing 
   // The pill, the status and the buttons say the same thing, and why.
   assert.equal(await page.textContent('#status-pill'), 'Not serving');
   await page.waitForFunction(() => /Not serving: the session’s time ran out/.test(document.getElementById('access-status').textContent));
+  await photograph(page, 'stopped-expired');
   await go(page, '#/workspace', 'Workspace');
   await go(page, '#/access', 'AI access');
   assert.equal(await page.inputValue('#ttl'), '20');
@@ -705,7 +722,7 @@ test('a new workspace shows the three steps to a first answer, and AI access wha
   assert.equal(shown.length, 3);
   assert.match(shown[0], /^Next: Import your notes/);
   assert.doesNotMatch(shown[1], /done|Next/);
-  await page.screenshot({ path: screenshotPath('first-run-workspace'), fullPage: true });
+  await photograph(page, 'first-run-workspace');
 
   await go(page, '#/access', 'AI access');
   assert.match((await steps())[0], /^Next: Import your notes/);
