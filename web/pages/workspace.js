@@ -92,7 +92,7 @@ export async function renderWorkspace() {
   const rows = (needle) => documents
     .filter((d) => !needle || d.title.toLowerCase().includes(needle.toLowerCase()))
     .sort((a, b) => a.source.localeCompare(b.source) || a.title.localeCompare(b.title))
-    .map((d) => h('tr', {}, h('td', {}, h('a', { href: '#/workspace', onclick: (e) => { e.preventDefault(); editDocument(d.id); } }, d.title)), h('td', { text: d.source }), h('td', { text: `${d.chars}` })));
+    .map((d) => h('tr', {}, h('td', {}, h('a', { href: '#/workspace', onclick: (e) => { e.preventDefault(); showDocument(d.id); } }, d.title)), h('td', { text: d.source }), h('td', { text: `${d.chars}` })));
   const body = h('tbody', {}, rows(''));
   filter.addEventListener('input', () => body.replaceChildren(...rows(filter.value)));
   // A new workspace says how to get going; once it has documents, the card goes.
@@ -118,9 +118,21 @@ export async function renderWorkspace() {
   focusNext();
 }
 
-async function editDocument(id) {
+// A document opens to be read; editing is a step the person takes.
+async function showDocument(id) {
   const doc = await state.tab.document(id);
   if (!doc) { say('That document is gone.'); return renderWorkspace(); }
+  const edit = h('button', { class: 'primary', id: 'edit-document', onclick: () => editDocument(doc) }, 'Edit');
+  main.replaceChildren(
+    h('h2', { text: doc.title }),
+    h('p', { class: 'muted', text: `In ${doc.source}, ${plural(doc.body.length, 'character')}` }),
+    h('div', { class: 'row' }, edit, h('button', { onclick: () => renderWorkspace() }, 'Back')),
+    h('pre', { class: 'document', id: 'document-text', text: doc.body }),
+  );
+  edit.focus();
+}
+
+function editDocument(doc) {
   const title = h('input', { type: 'text', id: 'doc-title', value: doc.title });
   const text = h('textarea', { id: 'doc-body' }); text.value = doc.body;
   main.replaceChildren(
@@ -129,9 +141,9 @@ async function editDocument(id) {
     h('div', { class: 'row' }, h('label', { for: 'doc-title' }, 'Title'), title),
     h('label', { for: 'doc-body' }, 'Text'), text,
     h('div', { class: 'row' },
-      h('button', { class: 'primary', onclick: async () => { await state.tab.putDocuments([{ ...doc, title: title.value, body: text.value, updated_at_ms: Date.now() }]); say('Saved.'); renderWorkspace(); } }, 'Save'),
+      h('button', { class: 'primary', onclick: async () => { await state.tab.putDocuments([{ ...doc, title: title.value, body: text.value, updated_at_ms: Date.now() }]); say('Saved.'); showDocument(doc.id); } }, 'Save'),
       h('button', { onclick: async () => { if (confirm(`Delete “${doc.title}”?`)) { await state.tab.removeDocument(doc.id); say('Deleted.'); renderWorkspace(); } } }, 'Delete'),
-      h('button', { onclick: () => renderWorkspace() }, 'Back')),
+      h('button', { onclick: () => showDocument(doc.id) }, 'Cancel')),
   );
   title.focus();
 }

@@ -749,3 +749,30 @@ test('a new workspace shows the three steps to a first answer, and AI access wha
   mcp.close();
   await fresh.close();
 });
+
+test('a document opens to be read, in a fixed-width font; editing is a step of its own', async () => {
+  const fresh = await browser.newContext({ viewport: { width: 1280, height: 800 } });
+  const page = await openPage(fresh, await relay.newSigninUrl());
+  await signedIn(page);
+  // Focused, the skip link does not cover the logo.
+  await page.keyboard.press('Tab');
+  assert.equal(await page.evaluate(() => document.activeElement.className), 'skip');
+  const [skip, logo] = await Promise.all(['.skip', 'header h1'].map((s) => page.locator(s).boundingBox()));
+  assert.ok(skip.y + skip.height <= logo.y || logo.y + logo.height <= skip.y, `skip link ${JSON.stringify(skip)} over the logo ${JSON.stringify(logo)}`);
+
+  const folder = writeFolder({ 'notes/plan.md': '# Plan\n\n- first\n- second\n' });
+  await page.setInputFiles('#pick-folder', join(folder, 'notes'));
+  await page.waitForSelector('#import-status:text("Imported 1 files")');
+  await page.click('td a:text-is("Plan")');
+  await page.waitForSelector('#document-text');
+  assert.equal(await page.$('textarea'), null, 'read, not edited');
+  assert.match(await page.textContent('#document-text'), /- first\n- second/);
+  assert.match(await page.$eval('#document-text', (el) => getComputedStyle(el).fontFamily), /mono/);
+  assert.equal(await page.evaluate(() => document.activeElement.id), 'edit-document');
+  await page.click('#edit-document');
+  await page.fill('#doc-body', '# Plan\n\n- first\n- second\n- third\n');
+  await page.click('button:text-is("Save")');
+  await page.waitForSelector('#document-text:text("- third")');
+  await photograph(page, 'document');
+  await fresh.close();
+});

@@ -40,7 +40,7 @@ fn copy_dir(from: &Path, to: &Path) -> Result<()> {
 /// Builds the app, generates the corpus and assembles what the relay serves; answers the
 /// corpus file.
 fn assemble() -> Result<PathBuf> {
-    crate::web::build()?;
+    crate::web::build_with(&["bench"])?;
     let out = out_dir();
     let _ = std::fs::remove_dir_all(&out);
     copy_dir(&crate::web::out_dir(), &out)?;

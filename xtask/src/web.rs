@@ -67,7 +67,13 @@ pub struct Built {
 
 /// Builds the module and the app into [`out_dir`].
 pub fn build() -> Result<Built> {
+    build_with(&[])
+}
+
+/// [`build`], with the browser module's `features` (`bench` for the benchmarks).
+pub fn build_with(features: &[&str]) -> Result<Built> {
     let bindgen = tools::ensure_wasm_bindgen()?;
+    let features = features.join(",");
     cargo(&[
         "build",
         "-p",
@@ -76,6 +82,8 @@ pub fn build() -> Result<Built> {
         "wasm32-unknown-unknown",
         "--profile",
         "wasm",
+        "--features",
+        &features,
     ])
     .run()?;
     let out = out_dir();

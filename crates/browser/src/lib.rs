@@ -12,7 +12,8 @@
 //!   tools, the pairing, a session, the claim loop, proposals and the audit trail.
 //! - `documents` (wasm32): `TabCore`'s sources and documents, restored at start with the
 //!   search index snapshot kept beside them.
-//! - `bench` (wasm32): what `cargo xtask bench browser` times in the page.
+//! - `bench` (wasm32, feature `bench`): what `cargo xtask bench browser` times in the page;
+//!   left out of the module that ships.
 //! - `host_tool` (wasm32): a JavaScript function as an executor `HostTool`, bounded by the
 //!   call's expiry.
 //!
@@ -26,7 +27,7 @@ pub mod backoff;
 pub mod delivery;
 pub mod stop;
 
-#[cfg(target_arch = "wasm32")]
+#[cfg(all(target_arch = "wasm32", feature = "bench"))]
 pub mod bench;
 
 #[cfg(target_arch = "wasm32")]
