@@ -66,6 +66,8 @@ function onEvent(event) {
     if (event.reason === 'token_revoked') { signedOut('This sign-in was revoked or has expired. Sign in again.'); return; }
     if (event.reason === 'taken_over') say('Another Sealpost tab took over serving. This tab stopped.');
     if (event.reason === 'expired') say('The session ended: its time ran out. Start a new one under AI access; the paired plugin carries on without pairing again.');
+    // This tab forgets its session before it ends one: one it still holds ended elsewhere.
+    if (event.reason === 'session_ended' && state.session) endedElsewhere();
     if (['expired', 'session_ended'].includes(event.reason)) {
       // The pairing code goes with the session it served.
       state.session = null;
@@ -84,6 +86,23 @@ function onEvent(event) {
   updatePill();
   showExpiryWarning();
   statusSoon();
+}
+
+// The session ended, and not by this tab: another tab that took the pairing over (it holds the
+// pairing's lock a moment later, whichever of the two the relay and the lock told first) or
+// another device.
+async function endedElsewhere() {
+  for (let waited = 0; waited < 2000; waited += 100) {
+    if (await state.tab?.servedElsewhere().catch(() => false)) {
+      state.stopReason = 'taken_over';
+      say('Another Sealpost tab took over serving. This tab stopped.');
+      updatePill();
+      statusSoon();
+      return;
+    }
+    await new Promise((ok) => setTimeout(ok, 100));
+  }
+  say('The session was ended elsewhere (another tab or device of yours). Start a new one under AI access; the paired plugin carries on without pairing again.');
 }
 
 export function updatePill() {

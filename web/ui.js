@@ -139,6 +139,7 @@ export function plural(count, one, many = `${one}s`) {
 // the top of the page.
 export function focusNext() {
   if (!state.focusNext) return;
-  document.querySelector(state.focusNext)?.focus();
+  // What comes next may be gone (the last proposal approved): then the page itself.
+  (document.querySelector(state.focusNext) ?? main).focus();
   state.focusNext = null;
 }

@@ -78,14 +78,14 @@ export async function renderAccess() {
           serve({ takeOver: true });
           render();
         } }, 'Start session'),
-        h('button', { id: 'end-session', onclick: async () => { await state.tab.endSession(); state.session = null; sessionStorage.removeItem(SESSION_KEY); say('Session ended.'); render(); } }, 'End session')),
+        h('button', { id: 'end-session', onclick: async () => { state.session = null; await state.tab.endSession(); sessionStorage.removeItem(SESSION_KEY); say('Session ended.'); render(); } }, 'End session')),
       h('p', { id: 'session-hint', class: 'muted', 'aria-live': 'polite' }),
       h('div', { id: 'pairing' })),
     h('section', { class: 'card', id: 'access-status', 'aria-labelledby': 'status-heading' }, h('h3', { id: 'status-heading', text: 'Status' })),
     h('section', { class: 'card', 'aria-labelledby': 'unpair-heading' },
       h('h3', { id: 'unpair-heading', text: 'Pairing' }),
       h('p', {}, 'Unpairing revokes the plugin’s token at once; pair again with a new code.'),
-      h('button', { id: 'unpair', onclick: async () => { await state.tab.unpair(); state.session = null; sessionStorage.removeItem(SESSION_KEY); say('Unpaired: the plugin’s token is revoked.'); render(); } }, 'Unpair')),
+      h('button', { id: 'unpair', onclick: async () => { state.session = null; await state.tab.unpair(); sessionStorage.removeItem(SESSION_KEY); say('Unpaired: the plugin’s token is revoked.'); render(); } }, 'Unpair')),
   );
   await renderPairing();
   renderStatus();

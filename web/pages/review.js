@@ -1,6 +1,6 @@
 // Review: the changes an agent proposed, as a diff with a little context, to approve or reject.
 
-import { h, main, say, state, toolLabel, when } from '../ui.js';
+import { focusNext, h, main, say, state, toolLabel, when } from '../ui.js';
 
 // Unchanged lines more than this far from a change are folded away.
 const DIFF_CONTEXT = 2;
@@ -59,12 +59,19 @@ export async function renderReview() {
       h('h3', { text: what }),
       h('p', { class: 'muted', text: `Proposed by an AI agent (${toolLabel(p.tool).toLowerCase()}) at ${when(p.created_at_ms)}` }),
       h('div', { class: 'row' },
-        h('button', { class: 'primary', onclick: async () => { try { await state.tab.applyProposal(p.id); say('Applied.'); } catch (e) { say(`Not applied: ${e.message}`, { error: true }); } renderReview(); } }, 'Approve'),
-        h('button', { onclick: async () => { await state.tab.rejectProposal(p.id); say('Rejected.'); renderReview(); } }, 'Reject')),
+        h('button', { class: 'primary approve', onclick: async () => { try { await state.tab.applyProposal(p.id); say('Applied.'); } catch (e) { say(`Not applied: ${e.message}`, { error: true }); } reviewed(); } }, 'Approve'),
+        h('button', { onclick: async () => { await state.tab.rejectProposal(p.id); say('Rejected.'); reviewed(); } }, 'Reject')),
       h('pre', { class: 'diff' }, diffLines(before, after))));
   }
   updateReviewCount();
   main.replaceChildren(h('h2', { text: 'Review' }),
     h('p', { class: 'muted', text: 'An AI agent can only propose changes. Nothing changes until you approve it here.' }),
     ...(items.length ? items : [h('p', { text: 'Nothing to review.' })]));
+  focusNext();
+}
+
+// A proposal decided: the page is drawn anew, and focus goes to the next one waiting.
+function reviewed() {
+  state.focusNext = 'main .approve';
+  renderReview();
 }

@@ -1,6 +1,6 @@
 // Tokens: the plugin tokens (a pairing's) and the sign-ins of this owner, each revocable.
 
-import { SESSION_KEY, api, h, main, say, state, when } from '../ui.js';
+import { SESSION_KEY, api, focusNext, h, main, say, state, when } from '../ui.js';
 import { render } from '../app.js';
 
 // Every page of the MCP token list (the relay pages it by id), oldest first.
@@ -8,8 +8,8 @@ import { render } from '../app.js';
 // forgets it; the next session makes a new pairing code, which is what the plugin's own message
 // asks for (`sealpost pair --replace` with the new code).
 export async function pairingRevoked() {
-  await state.tab.unpair().catch(() => {});
   state.session = null; state.pluginSeen = null; state.showCode = false;
+  await state.tab.unpair().catch(() => {});
   sessionStorage.removeItem(SESSION_KEY);
   say('The paired plugin’s token is revoked, and its pairing is gone. To pair again: start a session under AI access for a new pairing code, then run `sealpost pair --replace` with it on the plugin’s computer.');
   if (location.hash === '#/access') render();
@@ -36,6 +36,7 @@ export async function renderTokens() {
           await api('DELETE', `/v1/mcp-tokens/${t.id}`);
           if ((await state.tab.pairing())?.tokenId === t.id) await pairingRevoked();
           else say('Token revoked.');
+          state.focusNext = 'main td button';
           renderTokens();
         } }, 'Revoke'))))))
       : h('p', { text: 'No plugin tokens.' }),
@@ -44,5 +45,6 @@ export async function renderTokens() {
     h('table', {}, h('thead', {}, h('tr', {}, h('th', { text: 'Signed in' }), h('th', { text: 'Lapses' }), h('th', { text: '' }))),
       h('tbody', {}, devices.map((d) => h('tr', {}, h('td', { text: when(d.created_at) }), h('td', { text: when(d.expires_at) }),
         h('td', {}, d.current ? h('span', { class: 'muted', text: 'This device' })
-          : h('button', { 'aria-label': `Sign out the device signed in ${when(d.created_at)}`, onclick: async () => { await api('DELETE', `/v1/owner-tokens/${d.id}`); say('Device signed out.'); renderTokens(); } }, 'Sign out')))))));
+          : h('button', { 'aria-label': `Sign out the device signed in ${when(d.created_at)}`, onclick: async () => { await api('DELETE', `/v1/owner-tokens/${d.id}`); say('Device signed out.'); state.focusNext = 'main td button'; renderTokens(); } }, 'Sign out')))))));
+  focusNext();
 }

@@ -457,6 +457,13 @@ test('a second tab says another tab serves the pairing, not that no session is r
   await second.waitForSelector('#pairing :text("Another Sealpost tab is serving")');
   await photograph(second, 'served-elsewhere');
   assert.equal(await second.isVisible('#pairing :text("No session is running")'), false);
+  // Starting here takes over: the first tab stops and says why.
+  await second.click('#start-session');
+  await second.waitForSelector('#status-pill:text-is("Serving")');
+  await first.waitForSelector('#notice:text("Another Sealpost tab took over serving")');
+  assert.equal(await first.textContent('#status-pill'), 'Not serving');
+  await first.waitForFunction(() => /Not serving: another tab took over/.test(document.getElementById('access-status')?.textContent));
+  await photograph(first, 'stopped-taken-over');
   await fresh.close();
 });
 
@@ -495,6 +502,8 @@ test('revoking the paired plugin\'s token ends its pairing; the step the plugin 
   assert.match(await page.textContent('tr:has-text("this tab’s pairing")'), /The sealpost plugin, paired from a browser tab/);
   await page.click('tr:has-text("this tab’s pairing") button:text-is("Revoke")');
   await page.waitForSelector('#notice:text("its pairing is gone")');
+  // Focus stays on the page, on the next thing to revoke, not dropped to the top.
+  await page.waitForFunction(() => document.activeElement !== document.body && document.querySelector('main').contains(document.activeElement));
   const told = await mcp.call('list_sources');
   assert.equal(told.isError, true);
   assert.match(told.text, /start a session and run `sealpost pair --replace` with the new code/);
@@ -534,7 +543,9 @@ test('review shows a change with a little context, Approve at the top, and the c
   const docId = found.text.match(/(d_[0-9a-f]{24})/)[1];
   const proposed = await mcp.call('propose_append_note', { doc_id: docId, text: 'One more line.' });
   assert.equal(proposed.isError, false, proposed.text);
-  await page.waitForSelector('nav a[href="#/review"]:text-is("Review (1)")');
+  const second = await mcp.call('propose_create_note', { source: 'journal', title: 'Later', body: 'later\n' });
+  assert.equal(second.isError, false, second.text);
+  await page.waitForSelector('nav a[href="#/review"]:text-is("Review (2)")');
   await go(page, '#/review', 'Review');
   const diff = await page.textContent('article pre.diff');
   assert.match(diff, /\+ One more line\./);
@@ -545,8 +556,13 @@ test('review shows a change with a little context, Approve at the top, and the c
     const approve = [...article.querySelectorAll('button')].find((b) => b.textContent === 'Approve');
     return Boolean(approve.compareDocumentPosition(article.querySelector('pre.diff')) & Node.DOCUMENT_POSITION_FOLLOWING);
   }), 'Approve comes before the diff');
+  // Deciding one moves focus to the next one waiting, then to the page once none is left.
   await page.click('article button:text-is("Approve")');
+  await page.waitForSelector('nav a[href="#/review"]:text-is("Review (1)")');
+  await page.waitForFunction(() => document.activeElement?.matches('main article .approve'));
+  await page.keyboard.press('Enter');
   await page.waitForSelector('nav a[href="#/review"]:text-is("Review")');
+  await page.waitForFunction(() => document.activeElement?.id === 'main');
   mcp.close();
   await fresh.close();
 });
