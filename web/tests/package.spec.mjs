@@ -94,23 +94,39 @@ async function viteDev() {
       probe.close(() => ok(free));
     });
   });
+  // CI=true turns Vite's colours on whatever the terminal; NO_COLOR keeps its banner plain.
   const child = spawn(process.execPath, ['node_modules/vite/bin/vite.js', '--host', '127.0.0.1', '--port', String(port), '--strictPort'], {
-    cwd: EXAMPLE, stdio: ['ignore', 'pipe', 'pipe'],
+    cwd: EXAMPLE, stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, NO_COLOR: '1' },
   });
+  const origin = `http://127.0.0.1:${port}`;
   const output = [];
-  await new Promise((ok, fail) => {
-    child.once('exit', (status) => fail(new Error(`vite dev exited (${status}):\n${output.join('')}`)));
-    for (const stream of [child.stdout, child.stderr]) {
-      stream.on('data', (chunk) => {
-        output.push(String(chunk));
-        if (/Local:/.test(String(chunk))) ok();
-      });
-    }
-  });
+  let exited = false;
+  child.once('exit', () => { exited = true; });
+  try {
+    await new Promise((ok, fail) => {
+      const timer = setTimeout(() => fail(new Error(`vite dev did not say it serves ${origin} within 60 s:\n${output.join('')}`)), 60_000);
+      child.once('exit', (status) => fail(new Error(`vite dev exited (${status}):\n${output.join('')}`)));
+      for (const stream of [child.stdout, child.stderr]) {
+        stream.on('data', (chunk) => {
+          output.push(String(chunk));
+          // Colours or not, the banner names the address it serves.
+          if (output.join('').replace(/\x1b\[[0-9;]*m/g, '').includes(origin)) { clearTimeout(timer); ok(); }
+        });
+      }
+    });
+  } catch (error) {
+    child.kill('SIGKILL');
+    throw error;
+  }
   return {
-    origin: `http://127.0.0.1:${port}`,
+    origin,
     output,
-    close: () => new Promise((ok) => { child.once('exit', ok); child.kill('SIGTERM'); }),
+    close: () => new Promise((ok) => {
+      if (exited) return ok();
+      const kill = setTimeout(() => child.kill('SIGKILL'), 5_000);
+      child.once('exit', () => { clearTimeout(kill); ok(); });
+      child.kill('SIGTERM');
+    }),
   };
 }
 
