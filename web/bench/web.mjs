@@ -27,7 +27,7 @@ const documents = corpus.documents.slice(0, DOCS);
 // The loop costs the owner about five requests per call (the plugin's lookup, post and read;
 // the tab's claim and reply): at this pace that is past the default per-owner and per-token
 // rates, so the bench lifts them to measure the loop, not the limiter.
-const UNLIMITED = ['--rate-per-owner', '0', '--rate-per-token', '0'];
+const UNLIMITED = ['--rate-per-owner-per-s', '0', '--rate-per-token-per-s', '0'];
 let failedRuns = 0;
 const browser = await launchBrowser();
 

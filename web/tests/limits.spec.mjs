@@ -105,7 +105,7 @@ test('two clients on one pairing, at the default rates: a call is answered or re
 });
 
 test('with the account\'s rate lowered, a call is answered or refused at once for the rate, never lost', async () => {
-  const served = await servedTwice(['--rate-per-owner', '20', '--rate-burst-per-owner', '40']);
+  const served = await servedTwice(['--rate-per-owner-per-s', '20', '--rate-burst-per-owner', '40']);
   try {
     const results = await fire(served.clients, 30);
     const { answered, refused } = await check(served, results);

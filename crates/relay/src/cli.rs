@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::Context as _;
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory as _, FromArgMatches as _, Parser, Subcommand};
 
 use crate::clock::now_ms;
 use crate::config::{Config, Limits};
@@ -27,15 +27,10 @@ const DEFAULT_METRICS_LISTEN: &str = "127.0.0.1:9464";
 )]
 struct Cli {
     /// Database: sqlite://PATH (created if missing) or postgres://USER@HOST/DB.
-    #[arg(
-        long,
-        env = "SEALPOST_DATABASE_URL",
-        default_value = "sqlite://./sealpost-relay.db",
-        global = true
-    )]
+    #[arg(long, default_value = "sqlite://./sealpost-relay.db", global = true)]
     database_url: String,
     /// Origin used in sign-in links (default: http://LISTEN).
-    #[arg(long, env = "SEALPOST_PUBLIC_URL", global = true)]
+    #[arg(long, global = true)]
     public_url: Option<String>,
     /// An origin whose pages may use this relay's API from the browser, exactly as the browser
     /// writes it: http(s)://host[:port], e.g. https://app.example.com. Repeat the flag, or
@@ -68,103 +63,35 @@ enum Command {
     Migrate,
 }
 
+/// `serve`'s flags. Each one's variable is derived from its name (`with_variables`), as are
+/// the limits', which are the fields of [`Limits`].
 #[derive(Debug, clap::Args)]
 struct ServeArgs {
-    #[arg(long, env = "SEALPOST_LISTEN", default_value = "127.0.0.1:8080")]
+    /// Address the API listens on (port 0 picks a free one).
+    #[arg(long, default_value = "127.0.0.1:8080")]
     listen: SocketAddr,
     /// Folder of the web app to serve at `/`.
-    #[arg(long, env = "SEALPOST_WEB")]
+    #[arg(long)]
     web: Option<PathBuf>,
     /// Take client addresses (for per-address rate limits and logs) from the last entry of
     /// Forwarded or X-Forwarded-For. Only behind a proxy that sets it: without the flag those
     /// headers are ignored.
-    #[arg(long, env = "SEALPOST_TRUST_PROXY")]
+    #[arg(long)]
     trust_proxy: bool,
     /// Address that serves /metrics alone, or `off` [default: 127.0.0.1:9464; when that
     /// default is taken the relay starts without it and says so].
-    #[arg(long, env = "SEALPOST_METRICS_LISTEN")]
+    #[arg(long)]
     metrics_listen: Option<String>,
     /// File holding a token that lets /metrics be scraped on the main address too, as
     /// `Authorization: Bearer TOKEN` (at least 16 characters).
-    #[arg(long, env = "SEALPOST_METRICS_TOKEN_FILE")]
+    #[arg(long)]
     metrics_token_file: Option<PathBuf>,
     /// File holding the token signing key (at least 32 bytes). Default: generated once and
     /// stored in the database.
-    #[arg(long, env = "SEALPOST_SIGNING_KEY_FILE")]
+    #[arg(long)]
     signing_key_file: Option<PathBuf>,
-    /// Sustained requests per second per token, per replica (0: unlimited).
-    #[arg(long, env = "SEALPOST_RATE_PER_TOKEN", default_value_t = Limits::default().rate_per_token_per_s)]
-    rate_per_token: u32,
-    /// Burst of requests per token above the sustained rate.
-    #[arg(long, env = "SEALPOST_RATE_BURST", default_value_t = Limits::default().rate_burst_per_token)]
-    rate_burst: u32,
-    /// Sustained requests per second of all of one owner's tokens together, per replica (0:
-    /// unlimited).
-    #[arg(long, env = "SEALPOST_RATE_PER_OWNER", default_value_t = Limits::default().rate_per_owner_per_s)]
-    rate_per_owner: u32,
-    /// Burst of requests per owner above the sustained rate.
-    #[arg(long, env = "SEALPOST_RATE_BURST_PER_OWNER", default_value_t = Limits::default().rate_burst_per_owner)]
-    rate_burst_per_owner: u32,
-    /// Bytes one owner's calls and replies may hold at once, per replica (0: no quota).
-    #[arg(long, env = "SEALPOST_MAX_BYTES_PER_OWNER", default_value_t = Limits::default().max_bytes_held_per_owner)]
-    max_bytes_per_owner: u64,
-    /// Live MCP tokens one owner may hold.
-    #[arg(long, env = "SEALPOST_MAX_MCP_TOKENS", default_value_t = Limits::default().max_live_mcp_tokens_per_owner)]
-    max_mcp_tokens: u32,
-    /// Unused sign-in links one owner may hold (made in the web app; `owner link` is not
-    /// counted).
-    #[arg(long, env = "SEALPOST_MAX_SIGNIN_LINKS", default_value_t = Limits::default().max_live_signin_codes_per_owner)]
-    max_signin_links: u32,
-    /// Seconds a sign-in lapses after its last use (each use renews it).
-    #[arg(long, env = "SEALPOST_OWNER_TOKEN_TTL_S", default_value_t = Limits::default().owner_token_ttl_s)]
-    owner_token_ttl_s: u64,
-    /// Seconds a sign-in lives at most from the sign-in, however often it is used.
-    #[arg(long, env = "SEALPOST_OWNER_TOKEN_LIFETIME_S", default_value_t = Limits::default().owner_token_lifetime_s)]
-    owner_token_lifetime_s: u64,
-    /// Sign-in attempts per minute per client address, per replica (0: unlimited).
-    #[arg(long, env = "SEALPOST_SIGNIN_RATE_PER_ADDRESS", default_value_t = Limits::default().signin_rate_per_address_per_min)]
-    signin_rate_per_address: u32,
-    /// Pending calls one session may hold.
-    #[arg(long, env = "SEALPOST_MAX_PENDING_CALLS", default_value_t = Limits::default().max_pending_calls_per_session)]
-    max_pending_calls: u32,
-    /// Live sessions one owner may hold.
-    #[arg(long, env = "SEALPOST_MAX_LIVE_SESSIONS", default_value_t = Limits::default().max_live_sessions_per_owner)]
-    max_live_sessions: u32,
-    /// Long-polls re-check the database at least this often, in milliseconds (covers a lost
-    /// cross-replica notification).
-    #[arg(long, env = "SEALPOST_FALLBACK_POLL_MS", default_value_t = Limits::default().fallback_poll_ms)]
-    fallback_poll_ms: u64,
-    /// How often the sweeper runs, in milliseconds.
-    #[arg(long, env = "SEALPOST_SWEEP_INTERVAL_MS", default_value_t = Limits::default().sweep_interval_ms)]
-    sweep_interval_ms: u64,
-    /// Connections open at once; past it, new ones are answered 503 and closed.
-    #[arg(long, env = "SEALPOST_MAX_CONNECTIONS", default_value_t = Limits::default().max_connections)]
-    max_connections: u32,
-    /// Connections open at once from one peer address (0: no cap; ignored with --trust-proxy).
-    #[arg(long, env = "SEALPOST_MAX_CONNECTIONS_PER_ADDRESS", default_value_t = Limits::default().max_connections_per_address)]
-    max_connections_per_address: u32,
-    /// Claims and reads waiting at once with one token (0: no cap).
-    #[arg(long, env = "SEALPOST_MAX_LONG_POLLS_PER_TOKEN", default_value_t = Limits::default().max_long_polls_per_token)]
-    max_long_polls_per_token: u32,
-    /// Claims and reads waiting at once with all of one owner's tokens (0: no cap).
-    #[arg(long, env = "SEALPOST_MAX_LONG_POLLS_PER_OWNER", default_value_t = Limits::default().max_long_polls_per_owner)]
-    max_long_polls_per_owner: u32,
-    /// Large request bodies (above 64 KiB, or chunked) read at once for one owner (0: no cap).
-    #[arg(long, env = "SEALPOST_MAX_LARGE_BODIES_PER_OWNER", default_value_t = Limits::default().max_large_bodies_per_owner)]
-    max_large_bodies_per_owner: u32,
-    /// Session channels (WebSockets) one owner may hold open (0: offer none; tabs use HTTP).
-    #[arg(long, env = "SEALPOST_MAX_CHANNELS_PER_OWNER", default_value_t = Limits::default().max_channels_per_owner)]
-    max_channels_per_owner: u32,
-    /// Milliseconds a connection has to send a request's headers, from when it opens or from
-    /// its previous response (also the keep-alive idle timeout).
-    #[arg(long, env = "SEALPOST_HEADER_READ_TIMEOUT_MS", default_value_t = Limits::default().header_read_timeout_ms)]
-    header_read_timeout_ms: u64,
-    /// Milliseconds a write to a client may make no progress before the connection is dropped.
-    #[arg(long, env = "SEALPOST_WRITE_TIMEOUT_MS", default_value_t = Limits::default().write_timeout_ms)]
-    write_timeout_ms: u64,
-    /// Milliseconds in-flight requests get on SIGTERM before their connections are dropped.
-    #[arg(long, env = "SEALPOST_SHUTDOWN_DEADLINE_MS", default_value_t = Limits::default().shutdown_deadline_ms)]
-    shutdown_deadline_ms: u64,
+    #[command(flatten)]
+    limits: Limits,
 }
 
 #[derive(Debug, Subcommand)]
@@ -207,9 +134,70 @@ struct AppArg {
     app: Option<String>,
 }
 
+/// The command line, each flag with its variable: `SEALPOST_` and the flag's name in upper snake
+/// case (`--max-connections` reads `SEALPOST_MAX_CONNECTIONS`), unless the flag names its own
+/// (`--app-origin` reads the list `SEALPOST_APP_ORIGINS`).
+fn command() -> clap::Command {
+    Cli::command()
+        .mut_args(with_variable)
+        .mut_subcommand("serve", |serve| serve.mut_args(with_variable))
+}
+
+fn variable_of(flag: &str) -> String {
+    format!("SEALPOST_{}", flag.replace('-', "_").to_uppercase())
+}
+
+fn with_variable(arg: clap::Arg) -> clap::Arg {
+    match (arg.get_env(), arg.get_long()) {
+        (None, Some(flag)) => {
+            let variable = variable_of(flag);
+            arg.env(variable)
+        }
+        _ => arg,
+    }
+}
+
+/// The command line read from `args` and the environment.
+fn parse<I, T>(args: I) -> Result<Cli, clap::Error>
+where
+    I: IntoIterator<Item = T>,
+    T: Into<std::ffi::OsString> + Clone,
+{
+    let matches = command().try_get_matches_from(args)?;
+    Cli::from_arg_matches(&matches).map_err(|error| error.format(&mut command()))
+}
+
+/// A variable spelled after a flag's old name (its alias: old command lines keep working) stops
+/// the relay with the new name, rather than leave that setting at its default unseen.
+fn refuse_renamed_variables(is_set: impl Fn(&str) -> bool) -> Result<(), String> {
+    let command = command();
+    let serve = command
+        .find_subcommand("serve")
+        .expect("serve is a command");
+    for arg in serve.get_arguments() {
+        let (Some(flag), Some(aliases)) = (arg.get_long(), arg.get_all_aliases()) else {
+            continue;
+        };
+        if let Some(old) = aliases.into_iter().map(variable_of).find(|old| is_set(old)) {
+            return Err(format!(
+                "{old} was renamed {new} (the flag --{flag}); set {new} instead",
+                new = variable_of(flag)
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// Entry point of the binary.
 pub fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = match parse(std::env::args_os()) {
+        Ok(cli) => cli,
+        Err(error) => error.exit(),
+    };
+    if let Err(renamed) = refuse_renamed_variables(|name| std::env::var_os(name).is_some()) {
+        eprintln!("error: {renamed}");
+        return ExitCode::from(2);
+    }
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("SEALPOST_LOG")
@@ -271,29 +259,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 config.signing_key =
                     Some(std::fs::read(&path).with_context(|| format!("read {}", path.display()))?);
             }
-            config.limits.rate_per_token_per_s = args.rate_per_token;
-            config.limits.rate_burst_per_token = args.rate_burst;
-            config.limits.rate_per_owner_per_s = args.rate_per_owner;
-            config.limits.rate_burst_per_owner = args.rate_burst_per_owner;
-            config.limits.max_live_mcp_tokens_per_owner = args.max_mcp_tokens;
-            config.limits.max_bytes_held_per_owner = args.max_bytes_per_owner;
-            config.limits.max_live_signin_codes_per_owner = args.max_signin_links;
-            config.limits.owner_token_ttl_s = args.owner_token_ttl_s;
-            config.limits.owner_token_lifetime_s = args.owner_token_lifetime_s;
-            config.limits.signin_rate_per_address_per_min = args.signin_rate_per_address;
-            config.limits.max_pending_calls_per_session = args.max_pending_calls;
-            config.limits.max_live_sessions_per_owner = args.max_live_sessions;
-            config.limits.sweep_interval_ms = args.sweep_interval_ms;
-            config.limits.fallback_poll_ms = args.fallback_poll_ms;
-            config.limits.max_connections = args.max_connections;
-            config.limits.max_connections_per_address = args.max_connections_per_address;
-            config.limits.max_channels_per_owner = args.max_channels_per_owner;
-            config.limits.max_long_polls_per_token = args.max_long_polls_per_token;
-            config.limits.max_long_polls_per_owner = args.max_long_polls_per_owner;
-            config.limits.max_large_bodies_per_owner = args.max_large_bodies_per_owner;
-            config.limits.header_read_timeout_ms = args.header_read_timeout_ms;
-            config.limits.write_timeout_ms = args.write_timeout_ms;
-            config.limits.shutdown_deadline_ms = args.shutdown_deadline_ms;
+            config.limits = args.limits;
             crate::app::serve(config).await
         }
         Command::Migrate => {
@@ -404,5 +370,200 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             }
             Ok(())
         }
+    }
+}
+
+/// docs/RELAY.md's table of limits (written and checked by a test), made from [`Limits`] itself: each limit's flag and
+/// variable, its default, and its doc comment (what it limits and the answer past it).
+#[cfg(test)]
+fn limits_table() -> String {
+    use clap::Args as _;
+    let ids: Vec<_> = Limits::augment_args(clap::Command::new("limits"))
+        .get_arguments()
+        .map(|arg| arg.get_id().clone())
+        .collect();
+    let command = command();
+    let serve = command
+        .find_subcommand("serve")
+        .expect("serve is a command");
+    let mut table = String::from(
+        "| flag and variable | default | what it limits, and the answer past it |\n|---|---|---|\n",
+    );
+    for arg in serve
+        .get_arguments()
+        .filter(|arg| ids.contains(arg.get_id()))
+    {
+        let flag = arg.get_long().expect("every limit is a flag");
+        let variable = arg.get_env().expect("every limit has a variable");
+        let default = arg.get_default_values()[0].to_string_lossy();
+        let help = arg
+            .get_long_help()
+            .or(arg.get_help())
+            .expect("every limit says what it is");
+        table.push_str(&format!(
+            "| `--{flag}`<br>`{}` | {} | {} |\n",
+            variable.to_string_lossy(),
+            in_words(flag, &default),
+            help.to_string().replace('\n', " ").replace('|', "\\|"),
+        ));
+    }
+    table
+}
+
+/// A default as the table shows it: digits grouped, and a size or a time in the unit a person
+/// thinks in when the flag's name gives the unit (`bytes`, `-s`, `-ms`).
+#[cfg(test)]
+fn in_words(flag: &str, default: &str) -> String {
+    let Ok(value) = default.parse::<u64>() else {
+        return default.to_owned();
+    };
+    let digits = value.to_string();
+    let mut grouped = String::new();
+    for (i, digit) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i) % 3 == 0 {
+            grouped.push(',');
+        }
+        grouped.push(digit);
+    }
+    let seconds = if flag.ends_with("-ms") && value.is_multiple_of(1000) {
+        Some(value / 1000)
+    } else if flag.ends_with("-s") {
+        Some(value)
+    } else {
+        None
+    };
+    let unit = |of: u64, units: &[(u64, &str)]| {
+        units
+            .iter()
+            .find(|(size, _)| of >= *size && of.is_multiple_of(*size))
+            .map(|(size, name)| {
+                let count = of / size;
+                let plural = if count == 1 || name.ends_with('B') {
+                    ""
+                } else {
+                    "s"
+                };
+                format!(" ({count} {name}{plural})")
+            })
+    };
+    let words = match seconds {
+        Some(s) if s >= 60 => unit(s, &[(86_400, "day"), (3_600, "hour"), (60, "minute")]),
+        Some(s) if flag.ends_with("-ms") => Some(format!(" ({s} s)")),
+        _ if flag.contains("bytes") && value >= 1024 => {
+            unit(value, &[(1 << 20, "MiB"), (1 << 10, "KiB")])
+        }
+        _ => None,
+    };
+    format!("{grouped}{}", words.unwrap_or_default())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const TABLE_START: &str = "<!-- The table below is made from crates/relay/src/config.rs: `SEALPOST_BLESS=1 cargo test -p sealpost-relay --lib limits` writes it again. -->\n";
+    const TABLE_END: &str = "<!-- End of the made table. -->";
+
+    /// The docs table is the struct's: a limit added, renamed or given another default or
+    /// meaning changes it, and this test says so until it is written again.
+    #[test]
+    fn the_limits_table_in_docs_relay_md_is_made_from_the_limits() {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/RELAY.md");
+        let doc = std::fs::read_to_string(&path).unwrap();
+        let start = doc
+            .find(TABLE_START)
+            .expect("docs/RELAY.md marks its limits table")
+            + TABLE_START.len();
+        let end = start
+            + doc[start..]
+                .find(TABLE_END)
+                .expect("the table's end is marked");
+        let made = limits_table();
+        if std::env::var_os("SEALPOST_BLESS").is_some() {
+            std::fs::write(&path, format!("{}{made}{}", &doc[..start], &doc[end..])).unwrap();
+            return;
+        }
+        assert_eq!(
+            doc[start..end],
+            made,
+            "docs/RELAY.md's limits table differs from crates/relay/src/config.rs: run \
+             SEALPOST_BLESS=1 cargo test -p sealpost-relay --lib limits"
+        );
+    }
+
+    /// One rule names every variable, so a flag cannot drift from its variable.
+    #[test]
+    fn every_serve_flag_reads_sealpost_and_its_name() {
+        let command = command();
+        let serve = command.find_subcommand("serve").unwrap();
+        let mut checked = 0;
+        for arg in serve.get_arguments().filter(|arg| arg.get_long().is_some()) {
+            let flag = arg.get_long().unwrap();
+            let variable = arg.get_env().map(|v| v.to_string_lossy().into_owned());
+            let expected = match flag {
+                "app-origin" => "SEALPOST_APP_ORIGINS".to_owned(),
+                _ => variable_of(flag),
+            };
+            assert_eq!(variable.as_deref(), Some(expected.as_str()), "--{flag}");
+            checked += 1;
+        }
+        assert!(checked > 40, "only {checked} flags were checked");
+    }
+
+    #[test]
+    fn a_limit_is_set_by_its_flag_and_an_old_flag_name_still_works() {
+        let cli = parse([
+            "sealpost-relay",
+            "serve",
+            "--max-connections",
+            "7",
+            "--rate-burst",
+            "9",
+        ])
+        .unwrap();
+        let Command::Serve(serve) = cli.command else {
+            panic!("serve")
+        };
+        assert_eq!(serve.limits.max_connections, 7);
+        assert_eq!(
+            serve.limits.rate_burst_per_token, 9,
+            "--rate-burst is --rate-burst-per-token"
+        );
+        assert_eq!(
+            Limits {
+                max_connections: 1_024,
+                rate_burst_per_token: 200,
+                ..serve.limits
+            },
+            Limits::default(),
+            "every other limit keeps its default"
+        );
+    }
+
+    #[test]
+    fn a_variable_of_an_old_name_stops_the_relay_with_the_new_one() {
+        assert_eq!(refuse_renamed_variables(|_| false), Ok(()));
+        let refused = refuse_renamed_variables(|name| name == "SEALPOST_RATE_BURST").unwrap_err();
+        assert_eq!(
+            refused,
+            "SEALPOST_RATE_BURST was renamed SEALPOST_RATE_BURST_PER_TOKEN (the flag \
+             --rate-burst-per-token); set SEALPOST_RATE_BURST_PER_TOKEN instead"
+        );
+    }
+
+    #[test]
+    fn defaults_read_in_the_units_people_think_in() {
+        assert_eq!(
+            in_words("max-call-envelope-bytes", "262144"),
+            "262,144 (256 KiB)"
+        );
+        assert_eq!(
+            in_words("max-bytes-held-per-owner", "268435456"),
+            "268,435,456 (256 MiB)"
+        );
+        assert_eq!(in_words("max-session-ttl-s", "86400"), "86,400 (1 day)");
+        assert_eq!(in_words("sweep-grace-ms", "600000"), "600,000 (10 minutes)");
+        assert_eq!(in_words("fallback-poll-ms", "5000"), "5,000 (5 s)");
+        assert_eq!(in_words("max-connections", "1024"), "1,024");
     }
 }

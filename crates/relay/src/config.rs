@@ -1,5 +1,7 @@
-//! The relay's configuration and every limit it enforces, each a named field with its default.
-//! docs/RELAY.md lists the same table; change both together.
+//! The relay's configuration and every limit it enforces. Each limit is written once, here: its
+//! name, its default and its doc comment make the `serve` flag (`--NAME`), its variable
+//! (`SEALPOST_NAME`, derived in `cli.rs`), its `--help` text and the table in docs/RELAY.md
+//! (checked by a test in `cli.rs`).
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -41,176 +43,190 @@ pub struct Config {
 }
 
 /// Every size, count, time and rate limit of the relay.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, clap::Args)]
+#[command(next_help_heading = "Limits")]
 pub struct Limits {
     /// Largest decoded call envelope, in bytes (shared with the plugin); above it, 413
     /// `envelope_too_large`.
+    #[arg(long, default_value_t = limits::MAX_CALL_ENVELOPE_BYTES)]
     pub max_call_envelope_bytes: usize,
     /// Largest decoded reply envelope, in bytes (shared with the browser); above it, 413
     /// `reply_too_large`.
+    #[arg(long, default_value_t = limits::MAX_REPLY_ENVELOPE_BYTES)]
     pub max_reply_envelope_bytes: usize,
     /// Largest decoded session hello, in bytes; above it, 413 `hello_too_large`.
+    #[arg(long, default_value_t = limits::MAX_HELLO_BYTES)]
     pub max_hello_bytes: usize,
     /// Largest body of a request that carries no envelope (sign-in, tokens, cancel), in bytes;
     /// above it, 413 `body_too_large`.
+    #[arg(long, default_value_t = 16 * 1024)]
     pub max_small_body_bytes: usize,
     /// A request body must arrive within this many milliseconds; after it, 408 `body_timeout`.
+    #[arg(long, default_value_t = 30_000)]
     pub body_read_timeout_ms: u64,
     /// Longest long-poll (`wait_ms`) for claims and reads, in milliseconds; a longer one is
     /// refused with 400 `wait_too_long`.
+    #[arg(long, default_value_t = limits::MAX_WAIT_MS)]
     pub max_wait_ms: u64,
     /// Most calls one claim returns; a claim asking for more (its `max`) is refused with 400
     /// `claim_batch_out_of_range`.
+    #[arg(long, default_value_t = limits::MAX_CLAIM_BATCH as u32)]
     pub max_claim_batch: u32,
     /// Lease a claim grants, in milliseconds (never past the call's expiry); a reply after it
     /// gets 410 `lease_expired`.
+    #[arg(long, default_value_t = limits::DEFAULT_LEASE_MS)]
     pub lease_ms: u64,
     /// Highest call `ttl_s`, in seconds; above it, 400 `ttl_out_of_range`.
+    #[arg(long, default_value_t = 600)]
     pub max_call_ttl_s: u64,
     /// Highest session `ttl_s`, in seconds; above it, 400 `ttl_out_of_range`.
+    #[arg(long, default_value_t = 24 * 3600)]
     pub max_session_ttl_s: u64,
     /// Lifetime of an MCP token whose request names no `ttl_s`, in seconds.
+    #[arg(long, default_value_t = 90 * 24 * 3600)]
     pub default_mcp_token_ttl_s: u64,
     /// Highest MCP token `ttl_s`, in seconds; above it, 400 `ttl_out_of_range`.
+    #[arg(long, default_value_t = 365 * 24 * 3600)]
     pub max_mcp_token_ttl_s: u64,
     /// An owner sign-in lapses this many seconds after its last renewal (each `GET /v1/me`
     /// renews it), and then answers 401 `unauthorized`…
+    #[arg(long, default_value_t = 7 * 24 * 3600)]
     pub owner_token_ttl_s: u64,
     /// …and never later than this many seconds after the sign-in itself, however often it is
-    /// used.
+    /// used (a sign-in made from a link another sign-in minted: after that one's sign-in).
+    #[arg(long, default_value_t = 30 * 24 * 3600)]
     pub owner_token_lifetime_s: u64,
     /// A sign-in code works once within this many seconds; later, 401 `invalid_signin_code`.
+    #[arg(long, default_value_t = 15 * 60)]
     pub signin_code_ttl_s: u64,
     /// Longest MCP token label, in bytes; above it, 400 `bad_request`.
+    #[arg(long, default_value_t = 100)]
     pub max_label_bytes: usize,
     /// Pending calls one session may hold; past it, a post gets 429 `too_many_pending_calls`.
+    #[arg(long, default_value_t = 1_000, alias = "max-pending-calls")]
     pub max_pending_calls_per_session: u32,
     /// Live sessions one owner may hold (one per pairing); past it, 429 `too_many_sessions`.
+    #[arg(long, default_value_t = 20, alias = "max-live-sessions")]
     pub max_live_sessions_per_owner: u32,
     /// Sustained requests per second per token (0 = unlimited), per replica; past it and the
-    /// burst, 429 `rate_limited` with `Retry-After`.
+    /// burst, 429 `rate_limited` with `Retry-After`, never to the first reply, cancel or read
+    /// of admitted work.
+    #[arg(long, default_value_t = 50, alias = "rate-per-token")]
     pub rate_per_token_per_s: u32,
     /// Burst of requests a token may send above the sustained rate.
+    #[arg(long, default_value_t = 200, alias = "rate-burst")]
     pub rate_burst_per_token: u32,
     /// Sustained requests per second of all of one owner's tokens together (0 = unlimited),
     /// per replica: minting more tokens buys no more rate. Past it and the burst, 429
-    /// `owner_rate_limited` with `Retry-After`.
+    /// `owner_rate_limited` with `Retry-After`, never to the first reply, cancel or read of
+    /// admitted work.
+    #[arg(long, default_value_t = 100, alias = "rate-per-owner")]
     pub rate_per_owner_per_s: u32,
     /// Burst of requests an owner's tokens may send together above that rate.
+    #[arg(long, default_value_t = 400)]
     pub rate_burst_per_owner: u32,
     /// Bytes one owner's calls and replies may hold at once (0 = no quota), per replica; past
-    /// it, 429 `bytes_quota_exceeded`.
+    /// it, 429 `bytes_quota_exceeded` with `Retry-After` the sweep interval.
+    #[arg(long, default_value_t = 256 * 1024 * 1024, alias = "max-bytes-per-owner")]
     pub max_bytes_held_per_owner: u64,
     /// Live (unrevoked, unexpired) MCP tokens one owner may hold; past it, 429
-    /// `too_many_tokens`.
+    /// `too_many_tokens` with `Retry-After: 60`.
+    #[arg(long, default_value_t = 100, alias = "max-mcp-tokens")]
     pub max_live_mcp_tokens_per_owner: u32,
-    /// Unused, unexpired sign-in links one owner may hold (made through the API); past it, 429
-    /// `too_many_signin_links`.
+    /// Unused, unexpired sign-in links one owner may hold, made through the API (the CLI's
+    /// `owner link` is not counted); past it, 429 `too_many_signin_links` with
+    /// `Retry-After: 60`.
+    #[arg(long, default_value_t = 10, alias = "max-signin-links")]
     pub max_live_signin_codes_per_owner: u32,
     /// Sign-in attempts per minute per client address (0 = unlimited), per replica; past it
     /// and the burst, 429 `rate_limited` with `Retry-After`.
+    #[arg(long, default_value_t = 10, alias = "signin-rate-per-address")]
     pub signin_rate_per_address_per_min: u32,
     /// Burst of sign-in attempts an address may make above that rate.
+    #[arg(long, default_value_t = 20)]
     pub signin_burst_per_address: u32,
     /// How often the sweeper runs, in milliseconds.
+    #[arg(long, default_value_t = 30_000)]
     pub sweep_interval_ms: u64,
     /// How long finished rows (already without bytes) stay before deletion, in milliseconds.
+    #[arg(long, default_value_t = 10 * 60_000)]
     pub sweep_grace_ms: u64,
     /// Long-polls re-check the store at least this often, in milliseconds (a missed
     /// cross-replica wake-up costs at most this much).
+    #[arg(long, default_value_t = 5_000)]
     pub fallback_poll_ms: u64,
     /// A connection must send a request's headers within this many milliseconds of opening or
     /// of its previous response (so this is also the keep-alive idle timeout), or it is closed.
+    #[arg(long, default_value_t = 10_000)]
     pub header_read_timeout_ms: u64,
     /// A write to a client that makes no progress for this many milliseconds drops the
     /// connection.
+    #[arg(long, default_value_t = 30_000)]
     pub write_timeout_ms: u64,
-    /// Connections open at once; past it, new ones get 503 `too_many_connections` and close.
+    /// Connections open at once (at least 1: the relay refuses to start with 0). At it, the
+    /// connection idle longest is closed to make room; only when every connection has a request
+    /// in flight does a new one get 503 `too_many_connections` with `Retry-After: 1`, and close.
+    #[arg(long, default_value_t = 1_024)]
     pub max_connections: u32,
-    /// Connections open at once from one peer address (0 = no cap; off with `trust_proxy`,
+    /// Connections open at once from one peer address (0 = no cap; off with `--trust-proxy`,
     /// where every peer is the proxy); past it, 503 `too_many_connections` and close.
+    #[arg(long, default_value_t = 256)]
     pub max_connections_per_address: u32,
     /// Responses one connection may carry; the last says `Connection: close`.
+    #[arg(long, default_value_t = 10_000)]
     pub max_requests_per_connection: u32,
-    /// On shutdown, in-flight requests get this many milliseconds before their connections are
-    /// dropped.
+    /// On shutdown (SIGTERM, SIGINT), in-flight requests get this many milliseconds before their
+    /// connections are dropped and the relay exits 0.
+    #[arg(long, default_value_t = 10_000)]
     pub shutdown_deadline_ms: u64,
     /// A request body (declared, or chunked) or a reply above this many bytes is "large".
+    #[arg(long, default_value_t = 64 * 1024)]
     pub large_body_bytes: usize,
-    /// Large request bodies read at once, over all tokens; past it, 503 `busy` before the body
-    /// is read.
+    /// Large request bodies read at once, over all tokens; past it, 503 `busy` with
+    /// `Retry-After: 1`, before the body is read.
+    #[arg(long, default_value_t = 32)]
     pub max_large_bodies_in_flight: u32,
     /// Large request bodies one owner's tokens may have read at once (0 = no cap), so one
     /// account cannot take every place among `max_large_bodies_in_flight`; past it, 429
-    /// `too_many_large_bodies` before the body is read.
+    /// `too_many_large_bodies` with `Retry-After: 1` and `Connection: close`, before the body
+    /// is read.
+    #[arg(long, default_value_t = 8)]
     pub max_large_bodies_per_owner: u32,
-    /// Large replies one token may be sent at once; past it, 503 `busy`.
+    /// Large replies one token may be sent at once; past it, 503 `busy` with `Retry-After: 1`.
+    #[arg(long, default_value_t = 4)]
     pub max_large_replies_per_token: u32,
     /// Claims and reads waiting (a `wait_ms` above 0, over HTTP or a channel) with one token at
-    /// once (0 = no cap); past it, 429 `too_many_long_polls` at once.
+    /// once (0 = no cap); past it, 429 `too_many_long_polls` with `Retry-After: 1` and
+    /// `Connection: close`, at once.
+    #[arg(long, default_value_t = 32)]
     pub max_long_polls_per_token: u32,
     /// Claims and reads waiting with all of one owner's tokens together (0 = no cap), so one
-    /// account cannot hold every connection the relay allows; past it, 429
-    /// `too_many_long_polls` at once.
+    /// account cannot hold every connection the relay allows; past it, as for one token.
+    #[arg(long, default_value_t = 128)]
     pub max_long_polls_per_owner: u32,
-    /// Session channels (WebSockets) one owner may hold open; past it, 429
-    /// `too_many_channels`. 0: the relay offers no channel, and tabs use HTTP alone.
+    /// Session channels (WebSockets) one owner may hold open, per replica; past it, 429
+    /// `too_many_channels` with `Retry-After: 60`, and the tab uses HTTP. 0: the relay offers
+    /// no channel (404 `not_found`), and tabs use HTTP alone.
+    #[arg(long, default_value_t = 8)]
     pub max_channels_per_owner: u32,
     /// Calls one replica remembers as admitted work (claimed and leased, or answered and not
     /// yet read), whose first reply, cancel or read a rate does not refuse (`admitted`); past
     /// it, nothing new is remembered, and those requests are refused by a rate as any other.
     /// 0: none is remembered.
+    #[arg(long, default_value_t = 100_000)]
     pub max_admitted_calls: usize,
 }
 
 impl Default for Limits {
+    /// The defaults written on the fields: the values `serve` starts with when no flag or
+    /// variable names a limit (the environment is not read here).
     fn default() -> Self {
-        Self {
-            max_call_envelope_bytes: limits::MAX_CALL_ENVELOPE_BYTES,
-            max_reply_envelope_bytes: limits::MAX_REPLY_ENVELOPE_BYTES,
-            max_hello_bytes: limits::MAX_HELLO_BYTES,
-            max_small_body_bytes: 16 * 1024,
-            body_read_timeout_ms: 30_000,
-            max_wait_ms: limits::MAX_WAIT_MS,
-            max_claim_batch: limits::MAX_CLAIM_BATCH as u32,
-            lease_ms: limits::DEFAULT_LEASE_MS,
-            max_call_ttl_s: 600,
-            max_session_ttl_s: 24 * 3600,
-            default_mcp_token_ttl_s: 90 * 24 * 3600,
-            max_mcp_token_ttl_s: 365 * 24 * 3600,
-            owner_token_ttl_s: 7 * 24 * 3600,
-            owner_token_lifetime_s: 30 * 24 * 3600,
-            signin_code_ttl_s: 15 * 60,
-            max_label_bytes: 100,
-            max_pending_calls_per_session: 1_000,
-            max_live_sessions_per_owner: 20,
-            rate_per_token_per_s: 50,
-            rate_burst_per_token: 200,
-            rate_per_owner_per_s: 100,
-            rate_burst_per_owner: 400,
-            max_bytes_held_per_owner: 256 * 1024 * 1024,
-            max_live_mcp_tokens_per_owner: 100,
-            max_live_signin_codes_per_owner: 10,
-            signin_rate_per_address_per_min: 10,
-            signin_burst_per_address: 20,
-            sweep_interval_ms: 30_000,
-            sweep_grace_ms: 10 * 60_000,
-            fallback_poll_ms: 5_000,
-            header_read_timeout_ms: 10_000,
-            write_timeout_ms: 30_000,
-            max_connections: 1_024,
-            max_connections_per_address: 256,
-            max_requests_per_connection: 10_000,
-            shutdown_deadline_ms: 10_000,
-            large_body_bytes: 64 * 1024,
-            max_large_bodies_in_flight: 32,
-            max_large_bodies_per_owner: 8,
-            max_large_replies_per_token: 4,
-            max_long_polls_per_token: 32,
-            max_long_polls_per_owner: 128,
-            max_channels_per_owner: 8,
-            max_admitted_calls: 100_000,
-        }
+        use clap::{Args as _, FromArgMatches as _};
+        let command = Self::augment_args(clap::Command::new("limits").no_binary_name(true));
+        let matches = command
+            .try_get_matches_from(std::iter::empty::<&str>())
+            .expect("every limit has a default");
+        Self::from_arg_matches(&matches).expect("the defaults are valid values")
     }
 }
 
