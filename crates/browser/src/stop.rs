@@ -4,8 +4,11 @@
 use serde::Serialize;
 
 /// Why serving stopped.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Serialize, strum::IntoStaticStr, strum::VariantArray,
+)]
 #[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
 pub enum StopReason {
     /// The person locked the app: keys are dropped from memory.
     Locked,
@@ -24,14 +27,7 @@ pub enum StopReason {
 impl StopReason {
     /// The snake_case name, as JavaScript sees it.
     pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Locked => "locked",
-            Self::SignedOut => "signed_out",
-            Self::SessionEnded => "session_ended",
-            Self::Expired => "expired",
-            Self::TokenRevoked => "token_revoked",
-            Self::TakenOver => "taken_over",
-        }
+        self.into()
     }
 
     /// A stop the page asked for by name (`lock`, `sign_out`, `end`, `take_over`).
@@ -49,19 +45,11 @@ impl StopReason {
 #[cfg(test)]
 mod tests {
     use super::StopReason::{self, *};
-
-    const ALL: [StopReason; 6] = [
-        Locked,
-        SignedOut,
-        SessionEnded,
-        Expired,
-        TokenRevoked,
-        TakenOver,
-    ];
+    use strum::VariantArray as _;
 
     #[test]
     fn each_reason_has_the_name_javascript_sees_in_events_and_promises() {
-        for reason in ALL {
+        for &reason in StopReason::VARIANTS {
             let serialized = serde_json::to_value(reason).unwrap();
             assert_eq!(serialized, reason.as_str(), "{reason:?}");
         }

@@ -205,7 +205,7 @@ impl Registry {
             tools: Vec::new(),
             by_name: HashMap::new(),
         };
-        for tool in BuiltinTool::ALL {
+        for &tool in BuiltinTool::ALL {
             let spec = tool.spec();
             registry
                 .insert(spec, true, Action::Builtin(tool))

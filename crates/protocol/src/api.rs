@@ -78,9 +78,10 @@ pub struct MeResponse {
 }
 
 /// The two kinds of bearer token the relay issues.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, strum::IntoStaticStr)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
 pub enum TokenKind {
     /// A person signed in to the web app.
     Owner,
@@ -91,10 +92,7 @@ pub enum TokenKind {
 impl TokenKind {
     /// The snake_case name, as it is serialised.
     pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Owner => "owner",
-            Self::Mcp => "mcp",
-        }
+        self.into()
     }
 }
 
@@ -345,10 +343,22 @@ pub struct CancelRequest {
 /// Where a call is in its life. `pending → claimed → answered → delivered`;
 /// `pending|claimed → expired | cancelled`. New states may be added: an older reader parses one
 /// it does not know as [`CallState::Unknown`]; the relay stores and sends only [`CallState::ALL`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    Serialize,
+    Deserialize,
+    strum::IntoStaticStr,
+    strum::VariantArray,
+)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 #[non_exhaustive]
+#[strum(serialize_all = "snake_case")]
 pub enum CallState {
     /// Posted; waiting for the browser to claim it.
     Pending,
@@ -370,14 +380,7 @@ pub enum CallState {
 
 impl CallState {
     /// Every state the relay stores and sends ([`CallState::Unknown`] is not one).
-    pub const ALL: [CallState; 6] = [
-        Self::Pending,
-        Self::Claimed,
-        Self::Answered,
-        Self::Delivered,
-        Self::Expired,
-        Self::Cancelled,
-    ];
+    pub const ALL: &'static [Self] = crate::wire::known(<Self as strum::VariantArray>::VARIANTS);
 
     /// The snake_case name, as it is serialised.
     pub fn as_str(self) -> &'static str {
@@ -394,7 +397,7 @@ impl CallState {
 
     /// The value `as_str` names, if any.
     pub fn parse(text: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|s| s.as_str() == text)
+        Self::ALL.iter().copied().find(|s| s.as_str() == text)
     }
 
     /// A final state: nothing more will happen to the call. An unknown state is not known to
@@ -463,7 +466,7 @@ mod tests {
 
     #[test]
     fn call_states_round_trip() {
-        for state in CallState::ALL {
+        for &state in CallState::ALL {
             assert_eq!(CallState::parse(state.as_str()), Some(state));
             assert_eq!(
                 serde_json::to_value(state).unwrap(),

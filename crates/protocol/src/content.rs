@@ -85,9 +85,21 @@ pub struct Refusal {
 
 /// Why the browser refused a call it could open. New codes may be added: an older reader
 /// parses one it does not know as [`RefusalCode::Unknown`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    Serialize,
+    Deserialize,
+    strum::IntoStaticStr,
+    strum::VariantArray,
+)]
 #[serde(rename_all = "snake_case")]
 #[non_exhaustive]
+#[strum(serialize_all = "snake_case")]
 pub enum RefusalCode {
     /// The session's catalog has no tool of that name.
     UnknownTool,
@@ -108,36 +120,33 @@ pub enum RefusalCode {
 
 impl RefusalCode {
     /// Every code the browser sends ([`RefusalCode::Unknown`] is not one).
-    pub const ALL: [RefusalCode; 6] = [
-        Self::UnknownTool,
-        Self::BadArguments,
-        Self::NotGranted,
-        Self::Locked,
-        Self::ToolFailed,
-        Self::TooLarge,
-    ];
+    pub const ALL: &'static [Self] = crate::wire::known(<Self as strum::VariantArray>::VARIANTS);
 
     /// The snake_case name, as it is serialised.
     pub fn as_str(self) -> &'static str {
-        match self {
-            Self::UnknownTool => "unknown_tool",
-            Self::BadArguments => "bad_arguments",
-            Self::NotGranted => "not_granted",
-            Self::Locked => "locked",
-            Self::ToolFailed => "tool_failed",
-            Self::TooLarge => "too_large",
-            Self::Unknown => "unknown",
-        }
+        self.into()
     }
 }
 
 /// Why a call ended without a reply. Set in the clear on the relay, so the plugin treats the
 /// accompanying text as relay-supplied. New reasons may be added: an older reader parses one it
 /// does not know as [`CancelReason::Unknown`]; the relay accepts only [`CancelReason::ALL`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    Serialize,
+    Deserialize,
+    strum::IntoStaticStr,
+    strum::VariantArray,
+)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 #[non_exhaustive]
+#[strum(serialize_all = "snake_case")]
 pub enum CancelReason {
     /// The plugin gave up on the call (the MCP client cancelled it, or it timed out).
     ClientCancelled,
@@ -156,24 +165,11 @@ pub enum CancelReason {
 
 impl CancelReason {
     /// Every reason a peer may send ([`CancelReason::Unknown`] is not one).
-    pub const ALL: [CancelReason; 5] = [
-        Self::ClientCancelled,
-        Self::Undecryptable,
-        Self::Replayed,
-        Self::Expired,
-        Self::SessionEnded,
-    ];
+    pub const ALL: &'static [Self] = crate::wire::known(<Self as strum::VariantArray>::VARIANTS);
 
     /// The snake_case name, as it is serialised.
     pub fn as_str(self) -> &'static str {
-        match self {
-            Self::ClientCancelled => "client_cancelled",
-            Self::Undecryptable => "undecryptable",
-            Self::Replayed => "replayed",
-            Self::Expired => "expired",
-            Self::SessionEnded => "session_ended",
-            Self::Unknown => "unknown",
-        }
+        self.into()
     }
 }
 
@@ -309,10 +305,10 @@ mod tests {
 
     #[test]
     fn codes_spell_as_their_serde_names() {
-        for code in RefusalCode::ALL {
+        for &code in RefusalCode::ALL {
             assert_eq!(serde_json::to_value(code).unwrap(), json!(code.as_str()));
         }
-        for reason in CancelReason::ALL {
+        for &reason in CancelReason::ALL {
             assert_eq!(
                 serde_json::to_value(reason).unwrap(),
                 json!(reason.as_str())

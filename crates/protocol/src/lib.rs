@@ -12,3 +12,4 @@ pub mod api;
 pub mod content;
 pub mod ids;
 pub mod limits;
+mod wire;

@@ -205,8 +205,8 @@ impl Metrics {
             claim_latency: histogram(CLAIM_LATENCY),
             claim_wait: histogram(CLAIM_WAIT),
             calls_by_state: CallState::ALL
-                .into_iter()
-                .map(|state| {
+                .iter()
+                .map(|&state| {
                     (
                         state,
                         gauge(CALLS_BY_STATE, Some(("state", state.as_str()))),

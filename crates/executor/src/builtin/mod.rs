@@ -19,7 +19,8 @@ use crate::registry::ToolSpec;
 use crate::workspace::{DocId, Document, Workspace};
 
 /// One of the executor's own tools.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, strum::IntoStaticStr, strum::VariantArray)]
+#[strum(serialize_all = "snake_case")]
 pub enum BuiltinTool {
     /// Ranked full-text search with snippets.
     SearchWorkspace,
@@ -49,27 +50,11 @@ pub(crate) enum BuiltinAnswer {
 
 impl BuiltinTool {
     /// Every built-in, in the order the catalog lists them.
-    pub const ALL: [BuiltinTool; 7] = [
-        Self::SearchWorkspace,
-        Self::GetSourceExcerpt,
-        Self::GetWorkspaceOutline,
-        Self::ListSources,
-        Self::ProposeCreateNote,
-        Self::ProposeAppendNote,
-        Self::ProposeEditNote,
-    ];
+    pub const ALL: &'static [Self] = <Self as strum::VariantArray>::VARIANTS;
 
     /// The name a call uses and the catalog lists.
     pub fn name(self) -> &'static str {
-        match self {
-            Self::SearchWorkspace => "search_workspace",
-            Self::GetSourceExcerpt => "get_source_excerpt",
-            Self::GetWorkspaceOutline => "get_workspace_outline",
-            Self::ListSources => "list_sources",
-            Self::ProposeCreateNote => "propose_create_note",
-            Self::ProposeAppendNote => "propose_append_note",
-            Self::ProposeEditNote => "propose_edit_note",
-        }
+        self.into()
     }
 
     /// Whether it only reads or saves a proposal.

@@ -43,7 +43,7 @@ fn documented_examples() -> Vec<(String, Value)> {
 #[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
 fn every_documented_example_passes_its_tools_schema_and_runs() {
     let examples = documented_examples();
-    for tool in BuiltinTool::ALL {
+    for &tool in BuiltinTool::ALL {
         assert!(
             examples.iter().any(|(name, _)| name == tool.name()),
             "docs/EXECUTOR.md gives no example call of {}",
@@ -172,7 +172,7 @@ fn hand_written() -> Vec<(&'static str, &'static str, Value)> {
 fn the_derived_schemas_and_descriptions_are_the_hand_written_ones() {
     let expected = hand_written();
     assert_eq!(expected.len(), BuiltinTool::ALL.len());
-    for (tool, (name, description, schema)) in BuiltinTool::ALL.into_iter().zip(expected) {
+    for (tool, (name, description, schema)) in BuiltinTool::ALL.iter().copied().zip(expected) {
         let spec = tool.spec();
         assert_eq!(spec.name, name);
         assert_eq!(spec.input_schema, schema, "the schema of {name}");

@@ -27,10 +27,22 @@ pub struct ErrorDetail {
 ///
 /// A failure inside the relay that is not one of these (its database unreachable, a statement
 /// failing) answers `unavailable` (503): the client may retry. There is no catch-all 500 code.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    Serialize,
+    Deserialize,
+    strum::IntoStaticStr,
+    strum::VariantArray,
+)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 #[non_exhaustive]
+#[strum(serialize_all = "snake_case")]
 pub enum ErrorCode {
     /// 400: the body or a query parameter is malformed.
     BadRequest,
@@ -120,90 +132,11 @@ pub enum ErrorCode {
 
 impl ErrorCode {
     /// Every code the relay sends ([`ErrorCode::Unknown`] is not one).
-    pub const ALL: [ErrorCode; 38] = [
-        Self::BadRequest,
-        Self::TtlOutOfRange,
-        Self::WaitTooLong,
-        Self::ClaimBatchOutOfRange,
-        Self::AppOriginNotListed,
-        Self::Unauthorized,
-        Self::InvalidSigninCode,
-        Self::WrongTokenKind,
-        Self::OriginNotAllowed,
-        Self::OutsideAppScope,
-        Self::NotFound,
-        Self::NoLiveSession,
-        Self::MethodNotAllowed,
-        Self::BodyTimeout,
-        Self::DuplicateCall,
-        Self::DuplicateSession,
-        Self::WrongCallState,
-        Self::SessionEnded,
-        Self::LeaseExpired,
-        Self::BodyTooLarge,
-        Self::EnvelopeTooLarge,
-        Self::ReplyTooLarge,
-        Self::HelloTooLarge,
-        Self::CatalogUpdateTooLarge,
-        Self::StaleCatalogUpdate,
-        Self::TooManyPendingCalls,
-        Self::TooManySessions,
-        Self::RateLimited,
-        Self::OwnerRateLimited,
-        Self::TooManyTokens,
-        Self::TooManySigninLinks,
-        Self::BytesQuotaExceeded,
-        Self::TooManyChannels,
-        Self::TooManyLongPolls,
-        Self::TooManyLargeBodies,
-        Self::Unavailable,
-        Self::TooManyConnections,
-        Self::Busy,
-    ];
+    pub const ALL: &'static [Self] = crate::wire::known(<Self as strum::VariantArray>::VARIANTS);
 
     /// The snake_case name, as it is serialised.
     pub fn as_str(self) -> &'static str {
-        match self {
-            Self::BadRequest => "bad_request",
-            Self::TtlOutOfRange => "ttl_out_of_range",
-            Self::WaitTooLong => "wait_too_long",
-            Self::ClaimBatchOutOfRange => "claim_batch_out_of_range",
-            Self::AppOriginNotListed => "app_origin_not_listed",
-            Self::Unauthorized => "unauthorized",
-            Self::InvalidSigninCode => "invalid_signin_code",
-            Self::WrongTokenKind => "wrong_token_kind",
-            Self::OriginNotAllowed => "origin_not_allowed",
-            Self::OutsideAppScope => "outside_app_scope",
-            Self::NotFound => "not_found",
-            Self::NoLiveSession => "no_live_session",
-            Self::MethodNotAllowed => "method_not_allowed",
-            Self::BodyTimeout => "body_timeout",
-            Self::DuplicateCall => "duplicate_call",
-            Self::DuplicateSession => "duplicate_session",
-            Self::WrongCallState => "wrong_call_state",
-            Self::SessionEnded => "session_ended",
-            Self::LeaseExpired => "lease_expired",
-            Self::BodyTooLarge => "body_too_large",
-            Self::EnvelopeTooLarge => "envelope_too_large",
-            Self::ReplyTooLarge => "reply_too_large",
-            Self::HelloTooLarge => "hello_too_large",
-            Self::CatalogUpdateTooLarge => "catalog_update_too_large",
-            Self::StaleCatalogUpdate => "stale_catalog_update",
-            Self::TooManyPendingCalls => "too_many_pending_calls",
-            Self::TooManySessions => "too_many_sessions",
-            Self::RateLimited => "rate_limited",
-            Self::OwnerRateLimited => "owner_rate_limited",
-            Self::TooManyTokens => "too_many_tokens",
-            Self::TooManySigninLinks => "too_many_signin_links",
-            Self::BytesQuotaExceeded => "bytes_quota_exceeded",
-            Self::TooManyChannels => "too_many_channels",
-            Self::TooManyLongPolls => "too_many_long_polls",
-            Self::TooManyLargeBodies => "too_many_large_bodies",
-            Self::Unavailable => "unavailable",
-            Self::TooManyConnections => "too_many_connections",
-            Self::Busy => "busy",
-            Self::Unknown => "unknown",
-        }
+        self.into()
     }
 
     /// The HTTP status this code is always sent with (500 for [`ErrorCode::Unknown`], which is
@@ -253,7 +186,7 @@ mod tests {
     #[test]
     fn error_codes_spell_as_their_serde_names_and_are_unique() {
         let mut seen = std::collections::HashSet::new();
-        for code in ErrorCode::ALL {
+        for &code in ErrorCode::ALL {
             assert_eq!(
                 serde_json::to_value(code).unwrap(),
                 serde_json::Value::String(code.as_str().into())

@@ -602,7 +602,10 @@ pub(crate) fn parse_state(text: &str) -> StoreResult<CallState> {
 
 pub(crate) fn parse_reason(text: Option<String>) -> Option<CancelReason> {
     let text = text?;
-    CancelReason::ALL.into_iter().find(|r| r.as_str() == text)
+    CancelReason::ALL
+        .iter()
+        .copied()
+        .find(|r| r.as_str() == text)
 }
 
 /// An `app_origin` column (see `scope::AppScope`).
