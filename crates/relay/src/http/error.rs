@@ -156,7 +156,10 @@ impl IntoResponse for ApiError {
         let retry_after = self.retry_after_s();
         let unavailable = self.code == ErrorCode::Unavailable;
         let close = self.close;
+        let code = self.code;
         let mut response = (status, Json(self.into_body())).into_response();
+        // For what runs after: the request log, and the check of documented errors in tests.
+        response.extensions_mut().insert(code);
         if close {
             response
                 .headers_mut()

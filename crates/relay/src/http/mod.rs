@@ -25,6 +25,8 @@ pub(crate) mod calls;
 pub(crate) mod channel;
 pub(crate) mod client;
 pub(crate) mod cors;
+#[cfg(feature = "documented-errors")]
+mod documented;
 pub mod error;
 mod openapi;
 pub(crate) mod sessions;
@@ -91,7 +93,10 @@ pub(crate) fn router(state: AppState) -> Router {
     let api = api
         .fallback_service(web_service(&state))
         // Bodies are read by `body::read_capped`, which enforces each endpoint's own cap.
-        .layer(axum::extract::DefaultBodyLimit::disable())
+        .layer(axum::extract::DefaultBodyLimit::disable());
+    #[cfg(feature = "documented-errors")]
+    let api = api.layer(middleware::from_fn(documented::check));
+    let api = api
         .layer(middleware::from_fn(api_responses))
         .layer(middleware::from_fn_with_state(
             state.clone(),
