@@ -165,15 +165,23 @@ async fn an_over_cap_line_gets_an_error_and_the_server_keeps_serving() {
 
 #[tokio::test]
 async fn stdin_eof_ends_the_process_even_with_a_call_waiting_on_the_relay() {
-    let (_listener, origin) = silent_relay().await;
+    let (mut requests, origin) = mute_relay().await;
     let config = config_dir();
     write_pairing(config.path(), &unissued_code(&origin));
     let mut mcp = Mcp::spawn(config.path());
     mcp.initialize("2025-11-25").await;
-    // A call now waits on a relay that never answers.
+    // A call now waits on a relay that reads requests and never answers: the relay has seen
+    // the call's first request before stdin closes.
     mcp.send(&json!({"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"search_workspace","arguments":{}}}))
         .await;
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    let request = tokio::time::timeout(HANG, requests.recv())
+        .await
+        .expect("the call reached the relay")
+        .expect("the relay is listening");
+    assert!(
+        request.starts_with("GET /v1/pairings/") && request.ends_with("/session HTTP/1.1"),
+        "the call's first step is its session look-up: {request}"
+    );
     mcp.close_stdin();
     // Waiting for the call would take its whole timeout (55 s); the guard tells that apart.
     let status = tokio::time::timeout(HANG, mcp.child.wait())
@@ -181,6 +189,38 @@ async fn stdin_eof_ends_the_process_even_with_a_call_waiting_on_the_relay() {
         .expect("exits after stdin closes, without waiting for the call")
         .unwrap();
     assert!(status.success());
+}
+
+/// A relay that reads each request's head and never answers, keeping the connection open:
+/// the first line of each request, as it arrives.
+async fn mute_relay() -> (tokio::sync::mpsc::UnboundedReceiver<String>, String) {
+    use tokio::io::AsyncReadExt as _;
+    let (listener, origin) = silent_relay().await;
+    let (sender, receiver) = tokio::sync::mpsc::unbounded_channel();
+    tokio::spawn(async move {
+        while let Ok((mut stream, _)) = listener.accept().await {
+            let sender = sender.clone();
+            tokio::spawn(async move {
+                let mut head = Vec::new();
+                let mut buffer = [0u8; 4096];
+                while !head.windows(4).any(|window| window == b"\r\n\r\n") {
+                    match stream.read(&mut buffer).await {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => head.extend_from_slice(&buffer[..n]),
+                    }
+                }
+                let line = String::from_utf8_lossy(&head)
+                    .lines()
+                    .next()
+                    .unwrap_or("")
+                    .to_owned();
+                let _ = sender.send(line);
+                // Held open, unanswered, until the plugin goes away.
+                let _ = stream.read(&mut buffer).await;
+            });
+        }
+    });
+    (receiver, origin)
 }
 
 #[tokio::test]

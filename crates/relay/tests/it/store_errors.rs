@@ -117,6 +117,24 @@ async fn connections_cut_while_idle_are_replaced_before_use() {
     .await
     .unwrap();
     assert!(cut > 0, "no connection of the store's to cut");
+    // Every backend the store held has gone (the server has closed their sockets) before the
+    // store is used again.
+    // (A wait for a state, not a guessed duration: the suite's deadline guards it.)
+    loop {
+        let left: i64 = sqlx::query_scalar(
+            "SELECT COUNT(*) FROM pg_stat_activity WHERE datname = $1 AND pid <> pg_backend_pid()",
+        )
+        .bind(&database)
+        .fetch_one(&mut admin)
+        .await
+        .unwrap();
+        if left == 0 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
+    // The one deliberate sleep (docs/TESTING.md): being idle is the condition under test. The
+    // store pings a connection idle for a second or more (`PING_IF_IDLE_FOR`) before use.
     tokio::time::sleep(std::time::Duration::from_millis(1_500)).await;
     for _ in 0..4 {
         store
