@@ -6,6 +6,7 @@
 
 use sealpost_time::UnixMillis;
 use serde::{Deserialize, Serialize};
+use strum::{IntoStaticStr, VariantArray};
 
 use crate::content::CancelReason;
 use crate::ids::{Base64Bytes, Id16};
@@ -344,16 +345,7 @@ pub struct CancelRequest {
 /// `pending|claimed → expired | cancelled`. New states may be added: an older reader parses one
 /// it does not know as [`CallState::Unknown`]; the relay stores and sends only [`CallState::ALL`].
 #[derive(
-    Debug,
-    Clone,
-    Copy,
-    PartialEq,
-    Eq,
-    Hash,
-    Serialize,
-    Deserialize,
-    strum::IntoStaticStr,
-    strum::VariantArray,
+    Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, IntoStaticStr, VariantArray,
 )]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]

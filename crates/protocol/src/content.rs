@@ -8,6 +8,7 @@
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use strum::{IntoStaticStr, VariantArray};
 
 use crate::limits::{MAX_TOOL_NAME_BYTES, RESERVED_TOOL_PREFIX};
 
@@ -86,16 +87,7 @@ pub struct Refusal {
 /// Why the browser refused a call it could open. New codes may be added: an older reader
 /// parses one it does not know as [`RefusalCode::Unknown`].
 #[derive(
-    Debug,
-    Clone,
-    Copy,
-    PartialEq,
-    Eq,
-    Hash,
-    Serialize,
-    Deserialize,
-    strum::IntoStaticStr,
-    strum::VariantArray,
+    Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, IntoStaticStr, VariantArray,
 )]
 #[serde(rename_all = "snake_case")]
 #[non_exhaustive]
@@ -132,16 +124,7 @@ impl RefusalCode {
 /// accompanying text as relay-supplied. New reasons may be added: an older reader parses one it
 /// does not know as [`CancelReason::Unknown`]; the relay accepts only [`CancelReason::ALL`].
 #[derive(
-    Debug,
-    Clone,
-    Copy,
-    PartialEq,
-    Eq,
-    Hash,
-    Serialize,
-    Deserialize,
-    strum::IntoStaticStr,
-    strum::VariantArray,
+    Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, IntoStaticStr, VariantArray,
 )]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]

@@ -2,6 +2,7 @@
 //! `{"error":{"code","message"}}`.
 
 use serde::{Deserialize, Serialize};
+use strum::{IntoStaticStr, VariantArray};
 
 /// Every error body: `{"error":{"code","message"}}`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -28,16 +29,7 @@ pub struct ErrorDetail {
 /// A failure inside the relay that is not one of these (its database unreachable, a statement
 /// failing) answers `unavailable` (503): the client may retry. There is no catch-all 500 code.
 #[derive(
-    Debug,
-    Clone,
-    Copy,
-    PartialEq,
-    Eq,
-    Hash,
-    Serialize,
-    Deserialize,
-    strum::IntoStaticStr,
-    strum::VariantArray,
+    Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, IntoStaticStr, VariantArray,
 )]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
