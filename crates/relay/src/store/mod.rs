@@ -31,10 +31,10 @@ macro_rules! token_app {
     };
 }
 
+mod bound;
 mod hot_path;
 mod postgres;
 mod rows;
-mod session_sql;
 mod sql;
 mod sql_time;
 mod sqlite;

@@ -7,11 +7,11 @@ use sealpost_time::UnixMillis;
 use sqlx::postgres::PgPool;
 
 use crate::scope::AppScope;
-use crate::store::sql;
 use crate::store::{
     NewSigninCode, OwnerRow, Page, SigninGrant, StoreError, StoreResult, TokenRow, b,
     is_unique_violation, rows, time_to_sql,
 };
+use crate::store::{bound, sql};
 
 pub(super) async fn secret(pool: &PgPool, name: &str, fresh: Vec<u8>) -> StoreResult<Vec<u8>> {
     sqlx::query(sql::INSERT_SECRET)
@@ -66,19 +66,14 @@ pub(super) async fn owner_by_id(pool: &PgPool, id: Id16) -> StoreResult<Option<O
 
 pub(super) async fn disable_owner(pool: &PgPool, name: &str, now: UnixMillis) -> StoreResult<bool> {
     let mut tx = pool.begin().await?;
-    let id: Option<Vec<u8>> = sqlx::query_scalar(sql::DISABLE_OWNER)
-        .bind(name)
-        .bind(time_to_sql(now))
+    let id = bound::disable_owner(name, now)
         .fetch_optional(&mut *tx)
         .await?;
     let Some(id) = id else { return Ok(false) };
-    sqlx::query(sql::REVOKE_OWNER_TOKENS)
-        .bind(&id)
-        .bind(time_to_sql(now))
+    bound::revoke_owner_tokens(&id, now)
         .execute(&mut *tx)
         .await?;
-    sqlx::query(sql::DELETE_OWNER_SIGNIN_CODES)
-        .bind(&id)
+    bound::delete_owner_signin_codes(&id)
         .execute(&mut *tx)
         .await?;
     tx.commit().await?;
@@ -183,12 +178,7 @@ pub(super) async fn list_mcp_tokens(
     now: UnixMillis,
     page: Page,
 ) -> StoreResult<Vec<TokenRow>> {
-    let rows = sqlx::query(sql::SELECT_MCP_TOKENS)
-        .bind(b(owner_id))
-        .bind(time_to_sql(now))
-        .bind(page.after.map(b).unwrap_or_default())
-        .bind(i64::from(page.limit))
-        .bind(reach.stored())
+    let rows = bound::select_mcp_tokens(owner_id, reach, now, page)
         .fetch_all(pool)
         .await?;
     rows.iter().map(rows::token).collect()

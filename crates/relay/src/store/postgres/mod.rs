@@ -20,9 +20,9 @@ use sealpost_time::UnixMillis;
 use sqlx::postgres::{PgPool, PgPoolOptions};
 use tokio_util::sync::CancellationToken;
 
+use super::bound;
 use super::hot_path::SeenThrottle;
 use super::rows;
-use super::session_sql;
 use super::sql;
 use super::{
     Bearer, CallView, CatalogUpdate, ClaimedRow, EndedSessions, HeldBytes, Inspect, LiveGrants,
@@ -262,9 +262,7 @@ impl Store for PgStore {
     }
 
     async fn live_grants(&self, owner_id: Id16, now: UnixMillis) -> StoreResult<LiveGrants> {
-        let (mcp_tokens, signin_codes): (i64, i64) = sqlx::query_as(sql::COUNT_LIVE_GRANTS)
-            .bind(b(owner_id))
-            .bind(time_to_sql(now))
+        let (mcp_tokens, signin_codes) = bound::count_live_grants(owner_id, now)
             .fetch_one(&self.pool)
             .await?;
         Ok(LiveGrants {
@@ -279,10 +277,7 @@ impl Store for PgStore {
         reach: &AppScope,
         now: UnixMillis,
     ) -> StoreResult<Vec<TokenRow>> {
-        let rows = sqlx::query(sql::SELECT_OWNER_TOKENS)
-            .bind(b(owner_id))
-            .bind(time_to_sql(now))
-            .bind(reach.stored())
+        let rows = bound::select_owner_tokens(owner_id, now, reach)
             .fetch_all(&self.pool)
             .await?;
         rows.iter().map(rows::token).collect()
@@ -315,7 +310,7 @@ impl Store for PgStore {
         if !self.plugin_seen.due(owner_id, session_id, now) {
             return Ok(());
         }
-        session_sql::mark_plugin_seen(owner_id, session_id, now)
+        bound::mark_plugin_seen(owner_id, session_id, now)
             .execute(&self.pool)
             .await?;
         Ok(())
@@ -363,7 +358,7 @@ impl Store for PgStore {
         let claimed = self.batch.claim(op).await?;
         // Advisory: its failure must not cost the tab the calls it has just claimed.
         if self.seen.due(bearer.owner_id, session_id, now)
-            && let Err(error) = session_sql::mark_claimer_seen(bearer.owner_id, session_id, now)
+            && let Err(error) = bound::mark_claimer_seen(bearer.owner_id, session_id, now)
                 .execute(&self.pool)
                 .await
         {

@@ -8,8 +8,8 @@ use sqlx::postgres::{PgConnection, PgPool};
 
 use super::notify;
 use crate::scope::AppScope;
+use crate::store::bound;
 use crate::store::rows::{self, Columns};
-use crate::store::session_sql;
 use crate::store::{
     CatalogUpdate, EndedSessions, LiveSession, NewSession, StoreError, StoreResult, b,
     is_unique_violation,
@@ -26,14 +26,12 @@ pub(super) async fn create_session(
         .bind(b(s.owner_id))
         .execute(&mut *tx)
         .await?;
-    let others = session_sql::count_other_live(s).fetch_one(&mut *tx).await?;
+    let others = bound::count_other_live(s).fetch_one(&mut *tx).await?;
     if others >= i64::from(max_live) {
         return Err(StoreError::TooManySessions);
     }
-    let replaced = session_sql::end_pairing_sessions(s)
-        .fetch_all(&mut *tx)
-        .await?;
-    let inserted = session_sql::insert(s).execute(&mut *tx).await;
+    let replaced = bound::end_pairing_sessions(s).fetch_all(&mut *tx).await?;
+    let inserted = bound::insert(s).execute(&mut *tx).await;
     match inserted {
         Err(e) if is_unique_violation(&e) => return Err(StoreError::Duplicate),
         other => other?,
@@ -51,22 +49,18 @@ pub(super) async fn live_session(
     pair_id: Id16,
     now: UnixMillis,
 ) -> StoreResult<Option<LiveSession>> {
-    let row = session_sql::select_live(owner_id, app, pair_id, now)
+    let row = bound::select_live(owner_id, app, pair_id, now)
         .fetch_optional(pool)
         .await?;
     row.as_ref().map(rows::live_session).transpose()
 }
 
 pub(super) async fn set_catalog_update(pool: &PgPool, u: &CatalogUpdate) -> StoreResult<()> {
-    let kept = session_sql::set_catalog_update(u)
-        .fetch_optional(pool)
-        .await?;
+    let kept = bound::set_catalog_update(u).fetch_optional(pool).await?;
     if kept.is_some() {
         return Ok(());
     }
-    let live = session_sql::select_session_live(u)
-        .fetch_optional(pool)
-        .await?;
+    let live = bound::select_session_live(u).fetch_optional(pool).await?;
     Err(match live {
         Some(_) => StoreError::StaleCatalogUpdate,
         None => StoreError::NotFound,
@@ -81,7 +75,7 @@ pub(super) async fn end_session(
     now: UnixMillis,
 ) -> StoreResult<EndedSessions> {
     let mut tx = pool.begin().await?;
-    let found = session_sql::end(owner_id, app, session_id, now)
+    let found = bound::end(owner_id, app, session_id, now)
         .fetch_optional(&mut *tx)
         .await?;
     if found.is_none() {

@@ -7,11 +7,11 @@ use sealpost_time::UnixMillis;
 
 use super::SqliteStore;
 use crate::scope::AppScope;
-use crate::store::sql;
 use crate::store::{
     NewSigninCode, OwnerRow, Page, SigninGrant, StoreError, StoreResult, TokenRow, b,
     is_unique_violation, rows, time_to_sql,
 };
+use crate::store::{bound, sql};
 
 impl SqliteStore {
     pub(super) async fn secret_impl(&self, name: &str, fresh: Vec<u8>) -> StoreResult<Vec<u8>> {
@@ -87,19 +87,14 @@ impl SqliteStore {
         let name = name.to_owned();
         self.write_atomic(move |conn| {
             Box::pin(async move {
-                let id: Option<Vec<u8>> = sqlx::query_scalar(sql::DISABLE_OWNER)
-                    .bind(&name)
-                    .bind(time_to_sql(now))
+                let id = bound::disable_owner(&name, now)
                     .fetch_optional(&mut *conn)
                     .await?;
                 let Some(id) = id else { return Ok(false) };
-                sqlx::query(sql::REVOKE_OWNER_TOKENS)
-                    .bind(&id)
-                    .bind(time_to_sql(now))
+                bound::revoke_owner_tokens(&id, now)
                     .execute(&mut *conn)
                     .await?;
-                sqlx::query(sql::DELETE_OWNER_SIGNIN_CODES)
-                    .bind(&id)
+                bound::delete_owner_signin_codes(&id)
                     .execute(&mut *conn)
                     .await?;
                 Ok(true)
@@ -234,12 +229,7 @@ impl SqliteStore {
         now: UnixMillis,
         page: Page,
     ) -> StoreResult<Vec<TokenRow>> {
-        let rows = sqlx::query(sql::SELECT_MCP_TOKENS)
-            .bind(b(owner_id))
-            .bind(time_to_sql(now))
-            .bind(page.after.map(b).unwrap_or_default())
-            .bind(i64::from(page.limit))
-            .bind(reach.stored())
+        let rows = bound::select_mcp_tokens(owner_id, reach, now, page)
             .fetch_all(&self.readers)
             .await?;
         rows.iter().map(rows::token).collect()

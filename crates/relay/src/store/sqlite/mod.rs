@@ -34,12 +34,12 @@ use self::writer::Writer;
 use super::Inspect;
 use super::hot_path::SeenThrottle;
 use super::rows;
-use super::sql;
 use super::{
     Bearer, CallView, CatalogUpdate, ClaimedRow, EndedSessions, HeldBytes, LiveGrants, LiveSession,
     NewCall, NewSession, NewSigninCode, OwnerRow, Page, SigninGrant, Store, StoreResult,
-    SweepStats, TokenRow, b, time_to_sql,
+    SweepStats, TokenRow, b,
 };
+use super::{bound, sql};
 use crate::scope::AppScope;
 use crate::wake::Hub;
 
@@ -257,9 +257,7 @@ impl Store for SqliteStore {
     }
 
     async fn live_grants(&self, owner_id: Id16, now: UnixMillis) -> StoreResult<LiveGrants> {
-        let (mcp_tokens, signin_codes): (i64, i64) = sqlx::query_as(sql::COUNT_LIVE_GRANTS)
-            .bind(b(owner_id))
-            .bind(time_to_sql(now))
+        let (mcp_tokens, signin_codes) = bound::count_live_grants(owner_id, now)
             .fetch_one(&self.readers)
             .await?;
         Ok(LiveGrants {
@@ -274,10 +272,7 @@ impl Store for SqliteStore {
         reach: &AppScope,
         now: UnixMillis,
     ) -> StoreResult<Vec<TokenRow>> {
-        let rows = sqlx::query(sql::SELECT_OWNER_TOKENS)
-            .bind(b(owner_id))
-            .bind(time_to_sql(now))
-            .bind(reach.stored())
+        let rows = bound::select_owner_tokens(owner_id, now, reach)
             .fetch_all(&self.readers)
             .await?;
         rows.iter().map(rows::token).collect()

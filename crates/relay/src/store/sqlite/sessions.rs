@@ -8,8 +8,8 @@ use sqlx::sqlite::SqliteConnection;
 
 use super::SqliteStore;
 use crate::scope::AppScope;
+use crate::store::bound;
 use crate::store::rows;
-use crate::store::session_sql;
 use crate::store::{
     CatalogUpdate, EndedSessions, LiveSession, NewSession, StoreError, StoreResult,
     is_unique_violation,
@@ -24,16 +24,14 @@ impl SqliteStore {
         let s = session.clone();
         self.write_atomic(move |conn| {
             Box::pin(async move {
-                let others = session_sql::count_other_live(&s)
-                    .fetch_one(&mut *conn)
-                    .await?;
+                let others = bound::count_other_live(&s).fetch_one(&mut *conn).await?;
                 if others >= i64::from(max_live) {
                     return Err(StoreError::TooManySessions);
                 }
-                let replaced = session_sql::end_pairing_sessions(&s)
+                let replaced = bound::end_pairing_sessions(&s)
                     .fetch_all(&mut *conn)
                     .await?;
-                let inserted = session_sql::insert(&s).execute(&mut *conn).await;
+                let inserted = bound::insert(&s).execute(&mut *conn).await;
                 match inserted {
                     Err(e) if is_unique_violation(&e) => return Err(StoreError::Duplicate),
                     other => other?,
@@ -52,7 +50,7 @@ impl SqliteStore {
         pair_id: Id16,
         now: UnixMillis,
     ) -> StoreResult<Option<LiveSession>> {
-        let row = session_sql::select_live(owner_id, app, pair_id, now)
+        let row = bound::select_live(owner_id, app, pair_id, now)
             .fetch_optional(&self.readers)
             .await?;
         row.as_ref().map(rows::live_session).transpose()
@@ -62,13 +60,13 @@ impl SqliteStore {
         let u = update.clone();
         self.write(move |conn| {
             Box::pin(async move {
-                let kept = session_sql::set_catalog_update(&u)
+                let kept = bound::set_catalog_update(&u)
                     .fetch_optional(&mut *conn)
                     .await?;
                 if kept.is_some() {
                     return Ok(());
                 }
-                let live = session_sql::select_session_live(&u)
+                let live = bound::select_session_live(&u)
                     .fetch_optional(&mut *conn)
                     .await?;
                 Err(match live {
@@ -91,7 +89,7 @@ impl SqliteStore {
         }
         self.write(move |conn| {
             Box::pin(async move {
-                session_sql::mark_plugin_seen(owner_id, session_id, now)
+                bound::mark_plugin_seen(owner_id, session_id, now)
                     .execute(&mut *conn)
                     .await?;
                 Ok(())
@@ -110,7 +108,7 @@ impl SqliteStore {
         let app = app.clone();
         self.write_atomic(move |conn| {
             Box::pin(async move {
-                let found = session_sql::end(owner_id, &app, session_id, now)
+                let found = bound::end(owner_id, &app, session_id, now)
                     .fetch_optional(&mut *conn)
                     .await?;
                 if found.is_none() {
@@ -130,7 +128,7 @@ pub(super) async fn cancel_open_calls(
 ) -> StoreResult<EndedSessions> {
     let mut cancelled_calls = Vec::new();
     for &(owner_id, session_id) in &sessions {
-        let cancelled = session_sql::cancel_calls(owner_id, session_id)
+        let cancelled = bound::cancel_calls(owner_id, session_id)
             .fetch_all(&mut *conn)
             .await?;
         for row in &cancelled {

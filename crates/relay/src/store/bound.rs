@@ -1,17 +1,18 @@
-//! The session statements with their arguments bound, written once for both backends.
+//! The statements both backends run, with their values bound, written once: sessions and the
+//! accounts' counts, tokens and disabling.
 //!
 //! [`super::sql`] shares the text; this shares the binding, so the order of a statement's
 //! values cannot drift between SQLite and PostgreSQL. Each backend still owns its control
-//! flow: SQLite runs these on its writer, PostgreSQL in a transaction that also locks and
-//! notifies.
+//! flow: SQLite runs these on its writer or its readers, PostgreSQL on its pool or in a
+//! transaction that also locks and notifies.
 
 use sealpost_protocol::ids::Id16;
 use sealpost_time::UnixMillis;
-use sqlx::query::{Query, QueryScalar};
+use sqlx::query::{Query, QueryAs, QueryScalar};
 use sqlx::{Database, Encode, Type};
 
 use super::sql;
-use super::{CatalogUpdate, NewSession, b, time_to_sql};
+use super::{CatalogUpdate, NewSession, Page, b, time_to_sql};
 use crate::scope::AppScope;
 
 /// A statement of `DB` with its values bound.
@@ -187,4 +188,98 @@ where
     sqlx::query(sql::CANCEL_SESSION_CALLS)
         .bind(b(owner_id))
         .bind(b(session_id))
+}
+
+/// Disables the owner named `name` at `now`; its id when there is one.
+pub(crate) fn disable_owner<DB>(
+    name: &str,
+    now: UnixMillis,
+) -> QueryScalar<'static, DB, Vec<u8>, DB::Arguments>
+where
+    DB: Database,
+    i64: for<'q> Encode<'q, DB> + Type<DB>,
+    String: for<'q> Encode<'q, DB> + Type<DB>,
+    (Vec<u8>,): for<'r> sqlx::FromRow<'r, DB::Row>,
+{
+    sqlx::query_scalar(sql::DISABLE_OWNER)
+        .bind(name.to_owned())
+        .bind(time_to_sql(now))
+}
+
+/// Revokes every token of the owner `owner_id` (as [`disable_owner`] returned it) at `now`.
+pub(crate) fn revoke_owner_tokens<DB>(owner_id: &[u8], now: UnixMillis) -> Bound<DB>
+where
+    DB: Database,
+    Vec<u8>: for<'q> Encode<'q, DB> + Type<DB>,
+    i64: for<'q> Encode<'q, DB> + Type<DB>,
+{
+    sqlx::query(sql::REVOKE_OWNER_TOKENS)
+        .bind(owner_id.to_vec())
+        .bind(time_to_sql(now))
+}
+
+/// Deletes the sign-in codes of the owner `owner_id` (as [`disable_owner`] returned it).
+pub(crate) fn delete_owner_signin_codes<DB>(owner_id: &[u8]) -> Bound<DB>
+where
+    DB: Database,
+    Vec<u8>: for<'q> Encode<'q, DB> + Type<DB>,
+{
+    sqlx::query(sql::DELETE_OWNER_SIGNIN_CODES).bind(owner_id.to_vec())
+}
+
+/// How many live MCP tokens and unused sign-in codes the owner holds at `now`.
+pub(crate) fn count_live_grants<DB>(
+    owner_id: Id16,
+    now: UnixMillis,
+) -> QueryAs<'static, DB, (i64, i64), DB::Arguments>
+where
+    DB: Database,
+    Vec<u8>: for<'q> Encode<'q, DB> + Type<DB>,
+    i64: for<'q> Encode<'q, DB> + Type<DB>,
+    (i64, i64): for<'r> sqlx::FromRow<'r, DB::Row>,
+{
+    sqlx::query_as(sql::COUNT_LIVE_GRANTS)
+        .bind(b(owner_id))
+        .bind(time_to_sql(now))
+}
+
+/// The owner's live sign-ins that `reach` may see at `now`, as [`super::rows::token`] reads
+/// them.
+pub(crate) fn select_owner_tokens<DB>(
+    owner_id: Id16,
+    now: UnixMillis,
+    reach: &AppScope,
+) -> Bound<DB>
+where
+    DB: Database,
+    Vec<u8>: for<'q> Encode<'q, DB> + Type<DB>,
+    i64: for<'q> Encode<'q, DB> + Type<DB>,
+    String: for<'q> Encode<'q, DB> + Type<DB>,
+{
+    sqlx::query(sql::SELECT_OWNER_TOKENS)
+        .bind(b(owner_id))
+        .bind(time_to_sql(now))
+        .bind(app(reach))
+}
+
+/// A page of the owner's live MCP tokens that `reach` may see at `now`, in id order, as
+/// [`super::rows::token`] reads them.
+pub(crate) fn select_mcp_tokens<DB>(
+    owner_id: Id16,
+    reach: &AppScope,
+    now: UnixMillis,
+    page: Page,
+) -> Bound<DB>
+where
+    DB: Database,
+    Vec<u8>: for<'q> Encode<'q, DB> + Type<DB>,
+    i64: for<'q> Encode<'q, DB> + Type<DB>,
+    String: for<'q> Encode<'q, DB> + Type<DB>,
+{
+    sqlx::query(sql::SELECT_MCP_TOKENS)
+        .bind(b(owner_id))
+        .bind(time_to_sql(now))
+        .bind(page.after.map(b).unwrap_or_default())
+        .bind(i64::from(page.limit))
+        .bind(app(reach))
 }
