@@ -376,15 +376,7 @@ impl CallState {
 
     /// The snake_case name, as it is serialised.
     pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Pending => "pending",
-            Self::Claimed => "claimed",
-            Self::Answered => "answered",
-            Self::Delivered => "delivered",
-            Self::Expired => "expired",
-            Self::Cancelled => "cancelled",
-            Self::Unknown => "unknown",
-        }
+        self.into()
     }
 
     /// The value `as_str` names, if any.

@@ -123,9 +123,12 @@ fn for_app(app: &AppScope) -> String {
         .unwrap_or_default()
 }
 
-/// The app a sign-in link opens.
+/// The app a sign-in link opens, and how long it works.
 #[derive(Debug, clap::Args)]
 struct AppArg {
+    /// Seconds the link works: the relay's own setting, so one variable serves both.
+    #[arg(long, env = "SEALPOST_SIGNIN_CODE_TTL_S", default_value_t = Limits::default().signin_code_ttl_s)]
+    signin_code_ttl_s: u64,
     /// Make the link for the host app on ORIGIN, one of the relay's --app-origin
     /// (SEALPOST_APP_ORIGINS), instead of the relay's own app: it opens
     /// ORIGIN/#signin=CODE&relay=PUBLIC_URL, and the sign-in is scoped to that app (its own
@@ -259,6 +262,8 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 config.signing_key =
                     Some(std::fs::read(&path).with_context(|| format!("read {}", path.display()))?);
             }
+            // Tests lower these to run fast; an operator cannot serve clients with them lowered.
+            args.limits.check().map_err(anyhow::Error::msg)?;
             config.limits = args.limits;
             crate::app::serve(config).await
         }
@@ -284,8 +289,6 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             let public_url = cli
                 .public_url
                 .unwrap_or_else(|| "http://127.0.0.1:8080".into());
-            let ttl = Limits::default().signin_code_ttl_s;
-            let validity = crate::accounts::validity_in_words(ttl);
             // Checked before anything is written: a refused `--app` adds no owner.
             let app_of = |app: &AppArg| {
                 AppScope::named(app.app.as_deref(), &cli.app_origins).map_err(|not_listed| {
@@ -297,9 +300,11 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 })
             };
             match command {
-                OwnerCommand::Add { name, app } => {
-                    let app = app_of(&app)?;
+                OwnerCommand::Add { name, app: link } => {
+                    let app = app_of(&link)?;
                     let to = for_app(&app);
+                    let ttl = link.signin_code_ttl_s;
+                    let validity = crate::accounts::validity_in_words(ttl);
                     let id = random_id();
                     store
                         .create_owner(id, &name, now_ms())
@@ -346,9 +351,11 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                         "Owner {name:?} enabled. Their old sign-ins stay revoked: give them a new link (`sealpost-relay owner link {name}`)."
                     );
                 }
-                OwnerCommand::Link { name, app } => {
-                    let app = app_of(&app)?;
+                OwnerCommand::Link { name, app: link } => {
+                    let app = app_of(&link)?;
                     let to = for_app(&app);
+                    let ttl = link.signin_code_ttl_s;
+                    let validity = crate::accounts::validity_in_words(ttl);
                     let owner = store
                         .owner_by_name(&name)
                         .await?
@@ -508,6 +515,32 @@ mod tests {
             checked += 1;
         }
         assert!(checked > 40, "only {checked} flags were checked");
+    }
+
+    /// `owner add|link` make links that last as long as the relay's own: the same flag and
+    /// variable, and the same default.
+    #[test]
+    fn owner_links_read_the_relays_own_sign_in_lifetime() {
+        let command = command();
+        let serve = command.find_subcommand("serve").unwrap();
+        let of = |cmd: &clap::Command| {
+            let arg = cmd
+                .get_arguments()
+                .find(|arg| arg.get_long() == Some("signin-code-ttl-s"))
+                .unwrap();
+            (
+                arg.get_env().map(|v| v.to_owned()),
+                arg.get_default_values().to_vec(),
+            )
+        };
+        let owner = command.find_subcommand("owner").unwrap();
+        for name in ["add", "link"] {
+            assert_eq!(
+                of(owner.find_subcommand(name).unwrap()),
+                of(serve),
+                "owner {name}"
+            );
+        }
     }
 
     #[test]

@@ -65,15 +65,16 @@ pub struct Limits {
     #[arg(long, default_value_t = 30_000)]
     pub body_read_timeout_ms: u64,
     /// Longest long-poll (`wait_ms`) for claims and reads, in milliseconds; a longer one is
-    /// refused with 400 `wait_too_long`.
+    /// refused with 400 `wait_too_long`. At least the default: the plugin and the browser ask
+    /// for up to it.
     #[arg(long, default_value_t = limits::MAX_WAIT_MS)]
     pub max_wait_ms: u64,
     /// Most calls one claim returns; a claim asking for more (its `max`) is refused with 400
-    /// `claim_batch_out_of_range`.
+    /// `claim_batch_out_of_range`. At least the default: the browser asks for up to it.
     #[arg(long, default_value_t = limits::MAX_CLAIM_BATCH as u32)]
     pub max_claim_batch: u32,
     /// Lease a claim grants, in milliseconds (never past the call's expiry); a reply after it
-    /// gets 410 `lease_expired`.
+    /// gets 410 `lease_expired`. At least the default: a tab's tool may run for 25 s.
     #[arg(long, default_value_t = limits::DEFAULT_LEASE_MS)]
     pub lease_ms: u64,
     /// Highest call `ttl_s`, in seconds; above it, 400 `ttl_out_of_range`.
@@ -231,6 +232,49 @@ impl Default for Limits {
 }
 
 impl Limits {
+    /// Refuses limits the relay cannot serve clients with (`serve` checks the command line's):
+    /// a value that would refuse every connection, or refuse what the plugin and the browser
+    /// are built to ask for (the claims' wait and batch, the time a tab has to answer). These
+    /// may be raised, not lowered below the protocol's (`sealpost_protocol::limits`). Tests
+    /// lower them through `Config` to run fast.
+    pub fn check(&self) -> Result<(), String> {
+        let floors = [
+            (
+                "max-connections",
+                u64::from(self.max_connections),
+                1,
+                "no place would refuse every connection",
+            ),
+            (
+                "max-wait-ms",
+                self.max_wait_ms,
+                limits::MAX_WAIT_MS,
+                "the plugin and the browser wait up to that long",
+            ),
+            (
+                "max-claim-batch",
+                u64::from(self.max_claim_batch),
+                limits::MAX_CLAIM_BATCH as u64,
+                "the browser claims up to that many calls at once",
+            ),
+            (
+                "lease-ms",
+                self.lease_ms,
+                limits::DEFAULT_LEASE_MS,
+                "a tab's tool may run for 25 s",
+            ),
+        ];
+        for (flag, value, floor, why) in floors {
+            if value < floor {
+                return Err(format!(
+                    "--{flag} {value} is below {floor}, the least the relay serves with: {why} \
+                     (raise it, or leave it out)"
+                ));
+            }
+        }
+        Ok(())
+    }
+
     /// The latest an owner token signed in at `signed_in_at` may ever lapse: its absolute
     /// lifetime from the sign-in, or `inherited` when that is sooner (a sign-in made from a
     /// link another sign-in minted keeps that one's end, so chained links never extend it).
@@ -274,6 +318,43 @@ impl Config {
             signing_key: None,
             app_origins: Vec::new(),
             limits: Limits::default(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn limits_the_clients_rely_on_may_be_raised_not_lowered() {
+        assert_eq!(Limits::default().check(), Ok(()));
+        let raised = Limits {
+            max_wait_ms: 60_000,
+            max_claim_batch: 100,
+            lease_ms: 60_000,
+            ..Limits::default()
+        };
+        assert_eq!(raised.check(), Ok(()));
+        for lowered in [
+            Limits {
+                max_connections: 0,
+                ..Limits::default()
+            },
+            Limits {
+                max_wait_ms: 20_000,
+                ..Limits::default()
+            },
+            Limits {
+                max_claim_batch: 10,
+                ..Limits::default()
+            },
+            Limits {
+                lease_ms: 0,
+                ..Limits::default()
+            },
+        ] {
+            assert!(lowered.check().is_err(), "{lowered:?}");
         }
     }
 }

@@ -119,8 +119,13 @@ async fn connections_cut_while_idle_are_replaced_before_use() {
     assert!(cut > 0, "no connection of the store's to cut");
     // Every backend the store held has gone (the server has closed their sockets) before the
     // store is used again.
-    // (A wait for a state, not a guessed duration: the suite's deadline guards it.)
+    // A wait for a state, not a guessed duration, with a guard against a hang.
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(30);
     loop {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the cut backends never went"
+        );
         let left: i64 = sqlx::query_scalar(
             "SELECT COUNT(*) FROM pg_stat_activity WHERE datname = $1 AND pid <> pg_backend_pid()",
         )
