@@ -61,21 +61,10 @@ impl Mcp {
     }
 
     pub fn spawn_with(command: &mut Command) -> Self {
-        Self::spawn_logging_to(command, Stdio::inherit())
-    }
-
-    /// `sealpost mcp` whose log (stderr, warnings and above) the test reads line by line.
-    pub fn spawn_logged(config: &Path) -> (Self, Lines<BufReader<tokio::process::ChildStderr>>) {
-        let mut mcp = Self::spawn_logging_to(sealpost(config).arg("mcp"), Stdio::piped());
-        let log = BufReader::new(mcp.child.stderr.take().unwrap()).lines();
-        (mcp, log)
-    }
-
-    fn spawn_logging_to(command: &mut Command, log: Stdio) -> Self {
         let mut child = command
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
-            .stderr(log)
+            .stderr(Stdio::inherit())
             .spawn()
             .expect("spawn sealpost mcp");
         let stdin = child.stdin.take();
