@@ -44,6 +44,8 @@ function renderSignIn() {
   );
 }
 
+const TAKEN_OVER = 'Another Sealpost tab took over serving. This tab stopped.';
+
 function onEvent(event) {
   if (event.type === 'audit') {
     const r = event.record;
@@ -64,7 +66,7 @@ function onEvent(event) {
     state.serving = 'stopped';
     state.stopReason = event.reason;
     if (event.reason === 'token_revoked') { signedOut('This sign-in was revoked or has expired. Sign in again.'); return; }
-    if (event.reason === 'taken_over') say('Another Sealpost tab took over serving. This tab stopped.');
+    if (event.reason === 'taken_over') say(TAKEN_OVER);
     if (event.reason === 'expired') say('The session ended: its time ran out. Start a new one under AI access; the paired plugin carries on without pairing again.');
     // This tab forgets its session before it ends one: one it still holds ended elsewhere.
     if (event.reason === 'session_ended' && state.session) endedElsewhere();
@@ -95,7 +97,7 @@ async function endedElsewhere() {
   for (let waited = 0; waited < 2000; waited += 100) {
     if (await state.tab?.servedElsewhere().catch(() => false)) {
       state.stopReason = 'taken_over';
-      say('Another Sealpost tab took over serving. This tab stopped.');
+      say(TAKEN_OVER);
       updatePill();
       statusSoon();
       return;

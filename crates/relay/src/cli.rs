@@ -63,7 +63,7 @@ enum Command {
     Migrate,
 }
 
-/// `serve`'s flags. Each one's variable is derived from its name (`with_variables`), as are
+/// `serve`'s flags. Each one's variable is derived from its name (`with_variable`), as are
 /// the limits', which are the fields of [`Limits`].
 #[derive(Debug, clap::Args)]
 struct ServeArgs {

@@ -232,19 +232,13 @@ impl Default for Limits {
 }
 
 impl Limits {
-    /// Refuses limits the relay cannot serve clients with (`serve` checks the command line's):
-    /// a value that would refuse every connection, or refuse what the plugin and the browser
-    /// are built to ask for (the claims' wait and batch, the time a tab has to answer). These
-    /// may be raised, not lowered below the protocol's (`sealpost_protocol::limits`). Tests
-    /// lower them through `Config` to run fast.
+    /// Refuses limits that would refuse what the plugin and the browser are built to ask for
+    /// (the claims' wait and batch, the time a tab has to answer); `serve` checks the command
+    /// line's. These may be raised, not lowered below the protocol's
+    /// (`sealpost_protocol::limits`). Tests lower them through `Config` to run fast. (A
+    /// connection cap of 0 is refused by `app::start`, for every caller.)
     pub fn check(&self) -> Result<(), String> {
         let floors = [
-            (
-                "max-connections",
-                u64::from(self.max_connections),
-                1,
-                "no place would refuse every connection",
-            ),
             (
                 "max-wait-ms",
                 self.max_wait_ms,
@@ -336,24 +330,14 @@ mod tests {
             ..Limits::default()
         };
         assert_eq!(raised.check(), Ok(()));
-        for lowered in [
-            Limits {
-                max_connections: 0,
-                ..Limits::default()
-            },
-            Limits {
-                max_wait_ms: 20_000,
-                ..Limits::default()
-            },
-            Limits {
-                max_claim_batch: 10,
-                ..Limits::default()
-            },
-            Limits {
-                lease_ms: 0,
-                ..Limits::default()
-            },
-        ] {
+        let lowerings: [fn(&mut Limits); 3] = [
+            |l| l.max_wait_ms = 20_000,
+            |l| l.max_claim_batch = 10,
+            |l| l.lease_ms = 0,
+        ];
+        for lower in lowerings {
+            let mut lowered = Limits::default();
+            lower(&mut lowered);
             assert!(lowered.check().is_err(), "{lowered:?}");
         }
     }
