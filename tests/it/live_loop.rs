@@ -3,6 +3,7 @@
 //! the plugin opens it. A canary string travels in both plaintexts and must never reach the
 //! relay's database or logs.
 
+use sealpost_protocol::ids::{CallId, SessionId};
 use std::rc::Rc;
 
 use sealpost_e2e::LiveRelay;
@@ -53,18 +54,18 @@ fn tab() -> Executor {
 }
 
 /// Runs one call through the whole loop; returns the reply the plugin opened and the call's id.
-async fn one_call(relay: &LiveRelay) -> (Reply, [u8; 16]) {
+async fn one_call(relay: &LiveRelay) -> (Reply, CallId) {
     let mut rng = rand::rng();
     let pairing = relay.pair().await.unwrap();
     let executor = tab();
 
     // The tab starts a session and publishes its hello.
-    let session_id = id();
+    let session_id = id::<SessionId>();
     let now = SystemClock.now_ms();
     let hello = executor
         .start_session(
             &pairing.secret,
-            session_id.0,
+            session_id,
             now,
             now.saturating_add_ms(600_000),
             &mut rng,
@@ -83,7 +84,7 @@ async fn one_call(relay: &LiveRelay) -> (Reply, [u8; 16]) {
     let plugin = PluginSession::start(&pairing.secret, &verified, &mut rng).unwrap();
     let call_id = id();
     let now = SystemClock.now_ms();
-    let header = plugin.call_header(call_id.0, now, now.saturating_add_ms(60_000));
+    let header = plugin.call_header(call_id, now, now.saturating_add_ms(60_000));
     let call = ToolCall {
         name: "search_workspace".into(),
         arguments: json!({"query": format!("rotation {CANARY}")}),
@@ -110,7 +111,7 @@ async fn one_call(relay: &LiveRelay) -> (Reply, [u8; 16]) {
     else {
         panic!("the tab should answer, got {outcome:?}");
     };
-    assert_eq!(answered, call_id.0);
+    assert_eq!(answered, call_id);
     relay.owner.reply(call_id, envelope).await.unwrap();
 
     // The plugin reads and opens the answer.
@@ -118,7 +119,7 @@ async fn one_call(relay: &LiveRelay) -> (Reply, [u8; 16]) {
     assert_eq!(status.state, CallState::Answered);
     let sealed = status.reply.expect("an answered call carries its reply");
     let opened = plugin.open_reply(&header, &sealed.0).unwrap();
-    (serde_json::from_slice(&opened).unwrap(), call_id.0)
+    (serde_json::from_slice(&opened).unwrap(), call_id)
 }
 
 fn reply_text(reply: &Reply) -> String {
@@ -156,7 +157,7 @@ async fn a_call_sealed_by_the_plugin_is_answered_by_the_tab_through_the_relay_on
         .collect();
     // Positive control: the scan sees what the relay does store (the call's id).
     assert!(
-        contains(&stored, &call_id),
+        contains(&stored, call_id.as_bytes()),
         "the scan reads the database's bytes"
     );
     assert!(
@@ -198,7 +199,7 @@ async fn a_call_sealed_by_the_plugin_is_answered_by_the_tab_through_the_relay_on
     .unwrap();
     // Positive control: the dump shows what the relay does store (the call's id, as bytea hex).
     assert!(
-        dump.contains(&hex(&call_id)),
+        dump.contains(&hex(call_id.as_bytes())),
         "the dump reads the stored bytes"
     );
     for text in [dump, sessions] {

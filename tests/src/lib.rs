@@ -5,11 +5,11 @@
 
 pub mod tab;
 
+use sealpost_protocol::ids::{PairId, TokenId};
 use std::ops::Deref;
 
 use anyhow::Result;
 use sealpost_protocol::api::{CreateMcpTokenRequest, CreateMcpTokenResponse};
-use sealpost_protocol::ids::Id16;
 use sealpost_relay::config::Limits;
 use sealpost_seal::PairingSecret;
 use sealpost_testkit::{Client, Relay, TestDb, id};
@@ -35,10 +35,10 @@ impl Deref for LiveRelay {
 #[derive(Debug)]
 pub struct Pairing {
     pub secret: PairingSecret,
-    pub pair_id: Id16,
+    pub pair_id: PairId,
     pub mcp_token: String,
     /// The MCP token's id, for revoking it.
-    pub token_id: Id16,
+    pub token_id: TokenId,
 }
 
 impl Pairing {
@@ -68,7 +68,7 @@ impl LiveRelay {
             tune(&mut config.limits);
         })
         .await;
-        let (_, token) = relay.owner(&format!("e2e-{}", id())).await;
+        let (_, token) = relay.owner(&format!("e2e-{}", id::<TokenId>())).await;
         let owner = relay.client_as(token);
         Self { relay, owner }
     }
@@ -88,7 +88,7 @@ impl LiveRelay {
     /// A new pairing, as the web app makes one: a fresh secret and an MCP token for its pair_id.
     pub async fn pair(&self) -> Result<Pairing> {
         let secret = PairingSecret::generate(&mut rand::rng());
-        let pair_id = Id16(secret.pair_id());
+        let pair_id = secret.pair_id();
         let request = CreateMcpTokenRequest {
             label: "e2e".into(),
             pair_id,

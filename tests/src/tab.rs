@@ -3,13 +3,13 @@
 //! browser). It starts a session with a hello, claims calls by long-poll, runs them, and posts
 //! sealed replies or cancels, until stopped.
 
+use sealpost_protocol::ids::{CallId, SessionId};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
 use anyhow::{Context as _, Result};
 use sealpost_executor::{Delivery, Executor, Outcome};
-use sealpost_protocol::ids::Id16;
 use sealpost_seal::PairingSecret;
 use sealpost_time::UnixMillis;
 use tokio::sync::watch;
@@ -28,7 +28,7 @@ pub struct TabLog {
     /// Summaries of the proposals waiting for review, after the last call.
     pub pending_proposals: Mutex<Vec<String>>,
     /// Calls claimed and deliberately left unanswered (a tab that holds its calls).
-    pub held: Mutex<Vec<Id16>>,
+    pub held: Mutex<Vec<CallId>>,
 }
 
 /// What the tab does with the calls it claims.
@@ -45,7 +45,7 @@ pub enum TabMode {
 #[derive(Debug)]
 pub struct Tab {
     /// The session it serves.
-    pub session_id: Id16,
+    pub session_id: SessionId,
     /// What it did.
     pub log: Arc<TabLog>,
     stop: watch::Sender<bool>,
@@ -77,7 +77,7 @@ impl Tab {
         build: impl FnOnce() -> Executor + Send + 'static,
     ) -> Result<Self> {
         let (stop, stopped) = watch::channel(false);
-        let (ready_tx, ready_rx) = tokio::sync::oneshot::channel::<Result<Id16>>();
+        let (ready_tx, ready_rx) = tokio::sync::oneshot::channel::<Result<SessionId>>();
         let log = Arc::new(TabLog::default());
         let client = relay.owner.clone();
         let secret = PairingSecret::from_bytes(*secret.expose());
@@ -90,20 +90,20 @@ impl Tab {
             let local = tokio::task::LocalSet::new();
             local.block_on(&runtime, async move {
                 let executor = build();
-                let session_id = id();
+                let session_id = id::<SessionId>();
                 let now = now_ms();
                 let started = async {
                     let hello = executor
                         .start_session(
                             &secret,
-                            session_id.0,
+                            session_id,
                             now,
                             now.saturating_add_ms(ttl_s * 1000),
                             &mut rand::rng(),
                         )
                         .context("start the session")?;
                     client
-                        .create_session(session_id, Id16(secret.pair_id()), hello, ttl_s)
+                        .create_session(session_id, secret.pair_id(), hello, ttl_s)
                         .await
                 };
                 if let Err(error) = started.await {
@@ -148,7 +148,7 @@ impl Drop for Tab {
 async fn serve(
     client: &Client,
     executor: &Executor,
-    session_id: Id16,
+    session_id: SessionId,
     mode: TabMode,
     mut stopped: watch::Receiver<bool>,
     log: &TabLog,
@@ -162,7 +162,7 @@ async fn serve(
 async fn claim_and_answer(
     client: &Client,
     executor: &Executor,
-    session_id: Id16,
+    session_id: SessionId,
     mode: TabMode,
     log: &TabLog,
 ) {

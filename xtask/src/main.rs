@@ -39,8 +39,9 @@ use crate::cmd::{cargo, cmd, step};
 const USAGE: &str = "usage: cargo xtask <test [--no-postgres] | run | bench [seal|relay|executor|plugin|browser|web|all] | fuzz [SECONDS] | mutants [seal|relay|all] | tools | postgres | mcpb [--debug] | web | package>";
 
 /// Crates that must build for `wasm32-unknown-unknown` (pure: no I/O, no clock).
-const PURE_CRATES: [&str; 4] = [
+const PURE_CRATES: [&str; 5] = [
     "sealpost-time",
+    "sealpost-ids",
     "sealpost-seal",
     "sealpost-protocol",
     "sealpost-executor",

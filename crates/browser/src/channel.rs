@@ -7,6 +7,7 @@
 //! Answers are matched to requests by id: each request waits on a promise that the message
 //! handler resolves once the answer is stashed, and that a close resolves with none.
 
+use sealpost_protocol::ids::{Base64Bytes, CallId, SessionId};
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::rc::Rc;
@@ -18,7 +19,6 @@ use sealpost_protocol::api::channel::{
     CHANNEL_BEARER_PREFIX, CHANNEL_PATH, CHANNEL_PROTOCOL, ChannelAnswer, ChannelOp, ChannelRequest,
 };
 use sealpost_protocol::content::CancelReason;
-use sealpost_protocol::ids::{Base64Bytes, Id16};
 use wasm_bindgen::prelude::*;
 use wasm_bindgen_futures::JsFuture;
 use web_sys::{MessageEvent, WebSocket};
@@ -223,7 +223,7 @@ impl Channel {
     /// Claims up to `max` calls, waiting up to `wait_ms` for the first.
     pub async fn claim(
         &self,
-        session_id: Id16,
+        session_id: SessionId,
         wait_ms: u64,
         max: u32,
     ) -> Result<ClaimResponse, RelayError> {
@@ -239,7 +239,7 @@ impl Channel {
     }
 
     /// Stores a sealed reply.
-    pub async fn reply(&self, call_id: Id16, envelope: Vec<u8>) -> Result<(), RelayError> {
+    pub async fn reply(&self, call_id: CallId, envelope: Vec<u8>) -> Result<(), RelayError> {
         self.request(ChannelOp::Reply {
             call_id,
             envelope: Base64Bytes(envelope),
@@ -249,7 +249,7 @@ impl Channel {
     }
 
     /// Cancels a call the tab cannot answer.
-    pub async fn cancel(&self, call_id: Id16, reason: CancelReason) -> Result<(), RelayError> {
+    pub async fn cancel(&self, call_id: CallId, reason: CancelReason) -> Result<(), RelayError> {
         self.request(ChannelOp::Cancel { call_id, reason })
             .await
             .map(drop)

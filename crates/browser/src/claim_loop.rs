@@ -4,10 +4,10 @@
 //! sent again until its call's lease ends (`delivery.rs`), and the call's audit record says
 //! whether the relay took it.
 
+use sealpost_protocol::ids::CallId;
 use std::rc::Rc;
 
 use sealpost_executor::{Delivery, Outcome};
-use sealpost_protocol::ids::Id16;
 use serde_json::json;
 use wasm_bindgen::prelude::*;
 use wasm_bindgen_futures::future_to_promise;
@@ -242,7 +242,7 @@ impl TabCore {
 
     /// Runs a claimed call, sends its answer (again, while the lease lasts, when the relay
     /// refuses it for a passing reason) and audits what became of it.
-    async fn answer(&self, call_id: Id16, envelope: &[u8], lease_ends_at_ms: f64) {
+    async fn answer(&self, call_id: CallId, envelope: &[u8], lease_ends_at_ms: f64) {
         let mut outcome = self
             .inner
             .executor
@@ -291,7 +291,7 @@ impl TabCore {
 
     /// Sends an answer once: on the channel if one is open, over HTTP if none is or it closes
     /// first (the relay client as it is now: the owner token may have been renewed meanwhile).
-    async fn send_answer(&self, call_id: Id16, outcome: &Outcome) -> Result<(), RelayError> {
+    async fn send_answer(&self, call_id: CallId, outcome: &Outcome) -> Result<(), RelayError> {
         let channel = self.inner.channel.borrow().clone().filter(|c| c.is_open());
         if let Some(channel) = channel {
             let sent = match outcome {

@@ -7,7 +7,7 @@ use sealpost_protocol::api::{
     LiveSessionResponse, ReplyRequest,
 };
 use sealpost_protocol::content::CancelReason;
-use sealpost_protocol::ids::Id16;
+use sealpost_protocol::ids::{CallId, PairId, SessionId, TokenId};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use wasm_bindgen::prelude::*;
@@ -179,7 +179,7 @@ impl Relay {
     }
 
     /// Revokes an MCP token (unpair).
-    pub async fn revoke_mcp_token(&self, id: Id16) -> Result<(), RelayError> {
+    pub async fn revoke_mcp_token(&self, id: TokenId) -> Result<(), RelayError> {
         self.empty::<()>("DELETE", &format!("/v1/mcp-tokens/{id}"), None, false)
             .await
     }
@@ -193,7 +193,11 @@ impl Relay {
     }
 
     /// Ends a session. `keepalive` lets it outlive the page (`pagehide`).
-    pub async fn end_session(&self, session_id: Id16, keepalive: bool) -> Result<(), RelayError> {
+    pub async fn end_session(
+        &self,
+        session_id: SessionId,
+        keepalive: bool,
+    ) -> Result<(), RelayError> {
         self.empty::<()>(
             "DELETE",
             &format!("/v1/sessions/{session_id}"),
@@ -204,7 +208,11 @@ impl Relay {
     }
 
     /// Publishes a live session's catalog update.
-    pub async fn put_catalog(&self, session_id: Id16, update: Vec<u8>) -> Result<(), RelayError> {
+    pub async fn put_catalog(
+        &self,
+        session_id: SessionId,
+        update: Vec<u8>,
+    ) -> Result<(), RelayError> {
         let body = CatalogUpdateRequest {
             update: sealpost_protocol::ids::Base64Bytes(update),
         };
@@ -221,7 +229,7 @@ impl Relay {
     /// seen); `None` when no session is live.
     pub async fn live_session(
         &self,
-        pair_id: Id16,
+        pair_id: PairId,
     ) -> Result<Option<LiveSessionResponse>, RelayError> {
         let path = format!("/v1/pairings/{pair_id}/session");
         let answer = self.send("GET", &path, None, None, false).await?;
@@ -239,7 +247,7 @@ impl Relay {
     /// Claims up to `max` calls, waiting up to `wait_ms` for the first.
     pub async fn claim(
         &self,
-        session_id: Id16,
+        session_id: SessionId,
         wait_ms: u64,
         max: u32,
         signal: &AbortSignal,
@@ -250,7 +258,7 @@ impl Relay {
     }
 
     /// Posts a sealed reply.
-    pub async fn reply(&self, call_id: Id16, envelope: Vec<u8>) -> Result<(), RelayError> {
+    pub async fn reply(&self, call_id: CallId, envelope: Vec<u8>) -> Result<(), RelayError> {
         let body = ReplyRequest {
             envelope: sealpost_protocol::ids::Base64Bytes(envelope),
         };
@@ -264,7 +272,7 @@ impl Relay {
     }
 
     /// Cancels a call the tab cannot answer.
-    pub async fn cancel(&self, call_id: Id16, reason: CancelReason) -> Result<(), RelayError> {
+    pub async fn cancel(&self, call_id: CallId, reason: CancelReason) -> Result<(), RelayError> {
         let body = CancelRequest { reason };
         self.empty(
             "POST",

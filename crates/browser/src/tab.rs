@@ -4,6 +4,7 @@
 //! the relay return promises; the rest answer at once. Events (each audit record, each change
 //! of serving state) go to the function given to `onEvent`.
 
+use sealpost_protocol::ids::{Base64Bytes, ProposalId, SessionId, TokenId};
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 
@@ -15,7 +16,6 @@ use sealpost_executor::{
 };
 use sealpost_protocol::api::{CreateMcpTokenRequest, CreateSessionRequest};
 use sealpost_protocol::content::ToolKind;
-use sealpost_protocol::ids::{Base64Bytes, Id16};
 use sealpost_seal::{PairingCode, PairingSecret, RelayOrigin};
 use sealpost_time::UnixMillis;
 use serde::{Deserialize, Serialize};
@@ -53,7 +53,7 @@ fn relay_error(error: RelayError) -> JsValue {
 /// The pairing this tab holds: the secret, and the MCP token minted for it.
 struct Pairing {
     secret: PairingSecret,
-    token_id: Id16,
+    token_id: TokenId,
     mcp_token: String,
 }
 
@@ -62,7 +62,7 @@ struct Pairing {
 #[serde(deny_unknown_fields)]
 struct StoredPairing {
     secret: String,
-    token_id: Id16,
+    token_id: TokenId,
     mcp_token: String,
 }
 
@@ -98,7 +98,7 @@ pub(crate) struct Inner {
     audit: MemoryAuditLog,
     pub(crate) listener: Listener,
     pairing: RefCell<Option<Pairing>>,
-    pub(crate) session: Cell<Option<(Id16, UnixMillis)>>,
+    pub(crate) session: Cell<Option<(SessionId, UnixMillis)>>,
     /// A new session is being made at the relay (`start_session`).
     pub(crate) session_starting: Cell<bool>,
     pub(crate) serving: RefCell<Option<AbortController>>,
@@ -273,7 +273,7 @@ impl TabCore {
         // A page served from an origin no plugin would accept has no fingerprint and no code.
         let origin = RelayOrigin::parse(&self.inner.origin).ok();
         Some(json!({
-            "pairId": Id16(pairing.secret.pair_id()).to_string(),
+            "pairId": pairing.secret.pair_id().to_string(),
             "tokenId": pairing.token_id.to_string(),
             "fingerprint": origin.as_ref().map(|origin| pairing.secret.fingerprint(origin)),
             "pairingCode": origin.and_then(|origin| Self::pairing_code(origin, pairing)),
@@ -332,7 +332,7 @@ impl TabCore {
 
     async fn mint_pairing(&self, label: String) -> Result<(), JsValue> {
         let secret = PairingSecret::generate(&mut rand::rng());
-        let pair_id = Id16(secret.pair_id());
+        let pair_id = secret.pair_id();
         let relay = self.inner.relay.borrow().clone();
         let token = relay
             .create_mcp_token(&CreateMcpTokenRequest {
@@ -374,7 +374,7 @@ impl TabCore {
             if core.inner.pairing.borrow().is_none() {
                 core.mint_pairing(DEFAULT_PAIRING_LABEL.into()).await?;
             }
-            let session_id = Id16(rand::random());
+            let session_id = SessionId::from_bytes(rand::random());
             let created = now_ms();
             let expires = created.saturating_add_ms(u64::from(ttl_s) * 1000);
             let (hello, pair_id) = {
@@ -385,13 +385,13 @@ impl TabCore {
                     .executor
                     .start_session(
                         &pairing.secret,
-                        session_id.0,
+                        session_id,
                         created,
                         expires,
                         &mut rand::rng(),
                     )
                     .map_err(|e| JsError::new(&e.to_string()))?;
-                (hello, Id16(pairing.secret.pair_id()))
+                (hello, pairing.secret.pair_id())
             };
             // Until the relay has made it, a claim loop serving the previous session waits
             // rather than stop when that session ends under it (`claim_loop.rs`).
@@ -445,7 +445,7 @@ impl TabCore {
         let core = self.clone_handle();
         future_to_promise(async move {
             let pair_id = match core.inner.pairing.borrow().as_ref() {
-                Some(pairing) => Id16(pairing.secret.pair_id()),
+                Some(pairing) => pairing.secret.pair_id(),
                 None => return Ok(JsValue::NULL),
             };
             let relay = core.inner.relay.borrow().clone();
@@ -528,7 +528,7 @@ impl TabCore {
     /// `{hostTool: {tool, arguments}}` for the host to carry out.
     #[wasm_bindgen(js_name = applyProposal)]
     pub fn apply_proposal(&self, id: &str) -> Result<JsValue, JsError> {
-        let id: Id16 = id.parse().map_err(|_| JsError::new("not a proposal id"))?;
+        let id: ProposalId = id.parse().map_err(|_| JsError::new("not a proposal id"))?;
         let applied = self
             .inner
             .executor
@@ -545,7 +545,7 @@ impl TabCore {
     /// Rejects a proposal.
     #[wasm_bindgen(js_name = rejectProposal)]
     pub fn reject_proposal(&self, id: &str) -> Result<(), JsError> {
-        let id: Id16 = id.parse().map_err(|_| JsError::new("not a proposal id"))?;
+        let id: ProposalId = id.parse().map_err(|_| JsError::new("not a proposal id"))?;
         self.inner
             .executor
             .reject_proposal(id, now_ms())

@@ -7,6 +7,7 @@
 //! A plain binary rather than criterion: the figures wanted are one build time, a latency
 //! distribution over a fixed query mix, and a sustained rate, each measured once per run.
 
+use sealpost_seal::{CallId, PairingSecret, PluginSession, SessionId, verify_hello};
 use std::future::Future;
 use std::pin::pin;
 use std::rc::Rc;
@@ -20,7 +21,6 @@ use sealpost_executor::{
     MemoryAuditLog, Outcome, ToolFuture, ToolSpec, Workspace,
 };
 use sealpost_protocol::content::{ToolCall, ToolKind, ToolResult};
-use sealpost_seal::{PairingSecret, PluginSession, verify_hello};
 use sealpost_time::UnixMillis;
 use serde_json::{Value, json};
 
@@ -292,7 +292,13 @@ fn main() {
     let pairing = PairingSecret::from_bytes([7; 32]);
     let session_end = START_MS.saturating_add_ms(3_600_000);
     let hello = executor
-        .start_session(&pairing, [1; 16], START_MS, session_end, &mut rng)
+        .start_session(
+            &pairing,
+            SessionId::from_bytes([1; 16]),
+            START_MS,
+            session_end,
+            &mut rng,
+        )
         .unwrap();
     let plugin = PluginSession::start(
         &pairing,
@@ -309,7 +315,7 @@ fn main() {
         .map(|n| {
             let mut call_id = [0u8; 16];
             call_id[..8].copy_from_slice(&(n as u64).to_be_bytes());
-            let header = plugin.call_header(call_id, START_MS, session_end);
+            let header = plugin.call_header(CallId::from_bytes(call_id), START_MS, session_end);
             plugin.seal_call(&header, &plaintext, &mut rng).unwrap()
         })
         .collect();

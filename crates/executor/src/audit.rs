@@ -2,13 +2,13 @@
 //! asked of their tab and what it answered. Records carry a digest of the arguments, never the
 //! arguments, so the log does not become a second copy of what was read.
 
+use sealpost_protocol::ids::{CallId, ProposalId};
 use std::cell::RefCell;
 use std::collections::VecDeque;
 use std::fmt::Write as _;
 use std::rc::Rc;
 
 use sealpost_protocol::content::{CancelReason, RefusalCode};
-use sealpost_protocol::ids::Id16;
 use sealpost_time::UnixMillis;
 use serde::Serialize;
 use sha2::{Digest, Sha256};
@@ -26,7 +26,7 @@ pub enum AuditOutcome {
     /// A proposal tool saved a proposal for review.
     ProposalSaved {
         /// The review page's handle on it.
-        proposal_id: Id16,
+        proposal_id: ProposalId,
     },
     /// The call was opened and refused.
     Refused {
@@ -41,17 +41,17 @@ pub enum AuditOutcome {
     /// The person applied a proposal.
     ProposalApplied {
         /// The proposal whose change is now in the workspace.
-        proposal_id: Id16,
+        proposal_id: ProposalId,
     },
     /// The person rejected a proposal.
     ProposalRejected {
         /// The proposal, now dropped.
-        proposal_id: Id16,
+        proposal_id: ProposalId,
     },
     /// Applying was refused because the document changed since the proposal (or is gone).
     ProposalApplyRefused {
         /// The proposal, still pending so the person can reject it.
-        proposal_id: Id16,
+        proposal_id: ProposalId,
     },
 }
 
@@ -75,7 +75,7 @@ pub struct AuditRecord {
     /// When the decision was made.
     pub at_ms: UnixMillis,
     /// The call, when one is concerned and its header could be read.
-    pub call_id: Option<Id16>,
+    pub call_id: Option<CallId>,
     /// The tool, when the call could be opened (or the proposal's tool).
     pub tool: Option<String>,
     /// SHA-256 of the arguments' JSON, hex; absent when the call could not be opened.

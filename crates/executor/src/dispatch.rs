@@ -1,11 +1,11 @@
 //! The decision for one opened call: access, tool, arguments, grants, then the tool itself.
 //! Every refusal the executor can seal back is decided here.
 
+use sealpost_protocol::ids::ProposalId;
 use std::rc::Rc;
 
 use rand_core::CryptoRng;
 use sealpost_protocol::content::{Refusal, RefusalCode, Reply, ToolCall, ToolKind, ToolResult};
-use sealpost_protocol::ids::Id16;
 
 use crate::Executor;
 use crate::audit::AuditOutcome;
@@ -211,7 +211,7 @@ impl Executor {
         }
         let mut id = [0u8; 16];
         rng.fill_bytes(&mut id);
-        let id = Id16::from_bytes(id);
+        let id = ProposalId::from_bytes(id);
         proposals.insert(Proposal {
             id,
             created_at_ms: clock.now_ms(),

@@ -12,7 +12,6 @@ use std::rc::Rc;
 
 use rand_core::CryptoRng;
 use sealpost_protocol::content::{CancelReason, Catalog, CatalogEntry, RefusalCode, ToolCall};
-use sealpost_protocol::ids::Id16;
 use sealpost_seal::{
     CallId, ENVELOPE_OVERHEAD, Header, MAX_REPLY_ENVELOPE_BYTES, PairingSecret, SealError,
     SessionId, SessionKeys, seal_reply,
@@ -406,7 +405,7 @@ impl Executor {
         .expect("a bounded reply to an opened call seals");
         let audit = AuditRecord {
             at_ms: clock.now_ms(),
-            call_id: Some(Id16::from_bytes(call_id)),
+            call_id: Some(call_id),
             tool: call.as_ref().map(|c| c.name.clone()),
             arguments_digest: call.as_ref().map(|c| arguments_digest(&c.arguments)),
             outcome,
@@ -441,7 +440,7 @@ impl Executor {
     ) -> Outcome {
         let audit = AuditRecord {
             at_ms: clock.now_ms(),
-            call_id: call_id.map(Id16::from_bytes),
+            call_id,
             tool: call.map(|c| c.name.clone()),
             arguments_digest: call.map(|c| arguments_digest(&c.arguments)),
             outcome: AuditOutcome::Cancelled { reason },

@@ -2,10 +2,10 @@
 //! nothing to the workspace; only [`crate::Executor::apply_proposal`], called from the app's
 //! review page, writes, and only if the document is still exactly as the proposal saw it.
 
+use sealpost_protocol::ids::ProposalId;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
-use sealpost_protocol::ids::Id16;
 use sealpost_time::UnixMillis;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -55,7 +55,7 @@ pub enum ProposedChange {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Proposal {
     /// How the review page and the audit log refer to it (drawn at random).
-    pub id: Id16,
+    pub id: ProposalId,
     /// When the call that proposed it was handled.
     pub created_at_ms: UnixMillis,
     /// The tool that proposed it.
@@ -106,7 +106,7 @@ pub enum ApplyError {
 /// Proposals keyed by id, oldest id first.
 #[derive(Debug, Default, Clone)]
 pub struct Proposals {
-    pending: BTreeMap<Id16, Proposal>,
+    pending: BTreeMap<ProposalId, Proposal>,
 }
 
 impl Proposals {
@@ -118,11 +118,11 @@ impl Proposals {
         self.pending.insert(proposal.id, proposal);
     }
 
-    pub fn get(&self, id: &Id16) -> Option<&Proposal> {
+    pub fn get(&self, id: &ProposalId) -> Option<&Proposal> {
         self.pending.get(id)
     }
 
-    pub fn remove(&mut self, id: &Id16) -> Option<Proposal> {
+    pub fn remove(&mut self, id: &ProposalId) -> Option<Proposal> {
         self.pending.remove(id)
     }
 

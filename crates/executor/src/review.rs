@@ -1,7 +1,7 @@
 //! The review side of proposals: listing, applying and rejecting. Only the host's review page
 //! calls these; no tool call can reach them. Each decision is written to the audit log.
 
-use sealpost_protocol::ids::Id16;
+use sealpost_protocol::ids::ProposalId;
 use sealpost_time::UnixMillis;
 
 use crate::Executor;
@@ -29,7 +29,11 @@ impl Executor {
     /// Applies a proposal the person approved. An append or edit is applied only if the
     /// document is exactly as it was when proposed; otherwise nothing is written and the
     /// proposal stays pending, so the person can reject it. Audited either way.
-    pub fn apply_proposal(&self, id: Id16, now_ms: UnixMillis) -> Result<Applied, ApplyError> {
+    pub fn apply_proposal(
+        &self,
+        id: ProposalId,
+        now_ms: UnixMillis,
+    ) -> Result<Applied, ApplyError> {
         let Some(proposal) = self.proposals.borrow().get(&id).cloned() else {
             return Err(ApplyError::NoSuchProposal);
         };
@@ -46,7 +50,7 @@ impl Executor {
     }
 
     /// Rejects a proposal: it is dropped, nothing is written, the rejection is audited.
-    pub fn reject_proposal(&self, id: Id16, now_ms: UnixMillis) -> Result<(), ApplyError> {
+    pub fn reject_proposal(&self, id: ProposalId, now_ms: UnixMillis) -> Result<(), ApplyError> {
         let proposal = self
             .proposals
             .borrow_mut()

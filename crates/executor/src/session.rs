@@ -205,7 +205,7 @@ mod tests {
         let pairing = PairingSecret::from_bytes([5; 32]);
         let session = Session::start(
             &pairing,
-            [1; 16],
+            SessionId::from_bytes([1; 16]),
             NOW,
             NOW.saturating_add_ms(600_000),
             b"{}",
@@ -223,7 +223,11 @@ mod tests {
     ) -> Vec<u8> {
         let hello = verify_hello(pairing, session.hello(), NOW).unwrap();
         let plugin = PluginSession::start(pairing, &hello, rng).unwrap();
-        let header = plugin.call_header([call_id; 16], NOW, NOW.saturating_add_ms(1000));
+        let header = plugin.call_header(
+            CallId::from_bytes([call_id; 16]),
+            NOW,
+            NOW.saturating_add_ms(1000),
+        );
         plugin.seal_call(&header, b"{}", rng).unwrap()
     }
 
@@ -236,7 +240,7 @@ mod tests {
             let impostor = PairingSecret::from_bytes([6; 32]);
             let s = Session::start(
                 &impostor,
-                [1; 16],
+                SessionId::from_bytes([1; 16]),
                 NOW,
                 NOW.saturating_add_ms(600_000),
                 b"{}",
@@ -272,14 +276,18 @@ mod tests {
         for n in 0..=SEEN_CALLS_PRUNE_THRESHOLD as u32 {
             let mut id = [0u8; 16];
             id[..4].copy_from_slice(&n.to_be_bytes());
-            session.seen.insert(id, NOW);
+            session.seen.insert(CallId::from_bytes(id), NOW);
         }
         session.latest_now_ms = NOW.saturating_add_ms(CLOCK_SKEW_MS + 1);
         let pairing = PairingSecret::from_bytes([5; 32]);
         let hello = verify_hello(&pairing, session.hello(), NOW).unwrap();
         let plugin = PluginSession::start(&pairing, &hello, &mut rng).unwrap();
         let later = NOW.saturating_add_ms(CLOCK_SKEW_MS + 1);
-        let header = plugin.call_header([0xff; 16], later, later.saturating_add_ms(1000));
+        let header = plugin.call_header(
+            CallId::from_bytes([0xff; 16]),
+            later,
+            later.saturating_add_ms(1000),
+        );
         let envelope = plugin.seal_call(&header, b"{}", &mut rng).unwrap();
         assert!(session.open(&envelope, later).is_ok());
         assert_eq!(session.seen.len(), 1);

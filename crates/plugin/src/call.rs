@@ -3,12 +3,12 @@
 //! (progress while waiting, cancellation honoured, an absent tab answered at once), open and
 //! fence the reply.
 
+use sealpost_protocol::ids::{Base64Bytes, CallId};
 use std::future::Future;
 use std::time::{Duration, Instant};
 
 use sealpost_protocol::api::{CallState, PostCallRequest};
 use sealpost_protocol::content::{CancelReason, Reply, ToolCall};
-use sealpost_protocol::ids::{Base64Bytes, Id16};
 use sealpost_protocol::limits::MAX_CALL_ENVELOPE_BYTES;
 use sealpost_seal::{ENVELOPE_OVERHEAD, PairingCode};
 use sealpost_time::UnixMillis;
@@ -77,7 +77,7 @@ impl Plugin {
         code: &PairingCode,
         relay: &RelayClient,
     ) -> Result<TrustedSession, Failure> {
-        let pair_id = Id16(code.secret().pair_id());
+        let pair_id = code.secret().pair_id();
         let live = relay
             .live_session(pair_id)
             .await?
@@ -147,8 +147,8 @@ impl Plugin {
                     origin: code.relay_origin().clone(),
                 });
             }
-            let call_id = Id16(rand::random());
-            let header = session.keys.call_header(call_id.0, now, expires_at);
+            let call_id = CallId::from_bytes(rand::random());
+            let header = session.keys.call_header(call_id, now, expires_at);
             let envelope = session
                 .keys
                 .seal_call(&header, &plaintext, &mut rand::rng())

@@ -5,7 +5,6 @@ use std::io::{BufRead as _, IsTerminal as _, Write as _};
 
 use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
-use sealpost_protocol::ids::Id16;
 use sealpost_seal::PairingCode;
 use sealpost_time::UnixMillis;
 use serde::Serialize;
@@ -350,7 +349,7 @@ pub async fn pair(plugin: &Plugin, argument: Option<String>, replace: bool) -> E
     }
     let host = code.relay_origin().host().to_owned();
     let relay = RelayClient::new(plugin.http.clone(), code.relay_origin(), code.mcp_token());
-    let session = match relay.live_session(Id16(code.secret().pair_id())).await {
+    let session = match relay.live_session(code.secret().pair_id()).await {
         Ok(session) => session,
         Err(RelayError::Unreachable { .. } | RelayError::BadResponse { .. }) => {
             eprintln!(
@@ -386,7 +385,7 @@ pub async fn pair(plugin: &Plugin, argument: Option<String>, replace: bool) -> E
             .trust(code.secret(), &live, crate::call::local_now_ms())
         {
             Ok(session) => {
-                plugin.remember_catalog(Id16(code.secret().pair_id()), &session.tools);
+                plugin.remember_catalog(code.secret().pair_id(), &session.tools);
                 println!(
                     "A session is live: {} tools offered.",
                     crate::tools::accepted(&session.tools).len()

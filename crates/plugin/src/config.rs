@@ -11,12 +11,12 @@
 //! swap the pairing). Files are written under a fresh random name created exclusively (never
 //! through a link someone planted), then renamed into place.
 
+use sealpost_protocol::ids::PairId;
 use std::fs::{self, File, OpenOptions};
 use std::io::{Read as _, Write as _};
 use std::path::{Path, PathBuf};
 
 use sealpost_protocol::content::CatalogEntry;
-use sealpost_protocol::ids::Id16;
 use sealpost_seal::PairingCode;
 use serde::{Deserialize, Serialize};
 use zeroize::{Zeroize as _, Zeroizing};
@@ -91,14 +91,14 @@ pub struct CachedCatalog {
     format: String,
     version: u32,
     /// The pairing whose hello carried it; a catalog of another pairing is ignored.
-    pub pair_id: Id16,
+    pub pair_id: PairId,
     /// The tools, as the tab offered them (filtered when listed).
     pub tools: Vec<CatalogEntry>,
 }
 
 impl CachedCatalog {
     /// A catalog for `pair_id`.
-    pub fn new(pair_id: Id16, tools: Vec<CatalogEntry>) -> Self {
+    pub fn new(pair_id: PairId, tools: Vec<CatalogEntry>) -> Self {
         Self {
             format: CATALOG_FORMAT.into(),
             version: FORMAT_VERSION,
@@ -182,7 +182,7 @@ impl ConfigDir {
     }
 
     /// The cached catalog for `pair_id`, or `None` when absent, unreadable or another pairing's.
-    pub fn load_catalog(&self, pair_id: Id16) -> Option<CachedCatalog> {
+    pub fn load_catalog(&self, pair_id: PairId) -> Option<CachedCatalog> {
         let bytes = read_bounded(&self.0.join(CATALOG_FILE)).ok()??;
         let catalog: CachedCatalog = serde_json::from_slice(&bytes).ok()?;
         (catalog.format == CATALOG_FORMAT

@@ -24,10 +24,10 @@ pub(crate) mod session;
 pub mod stdio;
 pub(crate) mod tools;
 
+use sealpost_protocol::ids::PairId;
 use std::time::Duration;
 
 use sealpost_protocol::content::CatalogEntry;
-use sealpost_protocol::ids::Id16;
 use sealpost_seal::PairingCode;
 
 use crate::config::{CachedCatalog, ConfigDir, ConfigError};
@@ -123,7 +123,7 @@ impl Plugin {
 
     /// The catalog to list for `pair_id`: the cached file's, or, for a pairing of this process
     /// alone, the one it keeps in memory.
-    pub(crate) fn listed_catalog(&self, pair_id: Id16) -> Vec<CatalogEntry> {
+    pub(crate) fn listed_catalog(&self, pair_id: PairId) -> Vec<CatalogEntry> {
         let catalog = if self.process_pairing.is_some() {
             self.known_catalog.lock().expect("not poisoned").clone()
         } else {
@@ -148,7 +148,7 @@ impl Plugin {
     /// Caches the catalog of a hello that verified, when it differs from the cached one.
     /// Every call sees the hello, so the catalog this process last knew is kept in memory and
     /// the file is read only when there is none yet (at most once per process and pairing).
-    fn remember_catalog(&self, pair_id: Id16, tools: &[CatalogEntry]) {
+    fn remember_catalog(&self, pair_id: PairId, tools: &[CatalogEntry]) {
         let mut known = self.known_catalog.lock().expect("not poisoned");
         if known.is_none() && self.process_pairing.is_none() {
             *known = self.config.load_catalog(pair_id);

@@ -8,6 +8,7 @@
 //! their turn, so hundreds of concurrent tool calls do not open hundreds of connections (which
 //! the relay's per-address cap would refuse, the tab's own connections with them).
 
+use sealpost_protocol::ids::{CallId, PairId, SessionId};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -17,7 +18,6 @@ use sealpost_protocol::api::{
     PostCallResponse,
 };
 use sealpost_protocol::content::CancelReason;
-use sealpost_protocol::ids::Id16;
 use sealpost_protocol::limits::MAX_REPLY_ENVELOPE_BYTES;
 use sealpost_seal::RelayOrigin;
 use serde::Serialize;
@@ -150,7 +150,7 @@ impl RelayClient {
     /// The live session of `pair_id`, or `None` when none is live.
     pub async fn live_session(
         &self,
-        pair_id: Id16,
+        pair_id: PairId,
     ) -> Result<Option<LiveSessionResponse>, RelayError> {
         let path = format!("/v1/pairings/{pair_id}/session");
         // Idempotent, and the first request after a sleep may meet a dead pooled connection:
@@ -173,7 +173,7 @@ impl RelayClient {
     /// Posts a sealed call.
     pub async fn post_call(
         &self,
-        session_id: Id16,
+        session_id: SessionId,
         request: &PostCallRequest,
     ) -> Result<PostCallResponse, RelayError> {
         let path = format!("/v1/sessions/{session_id}/calls");
@@ -184,7 +184,7 @@ impl RelayClient {
     /// Reads a call, waiting up to `wait` for it to leave pending and claimed.
     pub async fn read_call(
         &self,
-        call_id: Id16,
+        call_id: CallId,
         wait: Duration,
     ) -> Result<CallStatusResponse, RelayError> {
         let wait_ms = wait.as_millis();
@@ -194,7 +194,11 @@ impl RelayClient {
     }
 
     /// Cancels a call with `reason`.
-    pub async fn cancel_call(&self, call_id: Id16, reason: CancelReason) -> Result<(), RelayError> {
+    pub async fn cancel_call(
+        &self,
+        call_id: CallId,
+        reason: CancelReason,
+    ) -> Result<(), RelayError> {
         let path = format!("/v1/calls/{call_id}/cancel");
         self.send_empty(reqwest::Method::POST, &path, &CancelRequest { reason })
             .await

@@ -15,7 +15,6 @@ use rmcp::model::{
 };
 use rmcp::service::{Peer, RequestContext};
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler, ServiceExt as _};
-use sealpost_protocol::ids::Id16;
 use serde_json::Value;
 
 use crate::Plugin;
@@ -71,7 +70,7 @@ impl McpServer {
     fn listed_tools(&self) -> Vec<rmcp::model::Tool> {
         match self.plugin.pairing() {
             Ok(code) => {
-                let entries = self.plugin.listed_catalog(Id16(code.secret().pair_id()));
+                let entries = self.plugin.listed_catalog(code.secret().pair_id());
                 tools::list(&entries, code.relay_origin().host())
             }
             Err(_) => tools::own_tools(),

@@ -12,11 +12,11 @@
 //! newer one, leaves the list as it is (the relay cannot roll it back); an update that does not
 //! open is ignored. Either way the tab still checks every call against the person's grants.
 
+use sealpost_protocol::ids::SessionId;
 use std::sync::{Arc, Mutex};
 
 use sealpost_protocol::api::LiveSessionResponse;
 use sealpost_protocol::content::{Catalog, CatalogEntry};
-use sealpost_protocol::ids::Id16;
 use sealpost_protocol::limits::CLOCK_SKEW_MS;
 use sealpost_seal::{PairingSecret, PluginSession, SealError, open_catalog_update, verify_hello};
 use sealpost_time::UnixMillis;
@@ -25,7 +25,7 @@ use sealpost_time::UnixMillis;
 #[derive(Debug, Clone)]
 pub struct TrustedSession {
     /// The session's id (from the verified hello).
-    pub session_id: Id16,
+    pub session_id: SessionId,
     /// When the session ends (from the verified hello).
     pub expires_at_ms: UnixMillis,
     /// The relay's clock when it answered.
@@ -64,7 +64,7 @@ pub struct SessionKeysCache(Mutex<Option<Current>>);
 /// The session the plugin last trusted.
 #[derive(Debug)]
 struct Current {
-    session_id: Id16,
+    session_id: SessionId,
     keys: Arc<PluginSession>,
     /// The highest catalog number opened (0: the hello's) and its tools.
     seq: u64,
@@ -86,7 +86,7 @@ impl SessionKeysCache {
         if hello.expires_at_ms().saturating_add_ms(CLOCK_SKEW_MS) < local_now {
             return Err(SessionError::ExpiredLocally);
         }
-        let session_id = Id16(*hello.session_id());
+        let session_id = *hello.session_id();
         if session_id != live.session_id {
             return Err(SessionError::SessionMismatch);
         }
@@ -182,7 +182,7 @@ mod tests {
     }
 
     fn tab(secret: &PairingSecret, names: &[&str]) -> Tab {
-        let session_id = rand::random();
+        let session_id = SessionId::from_bytes(rand::random());
         let (session, hello) = BrowserSession::start(
             secret,
             session_id,
@@ -193,7 +193,7 @@ mod tests {
         )
         .unwrap();
         let live = LiveSessionResponse {
-            session_id: Id16(session_id),
+            session_id,
             hello: Base64Bytes(hello),
             expires_at: NOW.saturating_add_ms(3_600_000),
             claimer_seen_at: Some(NOW),

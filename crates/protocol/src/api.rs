@@ -1,15 +1,17 @@
 //! Relay HTTP API: request and response bodies and stable error codes.
 //!
 //! The relay, the plugin and the browser all (de)serialise these types, so a field renamed here
-//! is renamed everywhere at once. Envelopes and hellos are opaque [`Base64Bytes`]; ids are
-//! [`Id16`]; times are [`UnixMillis`], a JSON integer. Error codes are listed once, in [`ErrorCode`].
+//! is renamed everywhere at once. Envelopes and hellos are opaque [`Base64Bytes`]; each id kind
+//! has its type ([`OwnerId`], [`TokenId`], [`PairId`], [`SessionId`], [`CallId`]), all written
+//! as the same 22-character text; times are [`UnixMillis`], a JSON integer. Error codes are
+//! listed once, in [`ErrorCode`].
 
 use sealpost_time::UnixMillis;
 use serde::{Deserialize, Serialize};
 use strum::{IntoStaticStr, VariantArray};
 
 use crate::content::CancelReason;
-use crate::ids::{Base64Bytes, Id16};
+use crate::ids::{Base64Bytes, CallId, OwnerId, PairId, SessionId, TokenId};
 
 pub mod channel;
 mod errors;
@@ -30,7 +32,7 @@ pub struct SigninRequest {
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct OwnerInfo {
     /// The owner's id.
-    pub id: Id16,
+    pub id: OwnerId,
     /// The owner's name, as `sealpost-relay owner add` gave it.
     pub name: String,
 }
@@ -63,7 +65,7 @@ pub struct MeResponse {
     pub token_kind: TokenKind,
     /// For an MCP token: the pairing it acts for.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub pair_id: Option<Id16>,
+    pub pair_id: Option<PairId>,
     /// A fresh owner token with a renewed expiry (absent for MCP tokens, which do not slide).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub token: Option<String>,
@@ -129,7 +131,7 @@ pub struct CreateMcpTokenRequest {
     /// A name for the token, shown when tokens are listed.
     pub label: String,
     /// The pairing the token will act for.
-    pub pair_id: Id16,
+    pub pair_id: PairId,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     /// The token's lifetime in seconds; the relay's default when absent.
     pub ttl_s: Option<u64>,
@@ -140,7 +142,7 @@ pub struct CreateMcpTokenRequest {
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct CreateMcpTokenResponse {
     /// The token's id, for listing and revoking it.
-    pub id: Id16,
+    pub id: TokenId,
     /// The MCP token itself, shown this once. A secret: never log it.
     pub token: String,
     /// When the token expires, Unix ms.
@@ -153,11 +155,11 @@ pub struct CreateMcpTokenResponse {
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct McpTokenInfo {
     /// The token's id.
-    pub id: Id16,
+    pub id: TokenId,
     /// The name given when the token was made.
     pub label: String,
     /// The pairing the token acts for.
-    pub pair_id: Id16,
+    pub pair_id: PairId,
     /// When the token was made, Unix ms.
     #[cfg_attr(feature = "openapi", schema(value_type = u64))]
     pub created_at: UnixMillis,
@@ -177,7 +179,7 @@ pub struct McpTokenList {
     pub tokens: Vec<McpTokenInfo>,
     /// When more remain: pass it as `after` for the next page.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub next: Option<Id16>,
+    pub next: Option<TokenId>,
 }
 
 /// One owner sign-in as listed: one per signed-in device (never the token itself).
@@ -185,7 +187,7 @@ pub struct McpTokenList {
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct OwnerTokenInfo {
     /// The sign-in's id, for revoking it.
-    pub id: Id16,
+    pub id: TokenId,
     /// When the person signed in, Unix ms.
     #[cfg_attr(feature = "openapi", schema(value_type = u64))]
     pub created_at: UnixMillis,
@@ -213,9 +215,9 @@ pub struct OwnerTokenList {
 #[serde(deny_unknown_fields)]
 pub struct CreateSessionRequest {
     /// The id the browser chose (the hello carries it too).
-    pub session_id: Id16,
+    pub session_id: SessionId,
     /// The pairing the session serves.
-    pub pair_id: Id16,
+    pub pair_id: PairId,
     /// The session hello (binary; layout in docs/PROTOCOL.md).
     pub hello: Base64Bytes,
     /// How long the session lives, in seconds.
@@ -238,7 +240,7 @@ pub struct CatalogUpdateRequest {
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct CreateSessionResponse {
     /// The new session's id.
-    pub session_id: Id16,
+    pub session_id: SessionId,
     /// When the session ends, Unix ms.
     #[cfg_attr(feature = "openapi", schema(value_type = u64))]
     pub expires_at: UnixMillis,
@@ -249,7 +251,7 @@ pub struct CreateSessionResponse {
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct LiveSessionResponse {
     /// The live session's id; the plugin checks it is the hello's.
-    pub session_id: Id16,
+    pub session_id: SessionId,
     /// The hello byte for byte as the browser posted it.
     pub hello: Base64Bytes,
     /// When the session ends, Unix ms.
@@ -278,7 +280,7 @@ pub struct LiveSessionResponse {
 #[serde(deny_unknown_fields)]
 pub struct PostCallRequest {
     /// The id the plugin chose (the envelope's header carries it too).
-    pub call_id: Id16,
+    pub call_id: CallId,
     /// The sealed call.
     pub envelope: Base64Bytes,
     /// How long the call may wait for an answer, in seconds.
@@ -290,7 +292,7 @@ pub struct PostCallRequest {
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct PostCallResponse {
     /// The call's id.
-    pub call_id: Id16,
+    pub call_id: CallId,
     /// When the call expires, Unix ms.
     #[cfg_attr(feature = "openapi", schema(value_type = u64))]
     pub expires_at: UnixMillis,
@@ -304,7 +306,7 @@ pub struct PostCallResponse {
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ClaimedCall {
     /// The call's id.
-    pub call_id: Id16,
+    pub call_id: CallId,
     /// The sealed call.
     pub envelope: Base64Bytes,
     /// When the claim's lease ends, Unix ms: a reply after it is refused.

@@ -1,7 +1,7 @@
 //! Account operations that more than one front end needs: the admin CLI, the first start and
 //! the `/v1` API all hand out one-time sign-in links the same way.
 
-use sealpost_protocol::ids::Id16;
+use sealpost_protocol::ids::OwnerId;
 use sealpost_time::UnixMillis;
 use sha2::{Digest, Sha256};
 
@@ -19,7 +19,7 @@ pub(crate) fn code_hash(code: &str) -> [u8; 32] {
 pub async fn create_signin_link(
     store: &dyn Store,
     public_url: &str,
-    owner_id: Id16,
+    owner_id: OwnerId,
     ttl_s: u64,
 ) -> StoreResult<(String, UnixMillis)> {
     create_app_signin_link(
@@ -41,7 +41,7 @@ pub async fn create_signin_link(
 pub async fn create_app_signin_link(
     store: &dyn Store,
     public_url: &str,
-    owner_id: Id16,
+    owner_id: OwnerId,
     app: &AppScope,
     ttl_s: u64,
     lifetime_ends_at: Option<UnixMillis>,

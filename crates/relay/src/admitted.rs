@@ -19,12 +19,12 @@
 //! exemption and their clients retry refusals as before. With several replicas, a request that
 //! reaches another replica than the claim or the reply did is simply not exempt.
 
+use sealpost_protocol::ids::{CallId, OwnerId, TokenId};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use dashmap::DashMap;
 use dashmap::mapref::entry::Entry;
 use sealpost_protocol::api::TokenKind;
-use sealpost_protocol::ids::Id16;
 use sealpost_time::UnixMillis;
 
 use crate::store::Bearer;
@@ -56,11 +56,11 @@ impl Work {
 }
 
 /// `(owner, call)`: call ids are unique per owner.
-type Key = (Id16, Id16);
+type Key = (OwnerId, CallId);
 
 #[derive(Debug)]
 struct Claim {
-    token: Id16,
+    token: TokenId,
     lease_ends: UnixMillis,
     tries: u8,
 }
@@ -93,7 +93,7 @@ impl Admitted {
     }
 
     /// A claim by `token` handed out `call`, leased until `lease_ends`.
-    pub fn claimed(&self, owner: Id16, token: Id16, call: Id16, lease_ends: UnixMillis) {
+    pub fn claimed(&self, owner: OwnerId, token: TokenId, call: CallId, lease_ends: UnixMillis) {
         let claim = Claim {
             token,
             lease_ends,
@@ -103,7 +103,7 @@ impl Admitted {
     }
 
     /// `call`'s reply was stored; its answer may be read until `until`.
-    pub fn answered(&self, owner: Id16, call: Id16, until: UnixMillis) {
+    pub fn answered(&self, owner: OwnerId, call: CallId, until: UnixMillis) {
         let answer = Answer {
             until,
             tries: TRIES,
@@ -113,7 +113,7 @@ impl Admitted {
 
     /// Whether `bearer` may do `work` on `call` although its rate refused it, taking one of
     /// the exemption's tries if so.
-    pub(crate) fn take(&self, bearer: &Bearer, work: Work, call: Id16, now: UnixMillis) -> bool {
+    pub(crate) fn take(&self, bearer: &Bearer, work: Work, call: CallId, now: UnixMillis) -> bool {
         let key = (bearer.owner_id, call);
         match work {
             Work::Reply | Work::Cancel => self.take_from(&self.claims, key, |claim| {
@@ -138,13 +138,13 @@ impl Admitted {
     }
 
     /// A reply or cancel of `call` reached the store: a later one is not the first.
-    pub fn settled(&self, owner: Id16, call: Id16) {
+    pub fn settled(&self, owner: OwnerId, call: CallId) {
         self.forget(&self.claims, (owner, call));
     }
 
     /// `call`'s answer was read (or an exempt read reached the store): a later read is not the
     /// first.
-    pub fn delivered(&self, owner: Id16, call: Id16) {
+    pub fn delivered(&self, owner: OwnerId, call: CallId) {
         self.forget(&self.answers, (owner, call));
     }
 
@@ -231,19 +231,20 @@ impl Taken {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use sealpost_protocol::ids::PairId;
 
     const NOW: UnixMillis = UnixMillis::from_ms(1_000_000);
 
     fn bearer(kind: TokenKind, token: u8) -> Bearer {
         Bearer {
-            token_id: Id16([token; 16]),
-            owner_id: Id16([1; 16]),
+            token_id: TokenId::from_bytes([token; 16]),
+            owner_id: OwnerId::from_bytes([1; 16]),
             kind,
-            pair_id: (kind == TokenKind::Mcp).then_some(Id16([2; 16])),
+            pair_id: (kind == TokenKind::Mcp).then_some(PairId::from_bytes([2; 16])),
         }
     }
 
-    const CALL: Id16 = Id16([9; 16]);
+    const CALL: CallId = CallId::from_bytes([9; 16]);
 
     #[test]
     fn only_the_claiming_token_replies_or_cancels_exempt_within_its_lease() {
@@ -253,7 +254,7 @@ mod tests {
         ledger.claimed(tab.owner_id, tab.token_id, CALL, lease_ends);
         assert!(!ledger.take(&bearer(TokenKind::Owner, 4), Work::Reply, CALL, NOW));
         assert!(!ledger.take(&bearer(TokenKind::Mcp, 5), Work::Cancel, CALL, NOW));
-        assert!(!ledger.take(&tab, Work::Reply, Id16([8; 16]), NOW));
+        assert!(!ledger.take(&tab, Work::Reply, CallId::from_bytes([8; 16]), NOW));
         assert!(
             !ledger.take(&tab, Work::Read, CALL, NOW),
             "a claim is no answer"
@@ -302,20 +303,35 @@ mod tests {
         let tab = bearer(TokenKind::Owner, 3);
         let soon = NOW.saturating_add_ms(10);
         let later = NOW.saturating_add_ms(1_000);
-        ledger.claimed(tab.owner_id, tab.token_id, Id16([1; 16]), soon);
-        ledger.claimed(tab.owner_id, tab.token_id, Id16([2; 16]), later);
-        ledger.answered(tab.owner_id, Id16([3; 16]), soon);
-        ledger.answered(tab.owner_id, Id16([4; 16]), later);
+        ledger.claimed(
+            tab.owner_id,
+            tab.token_id,
+            CallId::from_bytes([1; 16]),
+            soon,
+        );
+        ledger.claimed(
+            tab.owner_id,
+            tab.token_id,
+            CallId::from_bytes([2; 16]),
+            later,
+        );
+        ledger.answered(tab.owner_id, CallId::from_bytes([3; 16]), soon);
+        ledger.answered(tab.owner_id, CallId::from_bytes([4; 16]), later);
         assert_eq!(ledger.len(), 3, "the fourth was not recorded");
         let plugin = bearer(TokenKind::Mcp, 5);
-        assert!(!ledger.take(&plugin, Work::Read, Id16([4; 16]), NOW));
+        assert!(!ledger.take(&plugin, Work::Read, CallId::from_bytes([4; 16]), NOW));
         // Recording a call again replaces its entry and counts it once.
-        ledger.claimed(tab.owner_id, tab.token_id, Id16([2; 16]), later);
+        ledger.claimed(
+            tab.owner_id,
+            tab.token_id,
+            CallId::from_bytes([2; 16]),
+            later,
+        );
         assert_eq!(ledger.len(), 3);
         ledger.sweep(soon);
         assert_eq!(ledger.len(), 1);
-        assert!(ledger.take(&tab, Work::Reply, Id16([2; 16]), soon));
-        ledger.answered(tab.owner_id, Id16([4; 16]), later);
+        assert!(ledger.take(&tab, Work::Reply, CallId::from_bytes([2; 16]), soon));
+        ledger.answered(tab.owner_id, CallId::from_bytes([4; 16]), later);
         assert_eq!(ledger.len(), 2, "room again after the sweep");
         assert!(Admitted::new(0).len() == 0);
         let none = Admitted::new(0);

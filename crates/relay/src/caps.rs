@@ -4,13 +4,13 @@
 //! count that a guard gives back when it drops, so a request that fails or is dropped
 //! half-way cannot leak its place.
 
+use sealpost_protocol::ids::{OwnerId, TokenId};
 use std::collections::{BTreeMap, HashMap};
 use std::hash::Hash;
 use std::sync::{Arc, Mutex};
 
 use axum::http::HeaderMap;
 use axum::http::header::CONTENT_LENGTH;
-use sealpost_protocol::ids::Id16;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio_util::sync::CancellationToken;
 
@@ -85,7 +85,7 @@ pub struct LargeBodies {
     threshold: usize,
     at_once: u32,
     slots: Arc<Semaphore>,
-    per_owner: KeyedCap<Id16>,
+    per_owner: KeyedCap<OwnerId>,
 }
 
 /// Why a large body found no place.
@@ -101,7 +101,7 @@ pub enum NoPlace {
 #[derive(Debug)]
 pub struct LargePlace {
     _all: OwnedSemaphorePermit,
-    _owner: KeyedSlot<Id16>,
+    _owner: KeyedSlot<OwnerId>,
 }
 
 impl LargeBodies {
@@ -120,7 +120,7 @@ impl LargeBodies {
     /// the request's bytes are dropped).
     pub fn admit(
         &self,
-        owner: Id16,
+        owner: OwnerId,
         headers: &HeaderMap,
         cap: usize,
     ) -> Result<Option<LargePlace>, NoPlace> {
@@ -132,7 +132,7 @@ impl LargeBodies {
     }
 
     /// Admits a body of `len` bytes (a channel message, already read): as [`Self::admit`].
-    pub fn admit_len(&self, owner: Id16, len: usize) -> Result<Option<LargePlace>, NoPlace> {
+    pub fn admit_len(&self, owner: OwnerId, len: usize) -> Result<Option<LargePlace>, NoPlace> {
         if len <= self.threshold {
             return Ok(None);
         }
@@ -160,8 +160,8 @@ impl LargeBodies {
 /// account keeps one account from holding every connection the relay allows.
 #[derive(Debug)]
 pub struct LongPolls {
-    per_token: KeyedCap<Id16>,
-    per_owner: KeyedCap<Id16>,
+    per_token: KeyedCap<TokenId>,
+    per_owner: KeyedCap<OwnerId>,
 }
 
 /// Which share a long-poll found full.
@@ -174,8 +174,8 @@ pub enum LongPollsFull {
 /// A waiting long-poll's places; dropping it gives them back.
 #[derive(Debug)]
 pub struct LongPollPlace {
-    _token: KeyedSlot<Id16>,
-    _owner: KeyedSlot<Id16>,
+    _token: KeyedSlot<TokenId>,
+    _owner: KeyedSlot<OwnerId>,
 }
 
 impl LongPolls {
@@ -187,7 +187,7 @@ impl LongPolls {
     }
 
     /// A place for one more long-poll of `token`, a token of `owner`.
-    pub fn admit(&self, token: Id16, owner: Id16) -> Result<LongPollPlace, LongPollsFull> {
+    pub fn admit(&self, token: TokenId, owner: OwnerId) -> Result<LongPollPlace, LongPollsFull> {
         let token = self
             .per_token
             .try_acquire(token)
@@ -347,7 +347,7 @@ mod tests {
 
     #[test]
     fn only_large_or_unknown_bodies_take_a_place() {
-        let owner = Id16([1; 16]);
+        let owner = OwnerId::from_bytes([1; 16]);
         let gate = LargeBodies::new(100, 1, 0);
         let mut small = HeaderMap::new();
         small.insert(CONTENT_LENGTH, "50".parse().unwrap());
@@ -369,7 +369,7 @@ mod tests {
 
     #[test]
     fn an_owner_at_their_share_of_large_bodies_takes_nothing_from_the_others() {
-        let (alice, bob) = (Id16([1; 16]), Id16([2; 16]));
+        let (alice, bob) = (OwnerId::from_bytes([1; 16]), OwnerId::from_bytes([2; 16]));
         let gate = LargeBodies::new(100, 3, 2);
         let _a = gate.admit_len(alice, 500).unwrap();
         let _b = gate.admit_len(alice, 500).unwrap();
@@ -382,22 +382,26 @@ mod tests {
 
     #[test]
     fn long_polls_are_capped_per_token_and_per_owner() {
-        let (owner, other) = (Id16([1; 16]), Id16([2; 16]));
+        let (owner, other) = (OwnerId::from_bytes([1; 16]), OwnerId::from_bytes([2; 16]));
         let polls = LongPolls::new(2, 3);
-        let a = polls.admit(Id16([10; 16]), owner).unwrap();
-        let _b = polls.admit(Id16([10; 16]), owner).unwrap();
+        let a = polls.admit(TokenId::from_bytes([10; 16]), owner).unwrap();
+        let _b = polls.admit(TokenId::from_bytes([10; 16]), owner).unwrap();
         assert_eq!(
-            polls.admit(Id16([10; 16]), owner).unwrap_err(),
+            polls
+                .admit(TokenId::from_bytes([10; 16]), owner)
+                .unwrap_err(),
             LongPollsFull::Token
         );
-        let _c = polls.admit(Id16([11; 16]), owner).unwrap();
+        let _c = polls.admit(TokenId::from_bytes([11; 16]), owner).unwrap();
         assert_eq!(
-            polls.admit(Id16([12; 16]), owner).unwrap_err(),
+            polls
+                .admit(TokenId::from_bytes([12; 16]), owner)
+                .unwrap_err(),
             LongPollsFull::Owner
         );
-        assert!(polls.admit(Id16([20; 16]), other).is_ok());
+        assert!(polls.admit(TokenId::from_bytes([20; 16]), other).is_ok());
         drop(a);
-        assert!(polls.admit(Id16([12; 16]), owner).is_ok());
+        assert!(polls.admit(TokenId::from_bytes([12; 16]), owner).is_ok());
     }
 
     #[test]

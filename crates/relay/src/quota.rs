@@ -13,26 +13,25 @@
 //! on the safe side. Per replica, like the rate limits: with N replicas an owner may exceed the
 //! quota by what they post through the others within one sweep interval.
 
+use sealpost_protocol::ids::OwnerId;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
-
-use sealpost_protocol::ids::Id16;
 
 #[derive(Debug, Default)]
 struct Counts {
     /// What the last recount read from the database.
-    counted: HashMap<Id16, i64>,
+    counted: HashMap<OwnerId, i64>,
     /// Bytes stored since the last recount began.
-    stored_since: HashMap<Id16, i64>,
+    stored_since: HashMap<OwnerId, i64>,
     /// While a recount runs: what was stored before it began. Still counted (the old `counted`
     /// does not have it) until the recount's result, which does, replaces `counted`.
-    stored_before: HashMap<Id16, i64>,
+    stored_before: HashMap<OwnerId, i64>,
     /// Bytes reserved by requests not yet stored or given back.
-    in_flight: HashMap<Id16, i64>,
+    in_flight: HashMap<OwnerId, i64>,
 }
 
 impl Counts {
-    fn held(&self, owner: &Id16) -> i64 {
+    fn held(&self, owner: &OwnerId) -> i64 {
         [
             &self.counted,
             &self.stored_before,
@@ -45,7 +44,7 @@ impl Counts {
     }
 }
 
-fn add(map: &mut HashMap<Id16, i64>, owner: Id16, bytes: i64) {
+fn add(map: &mut HashMap<OwnerId, i64>, owner: OwnerId, bytes: i64) {
     let entry = map.entry(owner).or_insert(0);
     *entry += bytes;
     if *entry == 0 {
@@ -80,7 +79,7 @@ impl HeldBytes {
     /// Reserves `bytes` for `owner`, or `None` when that would pass the quota. The reservation
     /// is given back when the guard drops, unless it is [`Reserved::keep`]-ed (the store
     /// accepted the bytes).
-    pub fn reserve(&self, owner: Id16, bytes: usize) -> Option<Reserved> {
+    pub fn reserve(&self, owner: OwnerId, bytes: usize) -> Option<Reserved> {
         if self.quota == 0 {
             return Some(Reserved(None));
         }
@@ -109,7 +108,7 @@ impl HeldBytes {
     }
 
     /// Ends a recount with what the database held.
-    pub fn finish_recount(&self, _began: Recount, counted: Vec<(Id16, i64)>) {
+    pub fn finish_recount(&self, _began: Recount, counted: Vec<(OwnerId, i64)>) {
         let mut counts = self.lock();
         counts.counted = counted.into_iter().collect();
         counts.stored_before.clear();
@@ -127,7 +126,7 @@ pub struct Reserved(Option<Reservation>);
 #[derive(Debug)]
 struct Reservation {
     counts: Arc<Mutex<Counts>>,
-    owner: Id16,
+    owner: OwnerId,
     bytes: i64,
 }
 
@@ -154,8 +153,8 @@ impl Drop for Reserved {
 mod tests {
     use super::*;
 
-    const A: Id16 = Id16([1; 16]);
-    const B: Id16 = Id16([2; 16]);
+    const A: OwnerId = OwnerId::from_bytes([1; 16]);
+    const B: OwnerId = OwnerId::from_bytes([2; 16]);
 
     #[test]
     fn reservations_count_until_given_back() {

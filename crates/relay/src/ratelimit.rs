@@ -15,6 +15,7 @@
 //! call its token claimed, and the first read of its answer, are charged like any request, but
 //! their handler overrides a refusal (`admitted`).
 
+use sealpost_protocol::ids::{OwnerId, TokenId};
 use std::hash::Hash;
 use std::net::IpAddr;
 use std::num::NonZeroU32;
@@ -27,7 +28,6 @@ use governor::nanos::Nanos;
 use governor::state::keyed::ShrinkableKeyedStateStore;
 use governor::state::{InMemoryState, NotKeyed, StateStore};
 use governor::{DefaultKeyedRateLimiter, Quota, RateLimiter};
-use sealpost_protocol::ids::Id16;
 
 use crate::config::Limits;
 
@@ -88,13 +88,13 @@ impl<K: Hash + Eq + Clone> ShrinkableKeyedStateStore<K> for Forgettable<K> {
     }
 }
 
-type TokenLimiter = RateLimiter<Id16, Forgettable<Id16>, DefaultClock>;
+type TokenLimiter = RateLimiter<TokenId, Forgettable<TokenId>, DefaultClock>;
 
 /// The relay's rate limiters; a limit configured as 0 is off.
 #[derive(Debug)]
 pub struct RateLimits {
-    per_token: Option<(TokenLimiter, Forgettable<Id16>)>,
-    per_owner: Option<DefaultKeyedRateLimiter<Id16>>,
+    per_token: Option<(TokenLimiter, Forgettable<TokenId>)>,
+    per_owner: Option<DefaultKeyedRateLimiter<OwnerId>>,
     signin_per_address: Option<DefaultKeyedRateLimiter<IpAddr>>,
     clock: DefaultClock,
 }
@@ -140,7 +140,7 @@ impl RateLimits {
     }
 
     /// Charges one request to an authenticated token.
-    pub fn check_token(&self, token: Id16) -> Result<(), Limited> {
+    pub fn check_token(&self, token: TokenId) -> Result<(), Limited> {
         let Some((limiter, _)) = &self.per_token else {
             return Ok(());
         };
@@ -151,14 +151,14 @@ impl RateLimits {
 
     /// Forgets a token's key: the store found the token dead after it was charged, so the
     /// table keeps no trace of it.
-    pub fn forget_token(&self, token: Id16) {
+    pub fn forget_token(&self, token: TokenId) {
         if let Some((_, keys)) = &self.per_token {
             keys.0.remove(&token);
         }
     }
 
     /// Charges one request to the owner of an authenticated token (all their tokens share it).
-    pub fn check_owner(&self, owner: Id16) -> Result<(), Limited> {
+    pub fn check_owner(&self, owner: OwnerId) -> Result<(), Limited> {
         self.check(self.per_owner.as_ref(), &owner)
     }
 
@@ -217,14 +217,14 @@ mod tests {
     #[test]
     fn a_burst_is_allowed_then_refused_per_token() {
         let limiter = RateLimits::new(&limits(1, 3));
-        let token = Id16([9; 16]);
+        let token = TokenId::from_bytes([9; 16]);
         assert!((0..3).all(|_| limiter.check_token(token).is_ok()));
         let refused = limiter.check_token(token).unwrap_err();
         assert!(
             refused.retry_after > Duration::ZERO && refused.retry_after <= Duration::from_secs(1)
         );
         assert!(
-            limiter.check_token(Id16([8; 16])).is_ok(),
+            limiter.check_token(TokenId::from_bytes([8; 16])).is_ok(),
             "buckets are per token"
         );
     }
@@ -236,11 +236,11 @@ mod tests {
             rate_burst_per_owner: 3,
             ..Limits::default()
         });
-        let owner = Id16([1; 16]);
+        let owner = OwnerId::from_bytes([1; 16]);
         assert!((0..3).all(|_| limiter.check_owner(owner).is_ok()));
         assert!(limiter.check_owner(owner).is_err());
         assert!(
-            limiter.check_owner(Id16([2; 16])).is_ok(),
+            limiter.check_owner(OwnerId::from_bytes([2; 16])).is_ok(),
             "buckets are per owner"
         );
     }
@@ -248,7 +248,7 @@ mod tests {
     #[test]
     fn a_forgotten_token_leaves_no_key_and_the_sweep_keeps_busy_ones() {
         let limiter = RateLimits::new(&limits(1, 3));
-        let (dead, busy) = (Id16([7; 16]), Id16([8; 16]));
+        let (dead, busy) = (TokenId::from_bytes([7; 16]), TokenId::from_bytes([8; 16]));
         limiter.check_token(dead).unwrap();
         limiter.check_token(busy).unwrap();
         limiter.check_token(busy).unwrap();
@@ -267,7 +267,7 @@ mod tests {
     #[test]
     fn a_zero_rate_is_off() {
         let limiter = RateLimits::new(&limits(0, 3));
-        assert!((0..1000).all(|_| limiter.check_token(Id16([9; 16])).is_ok()));
+        assert!((0..1000).all(|_| limiter.check_token(TokenId::from_bytes([9; 16])).is_ok()));
         assert_eq!(limiter.token_keys(), 0);
     }
 }

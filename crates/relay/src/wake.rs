@@ -5,20 +5,20 @@
 //! only while someone waits on them. On PostgreSQL a listener task feeds other replicas'
 //! notifications into the same hub (see `store::postgres`).
 
+use sealpost_protocol::ids::{CallId, OwnerId, SessionId};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use sealpost_protocol::ids::Id16;
 use tokio::sync::Notify;
 
 /// What a waiter waits for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Topic {
     /// Something claimable may have arrived in a session (or the session ended).
-    Session(Id16, Id16),
+    Session(OwnerId, SessionId),
     /// A call's state changed (answered or cancelled).
-    Call(Id16, Id16),
+    Call(OwnerId, CallId),
 }
 
 impl Topic {
@@ -35,11 +35,10 @@ impl Topic {
         if text.len() != 45 || !text.is_ascii() {
             return None;
         }
-        let owner = text[1..23].parse().ok()?;
-        let id = text[23..45].parse().ok()?;
+        let (owner, id) = (text[1..23].parse().ok()?, &text[23..45]);
         match &text[..1] {
-            "s" => Some(Topic::Session(owner, id)),
-            "c" => Some(Topic::Call(owner, id)),
+            "s" => Some(Topic::Session(owner, id.parse().ok()?)),
+            "c" => Some(Topic::Call(owner, id.parse().ok()?)),
             _ => None,
         }
     }
@@ -136,9 +135,9 @@ mod tests {
 
     #[test]
     fn a_topic_round_trips_through_its_payload() {
-        let topic = Topic::Call(Id16([1; 16]), Id16([2; 16]));
+        let topic = Topic::Call(OwnerId::from_bytes([1; 16]), CallId::from_bytes([2; 16]));
         assert_eq!(Topic::decode(&topic.encode()), Some(topic));
-        let topic = Topic::Session(Id16([3; 16]), Id16([4; 16]));
+        let topic = Topic::Session(OwnerId::from_bytes([3; 16]), SessionId::from_bytes([4; 16]));
         assert_eq!(Topic::decode(&topic.encode()), Some(topic));
         assert_eq!(Topic::decode("x"), None);
     }
@@ -146,7 +145,7 @@ mod tests {
     #[tokio::test]
     async fn a_wake_between_check_and_wait_is_not_lost() {
         let hub = Hub::new();
-        let topic = Topic::Session(Id16([0; 16]), Id16([1; 16]));
+        let topic = Topic::Session(OwnerId::from_bytes([0; 16]), SessionId::from_bytes([1; 16]));
         {
             let sub = hub.subscribe(topic);
             let notified = sub.notify().notified();

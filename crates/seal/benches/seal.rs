@@ -4,7 +4,9 @@
 use chacha20poly1305::aead::Aead;
 use chacha20poly1305::{KeyInit, XChaCha20Poly1305};
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
-use sealpost_seal::{BrowserSession, PairingSecret, PluginSession, open_call, verify_hello};
+use sealpost_seal::{
+    BrowserSession, CallId, PairingSecret, PluginSession, SessionId, open_call, verify_hello,
+};
 use sealpost_time::UnixMillis;
 use std::hint::black_box;
 
@@ -18,7 +20,7 @@ fn session() -> (PairingSecret, BrowserSession, PluginSession) {
     let secret = PairingSecret::generate(&mut rng);
     let (browser, hello) = BrowserSession::start(
         &secret,
-        [1; 16],
+        SessionId::from_bytes([1; 16]),
         at(1_000),
         at(3_600_000),
         b"{\"tools\":[]}",
@@ -52,7 +54,7 @@ fn seal_open(c: &mut Criterion) {
             },
         );
         let plaintext = vec![0x5a; size];
-        let header = plugin.call_header([2; 16], at(2_000), at(60_000));
+        let header = plugin.call_header(CallId::from_bytes([2; 16]), at(2_000), at(60_000));
         group.throughput(Throughput::Bytes(size as u64));
         group.bench_with_input(
             BenchmarkId::from_parameter(size),
@@ -73,8 +75,15 @@ fn seal_open(c: &mut Criterion) {
 fn key_derivation(c: &mut Criterion) {
     let (secret, browser, plugin) = session();
     let mut rng = rand::rng();
-    let (_, hello) =
-        BrowserSession::start(&secret, [3; 16], at(1_000), at(3_600_000), b"{}", &mut rng).unwrap();
+    let (_, hello) = BrowserSession::start(
+        &secret,
+        SessionId::from_bytes([3; 16]),
+        at(1_000),
+        at(3_600_000),
+        b"{}",
+        &mut rng,
+    )
+    .unwrap();
     let verified = verify_hello(&secret, &hello, at(2_000)).unwrap();
     c.bench_function("browser keys_for (one X25519 + two HKDF)", |b| {
         b.iter(|| black_box(browser.keys_for(black_box(plugin.plugin_public())).unwrap()))

@@ -73,7 +73,11 @@ impl VerifiedCatalogUpdate {
 }
 
 fn update_cipher(secret: &PairingSecret, session_id: &SessionId) -> XChaCha20Poly1305 {
-    let key = hkdf32(secret.expose(), session_id, &[LABEL_CATALOG_UPDATE]);
+    let key = hkdf32(
+        secret.expose(),
+        session_id.as_bytes(),
+        &[LABEL_CATALOG_UPDATE],
+    );
     XChaCha20Poly1305::new(&(*key).into())
 }
 
@@ -96,8 +100,8 @@ pub(crate) fn seal_catalog_update(
     }
     let mut out = Vec::with_capacity(total);
     out.push(VERSION);
-    out.extend_from_slice(session_id);
-    out.extend_from_slice(pair_id);
+    out.extend_from_slice(session_id.as_bytes());
+    out.extend_from_slice(pair_id.as_bytes());
     out.extend_from_slice(&seq.to_be_bytes());
     out.extend_from_slice(&created_at_ms.to_be_bytes());
     let mut nonce = [0u8; NONCE_LEN];
@@ -135,8 +139,8 @@ pub fn open_catalog_update(
     }
     // Past the version byte; fields in the order of the layout above.
     let mut fields = Fields::new(&update[1..]);
-    let session_id: SessionId = fields.array().ok_or(SealError::TooShort)?;
-    let pair_id: PairId = fields.array().ok_or(SealError::TooShort)?;
+    let session_id: SessionId = fields.id().ok_or(SealError::TooShort)?;
+    let pair_id: PairId = fields.id().ok_or(SealError::TooShort)?;
     if pair_id != secret.pair_id() {
         return Err(SealError::WrongPairing);
     }

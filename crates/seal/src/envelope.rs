@@ -136,8 +136,8 @@ impl Header {
         let mut out = [0u8; HEADER_LEN];
         out[0] = VERSION;
         out[1] = self.kind as u8;
-        out[2..18].copy_from_slice(&self.session_id);
-        out[18..34].copy_from_slice(&self.call_id);
+        out[2..18].copy_from_slice(self.session_id.as_bytes());
+        out[18..34].copy_from_slice(self.call_id.as_bytes());
         out[34..66].copy_from_slice(&self.plugin_public);
         out[66..74].copy_from_slice(&self.created_at_ms.to_be_bytes());
         out[74..82].copy_from_slice(&self.expires_at_ms.to_be_bytes());
@@ -167,8 +167,8 @@ pub fn parse_header(envelope: &[u8]) -> Result<Header, SealError> {
     let mut read = || -> Option<Header> {
         Some(Header {
             kind,
-            session_id: fields.array()?,
-            call_id: fields.array()?,
+            session_id: fields.id()?,
+            call_id: fields.id()?,
             plugin_public: fields.array()?,
             created_at_ms: UnixMillis::from_be_bytes(fields.array()?),
             expires_at_ms: UnixMillis::from_be_bytes(fields.array()?),

@@ -17,6 +17,11 @@ impl<'a> Fields<'a> {
         Some(*head)
     }
 
+    /// The next 16 bytes as an id of the kind the caller names.
+    pub(crate) fn id<I: sealpost_ids::Id>(&mut self) -> Option<I> {
+        self.array().map(I::from_bytes)
+    }
+
     /// The next `n` bytes, `n` known only at run time (a length field's value).
     pub(crate) fn slice(&mut self, n: usize) -> Option<&'a [u8]> {
         let (head, rest) = self.0.split_at_checked(n)?;

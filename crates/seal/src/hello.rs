@@ -155,8 +155,8 @@ pub(crate) fn build_hello(
     }
     let mut out = Vec::with_capacity(total);
     out.push(VERSION);
-    out.extend_from_slice(&fields.session_id);
-    out.extend_from_slice(&fields.pair_id);
+    out.extend_from_slice(fields.session_id.as_bytes());
+    out.extend_from_slice(fields.pair_id.as_bytes());
     out.extend_from_slice(&fields.browser_public);
     out.extend_from_slice(&fields.created_at_ms.to_be_bytes());
     out.extend_from_slice(&fields.expires_at_ms.to_be_bytes());
@@ -207,8 +207,8 @@ pub fn verify_hello(
     let mut read = Fields::new(&hello[1..]);
     let mut header = || -> Option<(HelloFields, u32)> {
         let fields = HelloFields {
-            session_id: read.array()?,
-            pair_id: read.array()?,
+            session_id: read.id()?,
+            pair_id: read.id()?,
             browser_public: read.array()?,
             created_at_ms: UnixMillis::from_be_bytes(read.array()?),
             expires_at_ms: UnixMillis::from_be_bytes(read.array()?),
@@ -272,6 +272,6 @@ fn hello_key(secret: &PairingSecret) -> zeroize::Zeroizing<[u8; 32]> {
 }
 
 fn catalog_cipher(secret: &PairingSecret, session_id: &SessionId) -> XChaCha20Poly1305 {
-    let key = hkdf32(secret.expose(), session_id, &[LABEL_CATALOG]);
+    let key = hkdf32(secret.expose(), session_id.as_bytes(), &[LABEL_CATALOG]);
     XChaCha20Poly1305::new(&(*key).into())
 }

@@ -40,7 +40,7 @@ pub use error::{PairingCodeError, RelayOriginError, SealError};
 pub use hello::{HELLO_HEADER_LEN, MAX_HELLO_BYTES, VerifiedHello, verify_hello};
 pub use keys::{BrowserSession, PluginSession, SessionKeys};
 pub use origin::{RelayOrigin, validate_relay_origin};
-pub use secret::{PairId, PairingSecret};
+pub use secret::PairingSecret;
 
 /// Version byte of every binary record this crate writes.
 pub const VERSION: u8 = 1;
@@ -48,12 +48,8 @@ pub const VERSION: u8 = 1;
 /// Tolerance allowed when judging another party's timestamps, in milliseconds.
 pub const CLOCK_SKEW_MS: u64 = 120_000;
 
-/// Length of session and call ids.
-pub const ID_LEN: usize = 16;
-
-/// A session id: 16 random bytes chosen by the browser.
-pub type SessionId = [u8; ID_LEN];
-/// A call id: 16 random bytes chosen by the plugin.
-pub type CallId = [u8; ID_LEN];
+/// Session ids are chosen by the browser, call ids by the plugin, pair ids derived from `P`;
+/// each is its own type so one cannot be passed for another.
+pub use sealpost_ids::{CallId, ID_LEN, PairId, SessionId};
 /// An X25519 public key.
 pub type PublicKeyBytes = [u8; 32];

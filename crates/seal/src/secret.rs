@@ -13,8 +13,7 @@ use crate::origin::RelayOrigin;
 #[derive(Clone, Zeroize, ZeroizeOnDrop, PartialEq, Eq)]
 pub struct PairingSecret([u8; 32]);
 
-/// `HKDF(P, "sealpost/v1 pair-id")[..16]`: the only thing the relay learns about a pairing.
-pub type PairId = [u8; 16];
+pub use sealpost_ids::PairId;
 
 impl PairingSecret {
     /// A fresh secret from `rng` (32 bytes drawn).
@@ -39,7 +38,7 @@ impl PairingSecret {
         let okm = hkdf32(&self.0, &[], &[LABEL_PAIR_ID]);
         let mut id = [0u8; 16];
         id.copy_from_slice(&okm[..16]);
-        id
+        PairId::from_bytes(id)
     }
 
     /// Six decimal digits from `HKDF(P, "sealpost/v1 fingerprint" ‖ relay_origin)`: the first

@@ -9,7 +9,7 @@ use sealpost_protocol::api::{
     PostCallRequest, ReplyRequest,
 };
 use sealpost_protocol::content::CancelReason;
-use sealpost_protocol::ids::{Base64Bytes, Id16};
+use sealpost_protocol::ids::{Base64Bytes, CallId, PairId, SessionId, TokenId};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
@@ -32,8 +32,8 @@ impl Client {
     /// The tab publishes a session hello.
     pub async fn create_session(
         &self,
-        session_id: Id16,
-        pair_id: Id16,
+        session_id: SessionId,
+        pair_id: PairId,
         hello: Vec<u8>,
         ttl_s: u64,
     ) -> Result<()> {
@@ -48,15 +48,15 @@ impl Client {
     }
 
     /// The plugin looks up its pairing's live session.
-    pub async fn live_session(&self, pair_id: Id16) -> Result<LiveSessionResponse> {
+    pub async fn live_session(&self, pair_id: PairId) -> Result<LiveSessionResponse> {
         self.get(&format!("/v1/pairings/{pair_id}/session")).await
     }
 
     /// The plugin posts a sealed call.
     pub async fn post_call(
         &self,
-        session_id: Id16,
-        call_id: Id16,
+        session_id: SessionId,
+        call_id: CallId,
         envelope: Vec<u8>,
     ) -> Result<()> {
         let request = PostCallRequest {
@@ -70,13 +70,18 @@ impl Client {
     }
 
     /// The tab claims up to `max` calls, waiting up to `wait_ms` for one.
-    pub async fn claim(&self, session_id: Id16, max: u32, wait_ms: u64) -> Result<ClaimResponse> {
+    pub async fn claim(
+        &self,
+        session_id: SessionId,
+        max: u32,
+        wait_ms: u64,
+    ) -> Result<ClaimResponse> {
         let path = format!("/v1/sessions/{session_id}/claims?wait_ms={wait_ms}&max={max}");
         self.post(&path, &serde_json::json!({})).await
     }
 
     /// The tab posts a sealed reply.
-    pub async fn reply(&self, call_id: Id16, envelope: Vec<u8>) -> Result<()> {
+    pub async fn reply(&self, call_id: CallId, envelope: Vec<u8>) -> Result<()> {
         let request = self
             .http
             .put(format!("{}/v1/calls/{call_id}/reply", self.base))
@@ -87,7 +92,7 @@ impl Client {
     }
 
     /// The tab cancels a call it cannot answer.
-    pub async fn cancel(&self, call_id: Id16, reason: CancelReason) -> Result<()> {
+    pub async fn cancel(&self, call_id: CallId, reason: CancelReason) -> Result<()> {
         let request = self
             .http
             .post(format!("{}/v1/calls/{call_id}/cancel", self.base))
@@ -96,7 +101,7 @@ impl Client {
     }
 
     /// The tab ends its session (as on `pagehide`): its open calls are cancelled.
-    pub async fn end_session(&self, session_id: Id16) -> Result<()> {
+    pub async fn end_session(&self, session_id: SessionId) -> Result<()> {
         let request = self
             .http
             .delete(format!("{}/v1/sessions/{session_id}", self.base));
@@ -104,7 +109,7 @@ impl Client {
     }
 
     /// The owner revokes an MCP token by its id.
-    pub async fn revoke_mcp_token(&self, token_id: Id16) -> Result<()> {
+    pub async fn revoke_mcp_token(&self, token_id: TokenId) -> Result<()> {
         let request = self
             .http
             .delete(format!("{}/v1/mcp-tokens/{token_id}", self.base));
@@ -112,7 +117,7 @@ impl Client {
     }
 
     /// Reads a call, waiting up to `wait_ms` for an answer.
-    pub async fn read_call(&self, call_id: Id16, wait_ms: u64) -> Result<CallStatusResponse> {
+    pub async fn read_call(&self, call_id: CallId, wait_ms: u64) -> Result<CallStatusResponse> {
         self.get(&format!("/v1/calls/{call_id}?wait_ms={wait_ms}"))
             .await
     }

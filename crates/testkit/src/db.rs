@@ -2,17 +2,21 @@
 //! cluster), ids, and the rule that turns a missing PostgreSQL into a loud failure or a
 //! reported skip.
 
+use sealpost_protocol::ids::Id;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use sealpost_protocol::ids::Id16;
 use sealpost_relay::store::{self, Inspect};
 
-/// A fresh random id.
-pub fn id() -> Id16 {
+/// A fresh random id of the kind the caller names.
+pub fn id<I: Id>() -> I {
+    I::from_bytes(random_bytes())
+}
+
+fn random_bytes() -> [u8; 16] {
     let mut bytes = [0u8; 16];
     getrandom::fill(&mut bytes).expect("random bytes");
-    Id16(bytes)
+    bytes
 }
 
 /// A temporary directory removed when dropped.
@@ -21,7 +25,7 @@ pub struct TempDir(pub PathBuf);
 
 impl TempDir {
     pub fn new() -> Self {
-        let path = std::env::temp_dir().join(format!("sealpost-test-{}", id()));
+        let path = std::env::temp_dir().join(format!("sealpost-test-{}", hex_id()));
         std::fs::create_dir_all(&path).expect("create temp dir");
         TempDir(path)
     }
@@ -121,7 +125,7 @@ impl TestDb {
 }
 
 fn hex_id() -> String {
-    id().0.iter().map(|b| format!("{b:02x}")).collect()
+    random_bytes().iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// The test cluster's URL. PostgreSQL tests are part of the suite: without a cluster they fail

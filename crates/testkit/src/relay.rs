@@ -1,12 +1,12 @@
 //! A relay in-process on loopback with its own fresh database (or a client for one started
 //! elsewhere), owners signed in through the API, and the JSON requests the relay's tests make.
 
+use sealpost_protocol::ids::{CallId, OwnerId, PairId, SessionId, TokenId};
 use std::sync::Arc;
 
 use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use reqwest::{Method, StatusCode};
-use sealpost_protocol::ids::Id16;
 use sealpost_relay::app::{self, Running};
 use sealpost_relay::config::{Config, Limits};
 use sealpost_relay::store::Store;
@@ -157,7 +157,7 @@ impl Relay {
     /// Creates an owner and signs them in through `/v1/auth/signin` with a one-time code;
     /// returns (owner id, owner token). The owner is made in the relay's store, or, for a relay
     /// started elsewhere, in its database.
-    pub async fn owner(&self, name: &str) -> (Id16, String) {
+    pub async fn owner(&self, name: &str) -> (OwnerId, String) {
         let store: Arc<dyn Store> = match &self.running {
             Some(running) => running.store.clone(),
             None => {
@@ -194,7 +194,7 @@ impl Relay {
     }
 
     /// An MCP token for `pair`; returns (token id, token).
-    pub async fn mcp_token(&self, owner_token: &str, pair: Id16) -> (Id16, String) {
+    pub async fn mcp_token(&self, owner_token: &str, pair: PairId) -> (TokenId, String) {
         let (status, body) = self
             .send(
                 Method::POST,
@@ -211,7 +211,7 @@ impl Relay {
     }
 
     /// A new session for `pair` publishing `hello`, for [`SESSION_TTL_S`]; its id.
-    pub async fn session(&self, owner_token: &str, pair: Id16, hello: &[u8]) -> Id16 {
+    pub async fn session(&self, owner_token: &str, pair: PairId, hello: &[u8]) -> SessionId {
         let session = id();
         let (status, body) = self
             .send(
@@ -272,7 +272,7 @@ impl Relay {
     /// Waits until the pairing's live session has been claimed from (`claimer_seen_at` is set),
     /// so a claim has made its first check of the store; or until no session is live. This
     /// waits for a state, it does not guess a duration.
-    pub async fn wait_for_claimer(&self, token: &str, pair: Id16) {
+    pub async fn wait_for_claimer(&self, token: &str, pair: PairId) {
         loop {
             let (status, live) = self
                 .send(
@@ -290,7 +290,7 @@ impl Relay {
     }
 
     /// Posts a call carrying `envelope` to `session`; its new id.
-    pub async fn post_call(&self, mcp_token: &str, session: Id16, envelope: &[u8]) -> Id16 {
+    pub async fn post_call(&self, mcp_token: &str, session: SessionId, envelope: &[u8]) -> CallId {
         let call = id();
         let (status, body) = self
             .send(
@@ -319,10 +319,10 @@ pub fn unb64(value: &Value) -> Vec<u8> {
 #[derive(Debug)]
 pub struct Pairing {
     pub owner: String,
-    pub pair: Id16,
+    pub pair: PairId,
     pub mcp: String,
-    pub mcp_id: Id16,
-    pub session: Id16,
+    pub mcp_id: TokenId,
+    pub session: SessionId,
 }
 
 /// An owner named `name` signed in, an MCP token for a fresh pair id, and a session for it

@@ -13,7 +13,7 @@ use hyper_util::rt::TokioIo;
 use sealpost_protocol::api::{
     CallStatusResponse, ClaimResponse, PostCallRequest, PostCallResponse, ReplyRequest,
 };
-use sealpost_protocol::ids::{Base64Bytes, Id16};
+use sealpost_protocol::ids::{Base64Bytes, CallId, SessionId};
 use serde::de::DeserializeOwned;
 use tokio::net::TcpStream;
 
@@ -89,7 +89,7 @@ impl Conn {
     }
 
     /// The plugin posts a sealed call.
-    pub async fn post_call(&mut self, session_id: Id16, call_id: Id16, envelope: Vec<u8>) {
+    pub async fn post_call(&mut self, session_id: SessionId, call_id: CallId, envelope: Vec<u8>) {
         let request = PostCallRequest {
             call_id,
             envelope: Base64Bytes(envelope),
@@ -103,14 +103,14 @@ impl Conn {
     }
 
     /// The tab claims up to `max` calls without waiting.
-    pub async fn claim(&mut self, session_id: Id16, max: u32) -> ClaimResponse {
+    pub async fn claim(&mut self, session_id: SessionId, max: u32) -> ClaimResponse {
         let path = format!("/v1/sessions/{session_id}/claims?wait_ms=0&max={max}");
         self.json(Method::POST, &path, Some(b"{}".to_vec()), StatusCode::OK)
             .await
     }
 
     /// The tab posts a sealed reply.
-    pub async fn reply(&mut self, call_id: Id16, envelope: Vec<u8>) {
+    pub async fn reply(&mut self, call_id: CallId, envelope: Vec<u8>) {
         let request = ReplyRequest {
             envelope: Base64Bytes(envelope),
         };
@@ -126,7 +126,7 @@ impl Conn {
     }
 
     /// The plugin reads its call without waiting.
-    pub async fn read_call(&mut self, call_id: Id16) -> CallStatusResponse {
+    pub async fn read_call(&mut self, call_id: CallId) -> CallStatusResponse {
         let path = format!("/v1/calls/{call_id}?wait_ms=0");
         self.json(Method::GET, &path, None, StatusCode::OK).await
     }

@@ -29,6 +29,7 @@ mod echo;
 mod pgbench;
 mod steps;
 
+use sealpost_protocol::ids::{CallId, OwnerId, PairId, SessionId};
 use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -36,7 +37,6 @@ use std::time::{Duration, Instant};
 use client::Conn;
 use sealpost_e2e::{LiveRelay, Pairing};
 use sealpost_protocol::api::TokenKind;
-use sealpost_protocol::ids::Id16;
 use sealpost_relay::scope::AppScope;
 use sealpost_relay::store::{self, Bearer, NewCall, NewSession, Store, TokenRow};
 use sealpost_seal::{
@@ -97,12 +97,12 @@ struct Ends {
 
 impl Ends {
     /// A session for `secret`: the tab's hello, and the plugin joined to it.
-    fn new(secret: &PairingSecret, session_id: Id16) -> (Self, Vec<u8>) {
+    fn new(secret: &PairingSecret, session_id: SessionId) -> (Self, Vec<u8>) {
         let mut rng = rand::rng();
         let t = now();
         let end = t.saturating_add_ms(3_600_000);
         let (tab, hello) =
-            BrowserSession::start(secret, session_id.0, t, end, b"{}", &mut rng).unwrap();
+            BrowserSession::start(secret, session_id, t, end, b"{}", &mut rng).unwrap();
         let verified = verify_hello(secret, &hello, t).unwrap();
         let plugin = PluginSession::start(secret, &verified, &mut rng).unwrap();
         let tab_keys = tab.keys_for(plugin.plugin_public()).unwrap();
@@ -118,11 +118,11 @@ impl Ends {
     }
 
     /// The plugin seals a call.
-    fn seal_call(&self, call_id: Id16) -> (Header, Vec<u8>) {
+    fn seal_call(&self, call_id: CallId) -> (Header, Vec<u8>) {
         let t = now();
         let header = self
             .plugin
-            .call_header(call_id.0, t, t.saturating_add_ms(60_000));
+            .call_header(call_id, t, t.saturating_add_ms(60_000));
         let envelope = self
             .plugin
             .seal_call(&header, &self.plaintext, &mut rand::rng())
@@ -191,7 +191,7 @@ where
 }
 
 /// A live token row for the ceiling's clients (the relay mints its own through the API).
-async fn bearer(store: &dyn Store, owner: Id16, pair_id: Option<Id16>) -> Bearer {
+async fn bearer(store: &dyn Store, owner: OwnerId, pair_id: Option<PairId>) -> Bearer {
     let kind = match pair_id {
         Some(_) => TokenKind::Mcp,
         None => TokenKind::Owner,
@@ -218,9 +218,9 @@ async fn bearer(store: &dyn Store, owner: Id16, pair_id: Option<Id16>) -> Bearer
 
 /// A new pairing of `owner` with a live session, straight in the store: its session id, its
 /// MCP token and both ends' keys.
-async fn store_client(store: &dyn Store, owner: Id16) -> (Id16, Bearer, Ends) {
+async fn store_client(store: &dyn Store, owner: OwnerId) -> (SessionId, Bearer, Ends) {
     let secret = PairingSecret::generate(&mut rand::rng());
-    let (session_id, pair_id) = (id(), Id16(secret.pair_id()));
+    let (session_id, pair_id) = (id(), secret.pair_id());
     let (ends, hello) = Ends::new(&secret, session_id);
     let t = now();
     let session = NewSession {
@@ -289,7 +289,7 @@ async fn store_ceiling(url: &str) -> Outcome {
 /// One simulated plugin/tab pair speaking HTTP, each end on its own connection.
 struct HttpClient {
     pairing: Pairing,
-    session_id: Id16,
+    session_id: SessionId,
     ends: Ends,
     plugin: Mutex<Conn>,
     tab: Mutex<Conn>,
@@ -324,7 +324,7 @@ async fn http_clients(relay: &LiveRelay, store: Option<&dyn Store>) -> Vec<HttpC
             Some(_) => relay.pair().await.unwrap(),
             None => {
                 let secret = PairingSecret::generate(&mut rand::rng());
-                let pair_id = Id16(secret.pair_id());
+                let pair_id = secret.pair_id();
                 Pairing {
                     secret,
                     pair_id,
@@ -431,7 +431,9 @@ enum Databases {
 impl Databases {
     async fn fresh(&self) -> String {
         match self {
-            Databases::Sqlite(dir) => format!("sqlite://{}/bench-{}.db", dir.display(), id()),
+            Databases::Sqlite(dir) => {
+                format!("sqlite://{}/bench-{}.db", dir.display(), id::<CallId>())
+            }
             Databases::Postgres(url) => TestDb::postgres_on(url, "sealpost_bench").await.url,
         }
     }
@@ -588,7 +590,7 @@ async fn main() {
         return;
     }
     let echo = echo_runs().await;
-    let dir = std::env::temp_dir().join(format!("sealpost-relay-bench-{}", id()));
+    let dir = std::env::temp_dir().join(format!("sealpost-relay-bench-{}", id::<CallId>()));
     std::fs::create_dir_all(&dir).unwrap();
     let sqlite = relay_runs(
         "SQLite (WAL, synchronous=NORMAL, grouped statements)",

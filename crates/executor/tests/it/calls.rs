@@ -1,6 +1,7 @@
 //! The path of one envelope: open, cancel reasons, refusals, re-checks after an async tool, the
 //! sealed reply and its audit record.
 
+use sealpost_seal::{CallId, Header, SessionId};
 use std::cell::Cell;
 use std::future::Future;
 use std::pin::{Pin, pin};
@@ -12,7 +13,6 @@ use sealpost_executor::{
     ToolSpec, arguments_digest,
 };
 use sealpost_protocol::content::{CancelReason, RefusalCode, Reply, ToolKind, ToolResult};
-use sealpost_seal::Header;
 use serde_json::{Value, json};
 
 use crate::support::*;
@@ -150,7 +150,7 @@ fn garbage_and_other_sessions_are_undecryptable() {
 
     let ours = h.header();
     let header = Header::call(
-        [2; 16],
+        SessionId::from_bytes([2; 16]),
         *ours.call_id(),
         *ours.plugin_public(),
         ours.created_at_ms(),
@@ -208,7 +208,7 @@ fn a_call_within_the_clock_tolerance_still_runs() {
 fn a_call_expiring_after_the_session_is_cancelled() {
     let h = Harness::new();
     let header = h.plugin.call_header(
-        [42; 16],
+        CallId::from_bytes([42; 16]),
         START_MS,
         START_MS.saturating_add_ms(SESSION_MS + 1),
     );
@@ -221,9 +221,11 @@ fn a_call_expiring_after_the_session_is_cancelled() {
 fn a_call_stamped_in_the_future_is_cancelled() {
     let h = Harness::new();
     let created = START_MS.saturating_add_ms(sealpost_seal::CLOCK_SKEW_MS + 1);
-    let header = h
-        .plugin
-        .call_header([43; 16], created, created.saturating_add_ms(1000));
+    let header = h.plugin.call_header(
+        CallId::from_bytes([43; 16]),
+        created,
+        created.saturating_add_ms(1000),
+    );
     let envelope = h.seal(&header, br#"{"name":"list_sources"}"#);
     assert_eq!(cancel_reason(&h.handle(&envelope)), CancelReason::Expired);
 }

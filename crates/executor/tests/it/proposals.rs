@@ -6,7 +6,7 @@ use sealpost_executor::{
     Applied, ApplyError, AuditOutcome, CREATED_NOTE_ID_PREFIX, DocId, ProposedChange,
 };
 use sealpost_protocol::content::RefusalCode;
-use sealpost_protocol::ids::Id16;
+use sealpost_protocol::ids::ProposalId;
 use serde_json::json;
 
 use crate::support::*;
@@ -20,7 +20,7 @@ fn body(h: &Harness, id: &str) -> String {
         .clone()
 }
 
-fn proposal_id(value: &serde_json::Value) -> Id16 {
+fn proposal_id(value: &serde_json::Value) -> ProposalId {
     value["proposal_id"].as_str().unwrap().parse().unwrap()
 }
 

@@ -1,5 +1,6 @@
 //! A live session between an executor and a simulated plugin, over a small workspace.
 
+use sealpost_seal::{CallId, Header, PairingSecret, PluginSession, SessionId, verify_hello};
 use std::cell::{Cell, RefCell};
 use std::future::Future;
 use std::pin::pin;
@@ -13,7 +14,6 @@ use sealpost_executor::{
     Workspace,
 };
 use sealpost_protocol::content::{Refusal, RefusalCode, Reply, ToolCall, ToolResult};
-use sealpost_seal::{Header, PairingSecret, PluginSession, verify_hello};
 use sealpost_time::UnixMillis;
 use serde_json::{Value, json};
 
@@ -136,7 +136,7 @@ impl Harness {
         let hello = executor
             .start_session(
                 &pairing,
-                [1; 16],
+                SessionId::from_bytes([1; 16]),
                 START_MS,
                 START_MS.saturating_add_ms(SESSION_MS),
                 &mut rng,
@@ -182,8 +182,11 @@ impl Harness {
         let id = self.next_call.get();
         self.next_call.set(id + 1);
         let now = self.now.get();
-        self.plugin
-            .call_header([id; 16], now, now.saturating_add_ms(CALL_TTL_MS))
+        self.plugin.call_header(
+            CallId::from_bytes([id; 16]),
+            now,
+            now.saturating_add_ms(CALL_TTL_MS),
+        )
     }
 
     pub fn seal(&self, header: &Header, plaintext: &[u8]) -> Vec<u8> {

@@ -2,6 +2,7 @@
 //! hello. Faults a real relay cannot be made to commit, so a small hostile server plays it;
 //! and a session about to end, through the real relay and tab.
 
+use sealpost_protocol::ids::{Base64Bytes, SessionId};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -13,7 +14,6 @@ use sealpost_e2e::LiveRelay;
 use sealpost_e2e::tab::Tab;
 use sealpost_executor::{Executor, Workspace};
 use sealpost_protocol::api::LiveSessionResponse;
-use sealpost_protocol::ids::Base64Bytes;
 use sealpost_seal::{PairingCode, PairingSecret, RelayOrigin};
 use sealpost_testkit::{TestDb, id};
 use sealpost_time::UnixMillis;
@@ -110,7 +110,7 @@ async fn a_hello_of_another_session_than_the_relay_names_is_not_sealed_to() {
     let hello = executor()
         .start_session(
             &secret,
-            id().0,
+            id(),
             now,
             now.saturating_add_ms(600_000),
             &mut rand::rng(),
@@ -170,11 +170,11 @@ async fn a_hello_expired_by_the_plugins_clock_is_not_sealed_to_whatever_the_rela
     let (listener, origin) = listener().await;
     let secret = pair_with(config.path(), &origin);
     let then = UnixMillis::from_ms(now_ms().as_ms() - 365 * 24 * 3600 * 1000);
-    let session_id = id();
+    let session_id = id::<SessionId>();
     let hello = executor()
         .start_session(
             &secret,
-            session_id.0,
+            session_id,
             then,
             then.saturating_add_ms(600_000),
             &mut rand::rng(),
@@ -258,12 +258,12 @@ async fn an_older_catalog_update_replayed_by_the_relay_does_not_roll_the_tool_li
     let (listener, origin) = listener().await;
     let secret = pair_with(config.path(), &origin);
     let now = now_ms();
-    let session_id = id();
+    let session_id = id::<SessionId>();
     let tab = executor();
     let hello = tab
         .start_session(
             &secret,
-            session_id.0,
+            session_id,
             now,
             now.saturating_add_ms(600_000),
             &mut rand::rng(),

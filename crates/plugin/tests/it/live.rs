@@ -7,6 +7,7 @@ use sealpost_e2e::{LiveRelay, Pairing};
 use sealpost_executor::{DocId, Document, Executor, Workspace};
 use sealpost_protocol::api::CallState;
 use sealpost_protocol::content::CancelReason;
+use sealpost_protocol::ids::SessionId;
 use sealpost_relay::config::Limits;
 use sealpost_testkit::{TestDb, id};
 use sealpost_time::UnixMillis;
@@ -218,11 +219,11 @@ async fn a_revoked_token_an_ended_session_and_an_absent_tab_each_say_so() {
     // A session whose tab never polls: answered at once, not after the deadline.
     let now = sealpost_relay::clock::now_ms();
     let executor = tab_executor();
-    let session_id = id();
+    let session_id = id::<SessionId>();
     let hello = executor
         .start_session(
             &setup.pairing.secret,
-            session_id.0,
+            session_id,
             now,
             now.saturating_add_ms(600_000),
             &mut rand::rng(),

@@ -3,6 +3,7 @@
 //! once in words about the rate. A small server plays the relay: the real one admits a call's
 //! delivery read even past the rate, so only a stand-in can keep refusing it.
 
+use sealpost_protocol::ids::{Base64Bytes, CallId, SessionId};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -15,7 +16,6 @@ use sealpost_protocol::api::{
     CallState, CallStatusResponse, LiveSessionResponse, PostCallResponse,
 };
 use sealpost_protocol::content::CancelReason;
-use sealpost_protocol::ids::{Base64Bytes, Id16};
 use sealpost_seal::{PairingCode, PairingSecret, RelayOrigin};
 use sealpost_testkit::id;
 use sealpost_time::UnixMillis;
@@ -56,13 +56,13 @@ async fn stand(post_answer: fn(usize) -> Response, read_answer: fn(usize) -> Res
     .unwrap();
     write_pairing(config.path(), &code.encode());
     let now = sealpost_relay::clock::now_ms();
-    let session_id = id();
+    let session_id = id::<SessionId>();
     let mut workspace = Workspace::default();
     workspace.add_source("notes").unwrap();
     let hello = granted_executor(workspace)
         .start_session(
             &secret,
-            session_id.0,
+            session_id,
             now,
             now.saturating_add_ms(600_000),
             &mut rand::rng(),
@@ -120,7 +120,7 @@ fn posted(_: usize) -> Response {
     (
         StatusCode::CREATED,
         axum::Json(PostCallResponse {
-            call_id: Id16([0; 16]),
+            call_id: CallId::from_bytes([0; 16]),
             expires_at: now.saturating_add_ms(60_000),
             now_ms: now,
         }),

@@ -12,7 +12,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::content::CancelReason;
-use crate::ids::{Base64Bytes, Id16};
+use crate::ids::{Base64Bytes, CallId, SessionId};
 
 /// The subprotocol a channel speaks; the relay selects it.
 pub const CHANNEL_PROTOCOL: &str = "sealpost.v1";
@@ -39,7 +39,7 @@ pub enum ChannelOp {
     /// `POST /v1/sessions/{session_id}/claims?wait_ms=&max=`.
     Claim {
         /// The session to claim from.
-        session_id: Id16,
+        session_id: SessionId,
         /// Wait up to this long for a call (default 0).
         #[serde(default)]
         wait_ms: u64,
@@ -49,14 +49,14 @@ pub enum ChannelOp {
     /// `PUT /v1/calls/{call_id}/reply`.
     Reply {
         /// The claimed call.
-        call_id: Id16,
+        call_id: CallId,
         /// The sealed reply.
         envelope: Base64Bytes,
     },
     /// `POST /v1/calls/{call_id}/cancel`.
     Cancel {
         /// The call.
-        call_id: Id16,
+        call_id: CallId,
         /// Why.
         reason: CancelReason,
     },
@@ -90,7 +90,7 @@ mod tests {
         assert_eq!(
             request.op,
             ChannelOp::Claim {
-                session_id: Id16([0; 16]),
+                session_id: SessionId::from_bytes([0; 16]),
                 wait_ms: 25_000,
                 max: 50
             }

@@ -34,7 +34,7 @@ fn small_body_timeout(state: &AppState) -> (usize, Duration) {
 
 async fn owner_info(
     state: &AppState,
-    owner_id: sealpost_protocol::ids::Id16,
+    owner_id: sealpost_protocol::ids::OwnerId,
 ) -> ApiResult<OwnerInfo> {
     let owner = state
         .store

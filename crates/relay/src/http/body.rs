@@ -2,6 +2,7 @@
 //! before any byte is read, and a chunked body stops being read at the cap, so an oversized
 //! request never costs more memory than the cap. A body that trickles in hits a deadline.
 
+use sealpost_protocol::ids::OwnerId;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::Duration;
@@ -12,7 +13,6 @@ use axum::http::header::CONTENT_LENGTH;
 use axum::response::{IntoResponse as _, Response};
 use http_body_util::BodyExt;
 use sealpost_protocol::api::ErrorCode;
-use sealpost_protocol::ids::Id16;
 use serde::de::DeserializeOwned;
 
 use crate::caps::{LargePlace, NoPlace};
@@ -33,7 +33,7 @@ fn too_large(cap: usize) -> ApiError {
 /// are all taken.
 pub fn admit(
     state: &super::state::AppState,
-    owner: Id16,
+    owner: OwnerId,
     headers: &HeaderMap,
     cap: usize,
 ) -> ApiResult<Option<LargePlace>> {

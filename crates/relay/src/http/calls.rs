@@ -9,6 +9,7 @@
 //! not (`admitted`). Claims and replies record what they hand out and store; each reply, cancel
 //! and read that reaches the store ends what it completed.
 
+use sealpost_protocol::ids::{Base64Bytes, CallId, SessionId};
 use std::time::Duration;
 
 use axum::Json;
@@ -21,7 +22,6 @@ use sealpost_protocol::api::{
     PostCallRequest, PostCallResponse, ReplyRequest, TokenKind,
 };
 use sealpost_protocol::content::CancelReason;
-use sealpost_protocol::ids::{Base64Bytes, Id16};
 use tokio::time::Instant;
 
 use super::auth::{AnyAuth, Charged, VerifiedAny, VerifiedMcp, VerifiedOwner};
@@ -71,7 +71,7 @@ fn checked_wait(state: &AppState, wait: u64) -> ApiResult<u64> {
 /// Reserves `bytes` under the owner's quota of bytes held (kept once the store accepts them).
 fn held_quota(
     state: &AppState,
-    owner: sealpost_protocol::ids::Id16,
+    owner: sealpost_protocol::ids::OwnerId,
     bytes: usize,
 ) -> ApiResult<crate::quota::Reserved> {
     state.held.reserve(owner, bytes).ok_or_else(|| {
@@ -278,7 +278,7 @@ pub async fn claim(
 pub(crate) async fn claim_calls(
     state: &AppState,
     bearer: Bearer,
-    session_id: Id16,
+    session_id: SessionId,
     wait: u64,
     max: u64,
 ) -> ApiResult<ClaimResponse> {
@@ -390,7 +390,7 @@ pub async fn reply(
 pub(crate) async fn store_reply(
     state: &AppState,
     bearer: Bearer,
-    call_id: Id16,
+    call_id: CallId,
     envelope: Vec<u8>,
 ) -> ApiResult<()> {
     let limits = &state.config.limits;
@@ -481,7 +481,7 @@ pub async fn cancel(
 pub(crate) async fn cancel_call(
     state: &AppState,
     bearer: Bearer,
-    call_id: Id16,
+    call_id: CallId,
     reason: CancelReason,
 ) -> ApiResult<()> {
     // A reason this build does not know parses (as `Unknown`) but is not stored.

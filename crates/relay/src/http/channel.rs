@@ -26,6 +26,7 @@
 //!   closed; writes that make no progress drop it (the connection's write timeout); at
 //!   shutdown what runs finishes and is answered, then the channel closes.
 
+use sealpost_protocol::ids::CallId;
 use std::time::Duration;
 
 use axum::Extension;
@@ -36,7 +37,6 @@ use futures_util::stream::FuturesUnordered;
 use futures_util::{SinkExt as _, StreamExt as _};
 use sealpost_protocol::api::channel::{CHANNEL_PROTOCOL, ChannelAnswer, ChannelOp, ChannelRequest};
 use sealpost_protocol::api::{ErrorBody, ErrorCode};
-use sealpost_protocol::ids::Id16;
 use serde::Deserialize;
 use serde_json::Value;
 use tokio::time::Instant;
@@ -305,7 +305,7 @@ const REPLY_ROUTE: &str = "/v1/channel reply";
 const CANCEL_ROUTE: &str = "/v1/channel cancel";
 
 /// The admitted work an operation would complete, with its call.
-fn work_of(op: &ChannelOp) -> Option<(Work, Id16)> {
+fn work_of(op: &ChannelOp) -> Option<(Work, CallId)> {
     match op {
         ChannelOp::Claim { .. } => None,
         ChannelOp::Reply { call_id, .. } => Some((Work::Reply, *call_id)),
@@ -321,7 +321,7 @@ struct Peek {
     #[serde(default)]
     op: Option<PeekOp>,
     #[serde(default)]
-    call_id: Option<Id16>,
+    call_id: Option<CallId>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
@@ -348,7 +348,7 @@ impl Peek {
         }
     }
 
-    fn work(&self) -> Option<(Work, Id16)> {
+    fn work(&self) -> Option<(Work, CallId)> {
         match (self.op?, self.call_id?) {
             (PeekOp::Reply, call) => Some((Work::Reply, call)),
             (PeekOp::Cancel, call) => Some((Work::Cancel, call)),

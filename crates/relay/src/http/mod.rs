@@ -2,6 +2,7 @@
 //! operational endpoints. Handlers live in
 //! `accounts`, `sessions` and `calls`; every one is scoped by the token's owner.
 
+use sealpost_protocol::ids::Id;
 use std::net::SocketAddr;
 use std::time::Instant;
 
@@ -11,7 +12,6 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use sealpost_protocol::api::ErrorBody;
-use sealpost_protocol::ids::Id16;
 use tower_http::services::ServeDir;
 use tower_http::set_header::SetResponseHeaderLayer;
 use utoipa::OpenApi as _;
@@ -40,7 +40,7 @@ use state::AppState;
 const CSP: &str = "default-src 'self'; script-src 'self' 'wasm-unsafe-eval'; connect-src 'self'; frame-ancestors 'none'";
 
 /// Parses an id from a path. A malformed id names nothing, so it answers 404 like a missing one.
-pub(crate) fn path_id(text: &str, what: &str) -> ApiResult<Id16> {
+pub(crate) fn path_id<I: Id>(text: &str, what: &str) -> ApiResult<I> {
     text.parse().map_err(|_| ApiError::not_found(what))
 }
 

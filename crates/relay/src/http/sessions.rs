@@ -1,5 +1,6 @@
 //! Browser sessions: create (with the opaque hello), end, and the plugin's live-session lookup.
 
+use sealpost_protocol::ids::{Base64Bytes, SessionId};
 use std::time::Duration;
 
 use axum::Json;
@@ -10,7 +11,6 @@ use sealpost_protocol::api::{
     CatalogUpdateRequest, CreateSessionRequest, CreateSessionResponse, ErrorBody, ErrorCode,
     LiveSessionResponse, TokenKind,
 };
-use sealpost_protocol::ids::{Base64Bytes, Id16};
 
 use super::auth::{AnyAuth, OwnerAuth};
 use super::body::read_json;
@@ -200,12 +200,12 @@ pub async fn live(
 /// The session and number a catalog update's clear header names (docs/PROTOCOL.md, "Catalog
 /// update": version 1, then `session_id` at 1..17 and `seq` at 33..41); `None` when the bytes
 /// are not laid out as one. The rest is sealed and never read here.
-fn catalog_update_header(update: &[u8]) -> Option<(Id16, u64)> {
+fn catalog_update_header(update: &[u8]) -> Option<(SessionId, u64)> {
     const MIN_LEN: usize = 49 + 24 + 16;
     if update.len() < MIN_LEN || update[0] != 1 {
         return None;
     }
-    let session_id = Id16(update[1..17].try_into().ok()?);
+    let session_id = SessionId::from_bytes(update[1..17].try_into().ok()?);
     let seq = u64::from_be_bytes(update[33..41].try_into().ok()?);
     (seq >= 1 && i64::try_from(seq).is_ok()).then_some((session_id, seq))
 }

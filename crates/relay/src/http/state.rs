@@ -46,12 +46,12 @@ pub struct Shared {
     /// Bytes each owner holds in calls and replies (`max_bytes_held_per_owner`).
     pub held: crate::quota::HeldBytes,
     /// Large replies being sent now, per token (`max_large_replies_per_token`).
-    pub large_replies: crate::caps::KeyedCap<sealpost_protocol::ids::Id16>,
+    pub large_replies: crate::caps::KeyedCap<sealpost_protocol::ids::TokenId>,
     /// Claims and reads waiting now, per token and per owner (`max_long_polls_per_token`,
     /// `max_long_polls_per_owner`).
     pub long_polls: crate::caps::LongPolls,
     /// Session channels open now, per owner (`max_channels_per_owner`).
-    pub channels: crate::caps::KeyedCap<sealpost_protocol::ids::Id16>,
+    pub channels: crate::caps::KeyedCap<sealpost_protocol::ids::OwnerId>,
     /// Calls claimed or answered here, whose completion a rate does not refuse
     /// (`max_admitted_calls`).
     pub admitted: crate::admitted::Admitted,

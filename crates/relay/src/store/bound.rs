@@ -6,7 +6,7 @@
 //! flow: SQLite runs these on its writer or its readers, PostgreSQL on its pool or in a
 //! transaction that also locks and notifies.
 
-use sealpost_protocol::ids::Id16;
+use sealpost_protocol::ids::{OwnerId, PairId, SessionId};
 use sealpost_time::UnixMillis;
 use sqlx::query::{Query, QueryAs, QueryScalar};
 use sqlx::{Database, Encode, Type};
@@ -75,9 +75,9 @@ where
 
 /// The pairing's live session of `scope` at `now`, as [`super::rows::live_session`] reads it.
 pub(crate) fn select_live<DB>(
-    owner_id: Id16,
+    owner_id: OwnerId,
     scope: &AppScope,
-    pair_id: Id16,
+    pair_id: PairId,
     now: UnixMillis,
 ) -> Bound<DB>
 where
@@ -125,7 +125,11 @@ where
 }
 
 /// Records that the plugin looked the session up at `now` (a live session only).
-pub(crate) fn mark_plugin_seen<DB>(owner_id: Id16, session_id: Id16, now: UnixMillis) -> Bound<DB>
+pub(crate) fn mark_plugin_seen<DB>(
+    owner_id: OwnerId,
+    session_id: SessionId,
+    now: UnixMillis,
+) -> Bound<DB>
 where
     DB: Database,
     Vec<u8>: for<'q> Encode<'q, DB> + Type<DB>,
@@ -135,7 +139,11 @@ where
 }
 
 /// Records that a tab claimed from the session at `now` (a live session only).
-pub(crate) fn mark_claimer_seen<DB>(owner_id: Id16, session_id: Id16, now: UnixMillis) -> Bound<DB>
+pub(crate) fn mark_claimer_seen<DB>(
+    owner_id: OwnerId,
+    session_id: SessionId,
+    now: UnixMillis,
+) -> Bound<DB>
 where
     DB: Database,
     Vec<u8>: for<'q> Encode<'q, DB> + Type<DB>,
@@ -147,8 +155,8 @@ where
 /// A statement that binds `$1` owner id, `$2` session id, `$3` now.
 fn by_session<DB>(
     statement: &'static str,
-    owner_id: Id16,
-    session_id: Id16,
+    owner_id: OwnerId,
+    session_id: SessionId,
     now: UnixMillis,
 ) -> Bound<DB>
 where
@@ -165,9 +173,9 @@ where
 /// Ends one session of `scope` (keeping an earlier end); a row comes back when the session
 /// exists in that app.
 pub(crate) fn end<DB>(
-    owner_id: Id16,
+    owner_id: OwnerId,
     scope: &AppScope,
-    session_id: Id16,
+    session_id: SessionId,
     now: UnixMillis,
 ) -> Bound<DB>
 where
@@ -180,7 +188,7 @@ where
 }
 
 /// Cancels an ended session's open calls; returns their `call_id`s.
-pub(crate) fn cancel_calls<DB>(owner_id: Id16, session_id: Id16) -> Bound<DB>
+pub(crate) fn cancel_calls<DB>(owner_id: OwnerId, session_id: SessionId) -> Bound<DB>
 where
     DB: Database,
     Vec<u8>: for<'q> Encode<'q, DB> + Type<DB>,
@@ -229,7 +237,7 @@ where
 
 /// How many live MCP tokens and unused sign-in codes the owner holds at `now`.
 pub(crate) fn count_live_grants<DB>(
-    owner_id: Id16,
+    owner_id: OwnerId,
     now: UnixMillis,
 ) -> QueryAs<'static, DB, (i64, i64), DB::Arguments>
 where
@@ -246,7 +254,7 @@ where
 /// The owner's live sign-ins that `reach` may see at `now`, as [`super::rows::token`] reads
 /// them.
 pub(crate) fn select_owner_tokens<DB>(
-    owner_id: Id16,
+    owner_id: OwnerId,
     now: UnixMillis,
     reach: &AppScope,
 ) -> Bound<DB>
@@ -265,7 +273,7 @@ where
 /// A page of the owner's live MCP tokens that `reach` may see at `now`, in id order, as
 /// [`super::rows::token`] reads them.
 pub(crate) fn select_mcp_tokens<DB>(
-    owner_id: Id16,
+    owner_id: OwnerId,
     reach: &AppScope,
     now: UnixMillis,
     page: Page,

@@ -3,10 +3,10 @@
 //! per [`CLAIMER_SEEN_RESOLUTION_MS`] per session, not on every claim. Readers only compare it
 //! with twice the long-poll wait, so a second of resolution loses nothing.
 
+use sealpost_protocol::ids::{OwnerId, SessionId};
 use std::collections::HashMap;
 use std::sync::Mutex;
 
-use sealpost_protocol::ids::Id16;
 use sealpost_time::UnixMillis;
 
 /// Resolution of `claimer_seen_at`.
@@ -16,11 +16,11 @@ const MAX_TRACKED_SESSIONS: usize = 65_536;
 
 /// Remembers, per process, when each session's `claimer_seen_at` was last written.
 #[derive(Debug, Default)]
-pub(crate) struct SeenThrottle(Mutex<HashMap<(Id16, Id16), UnixMillis>>);
+pub(crate) struct SeenThrottle(Mutex<HashMap<(OwnerId, SessionId), UnixMillis>>);
 
 impl SeenThrottle {
     /// Whether a claim at `now` should write `claimer_seen_at`; if so, records that it did.
-    pub(crate) fn due(&self, owner_id: Id16, session_id: Id16, now: UnixMillis) -> bool {
+    pub(crate) fn due(&self, owner_id: OwnerId, session_id: SessionId, now: UnixMillis) -> bool {
         let mut seen = self.0.lock().expect("throttle lock");
         if seen.len() >= MAX_TRACKED_SESSIONS {
             seen.clear();
@@ -44,8 +44,8 @@ impl SeenThrottle {
 mod tests {
     use super::*;
 
-    const A: Id16 = Id16([1; 16]);
-    const S: Id16 = Id16([2; 16]);
+    const A: OwnerId = OwnerId::from_bytes([1; 16]);
+    const S: SessionId = SessionId::from_bytes([2; 16]);
 
     fn at(ms: u64) -> UnixMillis {
         UnixMillis::from_ms(ms)
@@ -58,7 +58,7 @@ mod tests {
         assert!(!throttle.due(A, S, at(10_500)));
         assert!(throttle.due(A, S, at(11_000)));
         assert!(
-            throttle.due(A, Id16([3; 16]), at(11_000)),
+            throttle.due(A, SessionId::from_bytes([3; 16]), at(11_000)),
             "sessions are tracked apart"
         );
         assert!(

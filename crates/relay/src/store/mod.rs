@@ -7,12 +7,12 @@
 //! replicas cannot hand one call to two executors. Times are [`UnixMillis`] passed in by the
 //! caller (an `i64` only in SQL, see `sql_time`): the store never reads a clock, which lets the contract suite drive expiry exactly.
 
+use sealpost_protocol::ids::{CallId, Id, OwnerId, PairId, SessionId, TokenId};
 use std::sync::Arc;
 
 use async_trait::async_trait;
 use sealpost_protocol::api::{CallState, TokenKind};
 use sealpost_protocol::content::CancelReason;
-use sealpost_protocol::ids::Id16;
 use sealpost_time::UnixMillis;
 
 use crate::scope::AppScope;
@@ -116,7 +116,7 @@ pub type StoreResult<T> = Result<T, StoreError>;
 #[derive(Debug, Clone, PartialEq)]
 pub struct OwnerRow {
     /// The owner's id, the `sub` of their tokens.
-    pub id: Id16,
+    pub id: OwnerId,
     /// The unique name the admin CLI calls them by.
     pub name: String,
     /// When the owner was created.
@@ -129,13 +129,13 @@ pub struct OwnerRow {
 #[derive(Debug, Clone, PartialEq)]
 pub struct TokenRow {
     /// The row's id, the JWT's `sid`.
-    pub id: Id16,
+    pub id: TokenId,
     /// The owner the token acts for.
-    pub owner_id: Id16,
+    pub owner_id: OwnerId,
     /// An owner sign-in or an MCP token.
     pub kind: TokenKind,
     /// Set for MCP tokens: the one pairing the token may act for.
-    pub pair_id: Option<Id16>,
+    pub pair_id: Option<PairId>,
     /// The person's name for an MCP token; `sign-in` for an owner token.
     pub label: String,
     /// When the token was made (for an owner token, the sign-in).
@@ -157,7 +157,7 @@ pub struct NewSigninCode {
     /// SHA-256 of the code.
     pub code_hash: [u8; 32],
     /// The owner it signs in.
-    pub owner_id: Id16,
+    pub owner_id: OwnerId,
     /// The app it signs in to.
     pub app: AppScope,
     /// When it stops working.
@@ -171,7 +171,7 @@ pub struct NewSigninCode {
 #[derive(Debug, Clone, PartialEq)]
 pub struct SigninGrant {
     /// The owner it signs in.
-    pub owner_id: Id16,
+    pub owner_id: OwnerId,
     /// The app the sign-in belongs to.
     pub app: AppScope,
     /// The absolute end the sign-in inherits, if any (see [`NewSigninCode`]).
@@ -182,14 +182,14 @@ pub struct SigninGrant {
 #[derive(Debug, Clone)]
 pub struct NewSession {
     /// The owner whose tab starts it.
-    pub owner_id: Id16,
+    pub owner_id: OwnerId,
     /// The app whose token starts it: it ends and replaces only that app's session of the
     /// pairing, and only that app's tokens act on it and its calls.
     pub app: AppScope,
     /// The session's id, chosen by the tab.
-    pub session_id: Id16,
+    pub session_id: SessionId,
     /// The pairing it serves: starting it ends that pairing's previous session.
-    pub pair_id: Id16,
+    pub pair_id: PairId,
     /// The sealed hello the plugin will fetch and verify.
     pub hello: Vec<u8>,
     /// When it starts.
@@ -202,7 +202,7 @@ pub struct NewSession {
 #[derive(Debug, Clone, PartialEq)]
 pub struct LiveSession {
     /// The session's id.
-    pub session_id: Id16,
+    pub session_id: SessionId,
     /// Its hello, as the tab posted it.
     pub hello: Vec<u8>,
     /// When it ends unless ended sooner.
@@ -220,11 +220,11 @@ pub struct LiveSession {
 #[derive(Debug, Clone)]
 pub struct CatalogUpdate {
     /// The session's owner.
-    pub owner_id: Id16,
+    pub owner_id: OwnerId,
     /// The app of the token that posts it: only that app's session takes it.
     pub app: AppScope,
     /// The session.
-    pub session_id: Id16,
+    pub session_id: SessionId,
     /// Its number within the session (1 or more).
     pub seq: u64,
     /// The update, byte for byte.
@@ -237,7 +237,7 @@ pub struct CatalogUpdate {
 #[derive(Debug, Clone, Copy)]
 pub struct Page {
     /// List the rows after this id; `None`: from the first.
-    pub after: Option<Id16>,
+    pub after: Option<TokenId>,
     /// The most rows.
     pub limit: u32,
 }
@@ -246,11 +246,11 @@ pub struct Page {
 #[derive(Debug, Clone)]
 pub struct NewCall {
     /// The owner of the session it is posted to.
-    pub owner_id: Id16,
+    pub owner_id: OwnerId,
     /// The session whose tab is to claim it.
-    pub session_id: Id16,
+    pub session_id: SessionId,
     /// The call's id, chosen by the plugin; a repeat is [`StoreError::Duplicate`].
-    pub call_id: Id16,
+    pub call_id: CallId,
     /// The sealed call, stored as given.
     pub envelope: Vec<u8>,
     /// When it is posted.
@@ -263,7 +263,7 @@ pub struct NewCall {
 #[derive(Debug, Clone, PartialEq)]
 pub struct ClaimedRow {
     /// The call's id.
-    pub call_id: Id16,
+    pub call_id: CallId,
     /// The sealed call.
     pub envelope: Vec<u8>,
     /// A reply after this is refused ([`StoreError::LeaseExpired`]).
@@ -299,13 +299,13 @@ pub struct CallView {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Bearer {
     /// The token row's id (the JWT's `sid`).
-    pub token_id: Id16,
+    pub token_id: TokenId,
     /// The owner the claims name (`sub`).
-    pub owner_id: Id16,
+    pub owner_id: OwnerId,
     /// The kind the claims' audience names.
     pub kind: TokenKind,
     /// Set for MCP tokens: the pairing the token acts for.
-    pub pair_id: Option<Id16>,
+    pub pair_id: Option<PairId>,
 }
 
 /// Whether a call row still holds bytes (for the sweeper's contract and the canary tests; see
@@ -323,9 +323,9 @@ pub struct HeldBytes {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct EndedSessions {
     /// `(owner_id, session_id)` of each session that ended.
-    pub sessions: Vec<(Id16, Id16)>,
+    pub sessions: Vec<(OwnerId, SessionId)>,
     /// `(owner_id, call_id)` of each call cancelled because its session ended.
-    pub cancelled_calls: Vec<(Id16, Id16)>,
+    pub cancelled_calls: Vec<(OwnerId, CallId)>,
 }
 
 impl EndedSessions {
@@ -385,13 +385,13 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     async fn secret(&self, name: &str, fresh: Vec<u8>) -> StoreResult<Vec<u8>>;
 
     /// Creates an enabled owner; [`StoreError::Duplicate`] if the id or name is taken.
-    async fn create_owner(&self, id: Id16, name: &str, now: UnixMillis) -> StoreResult<()>;
+    async fn create_owner(&self, id: OwnerId, name: &str, now: UnixMillis) -> StoreResult<()>;
     /// Every owner, disabled or not, by name.
     async fn list_owners(&self) -> StoreResult<Vec<OwnerRow>>;
     /// The owner called `name`, disabled or not.
     async fn owner_by_name(&self, name: &str) -> StoreResult<Option<OwnerRow>>;
     /// The owner with this id, disabled or not.
-    async fn owner_by_id(&self, id: Id16) -> StoreResult<Option<OwnerRow>>;
+    async fn owner_by_id(&self, id: OwnerId) -> StoreResult<Option<OwnerRow>>;
     /// Disables an owner and revokes all of their tokens. False if no such owner.
     async fn disable_owner(&self, name: &str, now: UnixMillis) -> StoreResult<bool>;
     /// Enables a disabled owner; their revoked tokens stay revoked (they sign in afresh). False
@@ -411,11 +411,11 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     /// Stores a new token row (a sign-in or an MCP token), live until it expires or is revoked.
     async fn create_token(&self, token: &TokenRow) -> StoreResult<()>;
     /// The token row if it is unrevoked, unexpired and its owner is enabled.
-    async fn active_token(&self, id: Id16, now: UnixMillis) -> StoreResult<Option<TokenRow>>;
+    async fn active_token(&self, id: TokenId, now: UnixMillis) -> StoreResult<Option<TokenRow>>;
     /// Slides an owner token's expiry forward. False if it is no longer active.
     async fn extend_token(
         &self,
-        id: Id16,
+        id: TokenId,
         expires_at: UnixMillis,
         now: UnixMillis,
     ) -> StoreResult<bool>;
@@ -423,9 +423,9 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     /// reaches ([`AppScope::reaches_tokens_of`]). False if there is no such token.
     async fn revoke_token(
         &self,
-        owner_id: Id16,
+        owner_id: OwnerId,
         reach: &AppScope,
-        id: Id16,
+        id: TokenId,
         kind: Option<TokenKind>,
         now: UnixMillis,
     ) -> StoreResult<bool>;
@@ -433,20 +433,20 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     /// `page.limit`, after `page.after`.
     async fn list_mcp_tokens(
         &self,
-        owner_id: Id16,
+        owner_id: OwnerId,
         reach: &AppScope,
         now: UnixMillis,
         page: Page,
     ) -> StoreResult<Vec<TokenRow>>;
     /// Bytes each owner's calls and replies hold now (the byte quota's recount).
-    async fn bytes_held_by_owner(&self) -> StoreResult<Vec<(Id16, i64)>>;
+    async fn bytes_held_by_owner(&self) -> StoreResult<Vec<(OwnerId, i64)>>;
     /// How many live MCP tokens and unused sign-in codes the owner holds (their quotas).
-    async fn live_grants(&self, owner_id: Id16, now: UnixMillis) -> StoreResult<LiveGrants>;
+    async fn live_grants(&self, owner_id: OwnerId, now: UnixMillis) -> StoreResult<LiveGrants>;
     /// The owner's live sign-ins (owner tokens) that a token of app `reach` reaches, oldest
     /// first.
     async fn list_owner_tokens(
         &self,
-        owner_id: Id16,
+        owner_id: OwnerId,
         reach: &AppScope,
         now: UnixMillis,
     ) -> StoreResult<Vec<TokenRow>>;
@@ -462,9 +462,9 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     /// should there be more than one).
     async fn live_session(
         &self,
-        owner_id: Id16,
+        owner_id: OwnerId,
         app: &AppScope,
-        pair_id: Id16,
+        pair_id: PairId,
         now: UnixMillis,
     ) -> StoreResult<Option<LiveSession>>;
     /// Keeps a live session's catalog update when its number is higher than the kept one's:
@@ -476,8 +476,8 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     /// every call.
     async fn mark_plugin_seen(
         &self,
-        owner_id: Id16,
-        session_id: Id16,
+        owner_id: OwnerId,
+        session_id: SessionId,
         now: UnixMillis,
     ) -> StoreResult<()>;
     /// Ends a session of `app`; its pending and claimed calls become cancelled
@@ -485,9 +485,9 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     /// an error; another app's is `NotFound`.
     async fn end_session(
         &self,
-        owner_id: Id16,
+        owner_id: OwnerId,
         app: &AppScope,
-        session_id: Id16,
+        session_id: SessionId,
         now: UnixMillis,
     ) -> StoreResult<EndedSessions>;
 
@@ -505,7 +505,7 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     async fn claim_calls(
         &self,
         bearer: Bearer,
-        session_id: Id16,
+        session_id: SessionId,
         now: UnixMillis,
         max: u32,
         lease_ms: u64,
@@ -514,7 +514,7 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     async fn reply_call(
         &self,
         bearer: Bearer,
-        call_id: Id16,
+        call_id: CallId,
         reply: Vec<u8>,
         now: UnixMillis,
     ) -> StoreResult<()>;
@@ -523,7 +523,7 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     async fn cancel_call(
         &self,
         bearer: Bearer,
-        call_id: Id16,
+        call_id: CallId,
         reason: CancelReason,
         now: UnixMillis,
     ) -> StoreResult<()>;
@@ -532,7 +532,7 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     async fn read_call(
         &self,
         bearer: Bearer,
-        call_id: Id16,
+        call_id: CallId,
         now: UnixMillis,
     ) -> StoreResult<Option<CallView>>;
 
@@ -555,13 +555,17 @@ pub const LAPSED_SWEEP_FULL_EVERY_MS: u64 = 600_000;
 #[async_trait]
 pub trait Inspect: Store {
     /// Which bytes a call row still holds; `None` if the row is gone.
-    async fn held_bytes(&self, owner_id: Id16, call_id: Id16) -> StoreResult<Option<HeldBytes>>;
+    async fn held_bytes(
+        &self,
+        owner_id: OwnerId,
+        call_id: CallId,
+    ) -> StoreResult<Option<HeldBytes>>;
     /// Overwrites a call's stored `expires_at` with the raw integer `stored`, as a row written
     /// by hand might hold it (a negative value, say), so a test can see how the store reads it.
     async fn overwrite_call_expiry(
         &self,
-        owner_id: Id16,
-        call_id: Id16,
+        owner_id: OwnerId,
+        call_id: CallId,
         stored: i64,
     ) -> StoreResult<()>;
     /// How many grouped statements the database refused (a deadlock, say), whose operations
@@ -625,19 +629,19 @@ pub(crate) fn parse_kind(text: &str) -> StoreResult<TokenKind> {
 }
 
 /// An id as both backends store it: 16 bytes in a `BLOB` / `bytea` column.
-pub(crate) fn b(id: Id16) -> Vec<u8> {
-    id.0.to_vec()
+pub(crate) fn b(id: impl Id) -> Vec<u8> {
+    id.as_bytes().to_vec()
 }
 
 pub(crate) fn is_unique_violation(error: &sqlx::Error) -> bool {
     matches!(error, sqlx::Error::Database(db) if db.is_unique_violation())
 }
 
-pub(crate) fn id_from(bytes: Vec<u8>) -> StoreResult<Id16> {
+pub(crate) fn id_from<I: Id>(bytes: Vec<u8>) -> StoreResult<I> {
     let bytes: [u8; 16] = bytes
         .try_into()
         .map_err(|_| StoreError::Unreadable("stored id is not 16 bytes".into()))?;
-    Ok(Id16(bytes))
+    Ok(I::from_bytes(bytes))
 }
 
 /// The effective state of a call row at `now` (lazy expiry; the sweeper makes it durable).

@@ -5,7 +5,7 @@
 //! both, and a column read the same way cannot drift between them.
 
 use sealpost_protocol::api::CallState;
-use sealpost_protocol::ids::Id16;
+use sealpost_protocol::ids::{Id, OwnerId, PairId, SessionId};
 use sealpost_time::UnixMillis;
 use sqlx::{ColumnIndex, Decode, Row, Type};
 
@@ -17,8 +17,8 @@ use super::{
 
 /// Typed reads of a row's columns by name.
 pub(crate) trait Columns {
-    fn id(&self, column: &str) -> StoreResult<Id16>;
-    fn opt_id(&self, column: &str) -> StoreResult<Option<Id16>>;
+    fn id<I: Id>(&self, column: &str) -> StoreResult<I>;
+    fn opt_id<I: Id>(&self, column: &str) -> StoreResult<Option<I>>;
     fn opt_bytes(&self, column: &str) -> StoreResult<Option<Vec<u8>>>;
     fn int(&self, column: &str) -> StoreResult<i64>;
     fn opt_int(&self, column: &str) -> StoreResult<Option<i64>>;
@@ -44,11 +44,11 @@ where
     for<'r> String: Decode<'r, R::Database> + Type<R::Database>,
     for<'r> bool: Decode<'r, R::Database> + Type<R::Database>,
 {
-    fn id(&self, column: &str) -> StoreResult<Id16> {
+    fn id<I: Id>(&self, column: &str) -> StoreResult<I> {
         id_from(self.try_get(column)?)
     }
 
-    fn opt_id(&self, column: &str) -> StoreResult<Option<Id16>> {
+    fn opt_id<I: Id>(&self, column: &str) -> StoreResult<Option<I>> {
         self.opt_bytes(column)?.map(id_from).transpose()
     }
 
@@ -124,7 +124,7 @@ pub(crate) fn live_session(row: &impl Columns) -> StoreResult<LiveSession> {
 }
 
 /// `(owner_id, session_id)` of `owner_id, session_id` rows (sessions that just ended).
-pub(crate) fn owner_sessions(rows: &[impl Columns]) -> StoreResult<Vec<(Id16, Id16)>> {
+pub(crate) fn owner_sessions(rows: &[impl Columns]) -> StoreResult<Vec<(OwnerId, SessionId)>> {
     rows.iter()
         .map(|row| Ok((row.id("owner_id")?, row.id("session_id")?)))
         .collect()
@@ -134,7 +134,7 @@ pub(crate) fn owner_sessions(rows: &[impl Columns]) -> StoreResult<Vec<(Id16, Id
 /// session exists in the token's app), in the order a client can act on.
 pub(crate) fn why_not_posted(
     session: Option<&impl Columns>,
-    pair_id: Option<Id16>,
+    pair_id: Option<PairId>,
     posted_at: UnixMillis,
 ) -> StoreError {
     let why = || {
@@ -142,7 +142,7 @@ pub(crate) fn why_not_posted(
             return Ok(StoreError::NotFound);
         };
         if let Some(pair_id) = pair_id
-            && session.id("pair_id")? != pair_id
+            && session.id::<PairId>("pair_id")? != pair_id
         {
             return Ok(StoreError::NotFound);
         }
@@ -207,12 +207,12 @@ pub(crate) fn held_bytes(row: &impl Columns) -> StoreResult<HeldBytes> {
     })
 }
 
-/// `state, n`: how many calls are in a state.
 /// An owner and the bytes their calls hold (`sql::BYTES_HELD_BY_OWNER`).
-pub(crate) fn owner_bytes(row: &impl Columns) -> StoreResult<(Id16, i64)> {
+pub(crate) fn owner_bytes(row: &impl Columns) -> StoreResult<(OwnerId, i64)> {
     Ok((row.id("owner_id")?, row.int("held")?))
 }
 
+/// `state, n`: how many calls are in a state.
 pub(crate) fn state_count(row: &impl Columns) -> StoreResult<(CallState, i64)> {
     Ok((stored_state(row)?, row.int("n")?))
 }

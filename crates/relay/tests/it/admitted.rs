@@ -10,10 +10,10 @@
 //! refilled once and that one request was spent ([`spend`]), so nothing refills for a second,
 //! and ends by checking the rate is still spent, so no check could have passed by a refill.
 
+use sealpost_protocol::ids::CallId;
 use std::time::Duration;
 
 use reqwest::{Method, StatusCode};
-use sealpost_protocol::ids::Id16;
 use sealpost_relay::config::Config;
 use serde_json::{Value, json};
 
@@ -77,19 +77,19 @@ pub(crate) async fn request(
     }
 }
 
-pub(crate) async fn reply(relay: &Relay, token: &str, call: Id16, envelope: &[u8]) -> Answer {
+pub(crate) async fn reply(relay: &Relay, token: &str, call: CallId, envelope: &[u8]) -> Answer {
     let body = json!({"envelope": b64(envelope)});
     let path = format!("/v1/calls/{call}/reply");
     request(relay, Method::PUT, &path, token, Some(body)).await
 }
 
-async fn cancel(relay: &Relay, token: &str, call: Id16) -> Answer {
+async fn cancel(relay: &Relay, token: &str, call: CallId) -> Answer {
     let body = json!({"reason": "undecryptable"});
     let path = format!("/v1/calls/{call}/cancel");
     request(relay, Method::POST, &path, token, Some(body)).await
 }
 
-pub(crate) async fn read(relay: &Relay, token: &str, call: Id16) -> Answer {
+pub(crate) async fn read(relay: &Relay, token: &str, call: CallId) -> Answer {
     request(
         relay,
         Method::GET,

@@ -1,5 +1,6 @@
 //! The HTTP API end to end on loopback: the call loop, long-polls, sessions and tokens.
 
+use sealpost_protocol::ids::CallId;
 use std::time::Duration;
 
 use reqwest::{Method, StatusCode};
@@ -276,7 +277,7 @@ async fn ending_a_session_cancels_its_calls_and_the_lookup_says_no_live_session(
             Method::POST,
             format!("/v1/sessions/{}/calls", p.session),
             Some(&p.mcp),
-            Some(json!({"call_id": id(), "envelope": "AA", "ttl_s": 5})),
+            Some(json!({"call_id": id::<CallId>(), "envelope": "AA", "ttl_s": 5})),
         )
         .await;
     assert_eq!(

@@ -5,6 +5,7 @@
 //! that one does; the CLI's `owner add|link --app` prints the app's link and refuses an
 //! origin the relay does not list.
 
+use sealpost_protocol::ids::{CallId, SessionId};
 use std::process::Command;
 
 use reqwest::{Method, StatusCode};
@@ -299,7 +300,7 @@ async fn an_app_token_sees_and_revokes_its_own_apps_tokens_and_the_relays_own_ap
     let (status, _) = relay
         .send(
             Method::GET,
-            format!("/v1/pairings/{}/session", id()),
+            format!("/v1/pairings/{}/session", id::<SessionId>()),
             Some(&app_mcp),
             None,
         )
@@ -391,7 +392,7 @@ async fn an_app_token_cannot_see_end_or_serve_the_relays_own_apps_sessions_and_p
             Method::POST,
             format!("/v1/sessions/{}/calls", p.session),
             Some(&app_mcp),
-            Some(json!({ "call_id": id(), "envelope": b64(b"x"), "ttl_s": 60 })),
+            Some(json!({ "call_id": id::<CallId>(), "envelope": b64(b"x"), "ttl_s": 60 })),
         )
         .await;
     assert_code(status, &body, StatusCode::NOT_FOUND, "not_found");

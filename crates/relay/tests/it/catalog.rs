@@ -2,16 +2,16 @@
 //! an older one is refused, and bytes that are not one of this session's are refused.
 
 use reqwest::{Method, StatusCode};
+use sealpost_protocol::ids::SessionId;
 use serde_json::json;
 
-use sealpost_protocol::ids::Id16;
 use sealpost_testkit::{Relay, b64, id, pairing, unb64};
 
 /// Bytes laid out as a catalog update of `session` numbered `seq` (docs/PROTOCOL.md); the
 /// sealed part is filler, which the relay never reads.
-pub(crate) fn update(session: Id16, seq: u64, filler: u8) -> Vec<u8> {
+pub(crate) fn update(session: SessionId, seq: u64, filler: u8) -> Vec<u8> {
     let mut bytes = vec![1];
-    bytes.extend_from_slice(&session.0);
+    bytes.extend_from_slice(session.as_bytes());
     bytes.extend_from_slice(&[7; 16]);
     bytes.extend_from_slice(&seq.to_be_bytes());
     bytes.extend_from_slice(&1_000u64.to_be_bytes());
@@ -23,7 +23,7 @@ pub(crate) fn update(session: Id16, seq: u64, filler: u8) -> Vec<u8> {
 async fn the_tab_updates_a_live_sessions_catalog_and_the_plugin_gets_the_newest() {
     let relay = Relay::sqlite().await;
     let p = pairing(&relay, "alice").await;
-    let put = |token: &str, session: Id16, bytes: Vec<u8>| {
+    let put = |token: &str, session: SessionId, bytes: Vec<u8>| {
         let token = token.to_owned();
         let relay = &relay;
         async move {

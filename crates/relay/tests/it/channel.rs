@@ -4,6 +4,7 @@
 //! session or call, a token signed out while the channel is open, an oversized message, one
 //! channel too many, and a claim dropped with its channel claiming nothing.
 
+use sealpost_protocol::ids::CallId;
 use std::time::Duration;
 
 use futures_util::{SinkExt as _, StreamExt as _};
@@ -326,7 +327,7 @@ async fn an_oversized_message_closes_its_channel_and_nothing_else() {
     .await;
     let p = pairing(&relay, "alice").await;
     let mut channel = open(&relay, &p.owner).await;
-    let call = id();
+    let call = id::<CallId>();
     let huge =
         json!({"id": 1, "op": "reply", "call_id": call, "envelope": b64(&vec![7u8; 64 * 1024])});
     // The relay may close before the whole message is written.

@@ -3,6 +3,7 @@
 //! the JSON shape and no `/v1` answer is cached, empty envelopes are malformed, the web folder
 //! keeps its dotfiles, and every 429 says when to retry.
 
+use sealpost_protocol::ids::{CallId, PairId, SessionId};
 use std::net::SocketAddr;
 use std::time::Duration;
 
@@ -54,7 +55,7 @@ async fn a_signed_out_token_is_refused_before_its_body_is_read() {
     assert!(answer.starts_with("HTTP/1.1 401"), "{answer}");
     let reply = format!(
         "PUT /v1/calls/{}/reply HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {}\r\ncontent-type: application/json\r\ncontent-length: 2000000\r\n\r\n",
-        id(),
+        id::<CallId>(),
         p.owner
     );
     let answer = headers_only(&relay, reply).await;
@@ -85,7 +86,7 @@ async fn large_bodies_in_flight_are_capped_and_small_ones_still_pass() {
                 Some(&p.mcp),
                 // A fresh call_id each time: a large post may pass before the stalled one holds
                 // the place.
-                Some(json!({"call_id": id(), "envelope": envelope, "ttl_s": 60})),
+                Some(json!({"call_id": id::<CallId>(), "envelope": envelope, "ttl_s": 60})),
             )
             .await;
         // Until the stalled request has taken its place, the large one may pass.
@@ -100,7 +101,11 @@ async fn large_bodies_in_flight_are_capped_and_small_ones_still_pass() {
 }
 
 /// A client that asks for a reply and never reads it, on a small receive buffer.
-async fn unread_read(relay: &Relay, call: sealpost_protocol::ids::Id16, token: &str) -> TcpStream {
+async fn unread_read(
+    relay: &Relay,
+    call: sealpost_protocol::ids::CallId,
+    token: &str,
+) -> TcpStream {
     let socket = TcpSocket::new_v4().unwrap();
     socket.set_recv_buffer_size(4096).unwrap();
     let mut tcp = socket.connect(addr(relay)).await.unwrap();
@@ -216,7 +221,7 @@ async fn empty_envelopes_and_hellos_are_malformed() {
             Method::POST,
             format!("/v1/sessions/{}/calls", p.session),
             Some(&p.mcp),
-            Some(json!({"call_id": id(), "envelope": "", "ttl_s": 60})),
+            Some(json!({"call_id": id::<CallId>(), "envelope": "", "ttl_s": 60})),
         )
         .await;
     assert_eq!(
@@ -229,7 +234,7 @@ async fn empty_envelopes_and_hellos_are_malformed() {
             Method::POST,
             "/v1/sessions",
             Some(&p.owner),
-            Some(json!({"session_id": id(), "pair_id": id(), "hello": "", "ttl_s": 60})),
+            Some(json!({"session_id": id::<SessionId>(), "pair_id": id::<PairId>(), "hello": "", "ttl_s": 60})),
         )
         .await;
     assert_eq!(
@@ -302,7 +307,7 @@ async fn every_429_says_when_to_retry() {
         .client
         .post(format!("{}/v1/sessions/{}/calls", relay.base, p.session))
         .bearer_auth(&p.mcp)
-        .json(&json!({"call_id": id(), "envelope": b64(b"second"), "ttl_s": 60}))
+        .json(&json!({"call_id": id::<CallId>(), "envelope": b64(b"second"), "ttl_s": 60}))
         .send()
         .await
         .unwrap();
@@ -312,7 +317,7 @@ async fn every_429_says_when_to_retry() {
         .client
         .post(format!("{}/v1/sessions", relay.base))
         .bearer_auth(&p.owner)
-        .json(&json!({"session_id": id(), "pair_id": id(), "hello": b64(b"hello"), "ttl_s": 60}))
+        .json(&json!({"session_id": id::<SessionId>(), "pair_id": id::<PairId>(), "hello": b64(b"hello"), "ttl_s": 60}))
         .send()
         .await
         .unwrap();

@@ -3,6 +3,7 @@
 
 use jsonwebtoken::{Algorithm, EncodingKey, Header};
 use reqwest::{Method, StatusCode};
+use sealpost_protocol::ids::{CallId, PairId, SessionId};
 use sealpost_relay::http::auth::{Claims, ISSUER};
 use serde_json::{Value, json};
 
@@ -226,7 +227,7 @@ async fn every_endpoint_refuses_every_wrong_token_and_leaks_nothing() {
             Method::POST,
             format!("/v1/sessions/{s}/calls"),
             Some(&other_pair_mcp),
-            Some(json!({"call_id": id(), "envelope": "AA", "ttl_s": 5})),
+            Some(json!({"call_id": id::<CallId>(), "envelope": "AA", "ttl_s": 5})),
         )
         .await;
     assert_eq!(status, StatusCode::NOT_FOUND);
@@ -389,10 +390,10 @@ fn body_of(name: &str, alice: &Alice, required: bool) -> Option<Value> {
     let body = match name {
         "POST /v1/mcp-tokens" => json!({"label": "x", "pair_id": pair}),
         "POST /v1/sessions" => {
-            json!({"session_id": id(), "pair_id": id(), "hello": b64(b"x"), "ttl_s": 60})
+            json!({"session_id": id::<SessionId>(), "pair_id": id::<PairId>(), "hello": b64(b"x"), "ttl_s": 60})
         }
         "POST /v1/sessions/{session_id}/calls" => {
-            json!({"call_id": id(), "envelope": b64(b"x"), "ttl_s": 60})
+            json!({"call_id": id::<CallId>(), "envelope": b64(b"x"), "ttl_s": 60})
         }
         "PUT /v1/sessions/{session_id}/catalog" => {
             let session = alice.session.parse().expect("a session id");

@@ -2,6 +2,7 @@
 //! read into memory (with a declared length, and chunked without one), and a body that stalls
 //! is cut off at its deadline.
 
+use sealpost_protocol::ids::{CallId, PairId, SessionId};
 use std::time::Duration;
 
 use futures_util::stream;
@@ -36,19 +37,19 @@ async fn envelope_reply_and_hello_sizes_are_refused_with_their_codes() {
     let p = pairing(&relay, "alice").await;
     let calls = format!("/v1/sessions/{}/calls", p.session);
     let just_over = vec![7u8; MAX_CALL_ENVELOPE_BYTES + 1];
-    let body = json!({"call_id": id(), "envelope": b64(&just_over), "ttl_s": 60});
+    let body = json!({"call_id": id::<CallId>(), "envelope": b64(&just_over), "ttl_s": 60});
     assert_eq!(
         code(&relay, Method::POST, calls.clone(), &p.mcp, Some(body)).await,
         (StatusCode::PAYLOAD_TOO_LARGE, "envelope_too_large".into())
     );
     let way_over = vec![7u8; 4 * MAX_CALL_ENVELOPE_BYTES];
-    let body = json!({"call_id": id(), "envelope": b64(&way_over), "ttl_s": 60});
+    let body = json!({"call_id": id::<CallId>(), "envelope": b64(&way_over), "ttl_s": 60});
     assert_eq!(
         code(&relay, Method::POST, calls.clone(), &p.mcp, Some(body)).await,
         (StatusCode::PAYLOAD_TOO_LARGE, "body_too_large".into())
     );
     let at_limit = vec![7u8; MAX_CALL_ENVELOPE_BYTES];
-    let call = id();
+    let call = id::<CallId>();
     let body = json!({"call_id": call, "envelope": b64(&at_limit), "ttl_s": 60});
     assert_eq!(
         code(&relay, Method::POST, calls, &p.mcp, Some(body))
@@ -91,7 +92,7 @@ async fn envelope_reply_and_hello_sizes_are_refused_with_their_codes() {
         StatusCode::NO_CONTENT
     );
 
-    let session = json!({"session_id": id(), "pair_id": id(), "hello": b64(&vec![0u8; MAX_HELLO_BYTES + 1]), "ttl_s": 60});
+    let session = json!({"session_id": id::<SessionId>(), "pair_id": id::<PairId>(), "hello": b64(&vec![0u8; MAX_HELLO_BYTES + 1]), "ttl_s": 60});
     assert_eq!(
         code(
             &relay,
@@ -173,7 +174,7 @@ async fn ttl_wait_and_batch_ceilings_are_refused_with_their_codes() {
         (StatusCode::BAD_REQUEST, "wait_too_long".into())
     );
     for ttl in [0, 601] {
-        let body = json!({"call_id": id(), "envelope": "AA", "ttl_s": ttl});
+        let body = json!({"call_id": id::<CallId>(), "envelope": "AA", "ttl_s": ttl});
         assert_eq!(
             code(
                 &relay,
@@ -186,7 +187,7 @@ async fn ttl_wait_and_batch_ceilings_are_refused_with_their_codes() {
             (StatusCode::BAD_REQUEST, "ttl_out_of_range".into())
         );
     }
-    let session = json!({"session_id": id(), "pair_id": id(), "hello": "AA", "ttl_s": 86_401});
+    let session = json!({"session_id": id::<SessionId>(), "pair_id": id::<PairId>(), "hello": "AA", "ttl_s": 86_401});
     assert_eq!(
         code(
             &relay,
@@ -225,7 +226,7 @@ async fn pending_calls_sessions_and_request_rate_are_limited() {
     let p = pairing(&relay, "alice").await;
     relay.post_call(&p.mcp, p.session, b"1").await;
     relay.post_call(&p.mcp, p.session, b"2").await;
-    let body = json!({"call_id": id(), "envelope": "AA", "ttl_s": 60});
+    let body = json!({"call_id": id::<CallId>(), "envelope": "AA", "ttl_s": 60});
     assert_eq!(
         code(
             &relay,
@@ -240,7 +241,7 @@ async fn pending_calls_sessions_and_request_rate_are_limited() {
             "too_many_pending_calls".into()
         )
     );
-    let session = json!({"session_id": id(), "pair_id": id(), "hello": "AA", "ttl_s": 60});
+    let session = json!({"session_id": id::<SessionId>(), "pair_id": id::<PairId>(), "hello": "AA", "ttl_s": 60});
     assert_eq!(
         code(
             &relay,
@@ -376,7 +377,7 @@ async fn bad_tokens_never_enter_the_rate_table_and_a_good_token_is_still_limited
     let unknown = Keys::new(sealpost_testkit::TEST_KEY).sign(&row(TokenKind::Owner));
     let foreign = Keys::new(&[7u8; 32]).sign(&row(TokenKind::Owner));
     let garbage = "not.a.jwt".to_owned();
-    let call = id();
+    let call = id::<CallId>();
     let authed_paths = [
         (Method::GET, "/v1/me".to_owned()),
         (Method::GET, "/v1/mcp-tokens".to_owned()),
@@ -401,7 +402,7 @@ async fn bad_tokens_never_enter_the_rate_table_and_a_good_token_is_still_limited
                     Method::POST,
                     format!("/v1/sessions/{}/calls", p.session),
                     Some(token),
-                    Some(serde_json::json!({"call_id": id(), "envelope": "AAAA", "ttl_s": 30})),
+                    Some(serde_json::json!({"call_id": id::<CallId>(), "envelope": "AAAA", "ttl_s": 30})),
                 )
                 .await;
             assert_eq!(status, StatusCode::UNAUTHORIZED);

@@ -4,7 +4,7 @@
 //! database from before in-place updates (migration 3) keeps its calls working in every state.
 
 use sealpost_protocol::api::{CallState, TokenKind};
-use sealpost_protocol::ids::Id16;
+use sealpost_protocol::ids::{CallId, OwnerId, PairId, SessionId, TokenId};
 use sealpost_relay::scope::AppScope;
 use sealpost_relay::store::{self, Bearer};
 use sealpost_time::UnixMillis;
@@ -25,11 +25,11 @@ const HOUR: u64 = 3_600_000;
 /// What the earlier relay left in the database: an owner with an MCP token, a live session
 /// and an answered call.
 struct Held {
-    owner: Id16,
-    token: Id16,
-    pair: Id16,
-    session: Id16,
-    call: Id16,
+    owner: OwnerId,
+    token: TokenId,
+    pair: PairId,
+    session: SessionId,
+    call: CallId,
 }
 
 impl Held {
@@ -46,11 +46,11 @@ impl Held {
     /// The earlier runner's statements, then the rows, in `$N` SQL both backends accept.
     fn statements(&self, schema: &str) -> Vec<(String, Vec<Vec<u8>>)> {
         let (o, t, p, s, c) = (
-            self.owner.0.to_vec(),
-            self.token.0.to_vec(),
-            self.pair.0.to_vec(),
-            self.session.0.to_vec(),
-            self.call.0.to_vec(),
+            self.owner.as_bytes().to_vec(),
+            self.token.as_bytes().to_vec(),
+            self.pair.as_bytes().to_vec(),
+            self.session.as_bytes().to_vec(),
+            self.call.as_bytes().to_vec(),
         );
         vec![
             (PREVIOUS_TABLE.into(), vec![]),
@@ -251,14 +251,19 @@ async fn a_postgres_database_from_before_in_place_updates_upgrades_with_calls_in
     let Some(db) = TestDb::postgres().await else {
         return;
     };
-    let (owner, token, pair, session) = (id(), id(), id(), id());
+    let (owner, token, pair, session) = (
+        id::<OwnerId>(),
+        id::<TokenId>(),
+        id::<PairId>(),
+        id::<SessionId>(),
+    );
     let calls = [
-        ("pending", None, id()),
+        ("pending", None, id::<CallId>()),
         ("claimed", Some(NOW.saturating_add_ms(30_000)), id()),
         ("cancelled", None, id()),
         ("expired", None, id()),
     ];
-    let (o, s) = (owner.0.to_vec(), session.0.to_vec());
+    let (o, s) = (owner.as_bytes().to_vec(), session.as_bytes().to_vec());
     let until = NOW.saturating_add_ms(HOUR);
     let mut rows = vec![
         (
@@ -270,14 +275,14 @@ async fn a_postgres_database_from_before_in_place_updates_upgrades_with_calls_in
                 "INSERT INTO tokens (id, owner_id, kind, label, created_at, expires_at) \
                  VALUES ($1, $2, 'owner', 'tab', {NOW}, {until})"
             ),
-            vec![token.0.to_vec(), o.clone()],
+            vec![token.as_bytes().to_vec(), o.clone()],
         ),
         (
             format!(
                 "INSERT INTO sessions (owner_id, session_id, pair_id, hello, created_at, expires_at) \
                  VALUES ($1, $2, $3, 'hello', {NOW}, {until})"
             ),
-            vec![o.clone(), s.clone(), pair.0.to_vec()],
+            vec![o.clone(), s.clone(), pair.as_bytes().to_vec()],
         ),
     ];
     for (state, lease, call) in &calls {
@@ -288,7 +293,12 @@ async fn a_postgres_database_from_before_in_place_updates_upgrades_with_calls_in
                  created_at, expires_at, lease_expires_at) \
                  VALUES ($1, $2, $3, $4, '{state}', 'sealed', {NOW}, {until}, {lease})"
             ),
-            vec![o.clone(), call.0.to_vec(), s.clone(), pair.0.to_vec()],
+            vec![
+                o.clone(),
+                call.as_bytes().to_vec(),
+                s.clone(),
+                pair.as_bytes().to_vec(),
+            ],
         ));
     }
     {
@@ -325,7 +335,7 @@ async fn a_postgres_database_from_before_in_place_updates_upgrades_with_calls_in
         .claim_calls(bearer, session, NOW, 10, 30_000)
         .await
         .unwrap();
-    let claimed: Vec<Id16> = claimed.iter().map(|row| row.call_id).collect();
+    let claimed: Vec<CallId> = claimed.iter().map(|row| row.call_id).collect();
     assert_eq!(
         claimed,
         vec![calls[0].2],
@@ -337,7 +347,7 @@ async fn a_postgres_database_from_before_in_place_updates_upgrades_with_calls_in
         .await
         .unwrap();
     let state: String = sqlx::query_scalar("SELECT state FROM calls WHERE call_id = $1")
-        .bind(calls[1].2.0.to_vec())
+        .bind(calls[1].2.as_bytes().to_vec())
         .fetch_one(&mut conn)
         .await
         .unwrap();

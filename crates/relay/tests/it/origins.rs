@@ -4,6 +4,7 @@
 //! upgrade, while the relay's own app and requests without an Origin are served as before; and
 //! a relay that lists none sends no CORS header and checks no Origin.
 
+use sealpost_protocol::ids::{CallId, SessionId};
 use std::io::{BufRead as _, BufReader, Read as _};
 use std::process::{Command, Stdio};
 
@@ -65,7 +66,7 @@ async fn request(
 
 /// A preflight for a reply, as a browser sends it before `PUT /v1/calls/{id}/reply`.
 async fn preflight(relay: &Relay, origin: Option<&str>) -> reqwest::Response {
-    let path = format!("/v1/calls/{}/reply", id());
+    let path = format!("/v1/calls/{}/reply", id::<CallId>());
     let asked = [
         ("access-control-request-method", "PUT"),
         (
@@ -168,7 +169,7 @@ async fn a_listed_origin_gets_its_preflight_answered_and_can_read_answers_withou
     assert_eq!(header(&me, "access-control-allow-credentials"), None);
 
     // An error is readable too, whoever answered it: the handler, or the router (405).
-    let path = format!("/v1/sessions/{}/claims", id());
+    let path = format!("/v1/sessions/{}/claims", id::<SessionId>());
     let missing = request(&relay, Method::POST, &path, Some(APP), Some(&p.owner), &[]).await;
     assert_eq!(missing.status(), StatusCode::NOT_FOUND);
     assert_eq!(
@@ -227,7 +228,7 @@ async fn another_origin_is_refused_403_at_its_preflight_and_on_its_requests() {
     assert_refused(me, ELSEWHERE).await;
 
     // Refused before anything runs: a call posted from there is not stored.
-    let call = id();
+    let call = id::<CallId>();
     let post = relay
         .client
         .post(format!("{}/v1/sessions/{}/calls", relay.base, p.session))

@@ -2,6 +2,7 @@
 //! under load and a restart, a canary that must never reach disk or logs in the clear, and flat
 //! memory under an oversized chunked body.
 
+use sealpost_protocol::ids::{CallId, PairId};
 use std::io::{BufRead, BufReader, Read};
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
@@ -123,7 +124,7 @@ async fn a_post_on_one_replica_wakes_a_claim_waiting_on_another() {
         return;
     };
     let (_replicas, a, b) = two_replicas(db);
-    let p = pairing(&a, &format!("o-{}", id())).await;
+    let p = pairing(&a, &format!("o-{}", id::<PairId>())).await;
     let claim = b.send(
         Method::POST,
         format!("/v1/sessions/{}/claims?wait_ms=30000", p.session),
@@ -149,7 +150,7 @@ async fn a_session_replaced_on_one_replica_ends_a_claim_waiting_on_another() {
         return;
     };
     let (_replicas, a, b) = two_replicas(db);
-    let p = pairing(&a, &format!("o-{}", id())).await;
+    let p = pairing(&a, &format!("o-{}", id::<PairId>())).await;
     let claim = b.send(
         Method::POST,
         format!("/v1/sessions/{}/claims?wait_ms=30000", p.session),
@@ -182,7 +183,7 @@ async fn crash_and_restart(db: TestDb) {
     let url = db.url.clone();
     let first = spawn_relay(&url, &dir, "before-crash");
     let relay = client_for(&first, db);
-    let p = pairing(&relay, &format!("o-{}", id())).await;
+    let p = pairing(&relay, &format!("o-{}", id::<PairId>())).await;
     let stop = Arc::new(AtomicBool::new(false));
     // Load: posters record every call the relay acknowledged with 201; a claimer records
     // every call it was handed.
@@ -198,7 +199,7 @@ async fn crash_and_restart(db: TestDb) {
         posters.push(tokio::spawn(async move {
             let mut acknowledged = Vec::new();
             while !stop.load(Ordering::SeqCst) {
-                let call = id();
+                let call = id::<CallId>();
                 let sent = client
                     .post(format!("{base}/v1/sessions/{session}/calls"))
                     .bearer_auth(&token)
@@ -317,7 +318,7 @@ async fn a_canary_in_calls_and_replies_never_reaches_disk_or_logs_in_the_clear()
     let db_dir = db.dir.as_ref().unwrap().0.clone();
     let process = spawn_relay(&url, &dir, "canary");
     let relay = client_for(&process, db);
-    let p = pairing(&relay, &format!("o-{}", id())).await;
+    let p = pairing(&relay, &format!("o-{}", id::<PairId>())).await;
     for _ in 0..20 {
         let call = relay.post_call(&p.mcp, p.session, &seal(CANARY)).await;
         relay
@@ -391,7 +392,7 @@ async fn an_oversized_chunked_body_leaves_memory_flat() {
     let url = db.url.clone();
     let process = spawn_relay(&url, &dir, "memory");
     let relay = client_for(&process, db);
-    let p = pairing(&relay, &format!("o-{}", id())).await;
+    let p = pairing(&relay, &format!("o-{}", id::<PairId>())).await;
     let before = rss_kib(process.child.id());
     for _ in 0..4 {
         let chunk = vec![b'A'; 256 * 1024];
@@ -421,7 +422,7 @@ async fn sigterm_ends_a_waiting_long_poll_and_exits_cleanly() {
     let url = db.url.clone();
     let mut process = spawn_relay(&url, &dir, "sigterm");
     let relay = client_for(&process, db);
-    let p = pairing(&relay, &format!("o-{}", id())).await;
+    let p = pairing(&relay, &format!("o-{}", id::<PairId>())).await;
     let claim = relay.send(
         Method::POST,
         format!("/v1/sessions/{}/claims?wait_ms=30000", p.session),

@@ -3,6 +3,7 @@
 //! and a `Retry-After`.
 
 use reqwest::{Method, StatusCode};
+use sealpost_protocol::ids::{CallId, PairId};
 use serde_json::json;
 
 use sealpost_testkit::{Relay, pairing};
@@ -19,7 +20,7 @@ async fn raw(
         .request(method, format!("{}{path}", relay.base))
         .bearer_auth(token);
     if path == "/v1/mcp-tokens" {
-        request = request.json(&json!({"label": "t", "pair_id": id()}));
+        request = request.json(&json!({"label": "t", "pair_id": id::<PairId>()}));
     }
     let response = request.send().await.unwrap();
     let status = response.status();
@@ -142,7 +143,7 @@ async fn answer(
     ttl_s: u64,
     reply_bytes: usize,
 ) -> (StatusCode, serde_json::Value) {
-    let call = id();
+    let call = id::<CallId>();
     let (status, body) = relay
         .send(
             Method::POST,

@@ -2,6 +2,7 @@
 //! new session for the same pairing replaces it, when the tab ends it, and when it expires. On
 //! both backends, with no fallback re-check, so only a wake-up can answer the claim early.
 
+use sealpost_protocol::ids::SessionId;
 use std::time::Duration;
 
 use reqwest::{Method, StatusCode};
@@ -34,7 +35,7 @@ async fn a_waiting_claim_answers_session_ended_when(db: TestDb, ending: Ending) 
     .await;
     let (_, owner) = relay.owner("alice").await;
     let pair = id();
-    let session = id();
+    let session = id::<SessionId>();
     let ttl_s = if ending == Ending::Expired { 1 } else { 3_600 };
     let (status, body) = relay
         .send(

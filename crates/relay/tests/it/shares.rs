@@ -3,13 +3,13 @@
 //! Each test puts one owner (or silent clients) past a scaled-down cap and shows another
 //! owner's requests are still served; without the share, every one of them is refused.
 
+use sealpost_protocol::ids::CallId;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use reqwest::StatusCode;
-use sealpost_protocol::ids::Id16;
 use serde_json::json;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpSocket, TcpStream};
@@ -95,7 +95,7 @@ async fn served_requests(relay: &Relay, p: &Pairing, rounds: usize) -> usize {
         };
     let mut ok = 0;
     for _ in 0..rounds {
-        let call = id();
+        let call = id::<CallId>();
         ok += usize::from(
             send(
                 reqwest::Method::POST,
@@ -137,7 +137,7 @@ async fn served_requests(relay: &Relay, p: &Pairing, rounds: usize) -> usize {
 }
 
 /// A waiting read of `call` with `token`, as raw HTTP/1.1.
-fn waiting_read(call: Id16, token: &str) -> String {
+fn waiting_read(call: CallId, token: &str) -> String {
     format!(
         "GET /v1/calls/{call}?wait_ms=30000 HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {token}\r\n\r\n"
     )

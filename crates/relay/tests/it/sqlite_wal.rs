@@ -1,10 +1,10 @@
 //! SQLite's WAL is checkpointed by a connection of its own (the writer never runs a checkpoint
 //! in a commit): the data reaches the database file while the relay keeps writing.
 
+use sealpost_protocol::ids::{OwnerId, SessionId};
 use std::time::Duration;
 
 use sealpost_protocol::api::TokenKind;
-use sealpost_protocol::ids::Id16;
 use sealpost_relay::scope::AppScope;
 use sealpost_relay::store::{self, Bearer, NewCall, NewSession, Store, TokenRow};
 use sealpost_time::UnixMillis;
@@ -12,7 +12,7 @@ use sealpost_time::UnixMillis;
 use sealpost_testkit::{TestDb, id};
 
 /// An owner with a live session and an MCP token for it: (owner, session, bearer, now).
-async fn live_session(store: &dyn Store, name: &str) -> (Id16, Id16, Bearer, UnixMillis) {
+async fn live_session(store: &dyn Store, name: &str) -> (OwnerId, SessionId, Bearer, UnixMillis) {
     let (owner, session, pair, now) = (id(), id(), id(), sealpost_relay::clock::now_ms());
     store.create_owner(owner, name, now).await.unwrap();
     let session_row = NewSession {

@@ -2,11 +2,11 @@
 //! and the log line the relay writes for the 500 carries the whole chain, so an operator sees
 //! why, not only that, the database failed.
 
+use sealpost_protocol::ids::{OwnerId, SessionId};
 use std::io::Write;
 use std::sync::{Arc, Mutex};
 
 use sealpost_protocol::api::TokenKind;
-use sealpost_protocol::ids::Id16;
 use sealpost_relay::http::error::ApiError;
 use sealpost_relay::scope::AppScope;
 use sealpost_relay::store::{Bearer, ErrorChain, NewCall, NewSession, Store, StoreError, TokenRow};
@@ -220,8 +220,8 @@ async fn install(db: &TestDb, sql: &'static str) {
 /// An owner with one live session of one pairing, the pairing's MCP token and the owner's own
 /// token, all lasting an hour from `now`.
 struct OnePairing {
-    owner: Id16,
-    session: Id16,
+    owner: OwnerId,
+    session: SessionId,
     mcp: Bearer,
     tab: Bearer,
     now: UnixMillis,

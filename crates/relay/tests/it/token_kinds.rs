@@ -2,6 +2,7 @@
 //! kind 403 `wrong_token_kind` with a message naming the kind it needs.
 
 use reqwest::{Method, StatusCode};
+use sealpost_protocol::ids::{CallId, SessionId, TokenId};
 use serde_json::{Value, json};
 
 use sealpost_testkit::id;
@@ -58,7 +59,7 @@ async fn each_endpoint_refuses_the_other_kind_of_token_and_says_which_it_needs()
         ),
         (
             Method::DELETE,
-            format!("/v1/owner-tokens/{}", id()),
+            format!("/v1/owner-tokens/{}", id::<TokenId>()),
             None,
             &a.mcp,
             NEEDS_OWNER,
@@ -66,7 +67,9 @@ async fn each_endpoint_refuses_the_other_kind_of_token_and_says_which_it_needs()
         (
             Method::POST,
             "/v1/sessions".into(),
-            Some(json!({"session_id": id(), "pair_id": p, "hello": b64(b"x"), "ttl_s": 60})),
+            Some(
+                json!({"session_id": id::<SessionId>(), "pair_id": p, "hello": b64(b"x"), "ttl_s": 60}),
+            ),
             &a.mcp,
             NEEDS_OWNER,
         ),
@@ -101,7 +104,7 @@ async fn each_endpoint_refuses_the_other_kind_of_token_and_says_which_it_needs()
         (
             Method::POST,
             format!("/v1/sessions/{s}/calls"),
-            Some(json!({"call_id": id(), "envelope": b64(b"x"), "ttl_s": 60})),
+            Some(json!({"call_id": id::<CallId>(), "envelope": b64(b"x"), "ttl_s": 60})),
             &a.owner,
             NEEDS_MCP,
         ),
@@ -135,7 +138,7 @@ async fn each_endpoint_refuses_the_other_kind_of_token_and_says_which_it_needs()
         ),
         (
             Method::POST,
-            format!("/v1/calls/{}/cancel", id()),
+            format!("/v1/calls/{}/cancel", id::<CallId>()),
             Some(json!({"reason": "client_cancelled"})),
             StatusCode::NOT_FOUND,
         ),

@@ -3,8 +3,9 @@
 
 use proptest::prelude::*;
 use sealpost_seal::{
-    BrowserSession, ENVELOPE_OVERHEAD, Header, Kind, PairingCode, PairingSecret, PluginSession,
-    SealError, SessionKeys, open_call, open_reply, parse_header, seal_reply, verify_hello,
+    BrowserSession, CallId, ENVELOPE_OVERHEAD, Header, Kind, PairingCode, PairingSecret,
+    PluginSession, SealError, SessionId, SessionKeys, open_call, open_reply, parse_header,
+    seal_reply, verify_hello,
 };
 use sealpost_time::UnixMillis;
 
@@ -25,7 +26,7 @@ fn fixture(seed: u8) -> Fixture {
     let secret = PairingSecret::from_bytes([seed; 32]);
     let (browser, hello) = BrowserSession::start(
         &secret,
-        [seed; 16],
+        SessionId::from_bytes([seed; 16]),
         at(1_000),
         at(3_600_000),
         b"{\"tools\":[]}",
@@ -44,7 +45,9 @@ fn fixture(seed: u8) -> Fixture {
 }
 
 fn call(f: &Fixture, call_id: [u8; 16], plaintext: &[u8]) -> (Header, Vec<u8>) {
-    let header = f.plugin.call_header(call_id, at(2_000), at(60_000));
+    let header = f
+        .plugin
+        .call_header(CallId::from_bytes(call_id), at(2_000), at(60_000));
     let envelope = f
         .plugin
         .seal_call(&header, plaintext, &mut rand::rng())
@@ -158,8 +161,8 @@ fn a_parsed_header_reads_back_every_field_it_was_sealed_with() {
     let (header, envelope) = call(&f, [5; 16], b"{}");
     let parsed = parse_header(&envelope).unwrap();
     assert_eq!(parsed.kind(), Kind::Call);
-    assert_eq!(parsed.session_id(), &[4; 16]);
-    assert_eq!(parsed.call_id(), &[5; 16]);
+    assert_eq!(parsed.session_id(), &SessionId::from_bytes([4; 16]));
+    assert_eq!(parsed.call_id(), &CallId::from_bytes([5; 16]));
     assert_eq!(parsed.plugin_public(), f.plugin.plugin_public());
     assert_eq!(parsed.created_at_ms(), at(2_000));
     assert_eq!(parsed.expires_at_ms(), at(60_000));
@@ -168,7 +171,7 @@ fn a_parsed_header_reads_back_every_field_it_was_sealed_with() {
     assert_eq!(answer.kind(), Kind::Reply);
     assert_eq!(
         (answer.call_id(), answer.expires_at_ms()),
-        (&[5; 16], at(60_000))
+        (&CallId::from_bytes([5; 16]), at(60_000))
     );
 }
 
@@ -176,7 +179,9 @@ fn a_parsed_header_reads_back_every_field_it_was_sealed_with() {
 fn a_header_that_expires_before_it_was_made_is_refused_both_sealing_and_parsing() {
     let f = fixture(6);
     let seal = |created: u64, expires: u64| {
-        let header = f.plugin.call_header([6; 16], at(created), at(expires));
+        let header = f
+            .plugin
+            .call_header(CallId::from_bytes([6; 16]), at(created), at(expires));
         f.plugin.seal_call(&header, b"{}", &mut rand::rng())
     };
     assert_eq!(seal(2_000, 1_999).unwrap_err(), SealError::BadTimes);
@@ -223,17 +228,31 @@ fn the_same_plugin_key_in_another_session_derives_other_keys() {
     // of the same pairing finds keys that do not open it.
     let secret = PairingSecret::from_bytes([13; 32]);
     let mut rng = rand::rng();
-    let (first, hello) =
-        BrowserSession::start(&secret, [1; 16], at(1_000), at(3_600_000), b"", &mut rng).unwrap();
-    let (second, _) =
-        BrowserSession::start(&secret, [2; 16], at(1_000), at(3_600_000), b"", &mut rng).unwrap();
+    let (first, hello) = BrowserSession::start(
+        &secret,
+        SessionId::from_bytes([1; 16]),
+        at(1_000),
+        at(3_600_000),
+        b"",
+        &mut rng,
+    )
+    .unwrap();
+    let (second, _) = BrowserSession::start(
+        &secret,
+        SessionId::from_bytes([2; 16]),
+        at(1_000),
+        at(3_600_000),
+        b"",
+        &mut rng,
+    )
+    .unwrap();
     let plugin = PluginSession::start(
         &secret,
         &verify_hello(&secret, &hello, at(2_000)).unwrap(),
         &mut rng,
     )
     .unwrap();
-    let header = plugin.call_header([9; 16], at(2_000), at(60_000));
+    let header = plugin.call_header(CallId::from_bytes([9; 16]), at(2_000), at(60_000));
     let envelope = plugin.seal_call(&header, b"{}", &mut rng).unwrap();
     assert!(open_call(&first.keys_for(plugin.plugin_public()).unwrap(), &envelope).is_ok());
     assert!(open_call(&second.keys_for(plugin.plugin_public()).unwrap(), &envelope).is_err());
@@ -243,7 +262,9 @@ fn the_same_plugin_key_in_another_session_derives_other_keys() {
 fn an_oversized_envelope_is_refused_before_decryption() {
     use sealpost_seal::{MAX_CALL_ENVELOPE_BYTES, MAX_REPLY_ENVELOPE_BYTES, SealError};
     let f = fixture(14);
-    let header = f.plugin.call_header([9; 16], at(2_000), at(60_000));
+    let header = f
+        .plugin
+        .call_header(CallId::from_bytes([9; 16]), at(2_000), at(60_000));
     let too_big = vec![0u8; MAX_CALL_ENVELOPE_BYTES - ENVELOPE_OVERHEAD + 1];
     assert_eq!(
         f.plugin

@@ -3,8 +3,9 @@
 //! other tests let through (`cargo xtask mutants seal`).
 
 use sealpost_seal::{
-    BrowserSession, CLOCK_SKEW_MS, MAX_HELLO_BYTES, PairingSecret, PluginSession, RelayOrigin,
-    RelayOriginError, SealError, seal_reply, validate_relay_origin, verify_hello,
+    BrowserSession, CLOCK_SKEW_MS, CallId, MAX_HELLO_BYTES, PairingSecret, PluginSession,
+    RelayOrigin, RelayOriginError, SealError, SessionId, seal_reply, validate_relay_origin,
+    verify_hello,
 };
 use sealpost_time::UnixMillis;
 
@@ -19,7 +20,7 @@ fn secret() -> PairingSecret {
 fn hello(catalog: &[u8]) -> Result<(BrowserSession, Vec<u8>), SealError> {
     BrowserSession::start(
         &secret(),
-        [8; 16],
+        SessionId::from_bytes([8; 16]),
         at(1_000),
         at(600_000),
         catalog,
@@ -75,7 +76,7 @@ fn a_hello_is_good_until_its_expiry_plus_the_clock_skew_and_not_a_millisecond_mo
 fn a_hello_made_up_to_the_clock_skew_ahead_of_the_reader_is_accepted_and_no_further() {
     let (_, bytes) = BrowserSession::start(
         &secret(),
-        [8; 16],
+        SessionId::from_bytes([8; 16]),
         at(200_000),
         at(600_000),
         b"{}",
@@ -94,8 +95,8 @@ fn sessions_read_back_what_they_were_started_with_and_print_nothing_secret() {
     let (browser, bytes) = hello(b"{}").unwrap();
     let verified = verify_hello(&secret(), &bytes, at(2_000)).unwrap();
     let plugin = PluginSession::start(&secret(), &verified, &mut rand::rng()).unwrap();
-    assert_eq!(browser.session_id(), &[8; 16]);
-    assert_eq!(plugin.session_id(), &[8; 16]);
+    assert_eq!(browser.session_id(), &SessionId::from_bytes([8; 16]));
+    assert_eq!(plugin.session_id(), &SessionId::from_bytes([8; 16]));
     assert_eq!(browser.expires_at_ms(), at(600_000));
     assert_eq!(plugin.expires_at_ms(), at(600_000));
     let keys = browser.keys_for(plugin.plugin_public()).unwrap();
@@ -118,8 +119,8 @@ fn a_reply_moved_to_another_call_of_the_same_session_is_refused_as_the_wrong_cal
     let verified = verify_hello(&secret(), &bytes, at(2_000)).unwrap();
     let plugin = PluginSession::start(&secret(), &verified, &mut rand::rng()).unwrap();
     let keys = browser.keys_for(plugin.plugin_public()).unwrap();
-    let first = plugin.call_header([1; 16], at(2_000), at(60_000));
-    let second = plugin.call_header([2; 16], at(2_000), at(60_000));
+    let first = plugin.call_header(CallId::from_bytes([1; 16]), at(2_000), at(60_000));
+    let second = plugin.call_header(CallId::from_bytes([2; 16]), at(2_000), at(60_000));
     let answer = seal_reply(&keys, &first, b"{}", at(3_000), &mut rand::rng()).unwrap();
     assert_eq!(plugin.open_reply(&first, &answer).unwrap(), b"{}");
     assert_eq!(
@@ -127,7 +128,7 @@ fn a_reply_moved_to_another_call_of_the_same_session_is_refused_as_the_wrong_cal
         SealError::WrongCall
     );
     // The same call id with another expiry is another call too.
-    let longer = plugin.call_header([1; 16], at(2_000), at(70_000));
+    let longer = plugin.call_header(CallId::from_bytes([1; 16]), at(2_000), at(70_000));
     let answer = seal_reply(&keys, &longer, b"{}", at(3_000), &mut rand::rng()).unwrap();
     assert_eq!(
         plugin.open_reply(&first, &answer).unwrap_err(),

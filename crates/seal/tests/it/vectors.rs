@@ -2,13 +2,13 @@
 //! The same file runs natively and in the wasm build. `SEALPOST_WRITE_VECTORS=1 cargo test -p
 //! sealpost-seal` rewrites the expected outputs (native only); review the diff before keeping it.
 
-use std::collections::BTreeMap;
-
 use sealpost_seal::{
-    BrowserSession, Header, PairingCode, PairingCodeError, PairingSecret, PluginSession,
-    RelayOrigin, SessionKeys, VerifiedHello, open_call, open_catalog_update, open_reply,
+    BrowserSession, CallId, Header, PairingCode, PairingCodeError, PairingSecret, PluginSession,
+    RelayOrigin, SessionId, SessionKeys, VerifiedHello, open_call, open_catalog_update, open_reply,
     seal_reply, verify_hello,
 };
+use std::collections::BTreeMap;
+
 use sealpost_time::UnixMillis;
 use serde::{Deserialize, Serialize};
 
@@ -179,7 +179,7 @@ fn run_session(s: &SessionInput) -> Result<(SessionRun, Outputs), String> {
     let mut browser_rng = ScriptedRng::new(&[&hex32(&s.browser_ephemeral), &catalog_nonce]);
     let (browser, hello) = BrowserSession::start(
         &secret,
-        hex16(&s.session_id),
+        SessionId::from_bytes(hex16(&s.session_id)),
         s.created_at_ms,
         s.expires_at_ms,
         s.catalog.as_bytes(),
@@ -196,7 +196,7 @@ fn run_session(s: &SessionInput) -> Result<(SessionRun, Outputs), String> {
     let plugin = PluginSession::start(&secret, &verified, &mut plugin_rng)
         .map_err(|e| e.code().to_string())?;
     let call_header = plugin.call_header(
-        hex16(&s.call_id),
+        CallId::from_bytes(hex16(&s.call_id)),
         s.call_created_at_ms,
         s.call_expires_at_ms,
     );
@@ -363,7 +363,7 @@ fn compute(input: &Input, sessions: &BTreeMap<String, SessionRun>) -> Outputs {
                     if let Some(id) = expect_call_id {
                         call = Header::call(
                             *call.session_id(),
-                            hex16(id),
+                            CallId::from_bytes(hex16(id)),
                             *call.plugin_public(),
                             call.created_at_ms(),
                             call.expires_at_ms(),

@@ -4,7 +4,7 @@
 use axum::extract::FromRequestParts;
 use axum::http::request::Parts;
 use sealpost_protocol::api::ErrorCode;
-use sealpost_protocol::ids::Id16;
+use sealpost_protocol::ids::CallId;
 
 use super::proofs::{AnyAuth, OwnerAuth, Proof, VerifiedAny, VerifiedMcp, VerifiedOwner};
 use super::{live_row, verify};
@@ -61,7 +61,7 @@ impl<T: Proof> Charged<T> {
         self,
         state: &AppState,
         work: Work,
-        call: Option<Id16>,
+        call: Option<CallId>,
     ) -> ApiResult<(T, Option<Exempt>)> {
         let exempt = match self.refused {
             None => None,
@@ -78,7 +78,7 @@ impl<T: Proof> Charged<T> {
 /// Whether `bearer`'s `work` on `call`, refused by a rate, completes work the relay admitted;
 /// if so it takes one of its exemption's tries and is counted
 /// (`sealpost_requests_exempt_total`).
-pub(crate) fn exempt(state: &AppState, bearer: &Bearer, work: Work, call: Id16) -> bool {
+pub(crate) fn exempt(state: &AppState, bearer: &Bearer, work: Work, call: CallId) -> bool {
     let exempt = state.admitted.take(bearer, work, call, now_ms());
     if exempt {
         state.metrics.request_exempt(work);

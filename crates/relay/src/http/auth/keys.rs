@@ -116,13 +116,13 @@ pub(super) fn bearer_of(claims: &Claims) -> Option<Bearer> {
 mod tests {
     use super::*;
     use crate::http::auth::tests::row;
-    use sealpost_protocol::ids::Id16;
+    use sealpost_protocol::ids::PairId;
     use sealpost_time::UnixMillis;
 
     #[test]
     fn a_signed_token_carries_its_rows_times_in_seconds_and_verifies_to_its_bearer() {
         let keys = Keys::new(b"a test secret of some length");
-        let mcp = row(TokenKind::Mcp, Some(Id16([3; 16])));
+        let mcp = row(TokenKind::Mcp, Some(PairId::from_bytes([3; 16])));
         let claims = keys.verify(&keys.sign(&mcp)).expect("verifies");
         assert_eq!((claims.exp, claims.iat), (4_000_000_000, 1_700_000_000));
         let bearer = bearer_of(&claims).expect("well formed");
@@ -153,7 +153,7 @@ mod tests {
             .unwrap();
         assert!(bearer_of(&owner).is_some());
         let with_pairing = Claims {
-            pair_id: Some(Id16([3; 16]).to_string()),
+            pair_id: Some(PairId::from_bytes([3; 16]).to_string()),
             ..owner.clone()
         };
         assert!(

@@ -122,13 +122,13 @@ fn agrees(row: &TokenRow, bearer: &Bearer) -> bool {
 mod tests {
     use super::*;
     use sealpost_protocol::api::TokenKind;
-    use sealpost_protocol::ids::Id16;
+    use sealpost_protocol::ids::{OwnerId, PairId, TokenId};
     use sealpost_time::UnixMillis;
 
-    pub(super) fn row(kind: TokenKind, pair_id: Option<Id16>) -> TokenRow {
+    pub(super) fn row(kind: TokenKind, pair_id: Option<PairId>) -> TokenRow {
         TokenRow {
-            id: Id16([1; 16]),
-            owner_id: Id16([2; 16]),
+            id: TokenId::from_bytes([1; 16]),
+            owner_id: OwnerId::from_bytes([2; 16]),
             kind,
             pair_id,
             label: "laptop".into(),
@@ -164,11 +164,11 @@ mod tests {
 
     #[test]
     fn a_row_agrees_only_when_owner_kind_and_pairing_all_match() {
-        let mcp = row(TokenKind::Mcp, Some(Id16([3; 16])));
+        let mcp = row(TokenKind::Mcp, Some(PairId::from_bytes([3; 16])));
         let claims = bearer_for(&mcp);
         assert!(agrees(&mcp, &claims));
         let other_owner = Bearer {
-            owner_id: Id16([9; 16]),
+            owner_id: OwnerId::from_bytes([9; 16]),
             ..claims
         };
         let other_kind = Bearer {
@@ -176,7 +176,7 @@ mod tests {
             ..claims
         };
         let other_pairing = Bearer {
-            pair_id: Some(Id16([9; 16])),
+            pair_id: Some(PairId::from_bytes([9; 16])),
             ..claims
         };
         for (what, bearer) in [

@@ -3,7 +3,7 @@
 //! told but 401.
 
 use sealpost_protocol::api::TokenKind;
-use sealpost_protocol::ids::Id16;
+use sealpost_protocol::ids::{OwnerId, PairId};
 
 use super::{live_row, signed_bearer};
 use crate::http::error::{ApiError, ApiResult};
@@ -32,7 +32,7 @@ pub struct OwnerAuth {
 
 impl OwnerAuth {
     /// The owner the token belongs to.
-    pub fn owner_id(&self) -> Id16 {
+    pub fn owner_id(&self) -> OwnerId {
         self.row.owner_id
     }
 
@@ -65,7 +65,7 @@ pub struct AnyAuth {
 
 impl AnyAuth {
     /// The owner the token belongs to.
-    pub fn owner_id(&self) -> Id16 {
+    pub fn owner_id(&self) -> OwnerId {
         self.row.owner_id
     }
 
@@ -112,7 +112,7 @@ pub struct VerifiedOwner {
 
 impl VerifiedOwner {
     /// The owner the token belongs to.
-    pub fn owner_id(&self) -> Id16 {
+    pub fn owner_id(&self) -> OwnerId {
         self.bearer.owner_id
     }
 
@@ -143,17 +143,17 @@ impl VerifiedOwner {
 #[derive(Debug, Clone, Copy)]
 pub struct VerifiedMcp {
     bearer: Bearer,
-    pair_id: Id16,
+    pair_id: PairId,
 }
 
 impl VerifiedMcp {
     /// The owner the token belongs to.
-    pub fn owner_id(&self) -> Id16 {
+    pub fn owner_id(&self) -> OwnerId {
         self.bearer.owner_id
     }
 
     /// The pairing the token acts for.
-    pub fn pair_id(&self) -> Id16 {
+    pub fn pair_id(&self) -> PairId {
         self.pair_id
     }
 
@@ -186,7 +186,7 @@ pub struct VerifiedAny {
 
 impl VerifiedAny {
     /// The owner the token belongs to.
-    pub fn owner_id(&self) -> Id16 {
+    pub fn owner_id(&self) -> OwnerId {
         self.bearer.owner_id
     }
 
@@ -203,7 +203,7 @@ fn require_owner(kind: TokenKind) -> ApiResult<()> {
     }
 }
 
-fn require_mcp(kind: TokenKind, pair_id: Option<Id16>) -> ApiResult<Id16> {
+fn require_mcp(kind: TokenKind, pair_id: Option<PairId>) -> ApiResult<PairId> {
     match (kind, pair_id) {
         (TokenKind::Mcp, Some(pair_id)) => Ok(pair_id),
         _ => Err(ApiError::wrong_kind("an MCP token")),
@@ -317,7 +317,7 @@ mod tests {
 
     #[test]
     fn each_kind_passes_only_its_own_requirement() {
-        let pair = Id16([3; 16]);
+        let pair = PairId::from_bytes([3; 16]);
         assert_eq!(require_mcp(TokenKind::Mcp, Some(pair)).ok(), Some(pair));
         assert!(require_mcp(TokenKind::Owner, None).is_err());
         assert!(require_mcp(TokenKind::Mcp, None).is_err());

@@ -2,7 +2,7 @@
 //! Most statements are shared with SQLite (`store::sql`).
 
 use sealpost_protocol::api::TokenKind;
-use sealpost_protocol::ids::Id16;
+use sealpost_protocol::ids::{OwnerId, TokenId};
 use sealpost_time::UnixMillis;
 use sqlx::postgres::PgPool;
 
@@ -27,7 +27,7 @@ pub(super) async fn secret(pool: &PgPool, name: &str, fresh: Vec<u8>) -> StoreRe
 
 pub(super) async fn create_owner(
     pool: &PgPool,
-    id: Id16,
+    id: OwnerId,
     name: &str,
     now: UnixMillis,
 ) -> StoreResult<()> {
@@ -56,7 +56,7 @@ pub(super) async fn owner_by_name(pool: &PgPool, name: &str) -> StoreResult<Opti
     row.as_ref().map(rows::owner).transpose()
 }
 
-pub(super) async fn owner_by_id(pool: &PgPool, id: Id16) -> StoreResult<Option<OwnerRow>> {
+pub(super) async fn owner_by_id(pool: &PgPool, id: OwnerId) -> StoreResult<Option<OwnerRow>> {
     let row = sqlx::query(sql::SELECT_OWNER_BY_ID)
         .bind(b(id))
         .fetch_optional(pool)
@@ -123,7 +123,7 @@ pub(super) async fn create_token(pool: &PgPool, t: &TokenRow) -> StoreResult<()>
 
 pub(super) async fn active_token(
     pool: &PgPool,
-    id: Id16,
+    id: TokenId,
     now: UnixMillis,
 ) -> StoreResult<Option<TokenRow>> {
     let row = sqlx::query(sql::SELECT_ACTIVE_TOKEN)
@@ -136,7 +136,7 @@ pub(super) async fn active_token(
 
 pub(super) async fn extend_token(
     pool: &PgPool,
-    id: Id16,
+    id: TokenId,
     expires_at: UnixMillis,
     now: UnixMillis,
 ) -> StoreResult<bool> {
@@ -154,9 +154,9 @@ pub(super) async fn extend_token(
 
 pub(super) async fn revoke_token(
     pool: &PgPool,
-    owner_id: Id16,
+    owner_id: OwnerId,
     reach: &AppScope,
-    id: Id16,
+    id: TokenId,
     kind: Option<TokenKind>,
     now: UnixMillis,
 ) -> StoreResult<bool> {
@@ -173,7 +173,7 @@ pub(super) async fn revoke_token(
 
 pub(super) async fn list_mcp_tokens(
     pool: &PgPool,
-    owner_id: Id16,
+    owner_id: OwnerId,
     reach: &AppScope,
     now: UnixMillis,
     page: Page,

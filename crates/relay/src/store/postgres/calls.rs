@@ -10,7 +10,7 @@
 
 use sealpost_protocol::api::CallState;
 use sealpost_protocol::content::CancelReason;
-use sealpost_protocol::ids::Id16;
+use sealpost_protocol::ids::{CallId, SessionId};
 use sealpost_time::UnixMillis;
 use sqlx::Postgres;
 use sqlx::postgres::{PgArguments, PgPool};
@@ -141,7 +141,7 @@ const CLAIM_CALLS: &str = concat!(
 pub(super) async fn claim_calls(
     pool: &PgPool,
     bearer: &Bearer,
-    session_id: Id16,
+    session_id: SessionId,
     now: UnixMillis,
     max: u32,
     lease_ms: u64,
@@ -185,7 +185,7 @@ pub(super) async fn reply_call(
     pool: &PgPool,
     notifier: &Notifier,
     bearer: &Bearer,
-    call_id: Id16,
+    call_id: CallId,
     reply: Vec<u8>,
     now: UnixMillis,
 ) -> StoreResult<()> {
@@ -249,7 +249,7 @@ const READ_CALL: &str = concat!(
 pub(super) async fn read_call(
     pool: &PgPool,
     bearer: &Bearer,
-    call_id: Id16,
+    call_id: CallId,
     now: UnixMillis,
 ) -> StoreResult<Option<CallView>> {
     let row = with_bearer(READ_CALL, bearer, now)
@@ -268,7 +268,7 @@ pub(super) async fn read_call(
 pub(super) async fn cancel_call(
     pool: &PgPool,
     bearer: &Bearer,
-    call_id: Id16,
+    call_id: CallId,
     reason: CancelReason,
     now: UnixMillis,
 ) -> StoreResult<()> {
@@ -413,7 +413,7 @@ pub(super) async fn sweep(
 }
 
 /// A claim found its session not live: missing (404, as another app's is) or ended (410)?
-async fn why_not_live(pool: &PgPool, bearer: &Bearer, session_id: Id16) -> StoreError {
+async fn why_not_live(pool: &PgPool, bearer: &Bearer, session_id: SessionId) -> StoreError {
     let exists: Result<Option<i32>, sqlx::Error> = sqlx::query_scalar(concat!(
         "SELECT 1 FROM sessions WHERE owner_id = $1 AND session_id = $2 \
          AND ($3::bytea IS NULL OR pair_id = $3) AND app_origin = ",

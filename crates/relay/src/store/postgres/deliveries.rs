@@ -6,10 +6,10 @@
 //! its commit not waiting for the disk. A crash or a failed write leaves calls `answered`,
 //! never loses an acknowledged write. Another replica sees a mark once it is written.
 
+use sealpost_protocol::ids::{CallId, OwnerId};
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 
-use sealpost_protocol::ids::Id16;
 use sqlx::postgres::PgPool;
 use tokio::sync::mpsc;
 
@@ -21,7 +21,7 @@ const MARKS_PER_STATEMENT: usize = 1_000;
 /// call's post (measured: one call at a time got slower), and a group costs one statement.
 const GATHER: std::time::Duration = std::time::Duration::from_millis(25);
 
-type Marks = Arc<Mutex<HashSet<(Id16, Id16)>>>;
+type Marks = Arc<Mutex<HashSet<(OwnerId, CallId)>>>;
 
 /// Marks taken by reads and not yet written; the writing task ends with the last clone.
 #[derive(Debug, Clone)]
@@ -39,7 +39,7 @@ impl Deliveries {
     }
 
     /// Marks the call delivered; `true` if this is the first mark (the read says `answered`).
-    pub(super) fn mark(&self, owner_id: Id16, call_id: Id16) -> bool {
+    pub(super) fn mark(&self, owner_id: OwnerId, call_id: CallId) -> bool {
         let first = lock(&self.unwritten).insert((owner_id, call_id));
         if first {
             // A kick already queued covers this mark too.
@@ -49,19 +49,19 @@ impl Deliveries {
     }
 
     /// Whether a read marked the call and the mark is not written yet.
-    pub(super) fn is_marked(&self, owner_id: Id16, call_id: Id16) -> bool {
+    pub(super) fn is_marked(&self, owner_id: OwnerId, call_id: CallId) -> bool {
         lock(&self.unwritten).contains(&(owner_id, call_id))
     }
 }
 
-fn lock(marks: &Marks) -> std::sync::MutexGuard<'_, HashSet<(Id16, Id16)>> {
+fn lock(marks: &Marks) -> std::sync::MutexGuard<'_, HashSet<(OwnerId, CallId)>> {
     marks.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 async fn write_marks(pool: PgPool, unwritten: Marks, mut kicks: mpsc::Receiver<()>) {
     while kicks.recv().await.is_some() {
         tokio::time::sleep(GATHER).await;
-        let marks: Vec<(Id16, Id16)> = lock(&unwritten).iter().copied().collect();
+        let marks: Vec<(OwnerId, CallId)> = lock(&unwritten).iter().copied().collect();
         for chunk in marks.chunks(MARKS_PER_STATEMENT) {
             if let Err(error) = write(&pool, chunk).await {
                 // The calls stay `answered`, which reads the same.
@@ -76,7 +76,7 @@ async fn write_marks(pool: PgPool, unwritten: Marks, mut kicks: mpsc::Receiver<(
     }
 }
 
-async fn write(pool: &PgPool, marks: &[(Id16, Id16)]) -> sqlx::Result<()> {
+async fn write(pool: &PgPool, marks: &[(OwnerId, CallId)]) -> sqlx::Result<()> {
     let owners: Vec<Vec<u8>> = marks.iter().map(|(owner, _)| b(*owner)).collect();
     let calls: Vec<Vec<u8>> = marks.iter().map(|(_, call)| b(*call)).collect();
     let mut tx = pool.begin().await?;

@@ -10,12 +10,12 @@
 //! `wakeups` the notifications. Statements that are the same on SQLite are in `store::sql`, row mapping
 //! in `store::rows`.
 
+use sealpost_protocol::ids::{CallId, OwnerId, PairId, SessionId, TokenId};
 use std::sync::Arc;
 
 use async_trait::async_trait;
 use sealpost_protocol::api::{CallState, TokenKind};
 use sealpost_protocol::content::CancelReason;
-use sealpost_protocol::ids::Id16;
 use sealpost_time::UnixMillis;
 use sqlx::postgres::{PgPool, PgPoolOptions};
 use tokio_util::sync::CancellationToken;
@@ -121,8 +121,8 @@ impl PgStore {
     fn delivered_if_marked(
         &self,
         result: StoreResult<()>,
-        owner_id: Id16,
-        call_id: Id16,
+        owner_id: OwnerId,
+        call_id: CallId,
     ) -> StoreResult<()> {
         match result {
             Err(StoreError::WrongState(CallState::Answered))
@@ -176,7 +176,7 @@ impl Store for PgStore {
         accounts::secret(&self.pool, name, fresh).await
     }
 
-    async fn create_owner(&self, id: Id16, name: &str, now: UnixMillis) -> StoreResult<()> {
+    async fn create_owner(&self, id: OwnerId, name: &str, now: UnixMillis) -> StoreResult<()> {
         accounts::create_owner(&self.pool, id, name, now).await
     }
 
@@ -188,7 +188,7 @@ impl Store for PgStore {
         accounts::owner_by_name(&self.pool, name).await
     }
 
-    async fn owner_by_id(&self, id: Id16) -> StoreResult<Option<OwnerRow>> {
+    async fn owner_by_id(&self, id: OwnerId) -> StoreResult<Option<OwnerRow>> {
         accounts::owner_by_id(&self.pool, id).await
     }
 
@@ -220,13 +220,13 @@ impl Store for PgStore {
         accounts::create_token(&self.pool, token).await
     }
 
-    async fn active_token(&self, id: Id16, now: UnixMillis) -> StoreResult<Option<TokenRow>> {
+    async fn active_token(&self, id: TokenId, now: UnixMillis) -> StoreResult<Option<TokenRow>> {
         accounts::active_token(&self.pool, id, now).await
     }
 
     async fn extend_token(
         &self,
-        id: Id16,
+        id: TokenId,
         expires_at: UnixMillis,
         now: UnixMillis,
     ) -> StoreResult<bool> {
@@ -235,9 +235,9 @@ impl Store for PgStore {
 
     async fn revoke_token(
         &self,
-        owner_id: Id16,
+        owner_id: OwnerId,
         reach: &AppScope,
-        id: Id16,
+        id: TokenId,
         kind: Option<TokenKind>,
         now: UnixMillis,
     ) -> StoreResult<bool> {
@@ -246,7 +246,7 @@ impl Store for PgStore {
 
     async fn list_mcp_tokens(
         &self,
-        owner_id: Id16,
+        owner_id: OwnerId,
         reach: &AppScope,
         now: UnixMillis,
         page: Page,
@@ -254,14 +254,14 @@ impl Store for PgStore {
         accounts::list_mcp_tokens(&self.pool, owner_id, reach, now, page).await
     }
 
-    async fn bytes_held_by_owner(&self) -> StoreResult<Vec<(Id16, i64)>> {
+    async fn bytes_held_by_owner(&self) -> StoreResult<Vec<(OwnerId, i64)>> {
         let rows = sqlx::query(sql::BYTES_HELD_BY_OWNER)
             .fetch_all(&self.pool)
             .await?;
         rows.iter().map(rows::owner_bytes).collect()
     }
 
-    async fn live_grants(&self, owner_id: Id16, now: UnixMillis) -> StoreResult<LiveGrants> {
+    async fn live_grants(&self, owner_id: OwnerId, now: UnixMillis) -> StoreResult<LiveGrants> {
         let (mcp_tokens, signin_codes) = bound::count_live_grants(owner_id, now)
             .fetch_one(&self.pool)
             .await?;
@@ -273,7 +273,7 @@ impl Store for PgStore {
 
     async fn list_owner_tokens(
         &self,
-        owner_id: Id16,
+        owner_id: OwnerId,
         reach: &AppScope,
         now: UnixMillis,
     ) -> StoreResult<Vec<TokenRow>> {
@@ -289,9 +289,9 @@ impl Store for PgStore {
 
     async fn live_session(
         &self,
-        owner_id: Id16,
+        owner_id: OwnerId,
         app: &AppScope,
-        pair_id: Id16,
+        pair_id: PairId,
         now: UnixMillis,
     ) -> StoreResult<Option<LiveSession>> {
         sessions::live_session(&self.pool, owner_id, app, pair_id, now).await
@@ -303,8 +303,8 @@ impl Store for PgStore {
 
     async fn mark_plugin_seen(
         &self,
-        owner_id: Id16,
-        session_id: Id16,
+        owner_id: OwnerId,
+        session_id: SessionId,
         now: UnixMillis,
     ) -> StoreResult<()> {
         if !self.plugin_seen.due(owner_id, session_id, now) {
@@ -318,9 +318,9 @@ impl Store for PgStore {
 
     async fn end_session(
         &self,
-        owner_id: Id16,
+        owner_id: OwnerId,
         app: &AppScope,
-        session_id: Id16,
+        session_id: SessionId,
         now: UnixMillis,
     ) -> StoreResult<EndedSessions> {
         sessions::end_session(&self.pool, owner_id, app, session_id, now).await
@@ -343,7 +343,7 @@ impl Store for PgStore {
     async fn claim_calls(
         &self,
         bearer: Bearer,
-        session_id: Id16,
+        session_id: SessionId,
         now: UnixMillis,
         max: u32,
         lease_ms: u64,
@@ -371,7 +371,7 @@ impl Store for PgStore {
     async fn reply_call(
         &self,
         bearer: Bearer,
-        call_id: Id16,
+        call_id: CallId,
         reply: Vec<u8>,
         now: UnixMillis,
     ) -> StoreResult<()> {
@@ -388,7 +388,7 @@ impl Store for PgStore {
     async fn cancel_call(
         &self,
         bearer: Bearer,
-        call_id: Id16,
+        call_id: CallId,
         reason: CancelReason,
         now: UnixMillis,
     ) -> StoreResult<()> {
@@ -399,7 +399,7 @@ impl Store for PgStore {
     async fn read_call(
         &self,
         bearer: Bearer,
-        call_id: Id16,
+        call_id: CallId,
         now: UnixMillis,
     ) -> StoreResult<Option<CallView>> {
         let op = batch::ReadOp {
@@ -431,7 +431,11 @@ impl Store for PgStore {
 
 #[async_trait]
 impl Inspect for PgStore {
-    async fn held_bytes(&self, owner_id: Id16, call_id: Id16) -> StoreResult<Option<HeldBytes>> {
+    async fn held_bytes(
+        &self,
+        owner_id: OwnerId,
+        call_id: CallId,
+    ) -> StoreResult<Option<HeldBytes>> {
         let row = sqlx::query(sql::SELECT_HELD_BYTES)
             .bind(b(owner_id))
             .bind(b(call_id))
@@ -442,8 +446,8 @@ impl Inspect for PgStore {
 
     async fn overwrite_call_expiry(
         &self,
-        owner_id: Id16,
-        call_id: Id16,
+        owner_id: OwnerId,
+        call_id: CallId,
         stored: i64,
     ) -> StoreResult<()> {
         sqlx::query(sql::OVERWRITE_CALL_EXPIRY)

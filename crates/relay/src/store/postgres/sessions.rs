@@ -2,7 +2,7 @@
 //! Each change is one transaction that also cancels the ended sessions' open calls and, on
 //! commit, wakes their waiters on every replica.
 
-use sealpost_protocol::ids::Id16;
+use sealpost_protocol::ids::{OwnerId, PairId, SessionId};
 use sealpost_time::UnixMillis;
 use sqlx::postgres::{PgConnection, PgPool};
 
@@ -44,9 +44,9 @@ pub(super) async fn create_session(
 
 pub(super) async fn live_session(
     pool: &PgPool,
-    owner_id: Id16,
+    owner_id: OwnerId,
     app: &AppScope,
-    pair_id: Id16,
+    pair_id: PairId,
     now: UnixMillis,
 ) -> StoreResult<Option<LiveSession>> {
     let row = bound::select_live(owner_id, app, pair_id, now)
@@ -69,9 +69,9 @@ pub(super) async fn set_catalog_update(pool: &PgPool, u: &CatalogUpdate) -> Stor
 
 pub(super) async fn end_session(
     pool: &PgPool,
-    owner_id: Id16,
+    owner_id: OwnerId,
     app: &AppScope,
-    session_id: Id16,
+    session_id: SessionId,
     now: UnixMillis,
 ) -> StoreResult<EndedSessions> {
     let mut tx = pool.begin().await?;
@@ -103,7 +103,7 @@ const CANCEL_SESSION_CALLS_IN_ORDER: &str = "WITH locked AS (SELECT owner_id, ca
 /// readers.
 pub(super) async fn cancel_open_calls(
     conn: &mut PgConnection,
-    sessions: Vec<(Id16, Id16)>,
+    sessions: Vec<(OwnerId, SessionId)>,
 ) -> StoreResult<EndedSessions> {
     let mut cancelled_calls = Vec::new();
     for &(owner_id, session_id) in &sessions {

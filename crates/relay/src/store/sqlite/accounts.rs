@@ -2,7 +2,7 @@
 //! go through the writer; reads use the read pool. Most statements are shared (`store::sql`).
 
 use sealpost_protocol::api::TokenKind;
-use sealpost_protocol::ids::Id16;
+use sealpost_protocol::ids::{OwnerId, TokenId};
 use sealpost_time::UnixMillis;
 
 use super::SqliteStore;
@@ -34,7 +34,7 @@ impl SqliteStore {
 
     pub(super) async fn create_owner_impl(
         &self,
-        id: Id16,
+        id: OwnerId,
         name: &str,
         now: UnixMillis,
     ) -> StoreResult<()> {
@@ -71,7 +71,7 @@ impl SqliteStore {
         row.as_ref().map(rows::owner).transpose()
     }
 
-    pub(super) async fn owner_by_id_impl(&self, id: Id16) -> StoreResult<Option<OwnerRow>> {
+    pub(super) async fn owner_by_id_impl(&self, id: OwnerId) -> StoreResult<Option<OwnerRow>> {
         let row = sqlx::query(sql::SELECT_OWNER_BY_ID)
             .bind(b(id))
             .fetch_optional(&self.readers)
@@ -163,7 +163,7 @@ impl SqliteStore {
 
     pub(super) async fn active_token_impl(
         &self,
-        id: Id16,
+        id: TokenId,
         now: UnixMillis,
     ) -> StoreResult<Option<TokenRow>> {
         let row = sqlx::query(sql::SELECT_ACTIVE_TOKEN)
@@ -176,7 +176,7 @@ impl SqliteStore {
 
     pub(super) async fn extend_token_impl(
         &self,
-        id: Id16,
+        id: TokenId,
         expires_at: UnixMillis,
         now: UnixMillis,
     ) -> StoreResult<bool> {
@@ -199,9 +199,9 @@ impl SqliteStore {
 
     pub(super) async fn revoke_token_impl(
         &self,
-        owner_id: Id16,
+        owner_id: OwnerId,
         reach: &AppScope,
-        id: Id16,
+        id: TokenId,
         kind: Option<TokenKind>,
         now: UnixMillis,
     ) -> StoreResult<bool> {
@@ -224,7 +224,7 @@ impl SqliteStore {
 
     pub(super) async fn list_mcp_tokens_impl(
         &self,
-        owner_id: Id16,
+        owner_id: OwnerId,
         reach: &AppScope,
         now: UnixMillis,
         page: Page,

@@ -9,11 +9,11 @@
 //! the per-call statements, token first, so every answer is what the call would have got on
 //! its own.
 
+use sealpost_protocol::ids::{CallId, OwnerId, SessionId};
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use sealpost_protocol::api::CallState;
-use sealpost_protocol::ids::Id16;
 use sealpost_time::UnixMillis;
 use sqlx::AssertSqlSafe;
 use sqlx::sqlite::{SqliteConnection, SqliteRow};
@@ -40,7 +40,7 @@ pub(crate) struct PostOp {
 /// A claim waiting for the writer. `write_seen`: also refresh the session's `claimer_seen_at`.
 pub(crate) struct ClaimOp {
     pub bearer: Bearer,
-    pub session_id: Id16,
+    pub session_id: SessionId,
     pub now: UnixMillis,
     pub max: u32,
     pub lease_ms: u64,
@@ -51,7 +51,7 @@ pub(crate) struct ClaimOp {
 /// A reply waiting for the writer.
 pub(crate) struct ReplyOp {
     pub bearer: Bearer,
-    pub call_id: Id16,
+    pub call_id: CallId,
     pub reply: Vec<u8>,
     pub now: UnixMillis,
     pub answer: oneshot::Sender<StoreResult<()>>,
@@ -141,7 +141,7 @@ pub(crate) fn chunk_owned<T>(ops: Vec<T>) -> Vec<Vec<T>> {
 async fn insert_posts(
     conn: &mut SqliteConnection,
     ops: &[PostOp],
-) -> StoreResult<HashMap<(Id16, Id16), UnixMillis>> {
+) -> StoreResult<HashMap<(OwnerId, CallId), UnixMillis>> {
     let sql = format!(
         "INSERT INTO calls (owner_id, call_id, session_id, pair_id, app_origin, state, envelope, created_at, expires_at) \
          SELECT owner_id, call_id, session_id, pair_id, app_origin, 'pending', envelope, created_at, expires_at FROM ( \
@@ -302,7 +302,7 @@ async fn write_claimer_seen(conn: &mut SqliteConnection, op: &ClaimOp) -> StoreR
 async fn claim_grouped(
     conn: &mut SqliteConnection,
     ops: &[ClaimOp],
-) -> StoreResult<HashMap<(Id16, Id16), Vec<ClaimedRow>>> {
+) -> StoreResult<HashMap<(OwnerId, SessionId), Vec<ClaimedRow>>> {
     let sql = format!(
         "UPDATE calls SET state = 'claimed', lease_expires_at = MIN(picked.lease_until, calls.expires_at) \
          FROM ( \
@@ -342,7 +342,7 @@ async fn claim_grouped(
             .bind(op.bearer.kind.as_str())
             .bind(op.bearer.pair_id.map(b));
     }
-    let mut by_session: HashMap<(Id16, Id16), Vec<SqliteRow>> = HashMap::new();
+    let mut by_session: HashMap<(OwnerId, SessionId), Vec<SqliteRow>> = HashMap::new();
     for row in query.fetch_all(&mut *conn).await? {
         let key = (row.id("owner_id")?, row.id("session_id")?);
         by_session.entry(key).or_default().push(row);
@@ -436,7 +436,7 @@ pub(crate) async fn reply_calls(
 async fn answer_grouped(
     conn: &mut SqliteConnection,
     ops: &[ReplyOp],
-) -> StoreResult<HashSet<(Id16, Id16)>> {
+) -> StoreResult<HashSet<(OwnerId, CallId)>> {
     let sql = format!(
         "UPDATE calls SET state = 'answered', reply = v.column3, envelope = NULL, answered_at = v.column4 \
          FROM (VALUES {}) AS v \

@@ -9,12 +9,12 @@
 //! finds it; the marks are written before any other kind of request runs. A crash before the
 //! write leaves the call `answered`.
 
+use sealpost_protocol::ids::{CallId, OwnerId};
 use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use sealpost_protocol::api::CallState;
-use sealpost_protocol::ids::Id16;
 use sealpost_time::UnixMillis;
 use sqlx::AssertSqlSafe;
 use sqlx::sqlite::SqliteConnection;
@@ -27,7 +27,7 @@ use crate::store::{Bearer, CallView, ErrorChain, StoreError, StoreResult, b, tim
 /// A read waiting for the writer.
 pub(crate) struct ReadOp {
     pub bearer: Bearer,
-    pub call_id: Id16,
+    pub call_id: CallId,
     pub now: UnixMillis,
     pub answer: oneshot::Sender<StoreResult<Option<CallView>>>,
 }
@@ -47,19 +47,19 @@ const MOST_MARKS: usize = 1_000;
 /// Delivery marks taken by reads and not yet written; owned by the writer task.
 #[derive(Debug, Default)]
 pub(crate) struct Deliveries {
-    unwritten: HashSet<(Id16, Id16)>,
+    unwritten: HashSet<(OwnerId, CallId)>,
     oldest: Option<Instant>,
 }
 
 impl Deliveries {
     /// Records that `call` was read answered; false if it was already (so it reads delivered).
-    fn mark(&mut self, owner_id: Id16, call_id: Id16) -> bool {
+    fn mark(&mut self, owner_id: OwnerId, call_id: CallId) -> bool {
         self.oldest.get_or_insert_with(Instant::now);
         self.unwritten.insert((owner_id, call_id))
     }
 
     /// Whether a read marked `call` and the mark is not written yet.
-    pub(crate) fn is_marked(&self, owner_id: Id16, call_id: Id16) -> bool {
+    pub(crate) fn is_marked(&self, owner_id: OwnerId, call_id: CallId) -> bool {
         self.unwritten.contains(&(owner_id, call_id))
     }
 
@@ -171,7 +171,7 @@ const MARKS_PER_STATEMENT: usize = 100;
 
 async fn mark_delivered(
     conn: &mut SqliteConnection,
-    marks: &HashSet<(Id16, Id16)>,
+    marks: &HashSet<(OwnerId, CallId)>,
 ) -> Result<(), sqlx::Error> {
     let marks: Vec<_> = marks.iter().collect();
     for chunk in marks.chunks(MARKS_PER_STATEMENT) {

@@ -10,7 +10,7 @@ use crate::store::{
 };
 use crate::store::{rows, sql};
 use sealpost_protocol::content::CancelReason;
-use sealpost_protocol::ids::Id16;
+use sealpost_protocol::ids::{CallId, SessionId};
 use sealpost_time::UnixMillis;
 
 impl SqliteStore {
@@ -34,7 +34,7 @@ impl SqliteStore {
     pub(super) async fn claim_calls_impl(
         &self,
         bearer: Bearer,
-        session_id: Id16,
+        session_id: SessionId,
         now: UnixMillis,
         max: u32,
         lease_ms: u64,
@@ -56,7 +56,7 @@ impl SqliteStore {
     pub(super) async fn reply_call_impl(
         &self,
         bearer: Bearer,
-        call_id: Id16,
+        call_id: CallId,
         reply: Vec<u8>,
         now: UnixMillis,
     ) -> StoreResult<()> {
@@ -74,7 +74,7 @@ impl SqliteStore {
     pub(super) async fn cancel_call_impl(
         &self,
         bearer: Bearer,
-        call_id: Id16,
+        call_id: CallId,
         reason: CancelReason,
         now: UnixMillis,
     ) -> StoreResult<()> {

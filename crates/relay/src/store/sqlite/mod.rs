@@ -12,6 +12,7 @@
 //! checkpointer; `accounts`, `sessions` and `calls` are the operations. Statements that are the
 //! same on PostgreSQL are in `store::sql`, row mapping in `store::rows`.
 
+use sealpost_protocol::ids::{CallId, OwnerId, PairId, SessionId, TokenId};
 use std::str::FromStr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -20,7 +21,6 @@ use async_trait::async_trait;
 use futures_util::future::BoxFuture;
 use sealpost_protocol::api::{CallState, TokenKind};
 use sealpost_protocol::content::CancelReason;
-use sealpost_protocol::ids::Id16;
 use sealpost_time::UnixMillis;
 use sqlx::Connection;
 use sqlx::sqlite::{
@@ -165,7 +165,7 @@ impl Store for SqliteStore {
         self.secret_impl(name, fresh).await
     }
 
-    async fn create_owner(&self, id: Id16, name: &str, now: UnixMillis) -> StoreResult<()> {
+    async fn create_owner(&self, id: OwnerId, name: &str, now: UnixMillis) -> StoreResult<()> {
         self.create_owner_impl(id, name, now).await
     }
 
@@ -177,7 +177,7 @@ impl Store for SqliteStore {
         self.owner_by_name_impl(name).await
     }
 
-    async fn owner_by_id(&self, id: Id16) -> StoreResult<Option<OwnerRow>> {
+    async fn owner_by_id(&self, id: OwnerId) -> StoreResult<Option<OwnerRow>> {
         self.owner_by_id_impl(id).await
     }
 
@@ -215,13 +215,13 @@ impl Store for SqliteStore {
         self.create_token_impl(token).await
     }
 
-    async fn active_token(&self, id: Id16, now: UnixMillis) -> StoreResult<Option<TokenRow>> {
+    async fn active_token(&self, id: TokenId, now: UnixMillis) -> StoreResult<Option<TokenRow>> {
         self.active_token_impl(id, now).await
     }
 
     async fn extend_token(
         &self,
-        id: Id16,
+        id: TokenId,
         expires_at: UnixMillis,
         now: UnixMillis,
     ) -> StoreResult<bool> {
@@ -230,9 +230,9 @@ impl Store for SqliteStore {
 
     async fn revoke_token(
         &self,
-        owner_id: Id16,
+        owner_id: OwnerId,
         reach: &AppScope,
-        id: Id16,
+        id: TokenId,
         kind: Option<TokenKind>,
         now: UnixMillis,
     ) -> StoreResult<bool> {
@@ -241,7 +241,7 @@ impl Store for SqliteStore {
 
     async fn list_mcp_tokens(
         &self,
-        owner_id: Id16,
+        owner_id: OwnerId,
         reach: &AppScope,
         now: UnixMillis,
         page: Page,
@@ -249,14 +249,14 @@ impl Store for SqliteStore {
         self.list_mcp_tokens_impl(owner_id, reach, now, page).await
     }
 
-    async fn bytes_held_by_owner(&self) -> StoreResult<Vec<(Id16, i64)>> {
+    async fn bytes_held_by_owner(&self) -> StoreResult<Vec<(OwnerId, i64)>> {
         let rows = sqlx::query(sql::BYTES_HELD_BY_OWNER)
             .fetch_all(&self.readers)
             .await?;
         rows.iter().map(rows::owner_bytes).collect()
     }
 
-    async fn live_grants(&self, owner_id: Id16, now: UnixMillis) -> StoreResult<LiveGrants> {
+    async fn live_grants(&self, owner_id: OwnerId, now: UnixMillis) -> StoreResult<LiveGrants> {
         let (mcp_tokens, signin_codes) = bound::count_live_grants(owner_id, now)
             .fetch_one(&self.readers)
             .await?;
@@ -268,7 +268,7 @@ impl Store for SqliteStore {
 
     async fn list_owner_tokens(
         &self,
-        owner_id: Id16,
+        owner_id: OwnerId,
         reach: &AppScope,
         now: UnixMillis,
     ) -> StoreResult<Vec<TokenRow>> {
@@ -288,9 +288,9 @@ impl Store for SqliteStore {
 
     async fn live_session(
         &self,
-        owner_id: Id16,
+        owner_id: OwnerId,
         app: &AppScope,
-        pair_id: Id16,
+        pair_id: PairId,
         now: UnixMillis,
     ) -> StoreResult<Option<LiveSession>> {
         self.live_session_impl(owner_id, app, pair_id, now).await
@@ -302,8 +302,8 @@ impl Store for SqliteStore {
 
     async fn mark_plugin_seen(
         &self,
-        owner_id: Id16,
-        session_id: Id16,
+        owner_id: OwnerId,
+        session_id: SessionId,
         now: UnixMillis,
     ) -> StoreResult<()> {
         self.mark_plugin_seen_impl(owner_id, session_id, now).await
@@ -311,9 +311,9 @@ impl Store for SqliteStore {
 
     async fn end_session(
         &self,
-        owner_id: Id16,
+        owner_id: OwnerId,
         app: &AppScope,
-        session_id: Id16,
+        session_id: SessionId,
         now: UnixMillis,
     ) -> StoreResult<EndedSessions> {
         self.end_session_impl(owner_id, app, session_id, now).await
@@ -331,7 +331,7 @@ impl Store for SqliteStore {
     async fn claim_calls(
         &self,
         bearer: Bearer,
-        session_id: Id16,
+        session_id: SessionId,
         now: UnixMillis,
         max: u32,
         lease_ms: u64,
@@ -343,7 +343,7 @@ impl Store for SqliteStore {
     async fn reply_call(
         &self,
         bearer: Bearer,
-        call_id: Id16,
+        call_id: CallId,
         reply: Vec<u8>,
         now: UnixMillis,
     ) -> StoreResult<()> {
@@ -353,7 +353,7 @@ impl Store for SqliteStore {
     async fn cancel_call(
         &self,
         bearer: Bearer,
-        call_id: Id16,
+        call_id: CallId,
         reason: CancelReason,
         now: UnixMillis,
     ) -> StoreResult<()> {
@@ -363,7 +363,7 @@ impl Store for SqliteStore {
     async fn read_call(
         &self,
         bearer: Bearer,
-        call_id: Id16,
+        call_id: CallId,
         now: UnixMillis,
     ) -> StoreResult<Option<CallView>> {
         self.writer
@@ -390,7 +390,11 @@ impl Store for SqliteStore {
 
 #[async_trait]
 impl Inspect for SqliteStore {
-    async fn held_bytes(&self, owner_id: Id16, call_id: Id16) -> StoreResult<Option<HeldBytes>> {
+    async fn held_bytes(
+        &self,
+        owner_id: OwnerId,
+        call_id: CallId,
+    ) -> StoreResult<Option<HeldBytes>> {
         let row = sqlx::query(sql::SELECT_HELD_BYTES)
             .bind(b(owner_id))
             .bind(b(call_id))
@@ -401,8 +405,8 @@ impl Inspect for SqliteStore {
 
     async fn overwrite_call_expiry(
         &self,
-        owner_id: Id16,
-        call_id: Id16,
+        owner_id: OwnerId,
+        call_id: CallId,
         stored: i64,
     ) -> StoreResult<()> {
         self.write(move |conn| {

@@ -2,7 +2,7 @@
 //! Each change runs on the writer in a transaction of its own, with the cancelling of the
 //! ended sessions' open calls.
 
-use sealpost_protocol::ids::Id16;
+use sealpost_protocol::ids::{OwnerId, PairId, SessionId};
 use sealpost_time::UnixMillis;
 use sqlx::sqlite::SqliteConnection;
 
@@ -45,9 +45,9 @@ impl SqliteStore {
 
     pub(super) async fn live_session_impl(
         &self,
-        owner_id: Id16,
+        owner_id: OwnerId,
         app: &AppScope,
-        pair_id: Id16,
+        pair_id: PairId,
         now: UnixMillis,
     ) -> StoreResult<Option<LiveSession>> {
         let row = bound::select_live(owner_id, app, pair_id, now)
@@ -80,8 +80,8 @@ impl SqliteStore {
 
     pub(super) async fn mark_plugin_seen_impl(
         &self,
-        owner_id: Id16,
-        session_id: Id16,
+        owner_id: OwnerId,
+        session_id: SessionId,
         now: UnixMillis,
     ) -> StoreResult<()> {
         if !self.plugin_seen.due(owner_id, session_id, now) {
@@ -100,9 +100,9 @@ impl SqliteStore {
 
     pub(super) async fn end_session_impl(
         &self,
-        owner_id: Id16,
+        owner_id: OwnerId,
         app: &AppScope,
-        session_id: Id16,
+        session_id: SessionId,
         now: UnixMillis,
     ) -> StoreResult<EndedSessions> {
         let app = app.clone();
@@ -124,7 +124,7 @@ impl SqliteStore {
 /// Cancels the open calls of sessions that just ended (`(owner_id, session_id)` each).
 pub(super) async fn cancel_open_calls(
     conn: &mut SqliteConnection,
-    sessions: Vec<(Id16, Id16)>,
+    sessions: Vec<(OwnerId, SessionId)>,
 ) -> StoreResult<EndedSessions> {
     let mut cancelled_calls = Vec::new();
     for &(owner_id, session_id) in &sessions {

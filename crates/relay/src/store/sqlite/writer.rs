@@ -210,17 +210,15 @@ mod tests {
     use std::str::FromStr;
 
     use sealpost_protocol::api::{CallState, TokenKind};
-    use sealpost_protocol::ids::Id16;
+    use sealpost_protocol::ids::{CallId, Id, OwnerId, PairId, SessionId, TokenId};
     use sqlx::Connection;
     use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode};
 
     use super::*;
     use crate::store::{Bearer, b};
 
-    fn id() -> Id16 {
-        let mut bytes = [0u8; 16];
-        getrandom::fill(&mut bytes).unwrap();
-        Id16(bytes)
+    fn id<I: Id>() -> I {
+        crate::ids::random_id()
     }
 
     /// A database holding one owner with an MCP token and an owner token, a live session, and
@@ -231,13 +229,13 @@ mod tests {
         conn: SqliteConnection,
         deliveries: Deliveries,
         tab: Bearer,
-        owner: Id16,
-        call: Id16,
+        owner: OwnerId,
+        call: CallId,
         now: UnixMillis,
     }
 
     async fn answered_call_read_once() -> Marked {
-        let dir = std::env::temp_dir().join(format!("sealpost-marks-{}", id()));
+        let dir = std::env::temp_dir().join(format!("sealpost-marks-{}", id::<CallId>()));
         std::fs::create_dir_all(&dir).unwrap();
         let options =
             SqliteConnectOptions::from_str(&format!("sqlite://{}/marks.db", dir.display()))
@@ -246,37 +244,38 @@ mod tests {
                 .journal_mode(SqliteJournalMode::Wal);
         let mut conn = SqliteConnection::connect_with(&options).await.unwrap();
         super::super::migrate::run(&mut conn).await.unwrap();
-        let (owner, token, tab_token, pair, session, call) = (id(), id(), id(), id(), id(), id());
+        let (owner, token, tab_token): (OwnerId, TokenId, TokenId) = (id(), id(), id());
+        let (pair, session, call): (PairId, SessionId, CallId) = (id(), id(), id());
         let now = UnixMillis::from_ms(1_700_000_000_000);
         for (sql, binds) in [
             (
                 "INSERT INTO owners (id, name, created_at) VALUES ($1, 'o', 0)",
-                vec![owner],
+                vec![b(owner)],
             ),
             (
                 "INSERT INTO tokens (id, owner_id, kind, pair_id, label, created_at, expires_at) \
                  VALUES ($1, $2, 'mcp', $3, 'l', 0, 9000000000000)",
-                vec![token, owner, pair],
+                vec![b(token), b(owner), b(pair)],
             ),
             (
                 "INSERT INTO tokens (id, owner_id, kind, pair_id, label, created_at, expires_at) \
                  VALUES ($1, $2, 'owner', NULL, 'tab', 0, 9000000000000)",
-                vec![tab_token, owner],
+                vec![b(tab_token), b(owner)],
             ),
             (
                 "INSERT INTO sessions (owner_id, session_id, pair_id, hello, created_at, expires_at) \
                  VALUES ($1, $2, $3, x'00', 0, 9000000000000)",
-                vec![owner, session, pair],
+                vec![b(owner), b(session), b(pair)],
             ),
             (
                 "INSERT INTO calls (owner_id, call_id, session_id, pair_id, state, reply, created_at, expires_at) \
                  VALUES ($1, $2, $3, $4, 'answered', x'01', 0, 9000000000000)",
-                vec![owner, call, session, pair],
+                vec![b(owner), b(call), b(session), b(pair)],
             ),
         ] {
             let mut query = sqlx::query(sql);
             for bind in binds {
-                query = query.bind(b(bind));
+                query = query.bind(bind);
             }
             query.execute(&mut conn).await.unwrap();
         }

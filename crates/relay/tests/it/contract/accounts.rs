@@ -1,9 +1,9 @@
 //! Owners, one-time sign-in codes, tokens and the stored secret.
 
+use sealpost_protocol::ids::TokenId;
 use std::sync::Arc;
 
 use sealpost_protocol::api::TokenKind;
-use sealpost_protocol::ids::Id16;
 use sealpost_relay::store::{Inspect, Page, SigninGrant, StoreError, TokenRow};
 
 use super::{HOUR, RELAY_APP, T0, signin_code};
@@ -42,7 +42,7 @@ pub(super) async fn check_mcp_tokens_list_in_pages_by_id_live_ones_only(store: A
     );
     live.sort();
 
-    let mut listed: Vec<Id16> = Vec::new();
+    let mut listed: Vec<TokenId> = Vec::new();
     let mut after = None;
     // Bounded: a listing that never ends would otherwise hang the check.
     for _ in 0..=live.len() {

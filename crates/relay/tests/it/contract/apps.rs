@@ -2,11 +2,11 @@
 //! app's sessions and calls alone, grouped or not; tokens are reached by their own app's
 //! tokens and by the relay's own app's.
 
+use sealpost_protocol::ids::{SessionId, TokenId};
 use std::sync::Arc;
 
 use sealpost_protocol::api::{CallState, TokenKind};
 use sealpost_protocol::content::CancelReason;
-use sealpost_protocol::ids::Id16;
 use sealpost_relay::origins::AppOrigin;
 use sealpost_relay::scope::AppScope;
 use sealpost_relay::store::{
@@ -69,7 +69,7 @@ pub(super) async fn check_a_sign_in_code_carries_its_app_and_end_to_its_sign_in(
 struct OtherApp {
     tab: Bearer,
     mcp: Bearer,
-    session: Id16,
+    session: SessionId,
 }
 
 async fn other_app(w: &World) -> OtherApp {
@@ -211,7 +211,7 @@ pub(super) async fn check_an_app_acts_on_its_own_sessions_and_calls_alone(store:
     assert_eq!(read.state, CallState::Answered);
 
     // A catalog update and an end: only the session's own app's.
-    let update = |app: &AppScope, session: Id16| CatalogUpdate {
+    let update = |app: &AppScope, session: SessionId| CatalogUpdate {
         owner_id: w.owner,
         app: app.clone(),
         session_id: session,
@@ -385,7 +385,7 @@ pub(super) async fn check_tokens_are_reached_by_their_own_app_and_the_relays_own
         after: None,
         limit: 100,
     };
-    let sorted = |mut ids: Vec<Id16>| {
+    let sorted = |mut ids: Vec<TokenId>| {
         ids.sort();
         ids
     };
@@ -419,7 +419,7 @@ pub(super) async fn check_tokens_are_reached_by_their_own_app_and_the_relays_own
         sorted(vec![w.mcp.token_id, a_mcp.token_id])
     );
     assert_eq!(mcp_tokens(a.clone()).await, [a_mcp.token_id]);
-    assert_eq!(mcp_tokens(b.clone()).await, Vec::<Id16>::new());
+    assert_eq!(mcp_tokens(b.clone()).await, Vec::<TokenId>::new());
 
     for (reach, token) in [
         (&a, w.tab.token_id),
@@ -455,5 +455,5 @@ pub(super) async fn check_tokens_are_reached_by_their_own_app_and_the_relays_own
             .unwrap(),
         "the relay's own app revokes a host app's sign-in"
     );
-    assert_eq!(owner_tokens(b).await, Vec::<Id16>::new());
+    assert_eq!(owner_tokens(b).await, Vec::<TokenId>::new());
 }

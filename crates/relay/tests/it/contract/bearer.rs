@@ -17,7 +17,7 @@ fn not_live<T: std::fmt::Debug>(result: Result<T, StoreError>, what: &str) {
 }
 
 /// Three calls: one pending, one claimed, one answered.
-async fn three_calls(w: &World) -> [sealpost_protocol::ids::Id16; 3] {
+async fn three_calls(w: &World) -> [sealpost_protocol::ids::CallId; 3] {
     let answered = w.post(T0, HOUR).await;
     let claimed_one = w
         .store

@@ -58,7 +58,7 @@ pub(super) async fn check_concurrent_claimers_take_every_call_exactly_once(
                     for call in &got {
                         assert_eq!(
                             call.envelope,
-                            call.call_id.0.to_vec(),
+                            call.call_id.as_bytes().to_vec(),
                             "a claim returns its own envelope"
                         );
                     }

@@ -3,10 +3,10 @@
 //! and `together`) states one
 //! property; the macro at the bottom runs it on both backends.
 
+use sealpost_protocol::ids::{CallId, OwnerId, PairId, SessionId};
 use std::sync::Arc;
 
 use sealpost_protocol::api::TokenKind;
-use sealpost_protocol::ids::Id16;
 use sealpost_relay::scope::AppScope;
 use sealpost_relay::store::{Bearer, Inspect, NewCall, NewSession, NewSigninCode, Store, TokenRow};
 use sealpost_time::UnixMillis;
@@ -36,9 +36,9 @@ const RELAY_APP: &AppScope = &AppScope::RelayApp;
 
 struct World {
     store: Arc<dyn Inspect>,
-    owner: Id16,
-    session: Id16,
-    pair: Id16,
+    owner: OwnerId,
+    session: SessionId,
+    pair: PairId,
     /// The owner's MCP token for `pair` (the plugin's).
     mcp: Bearer,
     /// The owner's own token (the tab's).
@@ -72,12 +72,17 @@ async fn world(store: Arc<dyn Inspect>) -> World {
 }
 
 /// A live token row of `owner` (an MCP token when `pair` is given), lasting far past `T0`.
-async fn token(store: &dyn Store, owner: Id16, pair: Option<Id16>) -> Bearer {
+async fn token(store: &dyn Store, owner: OwnerId, pair: Option<PairId>) -> Bearer {
     app_token(store, owner, pair, RELAY_APP).await
 }
 
 /// [`token`], of `app`.
-async fn app_token(store: &dyn Store, owner: Id16, pair: Option<Id16>, app: &AppScope) -> Bearer {
+async fn app_token(
+    store: &dyn Store,
+    owner: OwnerId,
+    pair: Option<PairId>,
+    app: &AppScope,
+) -> Bearer {
     let kind = if pair.is_some() {
         TokenKind::Mcp
     } else {
@@ -104,7 +109,7 @@ async fn app_token(store: &dyn Store, owner: Id16, pair: Option<Id16>, app: &App
 }
 
 /// A sign-in code (hash `[n; 32]`) to the relay's own app, as the CLI makes one.
-fn signin_code(n: u8, owner: Id16, expires_at: UnixMillis) -> NewSigninCode {
+fn signin_code(n: u8, owner: OwnerId, expires_at: UnixMillis) -> NewSigninCode {
     NewSigninCode {
         code_hash: [n; 32],
         owner_id: owner,
@@ -114,7 +119,12 @@ fn signin_code(n: u8, owner: Id16, expires_at: UnixMillis) -> NewSigninCode {
     }
 }
 
-fn new_session(owner: Id16, session: Id16, pair: Id16, expires_at: UnixMillis) -> NewSession {
+fn new_session(
+    owner: OwnerId,
+    session: SessionId,
+    pair: PairId,
+    expires_at: UnixMillis,
+) -> NewSession {
     NewSession {
         owner_id: owner,
         app: RELAY_APP.clone(),
@@ -127,18 +137,18 @@ fn new_session(owner: Id16, session: Id16, pair: Id16, expires_at: UnixMillis) -
 }
 
 impl World {
-    fn call(&self, call_id: Id16, at: UnixMillis, ttl: u64) -> NewCall {
+    fn call(&self, call_id: CallId, at: UnixMillis, ttl: u64) -> NewCall {
         NewCall {
             owner_id: self.owner,
             session_id: self.session,
             call_id,
-            envelope: call_id.0.to_vec(),
+            envelope: call_id.as_bytes().to_vec(),
             created_at: at,
             expires_at: at.saturating_add_ms(ttl),
         }
     }
 
-    async fn post(&self, at: UnixMillis, ttl: u64) -> Id16 {
+    async fn post(&self, at: UnixMillis, ttl: u64) -> CallId {
         let call_id = id();
         self.store
             .post_call(self.mcp, &self.call(call_id, at, ttl), Some(1000))

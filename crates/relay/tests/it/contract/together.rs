@@ -1,11 +1,11 @@
 //! Operations that arrive together. A backend may store concurrent posts and replies with one
 //! statement (PostgreSQL groups them); each must still get the answer it would get alone.
 
+use sealpost_protocol::ids::{CallId, PairId};
 use std::collections::HashMap;
 use std::sync::Arc;
 
 use sealpost_protocol::api::CallState;
-use sealpost_protocol::ids::Id16;
 use sealpost_relay::store::{Bearer, Inspect, NewCall, StoreError};
 use sealpost_time::UnixMillis;
 
@@ -43,7 +43,7 @@ pub(super) async fn check_operations_arriving_together_each_get_their_own_answer
     let revoked_mcp = revoked(&w, Some(w.pair)).await;
     let revoked_tab = revoked(&w, None).await;
 
-    let ids: Vec<Id16> = (0..32).map(|_| id()).collect();
+    let ids: Vec<CallId> = (0..32).map(|_| id()).collect();
     let mut posts = Vec::new();
     for n in 0..ids.len() {
         posts.push(Post::Id(n));
@@ -144,7 +144,7 @@ pub(super) async fn check_operations_arriving_together_each_get_their_own_answer
     }
 }
 
-async fn revoked(w: &World, pair: Option<Id16>) -> Bearer {
+async fn revoked(w: &World, pair: Option<PairId>) -> Bearer {
     let bearer = token(&*w.store, w.owner, pair).await;
     assert!(
         w.store
@@ -251,7 +251,7 @@ pub(super) async fn check_claims_and_reads_arriving_together_each_get_their_own_
             })
         })
         .collect();
-    let mut claimed: HashMap<usize, Vec<Id16>> = HashMap::new();
+    let mut claimed: HashMap<usize, Vec<CallId>> = HashMap::new();
     for task in tasks {
         match task.await.unwrap() {
             (Claim::Session(n), Ok(rows)) => {
@@ -280,7 +280,7 @@ pub(super) async fn check_claims_and_reads_arriving_together_each_get_their_own_
     for &(session, call_id) in spare.iter() {
         let at = AT.saturating_add_ms(1);
         let got = w.store.claim_calls(w.tab, session, at, 10, 30_000).await;
-        let got: Vec<Id16> = got.unwrap().iter().map(|c| c.call_id).collect();
+        let got: Vec<CallId> = got.unwrap().iter().map(|c| c.call_id).collect();
         assert_eq!(got, vec![call_id], "a revoked token's claim took nothing");
     }
 

@@ -1,8 +1,8 @@
 //! Claims, grouped: each row's session claims its oldest pending calls, as one statement.
 
+use sealpost_protocol::ids::SessionId;
 use std::collections::HashMap;
 
-use sealpost_protocol::ids::Id16;
 use sealpost_time::UnixMillis;
 use sqlx::postgres::PgPool;
 
@@ -14,7 +14,7 @@ use crate::store::{Bearer, ClaimedRow, StoreResult, b, duration_to_sql};
 /// A claim of up to `max` calls of a session, each leased for `lease_ms`.
 pub(in crate::store::postgres) struct ClaimOp {
     pub bearer: Bearer,
-    pub session_id: Id16,
+    pub session_id: SessionId,
     pub now: UnixMillis,
     pub max: u32,
     pub lease_ms: u64,
@@ -51,8 +51,9 @@ const CLAIM_GROUP: &str = concat!(
 
 impl Grouped for ClaimOp {
     type Output = Vec<ClaimedRow>;
+    type Id = SessionId;
 
-    fn key(&self) -> Key {
+    fn key(&self) -> Key<Self::Id> {
         (self.bearer.owner_id, self.session_id)
     }
 
@@ -67,7 +68,10 @@ impl Grouped for ClaimOp {
         calls::claim_calls(pool, &bearer, session_id, now, max, lease_ms).await
     }
 
-    async fn group(pool: &PgPool, ops: &[Self]) -> StoreResult<HashMap<Key, Vec<ClaimedRow>>> {
+    async fn group(
+        pool: &PgPool,
+        ops: &[Self],
+    ) -> StoreResult<HashMap<Key<Self::Id>, Vec<ClaimedRow>>> {
         let rows = with_bearers(CLAIM_GROUP, ops.iter().map(|op| (&op.bearer, op.now)))
             .bind(ops.iter().map(|op| b(op.session_id)).collect::<Vec<_>>())
             .bind(ops.iter().map(|op| i64::from(op.max)).collect::<Vec<_>>())
@@ -80,7 +84,7 @@ impl Grouped for ClaimOp {
             .await?;
         // Rows per claim; a claim whose token or session was not live is left out (it runs
         // alone, which says why).
-        let mut found: HashMap<Key, Vec<_>> = HashMap::with_capacity(ops.len());
+        let mut found: HashMap<Key<Self::Id>, Vec<_>> = HashMap::with_capacity(ops.len());
         for row in rows {
             let key = (row.id("key_owner")?, row.id("key_session")?);
             let live = row.flag("token")? && row.flag("session")?;

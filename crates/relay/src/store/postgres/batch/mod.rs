@@ -30,12 +30,12 @@ mod posts;
 mod reads;
 mod replies;
 
+use sealpost_protocol::ids::{Id, OwnerId};
 use std::collections::{HashMap, HashSet};
 use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use sealpost_protocol::ids::Id16;
 use sealpost_time::UnixMillis;
 use sqlx::Postgres;
 use sqlx::postgres::{PgArguments, PgPool};
@@ -55,14 +55,16 @@ const MAX_GROUP: usize = 64;
 const QUEUE_DEPTH: usize = 1_024;
 
 /// `(owner, call)` or `(owner, session)`: what one operation acts on.
-type Key = (Id16, Id16);
+type Key<I> = (OwnerId, I);
 
 /// One kind of operation that can be grouped.
 pub(super) trait Grouped: Sized + Send + 'static {
     type Output: Send + 'static;
+    /// The id the operation acts on within its owner: a call or a session.
+    type Id: Id;
 
     /// What the operation acts on; a group holds each key once.
-    fn key(&self) -> Key;
+    fn key(&self) -> Key<Self::Id>;
 
     /// The one-call statement, which completes the operation or says why not.
     fn alone(
@@ -76,7 +78,7 @@ pub(super) trait Grouped: Sized + Send + 'static {
     fn group(
         pool: &PgPool,
         ops: &[Self],
-    ) -> impl Future<Output = StoreResult<HashMap<Key, Self::Output>>> + Send;
+    ) -> impl Future<Output = StoreResult<HashMap<Key<Self::Id>, Self::Output>>> + Send;
 
     /// What follows a grouped completion (the wake-up a write owes other waiters).
     fn completed(&self, _notifier: &Notifier) {}

@@ -1,5 +1,6 @@
 //! Posts, grouped: one `INSERT … SELECT` over the group's rows.
 
+use sealpost_protocol::ids::CallId;
 use std::collections::HashMap;
 
 use sealpost_time::UnixMillis;
@@ -52,8 +53,9 @@ const POST_GROUP: &str = concat!(
 
 impl Grouped for PostOp {
     type Output = UnixMillis;
+    type Id = CallId;
 
-    fn key(&self) -> Key {
+    fn key(&self) -> Key<Self::Id> {
         (self.bearer.owner_id, self.call.call_id)
     }
 
@@ -61,7 +63,7 @@ impl Grouped for PostOp {
         calls::post_call(pool, notifier, &self.bearer, &self.call, self.max_pending).await
     }
 
-    async fn group(pool: &PgPool, ops: &[Self]) -> StoreResult<HashMap<Key, UnixMillis>> {
+    async fn group(pool: &PgPool, ops: &[Self]) -> StoreResult<HashMap<Key<Self::Id>, UnixMillis>> {
         let rows = with_bearers(
             POST_GROUP,
             ops.iter().map(|op| (&op.bearer, op.call.created_at)),

@@ -1,8 +1,8 @@
 //! Reads, grouped: one statement that writes nothing, a row per read.
 
+use sealpost_protocol::ids::CallId;
 use std::collections::HashMap;
 
-use sealpost_protocol::ids::Id16;
 use sealpost_time::UnixMillis;
 use sqlx::postgres::PgPool;
 
@@ -14,7 +14,7 @@ use crate::store::{Bearer, CallView, StoreResult, b};
 /// A read of a call by its bearer.
 pub(in crate::store::postgres) struct ReadOp {
     pub bearer: Bearer,
-    pub call_id: Id16,
+    pub call_id: CallId,
     pub now: UnixMillis,
 }
 
@@ -34,8 +34,9 @@ const READ_GROUP: &str = concat!(
 
 impl Grouped for ReadOp {
     type Output = Option<CallView>;
+    type Id = CallId;
 
-    fn key(&self) -> Key {
+    fn key(&self) -> Key<Self::Id> {
         (self.bearer.owner_id, self.call_id)
     }
 
@@ -43,7 +44,10 @@ impl Grouped for ReadOp {
         calls::read_call(pool, &self.bearer, self.call_id, self.now).await
     }
 
-    async fn group(pool: &PgPool, ops: &[Self]) -> StoreResult<HashMap<Key, Option<CallView>>> {
+    async fn group(
+        pool: &PgPool,
+        ops: &[Self],
+    ) -> StoreResult<HashMap<Key<Self::Id>, Option<CallView>>> {
         let rows = with_bearers(READ_GROUP, ops.iter().map(|op| (&op.bearer, op.now)))
             .bind(ops.iter().map(|op| b(op.call_id)).collect::<Vec<_>>())
             .fetch_all(pool)

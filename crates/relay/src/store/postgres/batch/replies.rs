@@ -1,8 +1,8 @@
 //! Replies, grouped: one `UPDATE … FROM` over the group's rows.
 
+use sealpost_protocol::ids::CallId;
 use std::collections::HashMap;
 
-use sealpost_protocol::ids::Id16;
 use sealpost_time::UnixMillis;
 use sqlx::postgres::PgPool;
 
@@ -15,7 +15,7 @@ use crate::wake::Topic;
 /// A reply to a claimed call, by its bearer.
 pub(in crate::store::postgres) struct ReplyOp {
     pub bearer: Bearer,
-    pub call_id: Id16,
+    pub call_id: CallId,
     pub reply: Vec<u8>,
     pub now: UnixMillis,
 }
@@ -47,8 +47,9 @@ const REPLY_GROUP: &str = concat!(
 
 impl Grouped for ReplyOp {
     type Output = ();
+    type Id = CallId;
 
-    fn key(&self) -> Key {
+    fn key(&self) -> Key<Self::Id> {
         (self.bearer.owner_id, self.call_id)
     }
 
@@ -64,7 +65,7 @@ impl Grouped for ReplyOp {
         .await
     }
 
-    async fn group(pool: &PgPool, ops: &[Self]) -> StoreResult<HashMap<Key, ()>> {
+    async fn group(pool: &PgPool, ops: &[Self]) -> StoreResult<HashMap<Key<Self::Id>, ()>> {
         let rows = with_bearers(REPLY_GROUP, ops.iter().map(|op| (&op.bearer, op.now)))
             .bind(ops.iter().map(|op| b(op.call_id)).collect::<Vec<_>>())
             .bind(ops.iter().map(|op| op.reply.clone()).collect::<Vec<_>>())
