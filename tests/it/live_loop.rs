@@ -3,7 +3,6 @@
 //! the plugin opens it. A canary string travels in both plaintexts and must never reach the
 //! relay's database or logs.
 
-use sealpost_protocol::ids::{CallId, SessionId};
 use std::rc::Rc;
 
 use sealpost_e2e::LiveRelay;
@@ -13,6 +12,7 @@ use sealpost_executor::{
 };
 use sealpost_protocol::api::CallState;
 use sealpost_protocol::content::{ContentBlock, Reply, ToolCall};
+use sealpost_protocol::ids::{CallId, SessionId};
 use sealpost_seal::{PluginSession, verify_hello};
 use sealpost_testkit::{TestDb, id};
 use sealpost_time::UnixMillis;

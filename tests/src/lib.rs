@@ -5,11 +5,11 @@
 
 pub mod tab;
 
-use sealpost_protocol::ids::{PairId, TokenId};
 use std::ops::Deref;
 
 use anyhow::Result;
 use sealpost_protocol::api::{CreateMcpTokenRequest, CreateMcpTokenResponse};
+use sealpost_protocol::ids::{PairId, TokenId};
 use sealpost_relay::config::Limits;
 use sealpost_seal::PairingSecret;
 use sealpost_testkit::{Client, Relay, TestDb, id};

@@ -3,13 +3,13 @@
 //! browser). It starts a session with a hello, claims calls by long-poll, runs them, and posts
 //! sealed replies or cancels, until stopped.
 
-use sealpost_protocol::ids::{CallId, SessionId};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
 use anyhow::{Context as _, Result};
 use sealpost_executor::{Delivery, Executor, Outcome};
+use sealpost_protocol::ids::{CallId, SessionId};
 use sealpost_seal::PairingSecret;
 use sealpost_time::UnixMillis;
 use tokio::sync::watch;

@@ -7,7 +7,6 @@
 //! Answers are matched to requests by id: each request waits on a promise that the message
 //! handler resolves once the answer is stashed, and that a close resolves with none.
 
-use sealpost_protocol::ids::{Base64Bytes, CallId, SessionId};
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::rc::Rc;
@@ -19,6 +18,7 @@ use sealpost_protocol::api::channel::{
     CHANNEL_BEARER_PREFIX, CHANNEL_PATH, CHANNEL_PROTOCOL, ChannelAnswer, ChannelOp, ChannelRequest,
 };
 use sealpost_protocol::content::CancelReason;
+use sealpost_protocol::ids::{Base64Bytes, CallId, SessionId};
 use wasm_bindgen::prelude::*;
 use wasm_bindgen_futures::JsFuture;
 use web_sys::{MessageEvent, WebSocket};

@@ -4,10 +4,10 @@
 //! sent again until its call's lease ends (`delivery.rs`), and the call's audit record says
 //! whether the relay took it.
 
-use sealpost_protocol::ids::CallId;
 use std::rc::Rc;
 
 use sealpost_executor::{Delivery, Outcome};
+use sealpost_protocol::ids::CallId;
 use serde_json::json;
 use wasm_bindgen::prelude::*;
 use wasm_bindgen_futures::future_to_promise;

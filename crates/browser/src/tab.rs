@@ -4,7 +4,6 @@
 //! the relay return promises; the rest answer at once. Events (each audit record, each change
 //! of serving state) go to the function given to `onEvent`.
 
-use sealpost_protocol::ids::{Base64Bytes, ProposalId, SessionId, TokenId};
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 
@@ -16,6 +15,7 @@ use sealpost_executor::{
 };
 use sealpost_protocol::api::{CreateMcpTokenRequest, CreateSessionRequest};
 use sealpost_protocol::content::ToolKind;
+use sealpost_protocol::ids::{Base64Bytes, ProposalId, SessionId, TokenId};
 use sealpost_seal::{PairingCode, PairingSecret, RelayOrigin};
 use sealpost_time::UnixMillis;
 use serde::{Deserialize, Serialize};

@@ -7,7 +7,6 @@
 //! A plain binary rather than criterion: the figures wanted are one build time, a latency
 //! distribution over a fixed query mix, and a sustained rate, each measured once per run.
 
-use sealpost_seal::{CallId, PairingSecret, PluginSession, SessionId, verify_hello};
 use std::future::Future;
 use std::pin::pin;
 use std::rc::Rc;
@@ -21,6 +20,7 @@ use sealpost_executor::{
     MemoryAuditLog, Outcome, ToolFuture, ToolSpec, Workspace,
 };
 use sealpost_protocol::content::{ToolCall, ToolKind, ToolResult};
+use sealpost_seal::{CallId, PairingSecret, PluginSession, SessionId, verify_hello};
 use sealpost_time::UnixMillis;
 use serde_json::{Value, json};
 

@@ -2,13 +2,13 @@
 //! asked of their tab and what it answered. Records carry a digest of the arguments, never the
 //! arguments, so the log does not become a second copy of what was read.
 
-use sealpost_protocol::ids::{CallId, ProposalId};
 use std::cell::RefCell;
 use std::collections::VecDeque;
 use std::fmt::Write as _;
 use std::rc::Rc;
 
 use sealpost_protocol::content::{CancelReason, RefusalCode};
+use sealpost_protocol::ids::{CallId, ProposalId};
 use sealpost_time::UnixMillis;
 use serde::Serialize;
 use sha2::{Digest, Sha256};

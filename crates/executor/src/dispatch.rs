@@ -1,11 +1,11 @@
 //! The decision for one opened call: access, tool, arguments, grants, then the tool itself.
 //! Every refusal the executor can seal back is decided here.
 
-use sealpost_protocol::ids::ProposalId;
 use std::rc::Rc;
 
 use rand_core::CryptoRng;
 use sealpost_protocol::content::{Refusal, RefusalCode, Reply, ToolCall, ToolKind, ToolResult};
+use sealpost_protocol::ids::ProposalId;
 
 use crate::Executor;
 use crate::audit::AuditOutcome;

@@ -2,10 +2,10 @@
 //! nothing to the workspace; only [`crate::Executor::apply_proposal`], called from the app's
 //! review page, writes, and only if the document is still exactly as the proposal saw it.
 
-use sealpost_protocol::ids::ProposalId;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
+use sealpost_protocol::ids::ProposalId;
 use sealpost_time::UnixMillis;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;

@@ -3,12 +3,12 @@
 //! (progress while waiting, cancellation honoured, an absent tab answered at once), open and
 //! fence the reply.
 
-use sealpost_protocol::ids::{Base64Bytes, CallId};
 use std::future::Future;
 use std::time::{Duration, Instant};
 
 use sealpost_protocol::api::{CallState, PostCallRequest};
 use sealpost_protocol::content::{CancelReason, Reply, ToolCall};
+use sealpost_protocol::ids::{Base64Bytes, CallId};
 use sealpost_protocol::limits::MAX_CALL_ENVELOPE_BYTES;
 use sealpost_seal::{ENVELOPE_OVERHEAD, PairingCode};
 use sealpost_time::UnixMillis;

@@ -11,12 +11,12 @@
 //! swap the pairing). Files are written under a fresh random name created exclusively (never
 //! through a link someone planted), then renamed into place.
 
-use sealpost_protocol::ids::PairId;
 use std::fs::{self, File, OpenOptions};
 use std::io::{Read as _, Write as _};
 use std::path::{Path, PathBuf};
 
 use sealpost_protocol::content::CatalogEntry;
+use sealpost_protocol::ids::PairId;
 use sealpost_seal::PairingCode;
 use serde::{Deserialize, Serialize};
 use zeroize::{Zeroize as _, Zeroizing};

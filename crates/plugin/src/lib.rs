@@ -24,10 +24,10 @@ pub(crate) mod session;
 pub mod stdio;
 pub(crate) mod tools;
 
-use sealpost_protocol::ids::PairId;
 use std::time::Duration;
 
 use sealpost_protocol::content::CatalogEntry;
+use sealpost_protocol::ids::PairId;
 use sealpost_seal::PairingCode;
 
 use crate::config::{CachedCatalog, ConfigDir, ConfigError};

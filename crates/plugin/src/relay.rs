@@ -8,7 +8,6 @@
 //! their turn, so hundreds of concurrent tool calls do not open hundreds of connections (which
 //! the relay's per-address cap would refuse, the tab's own connections with them).
 
-use sealpost_protocol::ids::{CallId, PairId, SessionId};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -18,6 +17,7 @@ use sealpost_protocol::api::{
     PostCallResponse,
 };
 use sealpost_protocol::content::CancelReason;
+use sealpost_protocol::ids::{CallId, PairId, SessionId};
 use sealpost_protocol::limits::MAX_REPLY_ENVELOPE_BYTES;
 use sealpost_seal::RelayOrigin;
 use serde::Serialize;

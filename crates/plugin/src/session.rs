@@ -12,11 +12,11 @@
 //! newer one, leaves the list as it is (the relay cannot roll it back); an update that does not
 //! open is ignored. Either way the tab still checks every call against the person's grants.
 
-use sealpost_protocol::ids::SessionId;
 use std::sync::{Arc, Mutex};
 
 use sealpost_protocol::api::LiveSessionResponse;
 use sealpost_protocol::content::{Catalog, CatalogEntry};
+use sealpost_protocol::ids::SessionId;
 use sealpost_protocol::limits::CLOCK_SKEW_MS;
 use sealpost_seal::{PairingSecret, PluginSession, SealError, open_catalog_update, verify_hello};
 use sealpost_time::UnixMillis;

@@ -19,12 +19,12 @@
 //! exemption and their clients retry refusals as before. With several replicas, a request that
 //! reaches another replica than the claim or the reply did is simply not exempt.
 
-use sealpost_protocol::ids::{CallId, OwnerId, TokenId};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use dashmap::DashMap;
 use dashmap::mapref::entry::Entry;
 use sealpost_protocol::api::TokenKind;
+use sealpost_protocol::ids::{CallId, OwnerId, TokenId};
 use sealpost_time::UnixMillis;
 
 use crate::store::Bearer;

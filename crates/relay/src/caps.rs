@@ -4,13 +4,13 @@
 //! count that a guard gives back when it drops, so a request that fails or is dropped
 //! half-way cannot leak its place.
 
-use sealpost_protocol::ids::{OwnerId, TokenId};
 use std::collections::{BTreeMap, HashMap};
 use std::hash::Hash;
 use std::sync::{Arc, Mutex};
 
 use axum::http::HeaderMap;
 use axum::http::header::CONTENT_LENGTH;
+use sealpost_protocol::ids::{OwnerId, TokenId};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio_util::sync::CancellationToken;
 

@@ -13,9 +13,10 @@
 //! on the safe side. Per replica, like the rate limits: with N replicas an owner may exceed the
 //! quota by what they post through the others within one sweep interval.
 
-use sealpost_protocol::ids::OwnerId;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
+
+use sealpost_protocol::ids::OwnerId;
 
 #[derive(Debug, Default)]
 struct Counts {

@@ -15,7 +15,6 @@
 //! call its token claimed, and the first read of its answer, are charged like any request, but
 //! their handler overrides a refusal (`admitted`).
 
-use sealpost_protocol::ids::{OwnerId, TokenId};
 use std::hash::Hash;
 use std::net::IpAddr;
 use std::num::NonZeroU32;
@@ -28,6 +27,7 @@ use governor::nanos::Nanos;
 use governor::state::keyed::ShrinkableKeyedStateStore;
 use governor::state::{InMemoryState, NotKeyed, StateStore};
 use governor::{DefaultKeyedRateLimiter, Quota, RateLimiter};
+use sealpost_protocol::ids::{OwnerId, TokenId};
 
 use crate::config::Limits;
 

@@ -5,11 +5,11 @@
 //! only while someone waits on them. On PostgreSQL a listener task feeds other replicas'
 //! notifications into the same hub (see `store::postgres`).
 
-use sealpost_protocol::ids::{CallId, OwnerId, SessionId};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex};
 
+use sealpost_protocol::ids::{CallId, OwnerId, SessionId};
 use tokio::sync::Notify;
 
 /// What a waiter waits for.

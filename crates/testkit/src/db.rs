@@ -2,10 +2,10 @@
 //! cluster), ids, and the rule that turns a missing PostgreSQL into a loud failure or a
 //! reported skip.
 
-use sealpost_protocol::ids::Id;
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use sealpost_protocol::ids::Id;
 use sealpost_relay::store::{self, Inspect};
 
 /// A fresh random id of the kind the caller names.

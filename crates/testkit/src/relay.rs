@@ -1,12 +1,12 @@
 //! A relay in-process on loopback with its own fresh database (or a client for one started
 //! elsewhere), owners signed in through the API, and the JSON requests the relay's tests make.
 
-use sealpost_protocol::ids::{CallId, OwnerId, PairId, SessionId, TokenId};
 use std::sync::Arc;
 
 use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use reqwest::{Method, StatusCode};
+use sealpost_protocol::ids::{CallId, OwnerId, PairId, SessionId, TokenId};
 use sealpost_relay::app::{self, Running};
 use sealpost_relay::config::{Config, Limits};
 use sealpost_relay::store::Store;

@@ -29,7 +29,6 @@ mod echo;
 mod pgbench;
 mod steps;
 
-use sealpost_protocol::ids::{CallId, OwnerId, PairId, SessionId};
 use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -37,6 +36,7 @@ use std::time::{Duration, Instant};
 use client::Conn;
 use sealpost_e2e::{LiveRelay, Pairing};
 use sealpost_protocol::api::TokenKind;
+use sealpost_protocol::ids::{CallId, OwnerId, PairId, SessionId};
 use sealpost_relay::scope::AppScope;
 use sealpost_relay::store::{self, Bearer, NewCall, NewSession, Store, TokenRow};
 use sealpost_seal::{

@@ -1,7 +1,6 @@
 //! The path of one envelope: open, cancel reasons, refusals, re-checks after an async tool, the
 //! sealed reply and its audit record.
 
-use sealpost_seal::{CallId, Header, SessionId};
 use std::cell::Cell;
 use std::future::Future;
 use std::pin::{Pin, pin};
@@ -13,6 +12,7 @@ use sealpost_executor::{
     ToolSpec, arguments_digest,
 };
 use sealpost_protocol::content::{CancelReason, RefusalCode, Reply, ToolKind, ToolResult};
+use sealpost_seal::{CallId, Header, SessionId};
 use serde_json::{Value, json};
 
 use crate::support::*;

@@ -1,6 +1,5 @@
 //! A live session between an executor and a simulated plugin, over a small workspace.
 
-use sealpost_seal::{CallId, Header, PairingSecret, PluginSession, SessionId, verify_hello};
 use std::cell::{Cell, RefCell};
 use std::future::Future;
 use std::pin::pin;
@@ -14,6 +13,7 @@ use sealpost_executor::{
     Workspace,
 };
 use sealpost_protocol::content::{Refusal, RefusalCode, Reply, ToolCall, ToolResult};
+use sealpost_seal::{CallId, Header, PairingSecret, PluginSession, SessionId, verify_hello};
 use sealpost_time::UnixMillis;
 use serde_json::{Value, json};
 

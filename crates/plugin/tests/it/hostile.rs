@@ -2,7 +2,6 @@
 //! hello. Faults a real relay cannot be made to commit, so a small hostile server plays it;
 //! and a session about to end, through the real relay and tab.
 
-use sealpost_protocol::ids::{Base64Bytes, SessionId};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -14,6 +13,7 @@ use sealpost_e2e::LiveRelay;
 use sealpost_e2e::tab::Tab;
 use sealpost_executor::{Executor, Workspace};
 use sealpost_protocol::api::LiveSessionResponse;
+use sealpost_protocol::ids::{Base64Bytes, SessionId};
 use sealpost_seal::{PairingCode, PairingSecret, RelayOrigin};
 use sealpost_testkit::{TestDb, id};
 use sealpost_time::UnixMillis;
@@ -285,11 +285,13 @@ async fn an_older_catalog_update_replayed_by_the_relay_does_not_roll_the_tool_li
         catalog_update: Some(second),
         now_ms: now,
     }));
-    let served = answer.clone();
+    let (served, fetches) = (answer.clone(), Arc::new(AtomicUsize::new(0)));
+    let counted = fetches.clone();
     let session = Router::new().route(
         "/v1/pairings/{id}/session",
         get(move || {
             let answer = served.lock().unwrap().clone();
+            counted.fetch_add(1, Ordering::SeqCst);
             async move { axum::Json(answer) }
         }),
     );
@@ -323,9 +325,18 @@ async fn an_older_catalog_update_replayed_by_the_relay_does_not_roll_the_tool_li
         "{newest:?}"
     );
 
+    // Replay update 1. Refreshes run one at a time, so once the relay has been asked twice
+    // since, the first of those answers has been opened and judged.
     answer.lock().unwrap().catalog_update = Some(first);
-    mcp.request("tools/list", json!({})).await;
-    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    let asked = fetches.load(Ordering::SeqCst);
+    tokio::time::timeout(std::time::Duration::from_secs(10), async {
+        while fetches.load(Ordering::SeqCst) < asked + 2 {
+            mcp.request("tools/list", json!({})).await;
+            tokio::task::yield_now().await;
+        }
+    })
+    .await
+    .expect("two refreshes after the replay");
     let replayed = names(&mcp.request("tools/list", json!({})).await);
     assert_eq!(replayed, newest, "the older update is refused");
 }

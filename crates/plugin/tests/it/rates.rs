@@ -3,7 +3,6 @@
 //! once in words about the rate. A small server plays the relay: the real one admits a call's
 //! delivery read even past the rate, so only a stand-in can keep refusing it.
 
-use sealpost_protocol::ids::{Base64Bytes, CallId, SessionId};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -16,6 +15,7 @@ use sealpost_protocol::api::{
     CallState, CallStatusResponse, LiveSessionResponse, PostCallResponse,
 };
 use sealpost_protocol::content::CancelReason;
+use sealpost_protocol::ids::{Base64Bytes, CallId, SessionId};
 use sealpost_seal::{PairingCode, PairingSecret, RelayOrigin};
 use sealpost_testkit::id;
 use sealpost_time::UnixMillis;

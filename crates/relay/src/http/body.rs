@@ -2,7 +2,6 @@
 //! before any byte is read, and a chunked body stops being read at the cap, so an oversized
 //! request never costs more memory than the cap. A body that trickles in hits a deadline.
 
-use sealpost_protocol::ids::OwnerId;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::Duration;
@@ -13,6 +12,7 @@ use axum::http::header::CONTENT_LENGTH;
 use axum::response::{IntoResponse as _, Response};
 use http_body_util::BodyExt;
 use sealpost_protocol::api::ErrorCode;
+use sealpost_protocol::ids::OwnerId;
 use serde::de::DeserializeOwned;
 
 use crate::caps::{LargePlace, NoPlace};

@@ -9,7 +9,6 @@
 //! not (`admitted`). Claims and replies record what they hand out and store; each reply, cancel
 //! and read that reaches the store ends what it completed.
 
-use sealpost_protocol::ids::{Base64Bytes, CallId, SessionId};
 use std::time::Duration;
 
 use axum::Json;
@@ -22,6 +21,7 @@ use sealpost_protocol::api::{
     PostCallRequest, PostCallResponse, ReplyRequest, TokenKind,
 };
 use sealpost_protocol::content::CancelReason;
+use sealpost_protocol::ids::{Base64Bytes, CallId, SessionId};
 use tokio::time::Instant;
 
 use super::auth::{AnyAuth, Charged, VerifiedAny, VerifiedMcp, VerifiedOwner};

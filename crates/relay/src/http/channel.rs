@@ -26,7 +26,6 @@
 //!   closed; writes that make no progress drop it (the connection's write timeout); at
 //!   shutdown what runs finishes and is answered, then the channel closes.
 
-use sealpost_protocol::ids::CallId;
 use std::time::Duration;
 
 use axum::Extension;
@@ -37,6 +36,7 @@ use futures_util::stream::FuturesUnordered;
 use futures_util::{SinkExt as _, StreamExt as _};
 use sealpost_protocol::api::channel::{CHANNEL_PROTOCOL, ChannelAnswer, ChannelOp, ChannelRequest};
 use sealpost_protocol::api::{ErrorBody, ErrorCode};
+use sealpost_protocol::ids::CallId;
 use serde::Deserialize;
 use serde_json::Value;
 use tokio::time::Instant;

@@ -2,7 +2,6 @@
 //! operational endpoints. Handlers live in
 //! `accounts`, `sessions` and `calls`; every one is scoped by the token's owner.
 
-use sealpost_protocol::ids::Id;
 use std::net::SocketAddr;
 use std::time::Instant;
 
@@ -12,6 +11,7 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use sealpost_protocol::api::ErrorBody;
+use sealpost_protocol::ids::Id;
 use tower_http::services::ServeDir;
 use tower_http::set_header::SetResponseHeaderLayer;
 use utoipa::OpenApi as _;

@@ -1,6 +1,5 @@
 //! Browser sessions: create (with the opaque hello), end, and the plugin's live-session lookup.
 
-use sealpost_protocol::ids::{Base64Bytes, SessionId};
 use std::time::Duration;
 
 use axum::Json;
@@ -11,6 +10,7 @@ use sealpost_protocol::api::{
     CatalogUpdateRequest, CreateSessionRequest, CreateSessionResponse, ErrorBody, ErrorCode,
     LiveSessionResponse, TokenKind,
 };
+use sealpost_protocol::ids::{Base64Bytes, SessionId};
 
 use super::auth::{AnyAuth, OwnerAuth};
 use super::body::read_json;

@@ -3,10 +3,10 @@
 //! per [`CLAIMER_SEEN_RESOLUTION_MS`] per session, not on every claim. Readers only compare it
 //! with twice the long-poll wait, so a second of resolution loses nothing.
 
-use sealpost_protocol::ids::{OwnerId, SessionId};
 use std::collections::HashMap;
 use std::sync::Mutex;
 
+use sealpost_protocol::ids::{OwnerId, SessionId};
 use sealpost_time::UnixMillis;
 
 /// Resolution of `claimer_seen_at`.

@@ -7,12 +7,12 @@
 //! replicas cannot hand one call to two executors. Times are [`UnixMillis`] passed in by the
 //! caller (an `i64` only in SQL, see `sql_time`): the store never reads a clock, which lets the contract suite drive expiry exactly.
 
-use sealpost_protocol::ids::{CallId, Id, OwnerId, PairId, SessionId, TokenId};
 use std::sync::Arc;
 
 use async_trait::async_trait;
 use sealpost_protocol::api::{CallState, TokenKind};
 use sealpost_protocol::content::CancelReason;
+use sealpost_protocol::ids::{CallId, Id, OwnerId, PairId, SessionId, TokenId};
 use sealpost_time::UnixMillis;
 
 use crate::scope::AppScope;

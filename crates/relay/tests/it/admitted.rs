@@ -10,10 +10,10 @@
 //! refilled once and that one request was spent ([`spend`]), so nothing refills for a second,
 //! and ends by checking the rate is still spent, so no check could have passed by a refill.
 
-use sealpost_protocol::ids::CallId;
 use std::time::Duration;
 
 use reqwest::{Method, StatusCode};
+use sealpost_protocol::ids::CallId;
 use sealpost_relay::config::Config;
 use serde_json::{Value, json};
 

@@ -1,11 +1,11 @@
 //! The HTTP API end to end on loopback: the call loop, long-polls, sessions and tokens.
 
-use sealpost_protocol::ids::CallId;
 use std::time::Duration;
 
 use reqwest::{Method, StatusCode};
 use serde_json::json;
 
+use sealpost_protocol::ids::CallId;
 use sealpost_testkit::{Relay, b64, pairing, unb64};
 use sealpost_testkit::{TestDb, id};
 

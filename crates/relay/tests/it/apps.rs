@@ -5,12 +5,12 @@
 //! that one does; the CLI's `owner add|link --app` prints the app's link and refuses an
 //! origin the relay does not list.
 
-use sealpost_protocol::ids::{CallId, SessionId};
 use std::process::Command;
 
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 
+use sealpost_protocol::ids::{CallId, SessionId};
 use sealpost_relay::origins::AppOrigin;
 use sealpost_testkit::{Pairing, Relay, TestDb, b64, id, pairing};
 

@@ -4,7 +4,6 @@
 //! session or call, a token signed out while the channel is open, an oversized message, one
 //! channel too many, and a claim dropped with its channel claiming nothing.
 
-use sealpost_protocol::ids::CallId;
 use std::time::Duration;
 
 use futures_util::{SinkExt as _, StreamExt as _};
@@ -15,6 +14,7 @@ use tokio_tungstenite::tungstenite::http::HeaderValue;
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tokio_tungstenite::tungstenite::{self, Message};
 
+use sealpost_protocol::ids::CallId;
 use sealpost_testkit::{Pairing, Relay, TestDb, b64, id, pairing, unb64};
 
 /// Answers come in milliseconds; waiting this long means one never came (a hang guard).

@@ -3,7 +3,6 @@
 //! the JSON shape and no `/v1` answer is cached, empty envelopes are malformed, the web folder
 //! keeps its dotfiles, and every 429 says when to retry.
 
-use sealpost_protocol::ids::{CallId, PairId, SessionId};
 use std::net::SocketAddr;
 use std::time::Duration;
 
@@ -12,6 +11,7 @@ use serde_json::json;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpSocket, TcpStream};
 
+use sealpost_protocol::ids::{CallId, PairId, SessionId};
 use sealpost_testkit::{Relay, b64, pairing};
 use sealpost_testkit::{TempDir, TestDb, id};
 

@@ -2,11 +2,11 @@
 //! read into memory (with a declared length, and chunked without one), and a body that stalls
 //! is cut off at its deadline.
 
-use sealpost_protocol::ids::{CallId, PairId, SessionId};
 use std::time::Duration;
 
 use futures_util::stream;
 use reqwest::{Method, StatusCode};
+use sealpost_protocol::ids::{CallId, PairId, SessionId};
 use sealpost_protocol::limits::{
     MAX_CALL_ENVELOPE_BYTES, MAX_HELLO_BYTES, MAX_REPLY_ENVELOPE_BYTES,
 };

@@ -4,7 +4,6 @@
 //! upgrade, while the relay's own app and requests without an Origin are served as before; and
 //! a relay that lists none sends no CORS header and checks no Origin.
 
-use sealpost_protocol::ids::{CallId, SessionId};
 use std::io::{BufRead as _, BufReader, Read as _};
 use std::process::{Command, Stdio};
 
@@ -14,6 +13,7 @@ use tokio_tungstenite::tungstenite::client::IntoClientRequest as _;
 use tokio_tungstenite::tungstenite::http::HeaderValue;
 use tokio_tungstenite::tungstenite::{self};
 
+use sealpost_protocol::ids::{CallId, SessionId};
 use sealpost_relay::origins::AppOrigin;
 use sealpost_testkit::{Relay, TempDir, TestDb, id, pairing};
 

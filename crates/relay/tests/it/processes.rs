@@ -2,7 +2,6 @@
 //! under load and a restart, a canary that must never reach disk or logs in the clear, and flat
 //! memory under an oversized chunked body.
 
-use sealpost_protocol::ids::{CallId, PairId};
 use std::io::{BufRead, BufReader, Read};
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
@@ -11,6 +10,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use reqwest::{Method, StatusCode};
 use serde_json::json;
 
+use sealpost_protocol::ids::{CallId, PairId};
 use sealpost_testkit::{Relay, TEST_KEY, b64, pairing};
 use sealpost_testkit::{TempDir, TestDb, id};
 

@@ -2,12 +2,12 @@
 //! new session for the same pairing replaces it, when the tab ends it, and when it expires. On
 //! both backends, with no fallback re-check, so only a wake-up can answer the claim early.
 
-use sealpost_protocol::ids::SessionId;
 use std::time::Duration;
 
 use reqwest::{Method, StatusCode};
 use serde_json::json;
 
+use sealpost_protocol::ids::SessionId;
 use sealpost_testkit::{Relay, b64};
 use sealpost_testkit::{TestDb, id};
 

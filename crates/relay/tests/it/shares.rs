@@ -3,7 +3,6 @@
 //! Each test puts one owner (or silent clients) past a scaled-down cap and shows another
 //! owner's requests are still served; without the share, every one of them is refused.
 
-use sealpost_protocol::ids::CallId;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -14,6 +13,7 @@ use serde_json::json;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpSocket, TcpStream};
 
+use sealpost_protocol::ids::CallId;
 use sealpost_testkit::{Pairing, Relay, TestDb, b64, id, pairing};
 
 /// Far longer than any answer here takes: reaching it means the relay kept a client waiting.

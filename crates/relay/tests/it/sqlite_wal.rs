@@ -1,10 +1,10 @@
 //! SQLite's WAL is checkpointed by a connection of its own (the writer never runs a checkpoint
 //! in a commit): the data reaches the database file while the relay keeps writing.
 
-use sealpost_protocol::ids::{OwnerId, SessionId};
 use std::time::Duration;
 
 use sealpost_protocol::api::TokenKind;
+use sealpost_protocol::ids::{OwnerId, SessionId};
 use sealpost_relay::scope::AppScope;
 use sealpost_relay::store::{self, Bearer, NewCall, NewSession, Store, TokenRow};
 use sealpost_time::UnixMillis;

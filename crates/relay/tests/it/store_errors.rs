@@ -2,11 +2,11 @@
 //! and the log line the relay writes for the 500 carries the whole chain, so an operator sees
 //! why, not only that, the database failed.
 
-use sealpost_protocol::ids::{OwnerId, SessionId};
 use std::io::Write;
 use std::sync::{Arc, Mutex};
 
 use sealpost_protocol::api::TokenKind;
+use sealpost_protocol::ids::{OwnerId, SessionId};
 use sealpost_relay::http::error::ApiError;
 use sealpost_relay::scope::AppScope;
 use sealpost_relay::store::{Bearer, ErrorChain, NewCall, NewSession, Store, StoreError, TokenRow};

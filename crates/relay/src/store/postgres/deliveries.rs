@@ -6,10 +6,10 @@
 //! its commit not waiting for the disk. A crash or a failed write leaves calls `answered`,
 //! never loses an acknowledged write. Another replica sees a mark once it is written.
 
-use sealpost_protocol::ids::{CallId, OwnerId};
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 
+use sealpost_protocol::ids::{CallId, OwnerId};
 use sqlx::postgres::PgPool;
 use tokio::sync::mpsc;
 

@@ -10,12 +10,12 @@
 //! `wakeups` the notifications. Statements that are the same on SQLite are in `store::sql`, row mapping
 //! in `store::rows`.
 
-use sealpost_protocol::ids::{CallId, OwnerId, PairId, SessionId, TokenId};
 use std::sync::Arc;
 
 use async_trait::async_trait;
 use sealpost_protocol::api::{CallState, TokenKind};
 use sealpost_protocol::content::CancelReason;
+use sealpost_protocol::ids::{CallId, OwnerId, PairId, SessionId, TokenId};
 use sealpost_time::UnixMillis;
 use sqlx::postgres::{PgPool, PgPoolOptions};
 use tokio_util::sync::CancellationToken;

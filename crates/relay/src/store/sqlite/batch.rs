@@ -9,11 +9,11 @@
 //! the per-call statements, token first, so every answer is what the call would have got on
 //! its own.
 
-use sealpost_protocol::ids::{CallId, OwnerId, SessionId};
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use sealpost_protocol::api::CallState;
+use sealpost_protocol::ids::{CallId, OwnerId, SessionId};
 use sealpost_time::UnixMillis;
 use sqlx::AssertSqlSafe;
 use sqlx::sqlite::{SqliteConnection, SqliteRow};

@@ -9,12 +9,12 @@
 //! finds it; the marks are written before any other kind of request runs. A crash before the
 //! write leaves the call `answered`.
 
-use sealpost_protocol::ids::{CallId, OwnerId};
 use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use sealpost_protocol::api::CallState;
+use sealpost_protocol::ids::{CallId, OwnerId};
 use sealpost_time::UnixMillis;
 use sqlx::AssertSqlSafe;
 use sqlx::sqlite::SqliteConnection;

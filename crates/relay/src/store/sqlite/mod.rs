@@ -12,7 +12,6 @@
 //! checkpointer; `accounts`, `sessions` and `calls` are the operations. Statements that are the
 //! same on PostgreSQL are in `store::sql`, row mapping in `store::rows`.
 
-use sealpost_protocol::ids::{CallId, OwnerId, PairId, SessionId, TokenId};
 use std::str::FromStr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -21,6 +20,7 @@ use async_trait::async_trait;
 use futures_util::future::BoxFuture;
 use sealpost_protocol::api::{CallState, TokenKind};
 use sealpost_protocol::content::CancelReason;
+use sealpost_protocol::ids::{CallId, OwnerId, PairId, SessionId, TokenId};
 use sealpost_time::UnixMillis;
 use sqlx::Connection;
 use sqlx::sqlite::{

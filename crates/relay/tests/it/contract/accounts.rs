@@ -1,9 +1,9 @@
 //! Owners, one-time sign-in codes, tokens and the stored secret.
 
-use sealpost_protocol::ids::TokenId;
 use std::sync::Arc;
 
 use sealpost_protocol::api::TokenKind;
+use sealpost_protocol::ids::TokenId;
 use sealpost_relay::store::{Inspect, Page, SigninGrant, StoreError, TokenRow};
 
 use super::{HOUR, RELAY_APP, T0, signin_code};

@@ -2,11 +2,11 @@
 //! app's sessions and calls alone, grouped or not; tokens are reached by their own app's
 //! tokens and by the relay's own app's.
 
-use sealpost_protocol::ids::{SessionId, TokenId};
 use std::sync::Arc;
 
 use sealpost_protocol::api::{CallState, TokenKind};
 use sealpost_protocol::content::CancelReason;
+use sealpost_protocol::ids::{SessionId, TokenId};
 use sealpost_relay::origins::AppOrigin;
 use sealpost_relay::scope::AppScope;
 use sealpost_relay::store::{

@@ -3,10 +3,10 @@
 //! and `together`) states one
 //! property; the macro at the bottom runs it on both backends.
 
-use sealpost_protocol::ids::{CallId, OwnerId, PairId, SessionId};
 use std::sync::Arc;
 
 use sealpost_protocol::api::TokenKind;
+use sealpost_protocol::ids::{CallId, OwnerId, PairId, SessionId};
 use sealpost_relay::scope::AppScope;
 use sealpost_relay::store::{Bearer, Inspect, NewCall, NewSession, NewSigninCode, Store, TokenRow};
 use sealpost_time::UnixMillis;

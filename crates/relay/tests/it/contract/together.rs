@@ -1,11 +1,11 @@
 //! Operations that arrive together. A backend may store concurrent posts and replies with one
 //! statement (PostgreSQL groups them); each must still get the answer it would get alone.
 
-use sealpost_protocol::ids::{CallId, PairId};
 use std::collections::HashMap;
 use std::sync::Arc;
 
 use sealpost_protocol::api::CallState;
+use sealpost_protocol::ids::{CallId, PairId};
 use sealpost_relay::store::{Bearer, Inspect, NewCall, StoreError};
 use sealpost_time::UnixMillis;
 

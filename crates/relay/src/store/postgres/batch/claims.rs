@@ -1,8 +1,8 @@
 //! Claims, grouped: each row's session claims its oldest pending calls, as one statement.
 
-use sealpost_protocol::ids::SessionId;
 use std::collections::HashMap;
 
+use sealpost_protocol::ids::SessionId;
 use sealpost_time::UnixMillis;
 use sqlx::postgres::PgPool;
 

@@ -30,12 +30,12 @@ mod posts;
 mod reads;
 mod replies;
 
-use sealpost_protocol::ids::{Id, OwnerId};
 use std::collections::{HashMap, HashSet};
 use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use sealpost_protocol::ids::{Id, OwnerId};
 use sealpost_time::UnixMillis;
 use sqlx::Postgres;
 use sqlx::postgres::{PgArguments, PgPool};

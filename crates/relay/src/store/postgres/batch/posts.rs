@@ -1,8 +1,8 @@
 //! Posts, grouped: one `INSERT … SELECT` over the group's rows.
 
-use sealpost_protocol::ids::CallId;
 use std::collections::HashMap;
 
+use sealpost_protocol::ids::CallId;
 use sealpost_time::UnixMillis;
 use sqlx::postgres::PgPool;
 

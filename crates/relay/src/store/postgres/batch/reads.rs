@@ -1,8 +1,8 @@
 //! Reads, grouped: one statement that writes nothing, a row per read.
 
-use sealpost_protocol::ids::CallId;
 use std::collections::HashMap;
 
+use sealpost_protocol::ids::CallId;
 use sealpost_time::UnixMillis;
 use sqlx::postgres::PgPool;
 
