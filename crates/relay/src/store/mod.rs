@@ -38,6 +38,7 @@ mod rows;
 mod sql;
 mod sql_time;
 mod sqlite;
+mod sweep;
 
 pub(crate) use sql_time::{duration_to_sql, time_from_sql, time_to_sql};
 

@@ -18,11 +18,11 @@ use sqlx::postgres::{PgArguments, PgPool};
 use super::sessions::cancel_open_calls;
 use super::{Notifier, notify, require_live};
 use crate::store::rows::{self, Columns};
-use crate::store::sql;
 use crate::store::{
     Bearer, CallView, ClaimedRow, LAPSED_SWEEP_FULL_EVERY_MS, NewCall, StoreError, StoreResult,
     SweepStats, b, duration_to_sql, is_unique_violation, time_to_sql,
 };
+use crate::store::{sql, sweep};
 use crate::wake::Topic;
 
 /// The bearer and the time as a hot-path statement's first five parameters (see
@@ -377,36 +377,9 @@ pub(super) async fn sweep(
         .execute(&mut *tx)
         .await?
         .rows_affected();
-    stats.cleared_calls = sqlx::query(sql::SWEEP_CLEAR_BYTES)
-        .bind(time_to_sql(now))
-        .execute(&mut *tx)
-        .await?
-        .rows_affected();
-    stats.deleted_calls = sqlx::query(sql::SWEEP_DELETE_CALLS)
-        .bind(time_to_sql(now.saturating_sub_ms(grace_ms)))
-        .execute(&mut *tx)
-        .await?
-        .rows_affected();
-    let ended = sqlx::query(sql::SWEEP_END_SESSIONS)
-        .bind(time_to_sql(now))
-        .fetch_all(&mut *tx)
-        .await?;
-    let ended = rows::owner_sessions(&ended)?;
-    stats.ended_sessions = ended.len() as u64;
+    let ended = sweep::clear_and_end::<Postgres>(&mut tx, now, grace_ms, &mut stats).await?;
     stats.ended = cancel_open_calls(&mut tx, ended).await?;
-    stats.deleted_sessions = sqlx::query(sql::SWEEP_DELETE_SESSIONS)
-        .bind(time_to_sql(now.saturating_sub_ms(grace_ms)))
-        .execute(&mut *tx)
-        .await?
-        .rows_affected();
-    sqlx::query(sql::SWEEP_DELETE_SIGNIN_CODES)
-        .bind(time_to_sql(now))
-        .execute(&mut *tx)
-        .await?;
-    sqlx::query(sql::SWEEP_DELETE_TOKENS)
-        .bind(time_to_sql(now.saturating_sub_ms(grace_ms)))
-        .execute(&mut *tx)
-        .await?;
+    sweep::delete_ended::<Postgres>(&mut tx, now, grace_ms, &mut stats).await?;
     tx.commit().await?;
     window.lock().expect("sweep window lock").swept(now, since);
     Ok(stats)

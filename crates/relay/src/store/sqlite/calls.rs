@@ -8,10 +8,11 @@ use super::sessions::cancel_open_calls;
 use crate::store::{
     Bearer, ClaimedRow, NewCall, StoreError, StoreResult, SweepStats, b, time_to_sql,
 };
-use crate::store::{rows, sql};
+use crate::store::{rows, sql, sweep};
 use sealpost_protocol::content::CancelReason;
 use sealpost_protocol::ids::{CallId, SessionId};
 use sealpost_time::UnixMillis;
+use sqlx::Sqlite;
 
 impl SqliteStore {
     pub(super) async fn post_call_impl(
@@ -135,36 +136,9 @@ impl SqliteStore {
                         .await?
                         .rows_affected();
                 }
-                stats.cleared_calls = sqlx::query(sql::SWEEP_CLEAR_BYTES)
-                    .bind(time_to_sql(now))
-                    .execute(&mut *conn)
-                    .await?
-                    .rows_affected();
-                stats.deleted_calls = sqlx::query(sql::SWEEP_DELETE_CALLS)
-                    .bind(time_to_sql(now.saturating_sub_ms(grace_ms)))
-                    .execute(&mut *conn)
-                    .await?
-                    .rows_affected();
-                let ended = sqlx::query(sql::SWEEP_END_SESSIONS)
-                    .bind(time_to_sql(now))
-                    .fetch_all(&mut *conn)
-                    .await?;
-                let ended = rows::owner_sessions(&ended)?;
-                stats.ended_sessions = ended.len() as u64;
+                let ended = sweep::clear_and_end::<Sqlite>(conn, now, grace_ms, &mut stats).await?;
                 stats.ended = cancel_open_calls(conn, ended).await?;
-                stats.deleted_sessions = sqlx::query(sql::SWEEP_DELETE_SESSIONS)
-                    .bind(time_to_sql(now.saturating_sub_ms(grace_ms)))
-                    .execute(&mut *conn)
-                    .await?
-                    .rows_affected();
-                sqlx::query(sql::SWEEP_DELETE_SIGNIN_CODES)
-                    .bind(time_to_sql(now))
-                    .execute(&mut *conn)
-                    .await?;
-                sqlx::query(sql::SWEEP_DELETE_TOKENS)
-                    .bind(time_to_sql(now.saturating_sub_ms(grace_ms)))
-                    .execute(&mut *conn)
-                    .await?;
+                sweep::delete_ended::<Sqlite>(conn, now, grace_ms, &mut stats).await?;
                 Ok(stats)
             })
         })
