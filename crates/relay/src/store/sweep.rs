@@ -1,17 +1,15 @@
 //! The sweep's steps both backends share, each statement bound once.
 //!
-//! A sweep expires calls (each backend its own way: PostgreSQL reads only the lease ends since
-//! its last sweep), then [`clear_and_end`] clears the bytes of ended calls, deletes calls past
-//! their grace and ends expired sessions; the backend cancels those sessions' open calls (which
-//! wakes its own waiters); then [`delete_ended`] deletes what has ended for longer than the
-//! grace. The order is the same on both, and runs inside one write.
+//! A sweep expires calls, each backend its own way (PostgreSQL reads only the lease ends since
+//! its last sweep); then [`after_expiry`] runs the rest in one order on both, inside the same
+//! write, with the backend's own step for cancelling the calls of sessions that ended.
 
 use sealpost_protocol::ids::{OwnerId, SessionId};
 use sealpost_time::UnixMillis;
 use sqlx::{Database, Encode, Executor, IntoArguments, Type};
 
 use super::rows::{self, Columns};
-use super::{StoreResult, SweepStats, sql, time_to_sql};
+use super::{EndedSessions, StoreResult, SweepStats, sql, time_to_sql};
 
 /// Rows a statement changed, whichever backend ran it.
 pub(crate) trait Affected {
@@ -50,14 +48,21 @@ where
     Ok(done.affected())
 }
 
-/// Clears the bytes of calls past their expiry, deletes calls `grace_ms` past it, and ends the
-/// sessions that reached their expiry; returns those, for the backend to cancel their calls.
-pub(crate) async fn clear_and_end<DB>(
+/// After calls have expired: clears the bytes of calls past their expiry, deletes calls
+/// `grace_ms` past it, ends the sessions that reached their expiry and has `cancel` cancel
+/// their open calls (the backend's own step, which wakes its waiters), then deletes sessions
+/// ended `grace_ms` ago (once no call rows remain), expired sign-in codes, and tokens
+/// `grace_ms` past their end.
+pub(crate) async fn after_expiry<DB>(
     conn: &mut DB::Connection,
     now: UnixMillis,
     grace_ms: u64,
     stats: &mut SweepStats,
-) -> StoreResult<Vec<(OwnerId, SessionId)>>
+    cancel: impl AsyncFnOnce(
+        &mut DB::Connection,
+        Vec<(OwnerId, SessionId)>,
+    ) -> StoreResult<EndedSessions>,
+) -> StoreResult<()>
 where
     DB: Database,
     DB::QueryResult: Affected,
@@ -75,25 +80,7 @@ where
         .await?;
     let ended = rows::owner_sessions(&ended)?;
     stats.ended_sessions = ended.len() as u64;
-    Ok(ended)
-}
-
-/// Deletes sessions ended `grace_ms` ago (once no call rows remain), expired sign-in codes, and
-/// tokens `grace_ms` past their end.
-pub(crate) async fn delete_ended<DB>(
-    conn: &mut DB::Connection,
-    now: UnixMillis,
-    grace_ms: u64,
-    stats: &mut SweepStats,
-) -> StoreResult<()>
-where
-    DB: Database,
-    DB::QueryResult: Affected,
-    for<'c> &'c mut DB::Connection: Executor<'c, Database = DB>,
-    DB::Arguments: IntoArguments<DB>,
-    i64: for<'q> Encode<'q, DB> + Type<DB>,
-{
-    let past_grace = now.saturating_sub_ms(grace_ms);
+    stats.ended = cancel(&mut *conn, ended).await?;
     stats.deleted_sessions = run::<DB>(&mut *conn, sql::SWEEP_DELETE_SESSIONS, past_grace).await?;
     run::<DB>(&mut *conn, sql::SWEEP_DELETE_SIGNIN_CODES, now).await?;
     run::<DB>(&mut *conn, sql::SWEEP_DELETE_TOKENS, past_grace).await?;

@@ -377,9 +377,7 @@ pub(super) async fn sweep(
         .execute(&mut *tx)
         .await?
         .rows_affected();
-    let ended = sweep::clear_and_end::<Postgres>(&mut tx, now, grace_ms, &mut stats).await?;
-    stats.ended = cancel_open_calls(&mut tx, ended).await?;
-    sweep::delete_ended::<Postgres>(&mut tx, now, grace_ms, &mut stats).await?;
+    sweep::after_expiry::<Postgres>(&mut tx, now, grace_ms, &mut stats, cancel_open_calls).await?;
     tx.commit().await?;
     window.lock().expect("sweep window lock").swept(now, since);
     Ok(stats)

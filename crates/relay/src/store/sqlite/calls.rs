@@ -136,9 +136,8 @@ impl SqliteStore {
                         .await?
                         .rows_affected();
                 }
-                let ended = sweep::clear_and_end::<Sqlite>(conn, now, grace_ms, &mut stats).await?;
-                stats.ended = cancel_open_calls(conn, ended).await?;
-                sweep::delete_ended::<Sqlite>(conn, now, grace_ms, &mut stats).await?;
+                sweep::after_expiry::<Sqlite>(conn, now, grace_ms, &mut stats, cancel_open_calls)
+                    .await?;
                 Ok(stats)
             })
         })
