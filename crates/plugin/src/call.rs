@@ -1,4 +1,5 @@
-//! One tool call, as docs/PLUGIN.md ("A call") puts it: find and trust the live session, seal
+//! One tool call, as docs/PLUGIN.md ("A call") puts it: find and trust the live session (or
+//! reuse the one just trusted while nothing could have changed unseen), seal
 //! the call with an expiry no later than the session's, post it, long-poll for the answer
 //! (progress while waiting, cancellation honoured, an absent tab answered at once), open and
 //! fence the reply.
@@ -89,6 +90,7 @@ impl Plugin {
             .trust(code.secret(), &live, local_now_ms())
             .map_err(|e| Failure::untrusted(relay.host(), &e))?;
         self.remember_catalog(pair_id, &session.tools);
+        self.last_session.remember(pair_id, &session);
         Ok(session)
     }
 
@@ -124,10 +126,23 @@ impl Plugin {
         if plaintext.len() + ENVELOPE_OVERHEAD > MAX_CALL_ENVELOPE_BYTES {
             return Err(Failure::ArgumentsTooLarge);
         }
+        // The call asks the session to last its whole wait and the tab's margin.
+        let wanted_ms = self.options.call_timeout.as_millis() as u64 + 5_000;
         let mut attempt = 0;
         let (session, call_id, header) = loop {
             attempt += 1;
-            let session = self.trusted_session(&code, &relay).await?;
+            let reused = (attempt == 1).then(|| {
+                self.last_session.reusable(
+                    code.secret().pair_id(),
+                    name,
+                    self.options.tab_absent_after,
+                    wanted_ms,
+                )
+            });
+            let session = match reused.flatten() {
+                Some(session) => session,
+                None => self.trusted_session(&code, &relay).await?,
+            };
             if !crate::tools::accepted(&session.tools).contains_key(name) {
                 return Err(Failure::UnknownTool { name: name.into() });
             }
@@ -139,8 +154,7 @@ impl Plugin {
             }
             // Times are the relay's clock, which the tab also judges by (within the skew).
             let now = session.relay_now_ms;
-            let wanted =
-                now.saturating_add_ms(self.options.call_timeout.as_millis() as u64 + 5_000);
+            let wanted = now.saturating_add_ms(wanted_ms);
             let expires_at = wanted.min(session.expires_at_ms);
             if expires_at <= now.saturating_add_ms(1_000) {
                 return Err(Failure::NoSession {
@@ -161,8 +175,8 @@ impl Plugin {
             match relay.post_call(session.session_id, &request).await {
                 // A retry of a post that landed: the call is there, read it.
                 Ok(_) | Err(RelayError::Duplicate) => break (session, call_id, header),
-                // The session ended between the look-up and the post (a new one replaced it,
-                // as a tab's reload does): look the live session up again, once.
+                // The session ended since it was looked up (a new one replaced it, as a
+                // tab's reload does): look the live session up again, once.
                 Err(RelayError::NotFound | RelayError::Refused { status: 410, .. })
                     if attempt == 1 => {}
                 Err(RelayError::NotFound | RelayError::Refused { status: 410, .. }) => {

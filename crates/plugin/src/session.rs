@@ -13,10 +13,11 @@
 //! open is ignored. Either way the tab still checks every call against the person's grants.
 
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use sealpost_protocol::api::LiveSessionResponse;
 use sealpost_protocol::content::{Catalog, CatalogEntry};
-use sealpost_protocol::ids::SessionId;
+use sealpost_protocol::ids::{PairId, SessionId};
 use sealpost_protocol::limits::CLOCK_SKEW_MS;
 use sealpost_seal::{PairingSecret, PluginSession, SealError, open_catalog_update, verify_hello};
 use sealpost_time::UnixMillis;
@@ -54,6 +55,58 @@ pub enum SessionError {
     /// The hello's catalog is not a catalog.
     #[error("the session's catalog is malformed")]
     Catalog,
+}
+
+/// The session this process last trusted, so the next call can seal to it without a look-up
+/// while the look-up could not tell it anything new: the same pairing, the tool listed, the
+/// tab seen within the absence window by the relay's clock carried forward, and the session
+/// lasting past the call. Whatever changed since, the relay says at the post (a session that
+/// ended answers 404 or 410, and the call looks up again), and a call still pending after a
+/// progress step looks up again too (docs/PLUGIN.md, "A call").
+#[derive(Debug, Default)]
+pub struct LastSession(Mutex<Option<LookedUp>>);
+
+#[derive(Debug)]
+struct LookedUp {
+    pair_id: PairId,
+    session: TrustedSession,
+    at: Instant,
+}
+
+impl LastSession {
+    /// Keeps `session`, just trusted for `pair_id`.
+    pub fn remember(&self, pair_id: PairId, session: &TrustedSession) {
+        *self.0.lock().expect("not poisoned") = Some(LookedUp {
+            pair_id,
+            session: session.clone(),
+            at: Instant::now(),
+        });
+    }
+
+    /// The last session, its relay clock moved on by the time since, when a call of `tool`
+    /// may seal to it without a look-up: the tab seen within `tab_absent_after` and the
+    /// session lasting `needed_ms` more, both by that clock.
+    pub fn reusable(
+        &self,
+        pair_id: PairId,
+        tool: &str,
+        tab_absent_after: Duration,
+        needed_ms: u64,
+    ) -> Option<TrustedSession> {
+        let last = self.0.lock().expect("not poisoned");
+        let last = last.as_ref().filter(|last| last.pair_id == pair_id)?;
+        let mut session = last.session.clone();
+        session.relay_now_ms = session
+            .relay_now_ms
+            .saturating_add_ms(last.at.elapsed().as_millis() as u64);
+        let now = session.relay_now_ms;
+        let tab_seen = session
+            .claimer_seen_at_ms
+            .is_some_and(|seen| now.saturating_sub(seen) <= tab_absent_after.as_millis() as u64);
+        let lasts = session.expires_at_ms > now.saturating_add_ms(needed_ms);
+        let listed = session.tools.iter().any(|entry| entry.name == tool);
+        (tab_seen && lasts && listed).then_some(session)
+    }
 }
 
 /// Keys per session id, so each session draws one ephemeral key per process, and the newest
@@ -277,5 +330,43 @@ mod tests {
             ..tab.live.clone()
         };
         assert_eq!(names(&cache.trust(&secret, &moved, NOW).unwrap()), ["a"]);
+    }
+
+    #[test]
+    fn the_last_session_is_reused_only_while_a_look_up_could_tell_nothing_new() {
+        let secret = PairingSecret::from_bytes([7; 32]);
+        let (pair, other) = (
+            secret.pair_id(),
+            PairingSecret::from_bytes([8; 32]).pair_id(),
+        );
+        let tab = tab(&secret, &["search"]);
+        let window = Duration::from_secs(15);
+        let last = LastSession::default();
+        let reused = |pair, tool, needed_ms| last.reusable(pair, tool, window, needed_ms);
+        assert!(reused(pair, "search", 60_000).is_none(), "none yet");
+
+        let trusted = SessionKeysCache::default()
+            .trust(&secret, &tab.live, NOW)
+            .unwrap();
+        last.remember(pair, &trusted);
+        let again = reused(pair, "search", 60_000).unwrap();
+        assert_eq!(again.session_id, trusted.session_id);
+        assert!(again.relay_now_ms >= NOW, "the relay's clock moves on");
+        assert!(reused(other, "search", 60_000).is_none(), "another pairing");
+        assert!(reused(pair, "write", 60_000).is_none(), "a tool not listed");
+        assert!(
+            reused(pair, "search", 3_600_000).is_none(),
+            "ends before the call"
+        );
+
+        // The tab was last seen longer ago than the window: only a look-up can say whether
+        // it polled since.
+        let mut stale = trusted.clone();
+        stale.claimer_seen_at_ms = Some(NOW.saturating_sub_ms(window.as_millis() as u64 + 1));
+        last.remember(pair, &stale);
+        assert!(reused(pair, "search", 60_000).is_none(), "tab unseen");
+        stale.claimer_seen_at_ms = None;
+        last.remember(pair, &stale);
+        assert!(reused(pair, "search", 60_000).is_none(), "tab never seen");
     }
 }

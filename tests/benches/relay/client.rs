@@ -3,6 +3,10 @@
 //! the relay, so it is kept lean: no connection pool, no URL parsing, no redirects; what is
 //! measured is then mostly the relay. The requests are the API's own, byte for byte as a
 //! plugin or a tab would send them.
+//!
+//! The relay may close a keep-alive connection (its per-connection request cap, an idle
+//! timeout): a request finds its connection closed before it is sent, opens a fresh one and
+//! counts it ([`reconnects`]), as a real client's pool would.
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
@@ -15,30 +19,54 @@ use sealpost_protocol::api::{
 };
 use sealpost_protocol::ids::{Base64Bytes, CallId, SessionId};
 use serde::de::DeserializeOwned;
+use std::sync::atomic::{AtomicU64, Ordering};
 use tokio::net::TcpStream;
+
+static RECONNECTS: AtomicU64 = AtomicU64::new(0);
+
+/// How many times a request found its connection closed by the relay and opened another.
+pub fn reconnects() -> u64 {
+    RECONNECTS.load(Ordering::Relaxed)
+}
 
 /// One connection to the server at `base` (`http://host:port`), used one request at a time.
 pub struct Conn {
     send: SendRequest<Full<Bytes>>,
+    address: String,
     host: HeaderValue,
     bearer: HeaderValue,
+}
+
+/// A fresh HTTP/1.1 connection to `address` (`host:port`).
+async fn connect(address: &str) -> SendRequest<Full<Bytes>> {
+    let stream = TcpStream::connect(address).await.expect("connect");
+    stream.set_nodelay(true).expect("nodelay");
+    let (send, connection) = http1::handshake(TokioIo::new(stream))
+        .await
+        .expect("handshake");
+    tokio::spawn(connection);
+    send
 }
 
 impl Conn {
     /// Connects to `base`; every request carries `token` as its bearer.
     pub async fn open(base: &str, token: &str) -> Self {
-        let host = base.trim_start_matches("http://").to_owned();
-        let stream = TcpStream::connect(&host).await.expect("connect");
-        stream.set_nodelay(true).expect("nodelay");
-        let (send, connection) = http1::handshake(TokioIo::new(stream))
-            .await
-            .expect("handshake");
-        tokio::spawn(connection);
+        let address = base.trim_start_matches("http://").to_owned();
         Self {
-            send,
-            host: HeaderValue::from_str(&host).expect("a host"),
+            send: connect(&address).await,
+            host: HeaderValue::from_str(&address).expect("a host"),
             bearer: HeaderValue::from_str(&format!("Bearer {token}")).expect("a token"),
+            address,
         }
+    }
+
+    /// The connection, ready for a request: a fresh one if the relay closed the last.
+    async fn ready(&mut self) -> &mut SendRequest<Full<Bytes>> {
+        if self.send.ready().await.is_err() {
+            RECONNECTS.fetch_add(1, Ordering::Relaxed);
+            self.send = connect(&self.address).await;
+        }
+        &mut self.send
     }
 
     async fn send(
@@ -56,11 +84,20 @@ impl Conn {
             request = request.header(hyper::header::CONTENT_TYPE, "application/json");
         }
         let body = Full::new(body.map(Bytes::from).unwrap_or_default());
-        let response = self
-            .send
-            .send_request(request.body(body).expect("a valid request"))
-            .await
-            .expect("a response");
+        let request = request.body(body).expect("a valid request");
+        let response = match self.ready().await.try_send_request(request).await {
+            Ok(response) => response,
+            // Closed between the check and the send: the request never left, so it goes again
+            // on a fresh connection.
+            Err(mut refused) => match refused.take_message() {
+                Some(request) if refused.error().is_canceled() => {
+                    RECONNECTS.fetch_add(1, Ordering::Relaxed);
+                    self.send = connect(&self.address).await;
+                    self.send.send_request(request).await.expect("a response")
+                }
+                _ => panic!("a response: {}", refused.into_error()),
+            },
+        };
         let status = response.status();
         let bytes = response
             .into_body()

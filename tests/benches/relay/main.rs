@@ -510,6 +510,10 @@ async fn relay_runs(label: &str, databases: &Databases, echo: &Echo) -> Figures 
         single.pct_ms(0.5) / echo_p50,
         half.pct_ms(0.5) - echo_p50,
     );
+    println!(
+        "connections the relay closed and the bench reopened, so far: {}",
+        client::reconnects()
+    );
     stop(relay).await;
     Figures {
         ceiling,

@@ -187,6 +187,48 @@ async fn search_through_the_binary_on_postgres() {
     search_finds_only_granted_documents_and_keeps_hostile_text_fenced(db).await;
 }
 
+/// Session look-ups the relay has answered 200 so far.
+async fn look_ups(setup: &Setup) -> f64 {
+    let series = "sealpost_http_request_duration_seconds_count{method=\"GET\",\
+                  route=\"/v1/pairings/{pair_id}/session\",status=\"200\"}";
+    setup.relay.metric(series).await.unwrap_or(0.0)
+}
+
+#[tokio::test]
+async fn calls_in_a_row_seal_to_the_session_they_trusted_and_a_new_one_is_looked_up() {
+    let setup = setup(TestDb::sqlite()).await;
+    let tab = Tab::start(&setup.relay, &setup.pairing.secret, 600, tab_executor)
+        .await
+        .unwrap();
+    let mut mcp = started_mcp(&setup).await;
+    let search = json!({"query": "rotation"});
+    let (text, is_error) = result_text(&mcp.call("search_workspace", search.clone()).await);
+    assert!(!is_error, "{text}");
+    let after_first = look_ups(&setup).await;
+    assert!(after_first >= 1.0, "the first call looked the session up");
+    for _ in 0..4 {
+        let (text, is_error) = result_text(&mcp.call("search_workspace", search.clone()).await);
+        assert!(!is_error, "{text}");
+    }
+    assert_eq!(
+        look_ups(&setup).await,
+        after_first,
+        "the tab was seen and the session lasts: nothing to look up"
+    );
+
+    // The tab reloads: its session ends and a new one starts. The post to the old one is
+    // refused, and the call looks the new one up and is answered there.
+    drop(tab);
+    let tab = Tab::start(&setup.relay, &setup.pairing.secret, 600, tab_executor)
+        .await
+        .unwrap();
+    let (text, is_error) = result_text(&mcp.call("search_workspace", search).await);
+    assert!(!is_error, "{text}");
+    assert!(look_ups(&setup).await > after_first);
+    drop(tab);
+    setup.relay.stop().await;
+}
+
 #[tokio::test]
 async fn a_proposal_is_saved_pending_and_says_so() {
     let setup = setup(TestDb::sqlite()).await;
