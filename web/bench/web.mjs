@@ -4,7 +4,9 @@
 // same relay (GET /healthz) in the same run, printed as a ratio; then the same with the tab
 // hidden behind another page, and with its window minimised; then, on a relay that offers no
 // session channel (so the tab uses `fetch`), the tab in front again, as a same-run baseline.
-// Also a tool the page registers through WebMCP beside the built-in `list_sources`.
+// Also a tool the page registers through WebMCP beside the built-in `list_sources`, and the
+// whole loop against the plaintext peer people use today (peer.mjs), the same client driving
+// both, calls interleaved.
 //
 // The app is driven as a person drives it (web/tests/product.spec.mjs): sign in from the
 // printed link, import documents from a folder, grant, start a session, pair the plugin with
@@ -16,6 +18,7 @@ import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { startRelay, launchBrowser, openPage, writeFolder, tempDir, pairPlugin, McpClient } from '../tests/harness.mjs';
 import { percentile, ms, ratio, against } from './stats.mjs';
+import { startPeer } from './peer.mjs';
 
 const CALLS = 200;
 const WARMUP = 20;
@@ -148,6 +151,52 @@ async function measurePageTool({ page, mcp }) {
   console.log(`WebMCP tool (page_echo, allowed without asking): p50 ${ms(p50)}, p99 ${ms(percentile(pageTool, 0.99))}; built-in list_sources p50 ${ms(b50)}, p99 ${ms(percentile(builtin, 0.99))}; ratio ${ratio(p50, b50)} (${against(p50 <= 1.2 * b50, '≤ 1.2× the built-in')})`);
 }
 
+// Sealpost against the peer, through the same client, call by call in turn so the machine's
+// load hits both alike: a no-op (`list_sources` against the peer's `echo`) and a search (the
+// same queries; peer.mjs says how the engines differ), PEER_ROUNDS rounds of PEER_CALLS each.
+const PEER_ROUNDS = 4;
+const PEER_CALLS = 50;
+async function measureAgainstPeer({ page, mcp }) {
+  const peer = await startPeer(browser, documents);
+  try {
+    await page.bringToFront();
+    const times = { noop: [], echo: [], search: [], peerSearch: [] };
+    let failed = 0;
+    let firstError = null;
+    const timed = async (into, client, name, args) => {
+      const started = performance.now();
+      const answer = await client.call(name, args);
+      into?.push(performance.now() - started);
+      if (answer.isError) { failed += 1; firstError ??= `${name}: ${answer.text}`; }
+    };
+    const turn = async (i, record) => {
+      const query = corpus.queries[i % corpus.queries.length];
+      await timed(record && times.noop, mcp, 'list_sources', {});
+      await timed(record && times.echo, peer.mcp, 'echo', { text: `call ${i}` });
+      await timed(record && times.search, mcp, 'search_workspace', { query });
+      await timed(record && times.peerSearch, peer.mcp, 'search', { query });
+    };
+    for (let i = 0; i < WARMUP; i += 1) await turn(i, false);
+    for (let round = 0; round < PEER_ROUNDS; round += 1) {
+      for (let i = 0; i < PEER_CALLS; i += 1) await turn(round * PEER_CALLS + i, true);
+    }
+    if (failed) {
+      failedRuns += 1;
+      console.log(`against the peer: NOT MEASURED, ${failed} calls answered with an error; the first: ${firstError}`);
+      return;
+    }
+    const line = (name, ours, theirs, p50Target) => {
+      const [o50, t50, o99, t99] = [percentile(ours, 0.5), percentile(theirs, 0.5), percentile(ours, 0.99), percentile(theirs, 0.99)];
+      console.log(`  ${name}: Sealpost p50 ${ms(o50)} p99 ${ms(o99)}; peer p50 ${ms(t50)} p99 ${ms(t99)}; p50 ${ratio(o50, t50)} (${against(o50 <= p50Target * t50, `≤ ${p50Target}×`)}), p99 ${ratio(o99, t99)} (${against(o99 <= 2 * t99, '≤ 2×')})`);
+    };
+    console.log(`against @mcp-b/webmcp-local-relay (same client, interleaved, ${PEER_ROUNDS} × ${PEER_CALLS} calls of each):`);
+    line('no-op (list_sources / echo)', times.noop, times.echo, 1.5);
+    line('search (search_workspace / MiniSearch)', times.search, times.peerSearch, 1.2);
+  } finally {
+    await peer.close();
+  }
+}
+
 // A call answered with an error comes back fast: a run with any is not a measurement. The
 // app's status says how the tab talked to the relay.
 async function report(name, page, { calls, echo, failed, firstError }) {
@@ -171,6 +220,7 @@ try {
     const { context, page, relay } = loop;
     overChannel = await report('tab in front', page, await measure(loop));
     await measurePageTool(loop);
+    await measureAgainstPeer(loop);
 
     const other = await context.newPage();
     await other.goto(`${relay.base}/healthz`);

@@ -171,9 +171,12 @@ after(() => { for (const child of runningPlugins) child.kill(); });
 
 // `sealpost mcp` as an MCP client drives it: JSON-RPC lines on stdio. `env`: more variables
 // for the plugin (SEALPOST_CALL_TIMEOUT_S, ...).
+// An MCP client over stdio, raw JSON lines: `sealpost mcp` by default, or any stdio server
+// (`command`), so a benchmark drives Sealpost and a peer with the very same client.
 export class McpClient {
-  constructor(configDir, { env = {} } = {}) {
-    this.child = spawn(PLUGIN_BIN, ['mcp'], { env: { ...process.env, ...env, SEALPOST_CONFIG_DIR: configDir }, stdio: ['pipe', 'pipe', 'inherit'] });
+  constructor(configDir, { env = {}, command = [PLUGIN_BIN, 'mcp'] } = {}) {
+    const [program, ...args] = command;
+    this.child = spawn(program, args, { env: { ...process.env, ...env, SEALPOST_CONFIG_DIR: configDir }, stdio: ['pipe', 'pipe', 'inherit'] });
     runningPlugins.add(this.child);
     this.child.on('exit', () => runningPlugins.delete(this.child));
     this.nextId = 1;
