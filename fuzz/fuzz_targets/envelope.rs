@@ -5,7 +5,7 @@
 use std::sync::OnceLock;
 
 use libfuzzer_sys::fuzz_target;
-use sealpost_seal::{BrowserSession, Header, PairingSecret, PluginSession, SessionKeys, open_call, parse_header, verify_hello};
+use sealpost_seal::{BrowserSession, CallId, Header, SessionId, PairingSecret, PluginSession, SessionKeys, open_call, parse_header, verify_hello};
 use sealpost_time::UnixMillis;
 
 struct Fixture {
@@ -19,10 +19,10 @@ fn fixture() -> &'static Fixture {
     FIXTURE.get_or_init(|| {
         let mut rng = rand_core::UnwrapErr(getrandom::SysRng);
         let secret = PairingSecret::from_bytes([1; 32]);
-        let (browser, hello) = BrowserSession::start(&secret, [2; 16], UnixMillis::from_ms(1_000), UnixMillis::from_ms(3_600_000), b"", &mut rng).unwrap();
+        let (browser, hello) = BrowserSession::start(&secret, SessionId::from_bytes([2; 16]), UnixMillis::from_ms(1_000), UnixMillis::from_ms(3_600_000), b"", &mut rng).unwrap();
         let plugin = PluginSession::start(&secret, &verify_hello(&secret, &hello, UnixMillis::from_ms(2_000)).unwrap(), &mut rng).unwrap();
         let browser_keys = browser.keys_for(plugin.plugin_public()).unwrap();
-        let call = plugin.call_header([3; 16], UnixMillis::from_ms(2_000), UnixMillis::from_ms(60_000));
+        let call = plugin.call_header(CallId::from_bytes([3; 16]), UnixMillis::from_ms(2_000), UnixMillis::from_ms(60_000));
         Fixture { browser_keys, plugin, call }
     })
 }
