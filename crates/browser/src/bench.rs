@@ -13,6 +13,7 @@ use sealpost_executor::{
     ToolFuture, ToolSpec, Workspace,
 };
 use sealpost_protocol::content::{ToolCall, ToolKind, ToolResult};
+use sealpost_protocol::ids::{CallId, SessionId};
 use sealpost_seal::{PairingSecret, PluginSession, verify_hello};
 use sealpost_time::UnixMillis;
 use serde::Deserialize;
@@ -162,7 +163,13 @@ impl BenchCalls {
         let rng = &mut rand::rng();
         let pairing = PairingSecret::from_bytes(rand::random());
         let (start, end) = (now_ms(), now_ms().saturating_add_ms(3_600_000));
-        let hello = executor.start_session(&pairing, rand::random(), start, end, rng)?;
+        let hello = executor.start_session(
+            &pairing,
+            SessionId::from_bytes(rand::random()),
+            start,
+            end,
+            rng,
+        )?;
         let plugin = PluginSession::start(&pairing, &verify_hello(&pairing, &hello, start)?, rng)?;
         let plaintext = serde_json::to_vec(&ToolCall {
             name: "noop".into(),
@@ -170,7 +177,7 @@ impl BenchCalls {
         })?;
         let envelopes = (0..count)
             .map(|_| {
-                let header = plugin.call_header(rand::random(), start, end);
+                let header = plugin.call_header(CallId::from_bytes(rand::random()), start, end);
                 plugin.seal_call(&header, &plaintext, rng)
             })
             .collect::<Result<Vec<_>, _>>()?;
