@@ -171,10 +171,10 @@ async function measureAgainstPeer({ page, mcp }) {
     };
     const turn = async (i, record) => {
       const query = corpus.queries[i % corpus.queries.length];
-      await timed(record && times.noop, mcp, 'list_sources', {});
-      await timed(record && times.echo, peer.mcp, 'echo', { text: `call ${i}` });
-      await timed(record && times.search, mcp, 'search_workspace', { query });
-      await timed(record && times.peerSearch, peer.mcp, 'search', { query });
+      await timed(record ? times.noop : null, mcp, 'list_sources', {});
+      await timed(record ? times.echo : null, peer.mcp, 'echo', { text: `call ${i}` });
+      await timed(record ? times.search : null, mcp, 'search_workspace', { query });
+      await timed(record ? times.peerSearch : null, peer.mcp, 'search', { query });
     };
     for (let i = 0; i < WARMUP; i += 1) await turn(i, false);
     for (let round = 0; round < PEER_ROUNDS; round += 1) {
