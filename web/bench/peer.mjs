@@ -113,9 +113,13 @@ export async function startPeer(browser, documents) {
   return {
     mcp,
     page,
+    // The peer's CLI does not end with its stdin: it is stopped, and waited for.
     async close() {
-      mcp.close();
+      const exited = mcp.child.exitCode === null ? new Promise((ok) => mcp.child.once('exit', ok)) : null;
+      mcp.child.kill();
+      await exited;
       await context.close();
+      server.closeAllConnections();
       server.close();
     },
   };
