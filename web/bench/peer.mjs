@@ -14,7 +14,7 @@
 // grants and writes an audit record for each call.
 
 import { createServer } from 'node:http';
-import { createReadStream } from 'node:fs';
+import { createReadStream, rmSync } from 'node:fs';
 import { createServer as createNetServer } from 'node:net';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -98,29 +98,33 @@ export async function startPeer(browser, documents) {
     env: { HOME: home },
     command: [process.execPath, join(RELAY_PACKAGE, 'dist/cli.js'), '--port', String(port), '--widget-origin', origin],
   });
-  await mcp.initialize();
   const context = await browser.newContext();
-  const page = await context.newPage();
-  page.on('pageerror', (error) => console.error('peer page error:', error.message));
-  await page.goto(`${origin}/`);
-  const listed = async () => (await mcp.request('tools/list')).result.tools.map((tool) => tool.name);
-  for (let i = 0; ; i += 1) {
-    const names = await listed();
-    if (names.includes('echo') && names.includes('search')) break;
-    if (i === 300) throw new Error(`the peer never listed the page's tools: ${names.join(', ')}`);
-    await new Promise((ok) => setTimeout(ok, 100));
-  }
-  return {
-    mcp,
-    page,
-    // The peer's CLI does not end with its stdin: it is stopped, and waited for.
-    async close() {
-      const exited = mcp.child.exitCode === null ? new Promise((ok) => mcp.child.once('exit', ok)) : null;
-      mcp.child.kill();
-      await exited;
-      await context.close();
-      server.closeAllConnections();
-      server.close();
-    },
+  // The peer's CLI does not end with its stdin: it is stopped, and waited for.
+  const close = async () => {
+    const running = mcp.child.exitCode === null && mcp.child.signalCode === null;
+    const exited = running ? new Promise((ok) => mcp.child.once('exit', ok)) : null;
+    mcp.child.kill();
+    await exited;
+    await context.close();
+    server.closeAllConnections();
+    server.close();
+    rmSync(home, { recursive: true, force: true });
   };
+  try {
+    await mcp.initialize();
+    const page = await context.newPage();
+    page.on('pageerror', (error) => console.error('peer page error:', error.message));
+    await page.goto(`${origin}/`);
+    const listed = async () => (await mcp.request('tools/list')).result.tools.map((tool) => tool.name);
+    for (let i = 0; ; i += 1) {
+      const names = await listed();
+      if (names.includes('echo') && names.includes('search')) break;
+      if (i === 300) throw new Error(`the peer never listed the page's tools: ${names.join(', ')}`);
+      await new Promise((ok) => setTimeout(ok, 100));
+    }
+    return { mcp, page, close };
+  } catch (error) {
+    await close();
+    throw error;
+  }
 }

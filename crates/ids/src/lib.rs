@@ -160,11 +160,11 @@ id_kinds! {
     TokenId,
     /// A pairing: derived from the pairing secret, shared by the plugin and the tab it paired.
     PairId,
-    /// A session: one plugin run's hello and the calls under it.
+    /// A session: one tab's hello, chosen by the tab, and the calls sealed to it.
     SessionId,
     /// A call: one sealed request and its reply.
     CallId,
-    /// A proposal: a tool or grant change the executor asks the person to review.
+    /// A proposal: a note change (create, append, edit) waiting for the person's review.
     ProposalId,
 }
 

@@ -79,18 +79,19 @@ impl Plugin {
         relay: &RelayClient,
     ) -> Result<TrustedSession, Failure> {
         let pair_id = code.secret().pair_id();
-        let live = relay
-            .live_session(pair_id)
-            .await?
-            .ok_or_else(|| Failure::NoSession {
-                origin: code.relay_origin().clone(),
-            })?;
-        let session = self
-            .keys
-            .trust(code.secret(), &live, local_now_ms())
-            .map_err(|e| Failure::untrusted(relay.host(), &e))?;
+        let trusted = async {
+            let live = relay
+                .live_session(pair_id)
+                .await?
+                .ok_or_else(|| Failure::NoSession {
+                    origin: code.relay_origin().clone(),
+                })?;
+            self.keys
+                .trust(code.secret(), &live, local_now_ms())
+                .map_err(|e| Failure::untrusted(relay.host(), &e))
+        };
+        let session = trusted.await.inspect_err(|_| self.keys.forget_look_up())?;
         self.remember_catalog(pair_id, &session.tools);
-        self.last_session.remember(pair_id, &session);
         Ok(session)
     }
 
@@ -128,20 +129,27 @@ impl Plugin {
         }
         // The call asks the session to last its whole wait and the tab's margin.
         let wanted_ms = self.options.call_timeout.as_millis() as u64 + 5_000;
-        let mut attempt = 0;
+        // A session reused from an earlier look-up that ended by the post is looked up; one
+        // looked up for this call that ended by the post is looked up once more.
+        let (mut looked_up, mut may_reuse) = (0, true);
         let (session, call_id, header) = loop {
-            attempt += 1;
-            let reused = (attempt == 1).then(|| {
-                self.last_session.reusable(
-                    code.secret().pair_id(),
-                    name,
-                    self.options.tab_absent_after,
-                    wanted_ms,
-                )
-            });
-            let session = match reused.flatten() {
+            let reused = std::mem::take(&mut may_reuse)
+                .then(|| {
+                    self.keys.reusable(
+                        code.secret().pair_id(),
+                        name,
+                        self.options.tab_absent_after,
+                        wanted_ms,
+                        local_now_ms(),
+                    )
+                })
+                .flatten();
+            let session = match reused {
                 Some(session) => session,
-                None => self.trusted_session(&code, &relay).await?,
+                None => {
+                    looked_up += 1;
+                    self.trusted_session(&code, &relay).await?
+                }
             };
             if !crate::tools::accepted(&session.tools).contains_key(name) {
                 return Err(Failure::UnknownTool { name: name.into() });
@@ -178,7 +186,10 @@ impl Plugin {
                 // The session ended since it was looked up (a new one replaced it, as a
                 // tab's reload does): look the live session up again, once.
                 Err(RelayError::NotFound | RelayError::Refused { status: 410, .. })
-                    if attempt == 1 => {}
+                    if looked_up < 2 =>
+                {
+                    self.keys.forget_look_up();
+                }
                 Err(RelayError::NotFound | RelayError::Refused { status: 410, .. }) => {
                     return Err(Failure::Cancelled {
                         reason: CancelReason::SessionEnded,

@@ -31,7 +31,7 @@ use sealpost_protocol::ids::PairId;
 use sealpost_seal::PairingCode;
 
 use crate::config::{CachedCatalog, ConfigDir, ConfigError};
-use crate::session::{LastSession, SessionKeysCache};
+use crate::session::SessionKeysCache;
 
 /// How the plugin waits. Defaults suit every client checked (docs/PLUGIN.md, "A call").
 #[derive(Debug, Clone)]
@@ -71,8 +71,6 @@ pub struct Plugin {
     http: relay::Connections,
     options: Options,
     keys: SessionKeysCache,
-    /// The session last trusted, for the next call.
-    last_session: LastSession,
     /// Bumped whenever the cached catalog changes, so the MCP layer can send `list_changed`.
     catalog_changed: tokio::sync::watch::Sender<u64>,
     /// The catalog this process last read or wrote.
@@ -99,7 +97,6 @@ impl Plugin {
             http: relay::http_client(),
             options,
             keys: SessionKeysCache::default(),
-            last_session: LastSession::default(),
             catalog_changed: tokio::sync::watch::Sender::new(0),
             known_catalog: std::sync::Mutex::new(None),
             process_pairing: None,

@@ -57,58 +57,6 @@ pub enum SessionError {
     Catalog,
 }
 
-/// The session this process last trusted, so the next call can seal to it without a look-up
-/// while the look-up could not tell it anything new: the same pairing, the tool listed, the
-/// tab seen within the absence window by the relay's clock carried forward, and the session
-/// lasting past the call. Whatever changed since, the relay says at the post (a session that
-/// ended answers 404 or 410, and the call looks up again), and a call still pending after a
-/// progress step looks up again too (docs/PLUGIN.md, "A call").
-#[derive(Debug, Default)]
-pub struct LastSession(Mutex<Option<LookedUp>>);
-
-#[derive(Debug)]
-struct LookedUp {
-    pair_id: PairId,
-    session: TrustedSession,
-    at: Instant,
-}
-
-impl LastSession {
-    /// Keeps `session`, just trusted for `pair_id`.
-    pub fn remember(&self, pair_id: PairId, session: &TrustedSession) {
-        *self.0.lock().expect("not poisoned") = Some(LookedUp {
-            pair_id,
-            session: session.clone(),
-            at: Instant::now(),
-        });
-    }
-
-    /// The last session, its relay clock moved on by the time since, when a call of `tool`
-    /// may seal to it without a look-up: the tab seen within `tab_absent_after` and the
-    /// session lasting `needed_ms` more, both by that clock.
-    pub fn reusable(
-        &self,
-        pair_id: PairId,
-        tool: &str,
-        tab_absent_after: Duration,
-        needed_ms: u64,
-    ) -> Option<TrustedSession> {
-        let last = self.0.lock().expect("not poisoned");
-        let last = last.as_ref().filter(|last| last.pair_id == pair_id)?;
-        let mut session = last.session.clone();
-        session.relay_now_ms = session
-            .relay_now_ms
-            .saturating_add_ms(last.at.elapsed().as_millis() as u64);
-        let now = session.relay_now_ms;
-        let tab_seen = session
-            .claimer_seen_at_ms
-            .is_some_and(|seen| now.saturating_sub(seen) <= tab_absent_after.as_millis() as u64);
-        let lasts = session.expires_at_ms > now.saturating_add_ms(needed_ms);
-        let listed = session.tools.iter().any(|entry| entry.name == tool);
-        (tab_seen && lasts && listed).then_some(session)
-    }
-}
-
 /// Keys per session id, so each session draws one ephemeral key per process, and the newest
 /// catalog the session has shown.
 #[derive(Debug, Default)]
@@ -122,7 +70,24 @@ struct Current {
     /// The highest catalog number opened (0: the hello's) and its tools.
     seq: u64,
     tools: Vec<CatalogEntry>,
+    expires_at_ms: UnixMillis,
+    /// The look-up that last trusted it, while a call may seal to it without another.
+    looked_up: Option<LookedUp>,
 }
+
+/// What a look-up said beyond the hello, and when (by both of this computer's clocks).
+#[derive(Debug, Clone, Copy)]
+struct LookedUp {
+    pair_id: PairId,
+    relay_now_ms: UnixMillis,
+    claimer_seen_at_ms: Option<UnixMillis>,
+    at: Instant,
+    local_at: UnixMillis,
+}
+
+/// How far this computer's wall clock and monotonic clock may drift apart between a look-up
+/// and its reuse; more means a sleep (the monotonic clock stops) or a clock set: look up.
+const CLOCKS_AGREE_WITHIN_MS: u64 = 1_000;
 
 impl SessionKeysCache {
     /// Checks `live` against the pairing and returns the session to seal to. `local_now` is
@@ -158,6 +123,8 @@ impl SessionKeysCache {
                     ),
                     seq: 0,
                     tools: catalog.tools,
+                    expires_at_ms: hello.expires_at_ms(),
+                    looked_up: None,
                 }
             }
         };
@@ -193,11 +160,68 @@ impl SessionKeysCache {
             ),
             None => {}
         }
+        current.looked_up = Some(LookedUp {
+            pair_id: secret.pair_id(),
+            relay_now_ms,
+            claimer_seen_at_ms: live.claimer_seen_at,
+            at: Instant::now(),
+            local_at: local_now,
+        });
         Ok(TrustedSession {
             session_id,
             expires_at_ms: hello.expires_at_ms(),
             relay_now_ms,
             claimer_seen_at_ms: live.claimer_seen_at,
+            tools: current.tools.clone(),
+            keys: current.keys.clone(),
+        })
+    }
+
+    /// Forgets the last look-up: the next call looks up (after a look-up failed, or a post
+    /// found the session gone).
+    pub fn forget_look_up(&self) {
+        if let Some(current) = self.0.lock().expect("not poisoned").as_mut() {
+            current.looked_up = None;
+        }
+    }
+
+    /// The session last trusted, when a call of `tool` may seal to it without looking it up
+    /// again (docs/PLUGIN.md, "A call"): the same pairing; this computer's two clocks agree on
+    /// the time since (no sleep, no clock set), which is within `tab_absent_after`; by the
+    /// relay's clock from the look-up carried forward, the tab was seen within
+    /// `tab_absent_after` (judged as a look-up judges it) and the session lasts `needed_ms`
+    /// more; by this computer's clock the hello has not ended (as for a look-up); and the
+    /// newest catalog opened lists the tool.
+    pub fn reusable(
+        &self,
+        pair_id: PairId,
+        tool: &str,
+        tab_absent_after: Duration,
+        needed_ms: u64,
+        local_now: UnixMillis,
+    ) -> Option<TrustedSession> {
+        let cached = self.0.lock().expect("not poisoned");
+        let current = cached.as_ref()?;
+        let looked = current.looked_up.filter(|l| l.pair_id == pair_id)?;
+        let window = tab_absent_after.as_millis() as u64;
+        let elapsed = looked.at.elapsed().as_millis() as u64;
+        let wall = local_now.saturating_sub(looked.local_at);
+        let clocks_agree =
+            local_now >= looked.local_at && elapsed.abs_diff(wall) <= CLOCKS_AGREE_WITHIN_MS;
+        if !clocks_agree || elapsed > window {
+            return None;
+        }
+        let now = looked.relay_now_ms.saturating_add_ms(elapsed);
+        let seen = looked.claimer_seen_at_ms?;
+        let usable = now.saturating_sub(seen) <= window
+            && current.expires_at_ms > now.saturating_add_ms(needed_ms)
+            && current.expires_at_ms.saturating_add_ms(CLOCK_SKEW_MS) >= local_now
+            && current.tools.iter().any(|entry| entry.name == tool);
+        usable.then(|| TrustedSession {
+            session_id: current.session_id,
+            expires_at_ms: current.expires_at_ms,
+            relay_now_ms: now,
+            claimer_seen_at_ms: looked.claimer_seen_at_ms,
             tools: current.tools.clone(),
             keys: current.keys.clone(),
         })
@@ -341,32 +365,59 @@ mod tests {
         );
         let tab = tab(&secret, &["search"]);
         let window = Duration::from_secs(15);
-        let last = LastSession::default();
-        let reused = |pair, tool, needed_ms| last.reusable(pair, tool, window, needed_ms);
-        assert!(reused(pair, "search", 60_000).is_none(), "none yet");
+        let cache = SessionKeysCache::default();
+        let reused = |pair, tool, needed_ms, local_now| {
+            cache.reusable(pair, tool, window, needed_ms, local_now)
+        };
+        assert!(reused(pair, "search", 60_000, NOW).is_none(), "none yet");
 
-        let trusted = SessionKeysCache::default()
-            .trust(&secret, &tab.live, NOW)
-            .unwrap();
-        last.remember(pair, &trusted);
-        let again = reused(pair, "search", 60_000).unwrap();
+        let trusted = cache.trust(&secret, &tab.live, NOW).unwrap();
+        let again = reused(pair, "search", 60_000, NOW).unwrap();
         assert_eq!(again.session_id, trusted.session_id);
         assert!(again.relay_now_ms >= NOW, "the relay's clock moves on");
-        assert!(reused(other, "search", 60_000).is_none(), "another pairing");
-        assert!(reused(pair, "write", 60_000).is_none(), "a tool not listed");
         assert!(
-            reused(pair, "search", 3_600_000).is_none(),
+            reused(other, "search", 60_000, NOW).is_none(),
+            "another pairing"
+        );
+        assert!(
+            reused(pair, "write", 60_000, NOW).is_none(),
+            "a tool not listed"
+        );
+        assert!(
+            reused(pair, "search", 3_600_000, NOW).is_none(),
             "ends before the call"
         );
+        let asleep = NOW.saturating_add_ms(5_000);
+        assert!(
+            reused(pair, "search", 60_000, asleep).is_none(),
+            "a sleep or a clock set"
+        );
+        let behind = NOW.saturating_sub_ms(1);
+        assert!(
+            reused(pair, "search", 60_000, behind).is_none(),
+            "the clock went back"
+        );
+        cache.forget_look_up();
+        assert!(reused(pair, "search", 60_000, NOW).is_none(), "forgotten");
 
-        // The tab was last seen longer ago than the window: only a look-up can say whether
-        // it polled since.
-        let mut stale = trusted.clone();
-        stale.claimer_seen_at_ms = Some(NOW.saturating_sub_ms(window.as_millis() as u64 + 1));
-        last.remember(pair, &stale);
-        assert!(reused(pair, "search", 60_000).is_none(), "tab unseen");
-        stale.claimer_seen_at_ms = None;
-        last.remember(pair, &stale);
-        assert!(reused(pair, "search", 60_000).is_none(), "tab never seen");
+        // The tab was last seen longer ago than the window, or never: only a look-up can say
+        // whether it polled since. A time after the relay's own reads as a look-up reads it.
+        let at = |seen: Option<UnixMillis>| LiveSessionResponse {
+            claimer_seen_at: seen,
+            ..tab.live.clone()
+        };
+        let unseen = NOW.saturating_sub_ms(window.as_millis() as u64 + 1);
+        for (seen, reusable) in [
+            (Some(unseen), false),
+            (None, false),
+            (Some(NOW.saturating_add_ms(3_600_000)), true),
+        ] {
+            cache.trust(&secret, &at(seen), NOW).unwrap();
+            assert_eq!(
+                reused(pair, "search", 60_000, NOW).is_some(),
+                reusable,
+                "{seen:?}"
+            );
+        }
     }
 }

@@ -290,8 +290,10 @@ async fn an_older_catalog_update_replayed_by_the_relay_does_not_roll_the_tool_li
     let session = Router::new().route(
         "/v1/pairings/{id}/session",
         get(move || {
-            let answer = served.lock().unwrap().clone();
+            // Counted before the answer is read, so a fetch counted after the replay is set
+            // carries the replay.
             counted.fetch_add(1, Ordering::SeqCst);
+            let answer = served.lock().unwrap().clone();
             async move { axum::Json(answer) }
         }),
     );
