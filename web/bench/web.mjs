@@ -107,6 +107,26 @@ async function measure({ relay, mcp }) {
   return { calls, echo, failed, firstError };
 }
 
+// Times calls into lists (none while warming up). A call answered with an error comes back
+// fast, so it is counted, the first kept, and a run with any is not a measurement.
+function callTimer() {
+  const timer = { failed: 0, firstError: null };
+  timer.call = async (into, client, name, args) => {
+    const started = performance.now();
+    const answer = await client.call(name, args);
+    into?.push(performance.now() - started);
+    if (answer.isError) { timer.failed += 1; timer.firstError ??= answer.text; }
+  };
+  // Says so and answers true when any call failed.
+  timer.notMeasured = (what) => {
+    if (!timer.failed) return false;
+    failedRuns += 1;
+    console.log(`${what}: NOT MEASURED, ${timer.failed} calls answered with an error; the first: ${timer.firstError}`);
+    return true;
+  };
+  return timer;
+}
+
 // A tool the page registers through WebMCP (Sealpost's own context on the app's page), granted
 // and allowed without asking, beside the built-in `list_sources`: both do next to nothing, so
 // the difference is the page tool's path (the Worker asks the page, the page asks the context).
@@ -129,24 +149,13 @@ async function measurePageTool({ page, mcp }) {
   await first;
   const builtin = [];
   const pageTool = [];
-  let failed = 0;
-  let firstError = null;
-  const timed = async (into, name, args) => {
-    const started = performance.now();
-    const answer = await mcp.call(name, args);
-    into.push(performance.now() - started);
-    if (answer.isError) { failed += 1; firstError ??= answer.text; }
-  };
+  const timer = callTimer();
   for (let i = 0; i < WARMUP; i += 1) { await mcp.call('list_sources'); await mcp.call('page_echo', { text: 'w' }); }
   for (let i = 0; i < CALLS; i += 1) {
-    await timed(builtin, 'list_sources', {});
-    await timed(pageTool, 'page_echo', { text: `call ${i}` });
+    await timer.call(builtin, mcp, 'list_sources', {});
+    await timer.call(pageTool, mcp, 'page_echo', { text: `call ${i}` });
   }
-  if (failed) {
-    failedRuns += 1;
-    console.log(`WebMCP tool: NOT MEASURED, ${failed} calls answered with an error; the first: ${firstError}`);
-    return;
-  }
+  if (timer.notMeasured('WebMCP tool')) return;
   const [b50, p50] = [percentile(builtin, 0.5), percentile(pageTool, 0.5)];
   console.log(`WebMCP tool (page_echo, allowed without asking): p50 ${ms(p50)}, p99 ${ms(percentile(pageTool, 0.99))}; built-in list_sources p50 ${ms(b50)}, p99 ${ms(percentile(builtin, 0.99))}; ratio ${ratio(p50, b50)} (${against(p50 <= 1.2 * b50, '≤ 1.2× the built-in')})`);
 }
@@ -161,30 +170,19 @@ async function measureAgainstPeer({ page, mcp }) {
   try {
     await page.bringToFront();
     const times = { noop: [], echo: [], search: [], peerSearch: [] };
-    let failed = 0;
-    let firstError = null;
-    const timed = async (into, client, name, args) => {
-      const started = performance.now();
-      const answer = await client.call(name, args);
-      into?.push(performance.now() - started);
-      if (answer.isError) { failed += 1; firstError ??= `${name}: ${answer.text}`; }
-    };
+    const timer = callTimer();
     const turn = async (i, record) => {
       const query = corpus.queries[i % corpus.queries.length];
-      await timed(record ? times.noop : null, mcp, 'list_sources', {});
-      await timed(record ? times.echo : null, peer.mcp, 'echo', { text: `call ${i}` });
-      await timed(record ? times.search : null, mcp, 'search_workspace', { query });
-      await timed(record ? times.peerSearch : null, peer.mcp, 'search', { query });
+      await timer.call(record ? times.noop : null, mcp, 'list_sources', {});
+      await timer.call(record ? times.echo : null, peer.mcp, 'echo', { text: `call ${i}` });
+      await timer.call(record ? times.search : null, mcp, 'search_workspace', { query });
+      await timer.call(record ? times.peerSearch : null, peer.mcp, 'search', { query });
     };
     for (let i = 0; i < WARMUP; i += 1) await turn(i, false);
     for (let round = 0; round < PEER_ROUNDS; round += 1) {
       for (let i = 0; i < PEER_CALLS; i += 1) await turn(round * PEER_CALLS + i, true);
     }
-    if (failed) {
-      failedRuns += 1;
-      console.log(`against the peer: NOT MEASURED, ${failed} calls answered with an error; the first: ${firstError}`);
-      return;
-    }
+    if (timer.notMeasured('against the peer')) return;
     const line = (name, ours, theirs, p50Target) => {
       const [o50, t50, o99, t99] = [percentile(ours, 0.5), percentile(theirs, 0.5), percentile(ours, 0.99), percentile(theirs, 0.99)];
       console.log(`  ${name}: Sealpost p50 ${ms(o50)} p99 ${ms(o99)}; peer p50 ${ms(t50)} p99 ${ms(t99)}; p50 ${ratio(o50, t50)} (${against(o50 <= p50Target * t50, `≤ ${p50Target}×`)}), p99 ${ratio(o99, t99)} (${against(o99 <= 2 * t99, '≤ 2×')})`);

@@ -98,9 +98,9 @@ impl Plugin {
     /// `Some(seconds since seen)` when the tab has not polled within the configured window.
     pub(crate) fn tab_absent(&self, session: &TrustedSession) -> Option<Option<u64>> {
         let window = self.options.tab_absent_after.as_millis() as u64;
-        match session.claimer_seen_at_ms {
-            Some(seen) if session.relay_now_ms.saturating_sub(seen) <= window => None,
-            Some(seen) => Some(Some(session.relay_now_ms.saturating_sub(seen) / 1000)),
+        match session.tab_unseen_ms() {
+            Some(unseen) if unseen <= window => None,
+            Some(unseen) => Some(Some(unseen / 1000)),
             None => Some(None),
         }
     }

@@ -39,6 +39,14 @@ pub struct TrustedSession {
     pub keys: Arc<PluginSession>,
 }
 
+impl TrustedSession {
+    /// How long the tab had gone without polling, by the relay's clock; `None`: never.
+    pub fn tab_unseen_ms(&self) -> Option<u64> {
+        self.claimer_seen_at_ms
+            .map(|seen| self.relay_now_ms.saturating_sub(seen))
+    }
+}
+
 /// Why a session the relay returned cannot be used.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum SessionError {
@@ -88,6 +96,20 @@ struct LookedUp {
 /// How far this computer's wall clock and monotonic clock may drift apart between a look-up
 /// and its reuse; more means a sleep (the monotonic clock stops) or a clock set: look up.
 const CLOCKS_AGREE_WITHIN_MS: u64 = 1_000;
+
+impl Current {
+    /// The session as `looked` saw it, the relay's clock then reading `relay_now_ms`.
+    fn trusted(&self, looked: &LookedUp, relay_now_ms: UnixMillis) -> TrustedSession {
+        TrustedSession {
+            session_id: self.session_id,
+            expires_at_ms: self.expires_at_ms,
+            relay_now_ms,
+            claimer_seen_at_ms: looked.claimer_seen_at_ms,
+            tools: self.tools.clone(),
+            keys: self.keys.clone(),
+        }
+    }
+}
 
 impl SessionKeysCache {
     /// Checks `live` against the pairing and returns the session to seal to. `local_now` is
@@ -160,21 +182,16 @@ impl SessionKeysCache {
             ),
             None => {}
         }
-        current.looked_up = Some(LookedUp {
+        let looked = LookedUp {
             pair_id: secret.pair_id(),
             relay_now_ms,
             claimer_seen_at_ms: live.claimer_seen_at,
             at: Instant::now(),
             local_at: local_now,
-        });
-        Ok(TrustedSession {
-            session_id,
-            expires_at_ms: hello.expires_at_ms(),
-            relay_now_ms,
-            claimer_seen_at_ms: live.claimer_seen_at,
-            tools: current.tools.clone(),
-            keys: current.keys.clone(),
-        })
+        };
+        current.expires_at_ms = hello.expires_at_ms();
+        current.looked_up = Some(looked);
+        Ok(current.trusted(&looked, relay_now_ms))
     }
 
     /// Forgets the last look-up: the next call looks up (after a look-up failed, or a post
@@ -211,20 +228,15 @@ impl SessionKeysCache {
         if !clocks_agree || elapsed > window {
             return None;
         }
-        let now = looked.relay_now_ms.saturating_add_ms(elapsed);
-        let seen = looked.claimer_seen_at_ms?;
-        let usable = now.saturating_sub(seen) <= window
-            && current.expires_at_ms > now.saturating_add_ms(needed_ms)
-            && current.expires_at_ms.saturating_add_ms(CLOCK_SKEW_MS) >= local_now
-            && current.tools.iter().any(|entry| entry.name == tool);
-        usable.then(|| TrustedSession {
-            session_id: current.session_id,
-            expires_at_ms: current.expires_at_ms,
-            relay_now_ms: now,
-            claimer_seen_at_ms: looked.claimer_seen_at_ms,
-            tools: current.tools.clone(),
-            keys: current.keys.clone(),
-        })
+        let session = current.trusted(&looked, looked.relay_now_ms.saturating_add_ms(elapsed));
+        let now = session.relay_now_ms;
+        let usable = session
+            .tab_unseen_ms()
+            .is_some_and(|unseen| unseen <= window)
+            && session.expires_at_ms > now.saturating_add_ms(needed_ms)
+            && session.expires_at_ms.saturating_add_ms(CLOCK_SKEW_MS) >= local_now
+            && session.tools.iter().any(|entry| entry.name == tool);
+        usable.then_some(session)
     }
 }
 

@@ -8,6 +8,8 @@
 //! timeout): a request finds its connection closed before it is sent, opens a fresh one and
 //! counts it ([`reconnects`]), as a real client's pool would.
 
+use std::sync::atomic::{AtomicU64, Ordering};
+
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use hyper::client::conn::http1::{self, SendRequest};
@@ -19,7 +21,6 @@ use sealpost_protocol::api::{
 };
 use sealpost_protocol::ids::{Base64Bytes, CallId, SessionId};
 use serde::de::DeserializeOwned;
-use std::sync::atomic::{AtomicU64, Ordering};
 use tokio::net::TcpStream;
 
 static RECONNECTS: AtomicU64 = AtomicU64::new(0);
@@ -63,10 +64,15 @@ impl Conn {
     /// The connection, ready for a request: a fresh one if the relay closed the last.
     async fn ready(&mut self) -> &mut SendRequest<Full<Bytes>> {
         if self.send.ready().await.is_err() {
-            RECONNECTS.fetch_add(1, Ordering::Relaxed);
-            self.send = connect(&self.address).await;
+            self.reopen().await;
         }
         &mut self.send
+    }
+
+    /// Replaces a connection the relay closed, and counts it.
+    async fn reopen(&mut self) {
+        RECONNECTS.fetch_add(1, Ordering::Relaxed);
+        self.send = connect(&self.address).await;
     }
 
     async fn send(
@@ -91,8 +97,7 @@ impl Conn {
             // on a fresh connection.
             Err(mut refused) => match refused.take_message() {
                 Some(request) if refused.error().is_canceled() => {
-                    RECONNECTS.fetch_add(1, Ordering::Relaxed);
-                    self.send = connect(&self.address).await;
+                    self.reopen().await;
                     self.send.send_request(request).await.expect("a response")
                 }
                 _ => panic!("a response: {}", refused.into_error()),

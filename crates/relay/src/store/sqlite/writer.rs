@@ -210,16 +210,13 @@ mod tests {
     use std::str::FromStr;
 
     use sealpost_protocol::api::{CallState, TokenKind};
-    use sealpost_protocol::ids::{CallId, Id, OwnerId, PairId, SessionId, TokenId};
+    use sealpost_protocol::ids::{CallId, OwnerId, PairId, SessionId, TokenId};
     use sqlx::Connection;
     use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode};
 
     use super::*;
+    use crate::ids::random_id as id;
     use crate::store::{Bearer, b};
-
-    fn id<I: Id>() -> I {
-        crate::ids::random_id()
-    }
 
     /// A database holding one owner with an MCP token and an owner token, a live session, and
     /// one answered call; and a read of that call in a batch of its own, which leaves its
