@@ -6,7 +6,8 @@
 // session channel (so the tab uses `fetch`), the tab in front again, as a same-run baseline.
 // Also a tool the page registers through WebMCP beside the built-in `list_sources`, and the
 // whole loop against the plaintext peer people use today (peer.mjs), the same client driving
-// both, calls interleaved.
+// both, calls interleaved, with where Sealpost's time goes leg by leg (legs.mjs).
+// SEALPOST_BENCH_WEB_ONLY=peer runs the comparison with the peer alone.
 //
 // The app is driven as a person drives it (web/tests/product.spec.mjs): sign in from the
 // printed link, import documents from a folder, grant, start a session, pair the plugin with
@@ -19,6 +20,7 @@ import { performance } from 'node:perf_hooks';
 import { startRelay, launchBrowser, openPage, writeFolder, tempDir, pairPlugin, McpClient } from '../tests/harness.mjs';
 import { percentile, ms, ratio, against } from './stats.mjs';
 import { startPeer } from './peer.mjs';
+import { pluginTimings, clearTabMarks, tabCalls, relayTimings, printLegs } from './legs.mjs';
 
 const CALLS = 200;
 const WARMUP = 20;
@@ -35,8 +37,9 @@ let failedRuns = 0;
 const browser = await launchBrowser();
 
 // One relay, one tab, one paired plugin; `measureAll` gets what to run with them.
-async function withLoop(relayArgs, measureAll) {
-  const relay = await startRelay({ args: [...UNLIMITED, ...relayArgs], log: process.env.SEALPOST_BENCH_RELAY_LOG ?? 'warn' });
+// `database`: the relay's database URL (a fresh SQLite file when not given).
+async function withLoop(relayArgs, measureAll, { database } = {}) {
+  const relay = await startRelay({ args: [...UNLIMITED, '--metrics-listen', '127.0.0.1:0', ...relayArgs], log: process.env.SEALPOST_BENCH_RELAY_LOG ?? 'warn', database });
   const context = await browser.newContext({ viewport: { width: 1280, height: 800 } });
   let mcp;
   try {
@@ -66,10 +69,11 @@ async function withLoop(relayArgs, measureAll) {
     const config = tempDir('sealpost-bench-plugin-');
     const pairedResult = await pairPlugin(config, code);
     if (pairedResult.status !== 0) throw new Error(`sealpost pair failed: ${pairedResult.output}`);
-    mcp = new McpClient(config);
+    const timings = pluginTimings();
+    mcp = new McpClient(config, { env: { SEALPOST_LOG: 'warn,sealpost::timing=debug' }, onLog: timings.onLog });
     await mcp.initialize();
     console.log(`${documents.length} documents imported through the app in ${ms(importMs)}; ${CALLS} calls after ${WARMUP} warm-up calls, queries from the executor benchmark`);
-    await measureAll({ relay, context, page, mcp });
+    await measureAll({ relay, context, page, mcp, timings });
   } finally {
     mcp?.close();
     await context.close();
@@ -165,7 +169,7 @@ async function measurePageTool({ page, mcp }) {
 // same queries; peer.mjs says how the engines differ), PEER_ROUNDS rounds of PEER_CALLS each.
 const PEER_ROUNDS = 4;
 const PEER_CALLS = 50;
-async function measureAgainstPeer({ page, mcp }) {
+async function measureAgainstPeer({ page, mcp, relay, timings }, database = 'SQLite') {
   const peer = await startPeer(browser, documents);
   try {
     await page.bringToFront();
@@ -179,17 +183,34 @@ async function measureAgainstPeer({ page, mcp }) {
       await timer.call(record ? times.peerSearch : null, peer.mcp, 'search', { query });
     };
     for (let i = 0; i < WARMUP; i += 1) await turn(i, false);
+    timings.clear();
+    await clearTabMarks(page);
+    const relayBefore = await relayTimings(relay.metricsUrl);
     for (let round = 0; round < PEER_ROUNDS; round += 1) {
       for (let i = 0; i < PEER_CALLS; i += 1) await turn(round * PEER_CALLS + i, true);
     }
-    if (timer.notMeasured('against the peer')) return;
+    if (timer.notMeasured('against the peer')) return null;
     const line = (name, ours, theirs, p50Target) => {
       const [o50, t50, o99, t99] = [percentile(ours, 0.5), percentile(theirs, 0.5), percentile(ours, 0.99), percentile(theirs, 0.99)];
       console.log(`  ${name}: Sealpost p50 ${ms(o50)} p99 ${ms(o99)}; peer p50 ${ms(t50)} p99 ${ms(t99)}; p50 ${ratio(o50, t50)} (${against(o50 <= p50Target * t50, `≤ ${p50Target}×`)}), p99 ${ratio(o99, t99)} (${against(o99 <= 2 * t99, '≤ 2×')})`);
     };
-    console.log(`against @mcp-b/webmcp-local-relay (same client, interleaved, ${PEER_ROUNDS} × ${PEER_CALLS} calls of each):`);
+    console.log(`against @mcp-b/webmcp-local-relay, the relay on ${database} (same client, interleaved, ${PEER_ROUNDS} × ${PEER_CALLS} calls of each):`);
     line('no-op (list_sources / echo)', times.noop, times.echo, 1.5);
     line('search (search_workspace / MiniSearch)', times.search, times.peerSearch, 1.2);
+    // The tab's calls came in turn, as they were sent: a no-op, then a search.
+    const tab = await tabCalls(page);
+    const sent = times.noop.length + times.search.length;
+    if (tab.length !== sent) console.log(`  (the tab marked ${tab.length} calls where ${sent} were sent: its legs are not split by tool)`);
+    printLegs({
+      client: { list_sources: times.noop, search_workspace: times.search },
+      plugin: timings.calls,
+      tab: tab.length === sent
+        ? { list_sources: tab.filter((_, i) => i % 2 === 0), search_workspace: tab.filter((_, i) => i % 2 === 1) }
+        : { list_sources: [], search_workspace: [] },
+      relayBefore,
+      relayAfter: await relayTimings(relay.metricsUrl),
+    });
+    return { noop: percentile(times.noop, 0.5), search: percentile(times.search, 0.5) };
   } finally {
     await peer.close();
   }
@@ -212,13 +233,29 @@ async function report(name, page, { calls, echo, failed, firstError }) {
   return p50;
 }
 
+// The same comparison with the relay on PostgreSQL, and Sealpost's p50 there against its p50
+// on SQLite (SEALPOST_BENCH_POSTGRES_URL: `cargo xtask bench web` starts a throwaway cluster).
+async function againstPeerOnPostgres(onSqlite) {
+  const url = process.env.SEALPOST_BENCH_POSTGRES_URL;
+  if (!url) { console.log('the loop on PostgreSQL: not measured (SEALPOST_BENCH_POSTGRES_URL is not set)'); return; }
+  let onPostgres = null;
+  await withLoop([], async (loop) => { onPostgres = await measureAgainstPeer(loop, 'PostgreSQL'); }, { database: url });
+  if (!onSqlite || !onPostgres) return;
+  for (const [name, key] of [['no-op', 'noop'], ['search', 'search']]) {
+    console.log(`the loop on PostgreSQL, ${name}: Sealpost p50 ${ms(onPostgres[key])} against ${ms(onSqlite[key])} on SQLite, ${ratio(onPostgres[key], onSqlite[key])} (${against(onPostgres[key] <= 1.3 * onSqlite[key], '≤ 1.3×')})`);
+  }
+}
+
 try {
   let overChannel;
-  await withLoop([], async (loop) => {
+  let onSqlite = null;
+  if (process.env.SEALPOST_BENCH_WEB_ONLY === 'peer') {
+    await withLoop([], async (loop) => { onSqlite = await measureAgainstPeer(loop); });
+  } else await withLoop([], async (loop) => {
     const { context, page, relay } = loop;
     overChannel = await report('tab in front', page, await measure(loop));
     await measurePageTool(loop);
-    await measureAgainstPeer(loop);
+    onSqlite = await measureAgainstPeer(loop);
 
     const other = await context.newPage();
     await other.goto(`${relay.base}/healthz`);
@@ -238,8 +275,9 @@ try {
       console.log(`window minimised: not measured (${error.message})`);
     }
   });
+  await againstPeerOnPostgres(onSqlite);
   // The same loop on a relay that offers no channel: the tab claims and answers over fetch.
-  await withLoop(['--max-channels-per-owner', '0'], async (loop) => {
+  if (overChannel !== undefined) await withLoop(['--max-channels-per-owner', '0'], async (loop) => {
     const overHttp = await report('tab in front, relay without the channel', loop.page, await measure(loop));
     console.log(`the channel: tab in front ${ratio(overChannel, overHttp)} the time of HTTP alone (p50 ${ms(overChannel)} against ${ms(overHttp)})`);
   });

@@ -26,11 +26,13 @@ export function tempDir(prefix) {
 // listens, with the first owner's sign-in link. `restart()` stops it and starts it again on the
 // same address and database, as a relay that went away and came back.
 // `args`: extra `serve` flags (a bench lifts the per-owner rate); `log`: the relay's SEALPOST_LOG.
-export async function startRelay({ web = WEB_DIR, args = [], log = 'warn' } = {}) {
+// `database` is a URL; a fresh SQLite file when not given.
+export async function startRelay({ web = WEB_DIR, args = [], log = 'warn', database = null } = {}) {
   const dir = tempDir('sealpost-web-relay-');
-  const database = `sqlite://${dir}/relay.db`;
+  database ??= `sqlite://${dir}/relay.db`;
   let child;
   let code = null;
+  let metricsUrl = null;
   const spawnRelay = (listen) => new Promise((ok, fail) => {
     child = spawn(RELAY_BIN, ['serve', '--listen', listen, '--database-url', database, '--web', web, ...args], {
       stdio: ['ignore', 'pipe', 'inherit'],
@@ -40,6 +42,8 @@ export async function startRelay({ web = WEB_DIR, args = [], log = 'warn' } = {}
     createInterface({ input: child.stdout }).on('line', (line) => {
       const signin = line.match(/#signin=([A-Za-z0-9_-]+)/);
       if (signin) code = signin[1];
+      const metrics = line.match(/metrics on (http:\/\/\S+)/);
+      if (metrics) metricsUrl = metrics[1];
       const listening = line.match(/listening on (http:\/\/\S+)/);
       if (listening) ok(listening[1]);
     });
@@ -53,6 +57,8 @@ export async function startRelay({ web = WEB_DIR, args = [], log = 'warn' } = {}
   return {
     base,
     signinUrl: `${base}/#signin=${code}`,
+    // Where the relay serves /metrics, once it has said (just after it listens), if it does.
+    get metricsUrl() { return metricsUrl; },
     database,
     async newSigninUrl() {
       const out = await new Promise((ok, fail) => execFile(RELAY_BIN, ['owner', 'link', 'owner', '--database-url', database], (e, stdout) => (e ? fail(e) : ok(stdout))));
@@ -174,9 +180,12 @@ after(() => { for (const child of runningPlugins) child.kill(); });
 // An MCP client over stdio, raw JSON lines: `sealpost mcp` by default, or any stdio server
 // (`command`), so a benchmark drives Sealpost and a peer with the very same client.
 export class McpClient {
-  constructor(configDir, { env = {}, command = [PLUGIN_BIN, 'mcp'] } = {}) {
+  // `onLog`, when given, gets each line the program writes to stderr (which is otherwise
+  // passed through).
+  constructor(configDir, { env = {}, command = [PLUGIN_BIN, 'mcp'], onLog = null } = {}) {
     const [program, ...args] = command;
-    this.child = spawn(program, args, { env: { ...process.env, ...env, SEALPOST_CONFIG_DIR: configDir }, stdio: ['pipe', 'pipe', 'inherit'] });
+    this.child = spawn(program, args, { env: { ...process.env, ...env, SEALPOST_CONFIG_DIR: configDir }, stdio: ['pipe', 'pipe', onLog ? 'pipe' : 'inherit'] });
+    if (onLog) createInterface({ input: this.child.stderr }).on('line', onLog);
     runningPlugins.add(this.child);
     this.child.on('exit', () => runningPlugins.delete(this.child));
     this.nextId = 1;

@@ -76,12 +76,17 @@ fn release_binaries() -> Result<PathBuf> {
     Ok(root().join("target/release"))
 }
 
-fn node(script: &str, corpus: &Path, release: &Path) -> Result<()> {
+/// Runs a bench script; `postgres` is a cluster's URL for the loop on PostgreSQL.
+fn node(script: &str, corpus: &Path, release: &Path, postgres: Option<&str>) -> Result<()> {
     let node = find_in_path("node")
         .context("Node.js is not installed: run `apt-get install -y nodejs npm` (as root)")?;
     let chromium = find_in_path("chromium")
         .context("Chromium is not installed: run `apt-get install -y chromium` (as root)")?;
-    cmd(node, &[script])
+    let mut command = cmd(node, &[script]);
+    if let Some(url) = postgres {
+        command = command.env("SEALPOST_BENCH_POSTGRES_URL", url);
+    }
+    command
         .dir(root().join("web"))
         .env("SEALPOST_RELAY_BIN", release.join("sealpost-relay"))
         .env("SEALPOST_BIN", release.join("sealpost"))
@@ -95,12 +100,20 @@ pub fn browser() -> Result<()> {
     let corpus = assemble()?;
     let release = release_binaries()?;
     step("bench browser", || {
-        node("bench/browser.mjs", &corpus, &release)
+        node("bench/browser.mjs", &corpus, &release, None)
     })
 }
 
+/// The loop on SQLite, and on a throwaway PostgreSQL cluster when one starts here (the bench
+/// says so when it does not).
 pub fn web() -> Result<()> {
     let corpus = assemble()?;
     let release = release_binaries()?;
-    step("bench web", || node("bench/web.mjs", &corpus, &release))
+    let cluster = crate::postgres::TestCluster::start()
+        .inspect_err(|error| eprintln!("the loop on PostgreSQL is not measured: {error:#}"))
+        .ok();
+    let postgres = cluster.as_ref().map(|c| c.url());
+    step("bench web", || {
+        node("bench/web.mjs", &corpus, &release, postgres.as_deref())
+    })
 }

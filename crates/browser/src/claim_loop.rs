@@ -20,6 +20,7 @@ use crate::host_tool::sleep;
 use crate::relay::RelayError;
 use crate::stop::StopReason;
 use crate::tab::{TabCore, emit, now_ms};
+use crate::timing::{self, TabClock};
 
 /// Longest one claim waits for a call (the relay allows 30 s).
 const CLAIM_WAIT_MS: u64 = 25_000;
@@ -179,6 +180,9 @@ impl TabCore {
                     }
                     // Leases in this tab's clock: the relay's times differ from it by a skew.
                     let received = js_sys::Date::now();
+                    if !claimed.calls.is_empty() {
+                        timing::mark("received");
+                    }
                     for call in claimed.calls {
                         let lease_ms = call.lease_expires_at.saturating_sub(claimed.now_ms);
                         self.answer(call.call_id, &call.envelope.0, received + lease_ms as f64)
@@ -246,12 +250,15 @@ impl TabCore {
         let mut outcome = self
             .inner
             .executor
-            .handle(envelope, &now_ms, &mut rand::rng())
+            .handle(envelope, &TabClock, &mut rand::rng())
             .await;
         let mut attempts = Attempts::new(lease_ends_at_ms);
         let delivery = loop {
             let error = match self.send_answer(call_id, &outcome).await {
-                Ok(()) => break Delivery::Accepted,
+                Ok(()) => {
+                    timing::mark("acknowledged");
+                    break Delivery::Accepted;
+                }
                 Err(error) => error,
             };
             let shrunk = !matches!(

@@ -14,6 +14,8 @@
 //!   search index snapshot kept beside them.
 //! - `bench` (wasm32, feature `bench`): what `cargo xtask bench browser` times in the page;
 //!   left out of the module that ships.
+//! - `timing` (wasm32): the tab's clock, and the performance marks (benchmark builds only)
+//!   that say where a call's time goes.
 //! - `host_tool` (wasm32): a JavaScript function as an executor `HostTool`, bounded by the
 //!   call's expiry.
 //!
@@ -44,3 +46,5 @@ mod host_tool;
 mod relay;
 #[cfg(target_arch = "wasm32")]
 pub mod tab;
+#[cfg(target_arch = "wasm32")]
+mod timing;

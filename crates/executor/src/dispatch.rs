@@ -100,6 +100,7 @@ impl Executor {
             Ok(plan) => plan,
             Err(refused) => return refused,
         };
+        clock.mark(crate::clock::Stage::Granted);
         match plan {
             Plan::Builtin(builtin) => {
                 let answer = {

@@ -19,7 +19,7 @@ use sealpost_seal::{
 use sealpost_time::UnixMillis;
 
 use crate::audit::{AuditOutcome, AuditRecord, AuditSink, Delivery, arguments_digest};
-use crate::clock::Clock;
+use crate::clock::{Clock, Stage};
 use crate::dispatch::{Decision, refusal};
 use crate::grants::{Grants, GrantsHandle};
 use crate::proposals::Proposals;
@@ -361,6 +361,7 @@ impl Executor {
             Ok(opened) => opened,
             Err((call_id, reason)) => return self.cancel(call_id, None, reason, clock),
         };
+        clock.mark(Stage::Opened);
         let call_id = *opened.header.call_id();
         let (decision, call) = match serde_json::from_slice::<ToolCall>(&opened.plaintext) {
             Ok(call) => (self.execute(&call, clock, rng).await, Some(call)),
@@ -394,6 +395,7 @@ impl Executor {
             return self.cancel(Some(call_id), call.as_ref(), reason, clock);
         }
 
+        clock.mark(Stage::Ran);
         let (outcome, plaintext) = bounded(decision);
         let envelope = seal_reply(
             &opened.keys,
@@ -403,6 +405,7 @@ impl Executor {
             rng,
         )
         .expect("a bounded reply to an opened call seals");
+        clock.mark(Stage::Sealed);
         let audit = AuditRecord {
             at_ms: clock.now_ms(),
             call_id: Some(call_id),

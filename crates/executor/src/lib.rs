@@ -32,7 +32,7 @@ mod workspace;
 
 pub use audit::{AuditOutcome, AuditRecord, AuditSink, Delivery, MemoryAuditLog, arguments_digest};
 pub use builtin::BuiltinTool;
-pub use clock::Clock;
+pub use clock::{Clock, Stage};
 pub use dispatch::Decision;
 pub use executor::{
     Executor, ListedTool, MAX_REPLY_PLAINTEXT_BYTES, Outcome, Resealer, SessionError,

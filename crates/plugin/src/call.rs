@@ -47,6 +47,26 @@ impl<P> std::fmt::Debug for Waiting<P> {
     }
 }
 
+/// Where one call's time went in the plugin, logged at debug under the target `sealpost::timing`
+/// (`cargo xtask bench web` reads it; docs/BROWSER.md has its table).
+#[derive(Debug, Default)]
+struct Legs {
+    /// Session look-ups (none when the session just trusted is reused).
+    look_up: Duration,
+    /// Sealing the call.
+    seal: Duration,
+    /// The post, to the relay's acknowledgement.
+    post: Duration,
+    /// From the acknowledgement to the answer read: the tab's work and the relay's.
+    wait: Duration,
+    /// Opening the reply and fencing it.
+    open: Duration,
+}
+
+fn micros(d: Duration) -> u64 {
+    d.as_micros().try_into().unwrap_or(u64::MAX)
+}
+
 pub(crate) fn local_now_ms() -> UnixMillis {
     let ms = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -61,10 +81,24 @@ impl Plugin {
         P: FnMut(u32) -> F,
         F: Future<Output = ()>,
     {
-        match self.try_call(name, arguments, waiting).await {
+        let started = Instant::now();
+        let mut legs = Legs::default();
+        let outcome = match self.try_call(name, arguments, waiting, &mut legs).await {
             Ok(outcome) => outcome,
             Err(failure) => self.failed(&failure),
-        }
+        };
+        tracing::debug!(
+            target: "sealpost::timing",
+            tool = name,
+            total_us = micros(started.elapsed()),
+            look_up_us = micros(legs.look_up),
+            seal_us = micros(legs.seal),
+            post_us = micros(legs.post),
+            wait_us = micros(legs.wait),
+            open_us = micros(legs.open),
+            "call"
+        );
+        outcome
     }
 
     fn failed(&self, failure: &Failure) -> CallOutcome {
@@ -110,6 +144,7 @@ impl Plugin {
         name: &str,
         arguments: Value,
         mut waiting: Waiting<P>,
+        legs: &mut Legs,
     ) -> Result<CallOutcome, Failure>
     where
         P: FnMut(u32) -> F,
@@ -148,7 +183,10 @@ impl Plugin {
                 Some(session) => session,
                 None => {
                     looked_up += 1;
-                    self.trusted_session(&code, &relay).await?
+                    let looking = Instant::now();
+                    let session = self.trusted_session(&code, &relay).await;
+                    legs.look_up += looking.elapsed();
+                    session?
                 }
             };
             if !crate::tools::accepted(&session.tools).contains_key(name) {
@@ -169,6 +207,7 @@ impl Plugin {
                     origin: code.relay_origin().clone(),
                 });
             }
+            let sealing = Instant::now();
             let call_id = CallId::from_bytes(rand::random());
             let header = session.keys.call_header(call_id, now, expires_at);
             let envelope = session
@@ -180,7 +219,11 @@ impl Plugin {
                 envelope: Base64Bytes(envelope),
                 ttl_s: expires_at.saturating_sub(now).div_ceil(1000),
             };
-            match relay.post_call(session.session_id, &request).await {
+            let posting = Instant::now();
+            legs.seal += posting - sealing;
+            let posted = relay.post_call(session.session_id, &request).await;
+            legs.post += posting.elapsed();
+            match posted {
                 // A retry of a post that landed: the call is there, read it.
                 Ok(_) | Err(RelayError::Duplicate) => break (session, call_id, header),
                 // The session ended since it was looked up (a new one replaced it, as a
@@ -199,6 +242,7 @@ impl Plugin {
             }
         };
         tracing::debug!(call = %call_id, tool = name, "call posted");
+        let waited = Instant::now();
 
         let mut polls = 0u32;
         let cancel = |reason| {
@@ -244,6 +288,8 @@ impl Plugin {
             };
             match status.state {
                 CallState::Answered | CallState::Delivered => {
+                    let opening = Instant::now();
+                    legs.wait = opening - waited;
                     let sealed = status.reply.ok_or(Failure::ReplyDoesNotOpen)?;
                     let opened = session
                         .keys
@@ -251,7 +297,9 @@ impl Plugin {
                         .map_err(|_| Failure::ReplyDoesNotOpen)?;
                     let reply: Reply =
                         serde_json::from_slice(&opened).map_err(|_| Failure::ReplyDoesNotOpen)?;
-                    return Ok(self.render(name, reply, relay.host()));
+                    let rendered = self.render(name, reply, relay.host());
+                    legs.open = opening.elapsed();
+                    return Ok(rendered);
                 }
                 CallState::Cancelled => {
                     return Err(Failure::Cancelled {

@@ -11,11 +11,14 @@
 //!   added latency), and one call at a time;
 //! - the ceiling and the relay at full load are measured in alternating rounds, and reported
 //!   as medians, with the ratio taken within each round;
-//! - wake-up: from sending a post to the answer of a claim already waiting for it.
+//! - wake-up: from sending a post to the answer of a claim already waiting for it;
+//! - the loop row (`loop_row.rs`): 100 plugins and 100 native tabs running the real executor,
+//!   beside the same relay alone with as many clients.
 //!
 //! For profiling, one measurement alone: `SEALPOST_BENCH_STORE_ONLY=sqlite:///tmp/p.db` (the
 //! store ceiling), `SEALPOST_BENCH_RELAY_ONLY=sqlite:///tmp/p.db` (the relay at full load) or
-//! `SEALPOST_BENCH_STEPS=sqlite:///tmp/p.db` (each store step of a lone call timed apart).
+//! `SEALPOST_BENCH_STEPS=sqlite:///tmp/p.db` (each store step of a lone call timed apart),
+//! `SEALPOST_BENCH_LOOP_ONLY=DIR` (the loop row on SQLite in `DIR`).
 //! `SEALPOST_BENCH_SHARES=DIR` compares the relay at full load on SQLite with its per-account
 //! shares off (long-polls, large bodies: 0) and on (the defaults), in alternating rounds on
 //! fresh databases in `DIR`, and prints the medians and their ratio.
@@ -26,6 +29,7 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 mod client;
 mod echo;
+mod loop_row;
 mod pgbench;
 mod steps;
 
@@ -317,9 +321,13 @@ async fn http_call(c: &HttpClient, echo: bool) {
     c.ends.open(&header, &sealed);
 }
 
-async fn http_clients(relay: &LiveRelay, store: Option<&dyn Store>) -> Vec<HttpClient> {
+async fn http_clients(
+    relay: &LiveRelay,
+    store: Option<&dyn Store>,
+    count: usize,
+) -> Vec<HttpClient> {
     let mut clients = Vec::new();
-    for _ in 0..CLIENTS {
+    for _ in 0..count {
         let pairing = match store {
             Some(_) => relay.pair().await.unwrap(),
             None => {
@@ -404,7 +412,7 @@ struct Echo {
 async fn echo_runs() -> Echo {
     let base = echo::serve().await;
     let relay = Arc::new(LiveRelay::echo(base));
-    let clients = Arc::new(http_clients(&relay, None).await);
+    let clients = Arc::new(http_clients(&relay, None, CLIENTS).await);
     let loaded = http_run(clients.clone(), CLIENTS, None, true).await;
     let single = http_run(clients, 1, None, true).await;
     println!("== HTTP echo ceiling (same four round trips and sealing, no state) ==");
@@ -459,7 +467,7 @@ async fn relay_runs(label: &str, databases: &Databases, echo: &Echo) -> Figures 
             stop(relay).await;
         }
         let relay = LiveRelay::start(TestDb::at(databases.fresh().await)).await;
-        let clients = Arc::new(http_clients(&relay, Some(relay.store())).await);
+        let clients = Arc::new(http_clients(&relay, Some(relay.store()), CLIENTS).await);
         let loaded = http_run(clients.clone(), CLIENTS, None, false).await;
         last = Some((Arc::new(relay), clients));
         println!(
@@ -576,7 +584,7 @@ async fn stop(relay: Arc<LiveRelay>) {
 async fn main() {
     if let Ok(url) = std::env::var("SEALPOST_BENCH_RELAY_ONLY") {
         let relay = LiveRelay::start(TestDb::at(url)).await;
-        let clients = Arc::new(http_clients(&relay, Some(relay.store())).await);
+        let clients = Arc::new(http_clients(&relay, Some(relay.store()), CLIENTS).await);
         let loaded = http_run(clients, CLIENTS, None, false).await;
         println!("{}", loaded.line(&format!("relay ({CLIENTS} clients)")));
         return;
@@ -587,6 +595,11 @@ async fn main() {
     }
     if let Ok(url) = std::env::var("SEALPOST_BENCH_STEPS") {
         steps::run(&url).await;
+        return;
+    }
+    if let Ok(dir) = std::env::var("SEALPOST_BENCH_LOOP_ONLY") {
+        std::fs::create_dir_all(&dir).unwrap();
+        loop_row::run(&Databases::Sqlite(dir.into())).await;
         return;
     }
     if let Ok(url) = std::env::var("SEALPOST_BENCH_STORE_ONLY") {
@@ -603,6 +616,7 @@ async fn main() {
     )
     .await;
     sqlite_ratios(&sqlite, &echo);
+    loop_row::run(&Databases::Sqlite(dir.clone())).await;
     let _ = std::fs::remove_dir_all(&dir);
     match std::env::var("SEALPOST_BENCH_POSTGRES_URL") {
         Ok(url) => postgres_runs(&url, &echo).await,
@@ -638,7 +652,7 @@ async fn shares_off_and_on(dir: &std::path::Path) {
                 }
             })
             .await;
-            let clients = Arc::new(http_clients(&relay, Some(relay.store())).await);
+            let clients = Arc::new(http_clients(&relay, Some(relay.store()), CLIENTS).await);
             let loaded = http_run(clients, CLIENTS, None, false).await;
             let label = if shares { "shares on" } else { "shares off" };
             println!("round {round}: {}", loaded.line(label));

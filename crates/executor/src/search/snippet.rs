@@ -8,7 +8,7 @@ use std::collections::{HashMap, HashSet};
 
 use serde::Serialize;
 
-use super::tokenize::for_each_term;
+use super::tokenize::for_each_wanted_term;
 use crate::limits::SNIPPET_CHARS;
 
 /// Characters of context kept before the first match of the chosen window.
@@ -32,8 +32,8 @@ pub struct Snippet {
 pub fn snippet(body: &str, highlight: &HashSet<String>) -> Snippet {
     let mut byte_matches: Vec<(usize, usize, usize)> = Vec::new();
     let mut term_numbers: HashMap<String, usize> = HashMap::new();
-    for_each_term(body, |start, end, term| {
-        if byte_matches.len() < MAX_MATCHES_CONSIDERED && highlight.contains(term) {
+    for_each_wanted_term(body, highlight, |start, end, term| {
+        if byte_matches.len() < MAX_MATCHES_CONSIDERED {
             let next = term_numbers.len();
             let number = *term_numbers.entry(term.to_owned()).or_insert(next);
             byte_matches.push((start, end, number));

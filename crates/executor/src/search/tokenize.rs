@@ -3,6 +3,7 @@
 //! query word and a document word meet on the same term.
 
 use std::borrow::Cow;
+use std::collections::HashSet;
 use std::sync::OnceLock;
 
 use rust_stemmers::{Algorithm, Stemmer};
@@ -59,6 +60,37 @@ pub fn for_each_term(text: &str, mut emit: impl FnMut(usize, usize, &str)) {
     }
 }
 
+/// Calls `emit(byte_start, byte_end, term)` for every word of `text` whose term is in `wanted`,
+/// in order: the same words and terms [`for_each_term`] gives, less the others. Much faster
+/// than filtering that one, because a word is only stemmed when its stem could be wanted: a
+/// stem is never empty and keeps its word's first letter (`a_stem_keeps_its_words_first_letter`
+/// checks every word of up to four letters, random longer ones and the stemmer's exceptions,
+/// such as "dying" → "die"), so a word that starts unlike every wanted term cannot stem to one.
+pub fn for_each_wanted_term(
+    text: &str,
+    wanted: &HashSet<String>,
+    mut emit: impl FnMut(usize, usize, &str),
+) {
+    let starts: HashSet<u8> = wanted.iter().filter_map(|t| t.bytes().next()).collect();
+    let mut folded = String::new();
+    for (start, word) in text.unicode_word_indices() {
+        if word.len() > MAX_TOKEN_BYTES {
+            continue;
+        }
+        fold_word(word, &mut folded);
+        let bytes = folded.as_bytes();
+        match bytes.first() {
+            None => continue,
+            Some(first) if first.is_ascii_lowercase() && !starts.contains(first) => continue,
+            Some(_) => {}
+        }
+        let term = stem(&folded);
+        if wanted.contains(term.as_ref()) {
+            emit(start, start + word.len(), &term);
+        }
+    }
+}
+
 /// The terms of `text` as owned strings (query side; documents use [`for_each_term`]).
 pub fn terms(text: &str) -> Vec<String> {
     let mut out = Vec::new();
@@ -96,6 +128,86 @@ mod tests {
         let mut spans = Vec::new();
         for_each_term(text, |s, e, _| spans.push(&text[s..e]));
         assert_eq!(spans, ["Héllo", "wörld"]);
+    }
+
+    /// What lets [`for_each_wanted_term`] skip stemming most words.
+    #[test]
+    fn a_stem_keeps_its_words_first_letter() {
+        let keeps = |word: &str| {
+            let stemmed = stem(word);
+            assert_eq!(
+                stemmed.as_bytes().first(),
+                word.as_bytes().first(),
+                "{word} → {stemmed}"
+            );
+        };
+        let letters = b'a'..=b'z';
+        let mut word = String::new();
+        for a in letters.clone() {
+            for b in letters.clone() {
+                for c in letters.clone() {
+                    word.clear();
+                    word.extend([a, b, c].map(char::from));
+                    keeps(&word);
+                    for d in letters.clone() {
+                        word.truncate(3);
+                        word.push(char::from(d));
+                        keeps(&word);
+                    }
+                }
+            }
+        }
+        // Longer words, from letters and the suffixes the stemmer strips.
+        const PIECES: [&str; 30] = [
+            "a", "e", "i", "o", "u", "y", "s", "b", "l", "n", "t", "ing", "ed", "ly", "ies",
+            "sses", "ational", "ization", "fulness", "iveness", "ement", "ness", "eed", "eedly",
+            "ingly", "edly", "ment", "ous", "ive", "ize",
+        ];
+        let mut state = 0x2545_f491_4f6c_dd1d_u64;
+        for _ in 0..200_000 {
+            word.clear();
+            while word.len() < 3 || (word.len() < 16 && !state.is_multiple_of(5)) {
+                state ^= state << 13;
+                state ^= state >> 7;
+                state ^= state << 17;
+                word.push_str(PIECES[(state % PIECES.len() as u64) as usize]);
+            }
+            keeps(&word);
+        }
+        for exception in [
+            "skis", "skies", "dying", "lying", "tying", "idly", "gently", "ugly", "early", "only",
+            "singly", "news", "howe", "atlas", "cosmos", "bias", "andes",
+        ] {
+            keeps(exception);
+        }
+    }
+
+    #[test]
+    fn wanted_terms_are_the_same_words_as_all_terms_filtered() {
+        let text = "Running runners ran; a RUN, an ai-run. Café cafés Привет ugly ugli \
+                    skies sky idly it's gently x y yes dying";
+        let mut all = Vec::new();
+        for_each_term(text, |s, e, t| all.push((s, e, t.to_owned())));
+        for wanted in [
+            vec!["run"],
+            vec!["a", "ran"],
+            vec!["cafe", "привет"],
+            vec!["ugli", "sky"],
+            vec!["idl", "gentl", "it'"],
+            vec!["x", "y", "yes"],
+            vec!["die", "run"],
+            vec!["absent"],
+        ] {
+            let wanted: HashSet<String> = wanted.into_iter().map(str::to_owned).collect();
+            let mut got = Vec::new();
+            for_each_wanted_term(text, &wanted, |s, e, t| got.push((s, e, t.to_owned())));
+            let expected: Vec<_> = all
+                .iter()
+                .filter(|(_, _, t)| wanted.contains(t))
+                .cloned()
+                .collect();
+            assert_eq!(got, expected, "{wanted:?}");
+        }
     }
 
     #[test]
