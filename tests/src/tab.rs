@@ -79,7 +79,7 @@ impl Tab {
         let (stop, stopped) = watch::channel(false);
         let (ready_tx, ready_rx) = tokio::sync::oneshot::channel::<Result<SessionId>>();
         let log = Arc::new(TabLog::default());
-        let client = relay.owner.clone();
+        let (base, token) = (relay.owner.base.clone(), relay.owner.token.clone());
         let secret = PairingSecret::from_bytes(*secret.expose());
         let thread_log = log.clone();
         let thread = std::thread::spawn(move || {
@@ -89,6 +89,9 @@ impl Tab {
                 .expect("a runtime");
             let local = tokio::task::LocalSet::new();
             local.block_on(&runtime, async move {
+                // A client of its own: a shared one would keep some of its connections on
+                // another tab's runtime, and every request on them would cross threads.
+                let client = Client::new(base, reqwest::Client::new(), token);
                 let executor = build();
                 let session_id = id::<SessionId>();
                 let now = now_ms();

@@ -73,9 +73,12 @@ export function printLegs({ client, plugin, tab, relayBefore, relayAfter }) {
   row('plugin: post, to the relay\'s acknowledgement', tools.map((t) => pluginLeg(t, 'post')));
   row('plugin: acknowledged to answer read', tools.map((t) => pluginLeg(t, 'wait')));
   const stages = [['received', 'opened', 'open the envelope'], ['opened', 'granted', 'schema and grants'], ['granted', 'ran', 'run the tool'],
-    ['ran', 'sealed', 'seal the reply'], ['sealed', 'acknowledged', 'reply sent, to the relay\'s acknowledgement']];
+    ['ran', 'sealed', 'seal the reply']];
   for (const [from, to, what] of stages) row(`  tab: ${what}`, tools.map((t) => stage(tab[t], from, to)));
-  row('  the rest: relay wake-ups and loopback', tools.map((t) => pluginLeg(t, 'wait') - stage(tab[t], 'received', 'acknowledged')));
+  // The plugin's read is answered once the relay has stored the reply, while the relay's
+  // acknowledgement is on its way back to the tab: the last leg overlaps the tab's.
+  row('  the rest: call to the tab, reply to the plugin\'s read', tools.map((t) => pluginLeg(t, 'wait') - stage(tab[t], 'received', 'sealed')));
+  row('  (tab: reply sent, to the relay\'s acknowledgement)', tools.map((t) => stage(tab[t], 'sealed', 'acknowledged')));
   row('plugin: open and fence the reply', tools.map((t) => pluginLeg(t, 'open')));
   console.log('  the relay\'s own time per request, both tools pooled:');
   for (const [key, after] of Object.entries(relayAfter)) {

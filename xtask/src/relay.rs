@@ -57,9 +57,21 @@ pub fn run() -> Result<()> {
 /// `pgbench -N` on the same cluster.
 pub fn bench() -> Result<()> {
     let cluster = TestCluster::start()?;
+    // The idle-channels row runs the relay as a process of its own, to read its memory alone.
+    let built = cargo()
+        .current_dir(workspace())
+        .args(["build", "--release", "-p", "sealpost-relay"])
+        .status()?;
+    if !built.success() {
+        bail!("building the relay failed ({built})");
+    }
     let status = cargo()
         .current_dir(workspace())
         .args(["bench", "-p", "sealpost-e2e", "--bench", "relay"])
+        .env(
+            "SEALPOST_BENCH_RELAY_BIN",
+            workspace().join("target/release/sealpost-relay"),
+        )
         .env("SEALPOST_BENCH_POSTGRES_URL", cluster.url())
         .env("SEALPOST_BENCH_PGBENCH", cluster.tool("pgbench"))
         .status()?;

@@ -100,11 +100,14 @@ impl Plugin {
 /// relay on a fresh database; prints both and their ratio.
 pub async fn run(databases: &Databases) {
     println!("\n== the whole loop: {PAIRS} plugins and {PAIRS} native tabs on one relay ==");
-    // A hundred tabs of one owner each wait on a claim: past the per-token and per-owner shares
-    // of long-polls, which are there for accounts, not for a benchmark's one owner.
+    // Two hundred pairings of one owner, a hundred of whose tabs wait on a claim: past an
+    // account's shares of tokens, sessions and long-polls, which are there for people, not for
+    // a benchmark's one owner.
     let relay = LiveRelay::start_with(TestDb::at(databases.fresh().await), |limits| {
         limits.max_long_polls_per_token = 0;
         limits.max_long_polls_per_owner = 0;
+        limits.max_live_mcp_tokens_per_owner = 4 * PAIRS as u32;
+        limits.max_live_sessions_per_owner = 4 * PAIRS as u32;
     })
     .await;
     let clients = Arc::new(http_clients(&relay, Some(relay.store()), PAIRS).await);

@@ -13,12 +13,15 @@
 //!   as medians, with the ratio taken within each round;
 //! - wake-up: from sending a post to the answer of a claim already waiting for it;
 //! - the loop row (`loop_row.rs`): 100 plugins and 100 native tabs running the real executor,
-//!   beside the same relay alone with as many clients.
+//!   beside the same relay alone with as many clients;
+//! - idle channels (`idle.rs`): the relay binary holding 10,000 session channels, its memory
+//!   per channel, and a call among them.
 //!
 //! For profiling, one measurement alone: `SEALPOST_BENCH_STORE_ONLY=sqlite:///tmp/p.db` (the
 //! store ceiling), `SEALPOST_BENCH_RELAY_ONLY=sqlite:///tmp/p.db` (the relay at full load) or
 //! `SEALPOST_BENCH_STEPS=sqlite:///tmp/p.db` (each store step of a lone call timed apart),
-//! `SEALPOST_BENCH_LOOP_ONLY=DIR` (the loop row on SQLite in `DIR`).
+//! `SEALPOST_BENCH_LOOP_ONLY=DIR` (the loop row on SQLite in `DIR`) or
+//! `SEALPOST_BENCH_IDLE_ONLY=DIR` (the idle channels, `idle.rs`).
 //! `SEALPOST_BENCH_SHARES=DIR` compares the relay at full load on SQLite with its per-account
 //! shares off (long-polls, large bodies: 0) and on (the defaults), in alternating rounds on
 //! fresh databases in `DIR`, and prints the medians and their ratio.
@@ -29,6 +32,7 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 mod client;
 mod echo;
+mod idle;
 mod loop_row;
 mod pgbench;
 mod steps;
@@ -575,6 +579,17 @@ async fn postgres_runs(url: &str, echo: &Echo) {
     );
 }
 
+/// The idle-channels row, on the relay binary `SEALPOST_BENCH_RELAY_BIN` names
+/// (`cargo xtask bench relay` builds it), so that the memory read is the relay's alone.
+async fn idle_channels(dir: &std::path::Path) {
+    match std::env::var_os("SEALPOST_BENCH_RELAY_BIN") {
+        Some(bin) => idle::run(std::path::Path::new(&bin), dir).await,
+        None => println!(
+            "\n(idle channels skipped: SEALPOST_BENCH_RELAY_BIN does not name the relay binary; `cargo xtask bench relay` sets it)"
+        ),
+    }
+}
+
 async fn stop(relay: Arc<LiveRelay>) {
     let relay = Arc::into_inner(relay).expect("every run has ended");
     relay.stop().await;
@@ -597,6 +612,11 @@ async fn main() {
         steps::run(&url).await;
         return;
     }
+    if let Ok(dir) = std::env::var("SEALPOST_BENCH_IDLE_ONLY") {
+        std::fs::create_dir_all(&dir).unwrap();
+        idle_channels(std::path::Path::new(&dir)).await;
+        return;
+    }
     if let Ok(dir) = std::env::var("SEALPOST_BENCH_LOOP_ONLY") {
         std::fs::create_dir_all(&dir).unwrap();
         loop_row::run(&Databases::Sqlite(dir.into())).await;
@@ -617,6 +637,7 @@ async fn main() {
     .await;
     sqlite_ratios(&sqlite, &echo);
     loop_row::run(&Databases::Sqlite(dir.clone())).await;
+    idle_channels(&dir).await;
     let _ = std::fs::remove_dir_all(&dir);
     match std::env::var("SEALPOST_BENCH_POSTGRES_URL") {
         Ok(url) => postgres_runs(&url, &echo).await,

@@ -112,6 +112,12 @@ pub(crate) async fn open(
         .protocols([CHANNEL_PROTOCOL])
         .max_message_size(largest)
         .max_frame_size(largest)
+        // A channel waits far more than it talks: a small read buffer (it grows for a large
+        // message) and no write buffer (each answer is written and flushed at once) keep an
+        // idle channel at a few KiB instead of the 256 KiB the defaults hold (docs/RELAY.md,
+        // "Idle channels").
+        .read_buffer_size(CHANNEL_READ_BUFFER_BYTES)
+        .write_buffer_size(0)
         .on_upgrade(move |socket| async move {
             let _held = (hold, place, state.metrics.channel_opened());
             serve(socket, state, owner).await;
@@ -297,6 +303,8 @@ fn leading_id(text: &str) -> u32 {
     digits[..end].parse().unwrap_or(0)
 }
 
+/// The read buffer of a channel's socket.
+const CHANNEL_READ_BUFFER_BYTES: usize = 4 * 1024;
 /// The route a channel message is timed under: its operation's, or the channel's when it is
 /// not known.
 const CHANNEL_ROUTE: &str = "/v1/channel";
