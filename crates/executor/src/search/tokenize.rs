@@ -46,18 +46,8 @@ pub fn stem(folded: &str) -> Cow<'_, str> {
 
 /// Calls `emit(byte_start, byte_end, term)` for every indexable word of `text`, in order.
 /// Words without a letter or digit and words longer than [`MAX_TOKEN_BYTES`] are skipped.
-pub fn for_each_term(text: &str, mut emit: impl FnMut(usize, usize, &str)) {
-    let mut folded = String::new();
-    for (start, word) in text.unicode_word_indices() {
-        if word.len() > MAX_TOKEN_BYTES {
-            continue;
-        }
-        fold_word(word, &mut folded);
-        if folded.is_empty() {
-            continue;
-        }
-        emit(start, start + word.len(), &stem(&folded));
-    }
+pub fn for_each_term(text: &str, emit: impl FnMut(usize, usize, &str)) {
+    walk(text, |_| true, emit);
 }
 
 /// Calls `emit(byte_start, byte_end, term)` for every word of `text` whose term is in `wanted`,
@@ -71,23 +61,42 @@ pub fn for_each_wanted_term(
     wanted: &HashSet<String>,
     mut emit: impl FnMut(usize, usize, &str),
 ) {
-    let starts: HashSet<u8> = wanted.iter().filter_map(|t| t.bytes().next()).collect();
+    // The first letters of the wanted terms, one bit per lower-case ASCII letter: a word that
+    // starts with another such letter is not stemmed; any other word is.
+    let letter_bit = |b: u8| 1u32 << (b - b'a');
+    let starts = wanted
+        .iter()
+        .filter_map(|term| term.bytes().next())
+        .filter(u8::is_ascii_lowercase)
+        .fold(0, |bits, b| bits | letter_bit(b));
+    let may_be_wanted = |folded: &str| {
+        let first = folded.as_bytes()[0];
+        !first.is_ascii_lowercase() || starts & letter_bit(first) != 0
+    };
+    walk(text, may_be_wanted, |start, end, term| {
+        if wanted.contains(term) {
+            emit(start, end, term);
+        }
+    });
+}
+
+/// The words of `text` folded, skipped as [`for_each_term`] says; each one `stem_it` accepts
+/// (given the non-empty folded word) is stemmed and emitted.
+fn walk(
+    text: &str,
+    mut stem_it: impl FnMut(&str) -> bool,
+    mut emit: impl FnMut(usize, usize, &str),
+) {
     let mut folded = String::new();
     for (start, word) in text.unicode_word_indices() {
         if word.len() > MAX_TOKEN_BYTES {
             continue;
         }
         fold_word(word, &mut folded);
-        let bytes = folded.as_bytes();
-        match bytes.first() {
-            None => continue,
-            Some(first) if first.is_ascii_lowercase() && !starts.contains(first) => continue,
-            Some(_) => {}
+        if folded.is_empty() || !stem_it(&folded) {
+            continue;
         }
-        let term = stem(&folded);
-        if wanted.contains(term.as_ref()) {
-            emit(start, start + word.len(), &term);
-        }
+        emit(start, start + word.len(), &stem(&folded));
     }
 }
 
