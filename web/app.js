@@ -5,6 +5,7 @@
 // into the state the pages show (ui.js).
 
 import { Sealpost } from './sealpost/sealpost.js';
+import { signIn, startTeamSignIn, teamSignInOffered } from './sealpost/auth.js';
 import { SESSION_KEY, TOKEN_KEY, api, h, main, phase, phaseWords, say, setChildren, state } from './ui.js';
 import { keepSession, refreshPluginSeen, renderAccess, renderPairing, renderStatus, serve, showExpiryWarning, statusSoon } from './pages/access.js';
 import { outcomeOf, renderActivity } from './pages/activity.js';
@@ -19,7 +20,8 @@ async function signInFromLink() {
   // The code is single-use and secret: out of the address bar and history at once.
   history.replaceState(null, '', location.pathname);
   try {
-    const signed = await api('POST', '/v1/auth/signin', { code: match[1] });
+    // auth.js adds the verifier this tab kept when it started a team sign-in.
+    const signed = await signIn(match[1], location.origin);
     localStorage.setItem(TOKEN_KEY, signed.token);
   } catch (error) {
     const why = error.code === 'invalid_signin_code' ? 'it is unknown, used or expired (each link works once, for a short time).' : error.message;
@@ -36,8 +38,19 @@ function showChrome(shown) {
 function renderSignIn() {
   showChrome(false);
   const input = h('input', { type: 'text', id: 'signin-link', autocomplete: 'off', 'aria-describedby': 'signin-help' });
+  // Offered only when the relay is set up for the team's identity provider.
+  const team = h('div', { id: 'team-signin' });
+  teamSignInOffered(location.origin).then((offered) => {
+    if (!offered) return;
+    const host = new URL(offered.issuer).host;
+    team.replaceChildren(
+      h('p', {}, h('button', { type: 'button', class: 'primary', id: 'team-signin-button', onclick: () => startTeamSignIn(location.origin).catch((error) => say(`Team sign-in could not start: ${error.message}`, { error: true })) }, 'Sign in with your team\'s account')),
+      h('p', { class: 'muted', text: `Through your team's identity provider (${host}). Or use a sign-in link:` }),
+    );
+  }).catch(() => {});
   main.replaceChildren(
     h('h2', { text: 'Sign in' }),
+    team,
     h('p', { id: 'signin-help' }, 'Open the sign-in link you were given, or paste it here. Whoever runs this relay makes one with ', h('code', { text: 'sealpost-relay owner add NAME' }), '; each link works once, for a short time.'),
     h('form', { onsubmit: (event) => { event.preventDefault(); const value = input.value.trim(); const code = value.includes('#signin=') ? value.split('#signin=')[1] : value; location.hash = `signin=${code}`; boot(); } },
       h('label', { for: 'signin-link' }, 'Sign-in link'), ' ', input, ' ', h('button', { type: 'submit', class: 'primary' }, 'Sign in')),

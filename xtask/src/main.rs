@@ -140,6 +140,9 @@ fn test(postgres: Postgres) -> Result<()> {
         }
         cargo(&args).run()
     })?;
+    // Before the native tests: the relay's team sign-in tests run a real OpenID provider
+    // (`oidc-provider`, from web/package-lock.json).
+    step("the web tests' packages (npm ci)", web::npm_ci)?;
     let skipped = step(
         "native tests (unit, contract on SQLite and PostgreSQL, integration)",
         || native_tests(postgres),

@@ -15,10 +15,16 @@ use anyhow::{Context as _, Result};
 use crate::cmd::{SUITE_DEADLINE, cargo, cmd, root};
 use crate::tools::{self, find_in_path};
 
-/// Installs `web/`'s pinned packages (playwright-core, axe-core, binaryen) when missing.
+/// Installs `web/`'s pinned packages (playwright-core, axe-core, binaryen, oidc-provider) when
+/// missing, or older than the lockfile.
 pub fn npm_ci() -> Result<()> {
     let web = root().join("web");
-    if web.join("node_modules/.package-lock.json").exists() {
+    let modified = |path: PathBuf| std::fs::metadata(path).and_then(|m| m.modified()).ok();
+    if let (Some(installed), Some(locked)) = (
+        modified(web.join("node_modules/.package-lock.json")),
+        modified(web.join("package-lock.json")),
+    ) && installed >= locked
+    {
         return Ok(());
     }
     let npm = find_in_path("npm")

@@ -13,6 +13,7 @@ export type AuthErrorCode =
   | 'network'
   | 'bad_response'
   | 'bad_relay_origin'
+  | 'oidc_not_configured'
   | (string & {});
 
 /** A refusal or failure, with the relay's error code when it sent one. */
@@ -53,3 +54,21 @@ export function signIn(code: string, relayOrigin?: string | null): Promise<Signe
 
 /** Renews a sign-in (`GET /v1/me`); the new token replaces the one given. */
 export function renew(token: string, relayOrigin?: string | null): Promise<SignedIn>;
+
+/** The team's identity provider, as the relay offers it. */
+export interface TeamSignIn {
+  /** The provider's issuer URL. */
+  issuer: string;
+  /** The relay's start page (`startTeamSignIn` adds the PKCE challenge and the app). */
+  startUrl: string;
+}
+
+/** Whether the relay offers team sign-in (`GET /v1/auth/providers`); null: links only. */
+export function teamSignInOffered(relayOrigin?: string | null): Promise<TeamSignIn | null>;
+
+/**
+ * Starts a team sign-in: keeps a PKCE verifier in this tab's sessionStorage and navigates to
+ * the provider's login page by way of the relay. The browser comes back to this page with
+ * `#signin=CODE&relay=RELAY`; `signIn` then sends the kept verifier with the code.
+ */
+export function startTeamSignIn(relayOrigin?: string | null): Promise<void>;

@@ -12,6 +12,14 @@
 //   }
 //   const { token: renewed, expiresAt } = await renew(token, relayOrigin); // a new token each time
 //
+// Team sign-in, when the relay is set up for the team's identity provider (OpenID Connect):
+//
+//   if (await teamSignInOffered(relayOrigin)) button.onclick = () => startTeamSignIn(relayOrigin);
+//
+// sends the browser to the provider's login page by way of the relay; it comes back to this
+// page with `#signin=CODE&relay=RELAY`, read as above: `signIn` adds the PKCE verifier this
+// page kept (sessionStorage), without which the code does not work.
+//
 // A sign-in lapses seven days after its last renewal, and thirty days after the sign-in (or
 // after the sign-in whose link it came from) whatever is done. The token is a secret: keep it
 // where the app keeps secrets, never in a URL or a log.
@@ -51,12 +59,64 @@ export async function signIn(code, relayOrigin) {
   if (typeof code !== 'string' || code === '') {
     throw new AuthError('There is no sign-in code: open the sign-in link you were given.', { code: 'invalid_signin_code' });
   }
+  // A team sign-in's code works only with the verifier this page kept when it started it.
+  const verifier = takeVerifier();
   const body = await request(relayOrigin, '/v1/auth/signin', {
     method: 'POST',
     headers: { 'content-type': 'application/json' },
-    body: JSON.stringify({ code }),
+    body: JSON.stringify(verifier ? { code, code_verifier: verifier } : { code }),
   });
   return signedIn(body, body.token);
+}
+
+// Where the page keeps the PKCE verifier of a team sign-in it started: this tab only, and
+// only until the sign-in comes back.
+const VERIFIER_KEY = 'sealpost.team-signin.verifier';
+
+function takeVerifier() {
+  const storage = globalThis.sessionStorage;
+  const verifier = storage?.getItem(VERIFIER_KEY) ?? null;
+  storage?.removeItem(VERIFIER_KEY);
+  return verifier;
+}
+
+/**
+ * Whether the relay offers team sign-in: resolves to `{ issuer, startUrl }`, or null when it
+ * signs people in by links only.
+ */
+export async function teamSignInOffered(relayOrigin) {
+  const body = await request(relayOrigin, '/v1/auth/providers', {});
+  if (!body.oidc) return null;
+  return { issuer: body.oidc.issuer, startUrl: body.oidc.start_url };
+}
+
+/**
+ * Starts a team sign-in: keeps a fresh PKCE verifier in this tab and sends the browser to the
+ * relay, which sends it to the provider's login page; it comes back to this page's origin with
+ * `#signin=CODE`. A host app (a page on another origin than the relay's) is named to the relay,
+ * which sends the person back only to an origin it lists.
+ */
+export async function startTeamSignIn(relayOrigin) {
+  const offered = await teamSignInOffered(relayOrigin);
+  if (!offered) {
+    throw new AuthError('This relay does not offer team sign-in: ask for a sign-in link.', { code: 'oidc_not_configured', status: 404 });
+  }
+  const bytes = crypto.getRandomValues(new Uint8Array(32));
+  const verifier = base64url(bytes);
+  const digest = new Uint8Array(await crypto.subtle.digest('SHA-256', new TextEncoder().encode(verifier)));
+  globalThis.sessionStorage.setItem(VERIFIER_KEY, verifier);
+  const start = new URL(offered.startUrl);
+  start.searchParams.set('code_challenge', base64url(digest));
+  start.searchParams.set('code_challenge_method', 'S256');
+  const own = globalThis.location.origin;
+  if (own !== new URL(base(relayOrigin)).origin) start.searchParams.set('app_origin', own);
+  globalThis.location.assign(start.href);
+}
+
+function base64url(bytes) {
+  let text = '';
+  for (const byte of bytes) text += String.fromCharCode(byte);
+  return btoa(text).replace(/\+/g, '-').replace(/\//g, '_').replace(/=+$/, '');
 }
 
 /**

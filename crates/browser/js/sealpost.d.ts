@@ -1,8 +1,8 @@
 // TypeScript declarations for sealpost.js, the page's API to Sealpost's browser module.
 
-import type { SignInLink, SignedIn } from './auth.js';
+import type { SignInLink, SignedIn, TeamSignIn } from './auth.js';
 export { AuthError } from './auth.js';
-export type { AuthErrorCode, SignInLink, SignedIn } from './auth.js';
+export type { AuthErrorCode, SignInLink, SignedIn, TeamSignIn } from './auth.js';
 
 export type ToolKind = 'read' | 'proposal';
 
@@ -135,6 +135,10 @@ export declare class Sealpost {
   static signIn(code: string, relayOrigin?: string | null): Promise<SignedIn>;
   /** auth.js's `renew`: a new token in place of the one given; rejects with an `AuthError`. */
   static renew(token: string, relayOrigin?: string | null): Promise<SignedIn>;
+  /** Whether the relay offers team sign-in (its identity provider); null: links only. */
+  static teamSignInOffered(relayOrigin?: string | null): Promise<TeamSignIn | null>;
+  /** Goes to the provider's login page by way of the relay; comes back with `#signin=`. */
+  static startTeamSignIn(relayOrigin?: string | null): Promise<void>;
   /** `webmcp: false` leaves the page's WebMCP tools out (default: offered once granted);
    *  `confirmWithinMs` shortens how long a page tool's call waits for the person (at most 20 s).
    *  Rejects with a {@link SealpostError} (`passphrase_required`, `wrong_passphrase`) when a passphrase protects the workspace. */

@@ -15,7 +15,7 @@
 //
 // TypeScript declarations: sealpost.d.ts.
 
-import { AuthError, readSignInLink, renew, signIn } from './auth.js';
+import { AuthError, readSignInLink, renew, signIn, startTeamSignIn, teamSignInOffered } from './auth.js';
 import { Confirmations } from './confirm.js';
 import { WebMcpBridge, installModelContext, pageModelContext } from './webmcp.js';
 
@@ -41,6 +41,9 @@ export class Sealpost {
   static readSignInLink(hashOrUrl) { return readSignInLink(hashOrUrl); }
   static signIn(code, relayOrigin) { return signIn(code, relayOrigin); }
   static renew(token, relayOrigin) { return renew(token, relayOrigin); }
+  // Team sign-in through the team's identity provider, when the relay offers it.
+  static teamSignInOffered(relayOrigin) { return teamSignInOffered(relayOrigin); }
+  static startTeamSignIn(relayOrigin) { return startTeamSignIn(relayOrigin); }
 
   // Starts the worker and opens the workspace. `relayOrigin` defaults to this page's origin.
   // A workspace protected by a passphrase opens only with it: without it the promise rejects

@@ -25,6 +25,32 @@ pub use errors::{ErrorBody, ErrorCode, ErrorDetail};
 pub struct SigninRequest {
     /// The one-time code from the sign-in link.
     pub code: String,
+    /// For a code a team sign-in handed back: the PKCE verifier whose S256 challenge the app
+    /// started the sign-in with (RFC 7636). Ignored for a link's code.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub code_verifier: Option<String>,
+}
+
+/// `GET /v1/auth/providers`: how people may sign in besides sign-in links.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct AuthProviders {
+    /// Present when the relay is set up for team sign-in through an OpenID provider.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub oidc: Option<OidcProvider>,
+}
+
+/// The team's OpenID provider, as an app offers it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct OidcProvider {
+    /// The provider's issuer URL.
+    pub issuer: String,
+    /// Where the app sends the browser to sign in, adding `code_challenge` (S256 of a
+    /// verifier the app keeps), `code_challenge_method=S256` and, for a host app, its
+    /// `app_origin`. The browser comes back to the app as a sign-in link does
+    /// (`#signin=CODE`), or to a page of the relay's that says why not.
+    pub start_url: String,
 }
 
 /// Who a token belongs to.

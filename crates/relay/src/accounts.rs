@@ -33,6 +33,38 @@ pub async fn create_signin_link(
     .await
 }
 
+/// Creates a one-time code that only the holder of `pkce_challenge`'s verifier can use (a team
+/// sign-in hands it to the app that started the flow), valid `ttl_s` seconds, and returns the
+/// link to `app` that carries it.
+pub async fn create_bound_signin_link(
+    store: &dyn Store,
+    public_url: &str,
+    owner_id: OwnerId,
+    app: &AppScope,
+    ttl_s: u64,
+    pkce_challenge: [u8; 32],
+) -> StoreResult<String> {
+    let code = new_code();
+    store
+        .create_signin_code(&NewSigninCode {
+            code_hash: code_hash(&code),
+            owner_id,
+            app: app.clone(),
+            expires_at: now_ms().saturating_add_ms(ttl_s.saturating_mul(1000)),
+            lifetime_ends_at: None,
+            pkce_challenge: Some(pkce_challenge),
+        })
+        .await?;
+    Ok(signin_link(public_url, app, &code))
+}
+
+/// 32 random bytes, base64url: a sign-in code.
+fn new_code() -> String {
+    let mut bytes = [0u8; 32];
+    getrandom::fill(&mut bytes).expect("the OS random source works");
+    base64::Engine::encode(&base64::engine::general_purpose::URL_SAFE_NO_PAD, bytes)
+}
+
 /// Creates a one-time sign-in code for `owner_id` to `app`, valid `ttl_s` seconds, and returns
 /// the link that carries it ([`signin_link`]) with its expiry. `lifetime_ends_at`: the absolute
 /// end of the sign-in that asks for the link, which the sign-in made from it keeps (and the
@@ -46,9 +78,7 @@ pub async fn create_app_signin_link(
     ttl_s: u64,
     lifetime_ends_at: Option<UnixMillis>,
 ) -> StoreResult<(String, UnixMillis)> {
-    let mut bytes = [0u8; 32];
-    getrandom::fill(&mut bytes).expect("the OS random source works");
-    let code = base64::Engine::encode(&base64::engine::general_purpose::URL_SAFE_NO_PAD, bytes);
+    let code = new_code();
     let mut expires_at = now_ms().saturating_add_ms(ttl_s.saturating_mul(1000));
     if let Some(end) = lifetime_ends_at {
         expires_at = expires_at.min(end);
@@ -60,6 +90,7 @@ pub async fn create_app_signin_link(
             app: app.clone(),
             expires_at,
             lifetime_ends_at,
+            pkce_challenge: None,
         })
         .await?;
     Ok((signin_link(public_url, app, &code), expires_at))

@@ -124,7 +124,15 @@ pub(crate) async fn start_with_store(
     let hub = Hub::new();
     store.start_wakeup_listener(hub.clone(), shutdown.clone());
     let limits = config.limits.clone();
+    let oidc = match &config.oidc {
+        Some(oidc) => Some(Arc::new(crate::oidc::Provider::new(
+            oidc.clone(),
+            &config.public_url,
+        )?)),
+        None => None,
+    };
     let state = AppState::new(Shared {
+        oidc,
         store: store.clone(),
         hub: hub.clone(),
         keys,
@@ -148,6 +156,23 @@ pub(crate) async fn start_with_store(
     });
     recount_held_bytes(&state).await;
     tokio::spawn(sweeper(state.clone()));
+    let recheck = state
+        .oidc
+        .as_ref()
+        .and_then(|provider| provider.config().recheck);
+    // Team sign-in's confirmations follow the period configured now (`oidc::recheck`).
+    store
+        .apply_recheck(recheck.map(|every| every.as_millis() as i64))
+        .await
+        .context("apply the team sign-in re-check period")?;
+    if let (Some(provider), Some(every)) = (&state.oidc, recheck) {
+        tokio::spawn(crate::oidc::recheck_loop(
+            store.clone(),
+            provider.clone(),
+            every,
+            shutdown.clone(),
+        ));
+    }
     tokio::spawn(metrics_upkeep(state.clone()));
     let connections = crate::serve::ConnectionLimits::new(&limits, state.config.trust_proxy);
     let metrics = state.metrics.clone();

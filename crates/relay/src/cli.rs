@@ -91,6 +91,8 @@ struct ServeArgs {
     #[arg(long)]
     signing_key_file: Option<PathBuf>,
     #[command(flatten)]
+    oidc: crate::oidc::OidcArgs,
+    #[command(flatten)]
     limits: Limits,
 }
 
@@ -235,6 +237,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             config.web_dir = args.web;
             config.trust_proxy = args.trust_proxy;
             config.app_origins = cli.app_origins;
+            config.oidc = args.oidc.clone().into_config()?;
             match args.metrics_listen.as_deref() {
                 Some("off") => {}
                 Some(addr) => {

@@ -38,6 +38,8 @@ pub struct Config {
     /// no `Origin` checked; otherwise a request from any other origin but the relay's own is
     /// refused with 403 `origin_not_allowed` (`origins`, `http::cors`).
     pub app_origins: Vec<AppOrigin>,
+    /// Team sign-in through an OpenID provider; `None`: sign-in links only.
+    pub oidc: Option<crate::oidc::OidcConfig>,
     /// Every limit the relay enforces.
     pub limits: Limits,
 }
@@ -311,6 +313,7 @@ impl Config {
             metrics_token: None,
             signing_key: None,
             app_origins: Vec::new(),
+            oidc: None,
             limits: Limits::default(),
         }
     }

@@ -29,6 +29,7 @@ pub mod config;
 pub mod http;
 pub(crate) mod ids;
 pub(crate) mod metrics;
+pub mod oidc;
 pub mod origins;
 pub(crate) mod quota;
 pub(crate) mod ratelimit;

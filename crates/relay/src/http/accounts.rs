@@ -105,6 +105,17 @@ pub async fn signin(
         .ok_or_else(|| {
             refused("This sign-in link is unknown, used or expired. Ask for a new one.")
         })?;
+    // A code a team sign-in handed back works only for the app that started that sign-in.
+    if let Some(challenge) = grant.pkce_challenge
+        && !request
+            .code_verifier
+            .as_deref()
+            .is_some_and(|verifier| answers_challenge(verifier, &challenge))
+    {
+        return Err(refused(
+            "This sign-in belongs to the app page that started it. Start the sign-in again there.",
+        ));
+    }
     // The app is the code's, recorded when the link was made; the request's Origin says nothing.
     if let Some(origin) = grant.app.origin()
         && !state.config.app_origins.contains(origin)
@@ -139,6 +150,19 @@ pub async fn signin(
         expires_at: row.expires_at,
         app_origin: app_origin(&row.app),
     }))
+}
+
+/// Whether `verifier` is a PKCE verifier (RFC 7636, 4.1: 43 to 128 unreserved characters)
+/// whose S256 challenge is `challenge`.
+fn answers_challenge(verifier: &str, challenge: &[u8; 32]) -> bool {
+    use sha2::Digest as _;
+    use subtle::ConstantTimeEq as _;
+    let well_formed = (43..=128).contains(&verifier.len())
+        && verifier
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~'));
+    let digest: [u8; 32] = sha2::Sha256::digest(verifier.as_bytes()).into();
+    well_formed && bool::from(digest.ct_eq(challenge))
 }
 
 /// `POST /v1/auth/signout`: revokes the token used (an MCP token may revoke itself this way).

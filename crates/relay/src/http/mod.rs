@@ -28,6 +28,8 @@ pub(crate) mod cors;
 #[cfg(feature = "documented-errors")]
 mod documented;
 pub mod error;
+pub(crate) mod oidc;
+mod oidc_page;
 mod openapi;
 pub(crate) mod sessions;
 pub(crate) mod state;
@@ -52,6 +54,7 @@ fn routes() -> OpenApiRouter<AppState> {
         .routes(routes!(accounts::signout))
         .routes(routes!(accounts::signin_link))
         .routes(routes!(accounts::me))
+        .routes(routes!(oidc::providers))
         .routes(routes!(
             accounts::create_mcp_token,
             accounts::list_mcp_tokens
@@ -91,6 +94,7 @@ pub fn document_json() -> &'static str {
 pub(crate) fn router(state: AppState) -> Router {
     let (api, _) = routes().split_for_parts();
     let api = api
+        .merge(oidc::pages())
         .fallback_service(web_service(&state))
         // Bodies are read by `body::read_capped`, which enforces each endpoint's own cap.
         .layer(axum::extract::DefaultBodyLimit::disable());

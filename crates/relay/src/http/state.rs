@@ -36,6 +36,8 @@ pub struct Shared {
     pub hub: Arc<Hub>,
     pub keys: Keys,
     pub config: Arc<Config>,
+    /// The team's identity provider, when team sign-in is set up.
+    pub oidc: Option<Arc<crate::oidc::Provider>>,
     pub rate: RateLimits,
     pub metrics: std::sync::Arc<Metrics>,
     /// Cancelled at shutdown: long-polls answer at once.

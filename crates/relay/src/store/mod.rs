@@ -33,6 +33,7 @@ macro_rules! token_app {
 
 mod bound;
 mod hot_path;
+mod identities;
 mod postgres;
 mod rows;
 mod sql;
@@ -40,6 +41,7 @@ mod sql_time;
 mod sqlite;
 mod sweep;
 
+pub use identities::{ConfirmedIdentity, DueRenewal, OidcFlow, RenewalLease, RenewalOutcome};
 pub(crate) use sql_time::{duration_to_sql, time_from_sql, time_to_sql};
 
 /// Why a store operation did not happen. The HTTP layer maps each to a stable error code.
@@ -124,6 +126,9 @@ pub struct OwnerRow {
     pub created_at: UnixMillis,
     /// Whether the owner is disabled: none of their tokens works and they cannot sign in.
     pub disabled: bool,
+    /// With team sign-in re-checks, when the owner's last confirmation at the provider runs
+    /// out: none of their tokens works past it.
+    pub confirmed_until: Option<UnixMillis>,
 }
 
 /// A bearer token's row. A JWT names it by `sid`; the row decides whether the JWT still works.
@@ -166,6 +171,9 @@ pub struct NewSigninCode {
     /// For a link a signed-in token minted, that sign-in's own absolute end, which the sign-in
     /// made from it keeps; `None` for the CLI's links and the first start.
     pub lifetime_ends_at: Option<UnixMillis>,
+    /// For a code a team sign-in hands an app, the SHA-256 of the PKCE verifier the app must
+    /// show to use it; `None` for links.
+    pub pkce_challenge: Option<[u8; 32]>,
 }
 
 /// What a sign-in code grants once used.
@@ -177,6 +185,8 @@ pub struct SigninGrant {
     pub app: AppScope,
     /// The absolute end the sign-in inherits, if any (see [`NewSigninCode`]).
     pub lifetime_ends_at: Option<UnixMillis>,
+    /// The PKCE challenge the exchange must answer, if any (see [`NewSigninCode`]).
+    pub pkce_challenge: Option<[u8; 32]>,
 }
 
 /// A session to create. The hello is opaque bytes stored as given.
@@ -408,6 +418,26 @@ pub trait Store: Send + Sync + std::fmt::Debug {
         code_hash: [u8; 32],
         now: UnixMillis,
     ) -> StoreResult<Option<SigninGrant>>;
+
+    /// Stores a team sign-in flow at its start.
+    async fn create_oidc_flow(&self, flow: &OidcFlow) -> StoreResult<()>;
+    /// Uses a flow up at its callback: the flow if its state (SHA-256) was live. Works once,
+    /// even when callbacks race on two replicas.
+    async fn consume_oidc_flow(
+        &self,
+        state_hash: [u8; 32],
+        now: UnixMillis,
+    ) -> StoreResult<Option<OidcFlow>>;
+    /// The owner a person the provider just vouched for signs in as, by (issuer, subject):
+    /// their confirmation recorded, or a new owner made.
+    async fn owner_for_identity(&self, identity: &ConfirmedIdentity) -> StoreResult<OwnerRow>;
+    /// Leases to this replica the confirmations due for renewal at the provider.
+    async fn lease_renewals(&self, lease: RenewalLease) -> StoreResult<Vec<DueRenewal>>;
+    /// Records what the provider said of a person (see [`RenewalOutcome`]).
+    async fn record_renewal(&self, owner_id: OwnerId, outcome: &RenewalOutcome) -> StoreResult<()>;
+    /// At start: every owner's confirmation lasts `every_ms` from their last one (`None`: no
+    /// re-check, no limit).
+    async fn apply_recheck(&self, every_ms: Option<i64>) -> StoreResult<()>;
 
     /// Stores a new token row (a sign-in or an MCP token), live until it expires or is revoked.
     async fn create_token(&self, token: &TokenRow) -> StoreResult<()>;

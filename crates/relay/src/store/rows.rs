@@ -84,6 +84,7 @@ pub(crate) fn owner(row: &impl Columns) -> StoreResult<OwnerRow> {
         name: row.text("name")?,
         created_at: row.time("created_at")?,
         disabled: row.opt_int("disabled_at")?.is_some(),
+        confirmed_until: row.opt_time("confirmed_until")?,
     })
 }
 
@@ -102,12 +103,20 @@ pub(crate) fn token(row: &impl Columns) -> StoreResult<TokenRow> {
     })
 }
 
-/// `owner_id, app_origin, lifetime_ends_at` of a sign-in code just used.
+/// `owner_id, app_origin, lifetime_ends_at, pkce_challenge` of a sign-in code just used.
 pub(crate) fn signin_grant(row: &impl Columns) -> StoreResult<SigninGrant> {
     Ok(SigninGrant {
         owner_id: row.id("owner_id")?,
         app: parse_app(&row.text("app_origin")?)?,
         lifetime_ends_at: row.opt_time("lifetime_ends_at")?,
+        pkce_challenge: row
+            .opt_bytes("pkce_challenge")?
+            .map(|bytes| {
+                bytes.try_into().map_err(|_| {
+                    StoreError::Unreadable("signin_codes.pkce_challenge is not 32 bytes".into())
+                })
+            })
+            .transpose()?,
     })
 }
 

@@ -29,14 +29,16 @@ pub(crate) const REVOKE_OWNER_TOKENS: &str =
 /// `$1` owner id.
 pub(crate) const DELETE_OWNER_SIGNIN_CODES: &str = "DELETE FROM signin_codes WHERE owner_id = $1";
 
-/// `$1` code hash, `$2` owner id, `$3` expires_at, `$4` app, `$5` inherited lifetime end.
+/// `$1` code hash, `$2` owner id, `$3` expires_at, `$4` app, `$5` inherited lifetime end, `$6`
+/// the PKCE challenge the code is bound to.
 pub(crate) const INSERT_SIGNIN_CODE: &str = "INSERT INTO signin_codes \
-     (code_hash, owner_id, expires_at, app_origin, lifetime_ends_at) VALUES ($1, $2, $3, $4, $5)";
+     (code_hash, owner_id, expires_at, app_origin, lifetime_ends_at, pkce_challenge) \
+     VALUES ($1, $2, $3, $4, $5, $6)";
 /// `$1` code hash, `$2` now: uses the code up (one statement, so it works once) and returns
 /// what it grants.
 pub(crate) const CONSUME_SIGNIN_CODE: &str = "DELETE FROM signin_codes WHERE code_hash = $1 AND expires_at > $2 \
      AND owner_id IN (SELECT id FROM owners WHERE disabled_at IS NULL) \
-     RETURNING owner_id, app_origin, lifetime_ends_at";
+     RETURNING owner_id, app_origin, lifetime_ends_at, pkce_challenge";
 
 /// `$1` id … `$9` lifetime_ends_at, in the column order.
 pub(crate) const INSERT_TOKEN: &str = "INSERT INTO tokens \
@@ -44,7 +46,8 @@ pub(crate) const INSERT_TOKEN: &str = "INSERT INTO tokens \
      VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)";
 /// `$1` id, `$2` now.
 pub(crate) const SELECT_ACTIVE_TOKEN: &str = "SELECT t.* FROM tokens t JOIN owners o ON o.id = t.owner_id \
-     WHERE t.id = $1 AND t.revoked_at IS NULL AND t.expires_at > $2 AND o.disabled_at IS NULL";
+     WHERE t.id = $1 AND t.revoked_at IS NULL AND t.expires_at > $2 AND o.disabled_at IS NULL \
+     AND (o.confirmed_until IS NULL OR o.confirmed_until > $2)";
 /// `$1` owner id, `$2` now, `$3` the app of the token that asks: its own app's tokens, or
 /// every app's for the relay's own (`''`, see `scope`).
 pub(crate) const SELECT_OWNER_TOKENS: &str = "SELECT * FROM tokens WHERE owner_id = $1 AND kind = 'owner' \
@@ -157,6 +160,8 @@ pub(crate) const SWEEP_DELETE_SESSIONS: &str = "DELETE FROM sessions WHERE ended
 /// `$1` now.
 pub(crate) const SWEEP_DELETE_SIGNIN_CODES: &str =
     "DELETE FROM signin_codes WHERE expires_at <= $1";
+/// `$1` now: team sign-ins never finished.
+pub(crate) const SWEEP_DELETE_OIDC_FLOWS: &str = "DELETE FROM oidc_flows WHERE expires_at <= $1";
 /// `$1` now − grace.
 pub(crate) const SWEEP_DELETE_TOKENS: &str =
     "DELETE FROM tokens WHERE expires_at <= $1 OR revoked_at <= $1";

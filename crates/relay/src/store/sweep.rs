@@ -51,7 +51,7 @@ where
 /// After calls have expired: clears the bytes of calls past their expiry, deletes calls
 /// `grace_ms` past it, ends the sessions that reached their expiry and has `cancel` cancel
 /// their open calls (the backend's own step, which wakes its waiters), then deletes sessions
-/// ended `grace_ms` ago (once no call rows remain), expired sign-in codes, and tokens
+/// ended `grace_ms` ago (once no call rows remain), expired sign-in codes and sign-in flows, and tokens
 /// `grace_ms` past their end.
 pub(crate) async fn after_expiry<DB>(
     conn: &mut DB::Connection,
@@ -83,6 +83,7 @@ where
     stats.ended = cancel(&mut *conn, ended).await?;
     stats.deleted_sessions = run::<DB>(&mut *conn, sql::SWEEP_DELETE_SESSIONS, past_grace).await?;
     run::<DB>(&mut *conn, sql::SWEEP_DELETE_SIGNIN_CODES, now).await?;
+    run::<DB>(&mut *conn, sql::SWEEP_DELETE_OIDC_FLOWS, now).await?;
     run::<DB>(&mut *conn, sql::SWEEP_DELETE_TOKENS, past_grace).await?;
     Ok(())
 }

@@ -281,6 +281,7 @@ fn endpoints(alice: &Alice) -> Vec<(Method, String, Option<Value>, Only)> {
         "GET /metrics",
         "GET /v1/openapi.json",
         "POST /v1/auth/signin",
+        "GET /v1/auth/providers",
     ];
     // The routes that take an owner's or an MCP token alike; every other one documents the
     // kind it takes, so a 403 reworded cannot drop the check of the other kind unseen.

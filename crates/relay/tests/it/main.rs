@@ -15,6 +15,7 @@ mod hardening;
 mod isolation;
 mod limits;
 mod migrations;
+mod oidc;
 mod openapi;
 mod origins;
 mod owner_tokens;

@@ -23,7 +23,7 @@ use axum::extract::{Request, State};
 use axum::http::StatusCode;
 use axum::http::request::Parts;
 use axum::middleware::Next;
-use axum::response::Response;
+use axum::response::{IntoResponse as _, Response};
 
 use super::error::{ApiError, ApiResult};
 use super::state::AppState;
@@ -95,9 +95,32 @@ pub(crate) async fn forget_dead_tokens(
         let signed = bearer_in(&presented).and_then(|token| signed_bearer(&state, token).ok());
         if let Some(bearer) = signed {
             state.rate.forget_token(bearer.token_id);
+            if let Some(lapsed) = lapsed_confirmation(&state, &bearer).await {
+                let mut lapsed = lapsed.into_response();
+                lapsed.headers_mut().insert(
+                    axum::http::header::CACHE_CONTROL,
+                    axum::http::HeaderValue::from_static("no-store"),
+                );
+                return lapsed;
+            }
         }
     }
     response
+}
+
+/// With team sign-in re-checks, the 401 of an owner whose confirmation at the provider ran out
+/// says so (the code stays `unauthorized`): the person signs in again through the provider.
+async fn lapsed_confirmation(state: &AppState, bearer: &Bearer) -> Option<ApiError> {
+    state.oidc.as_ref()?.config().recheck?;
+    let owner = state.store.owner_by_id(bearer.owner_id).await.ok()??;
+    let until = owner.confirmed_until?;
+    (until <= now_ms()).then(|| {
+        ApiError::new(
+            sealpost_protocol::api::ErrorCode::Unauthorized,
+            "Your team's identity provider has not confirmed this account recently enough, or \
+             no longer does. Sign in again with your team's account.",
+        )
+    })
 }
 
 /// The bearer's row, if it is live and agrees with the claims; else 401.

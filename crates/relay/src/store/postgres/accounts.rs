@@ -87,6 +87,7 @@ pub(super) async fn create_signin_code(pool: &PgPool, c: &NewSigninCode) -> Stor
         .bind(time_to_sql(c.expires_at))
         .bind(c.app.stored())
         .bind(c.lifetime_ends_at.map(time_to_sql))
+        .bind(c.pkce_challenge.map(|challenge| challenge.to_vec()))
         .execute(pool)
         .await?;
     Ok(())

@@ -29,8 +29,10 @@ use super::{
     LiveSession, NewCall, NewSession, NewSigninCode, OwnerRow, Page, SigninGrant, Store,
     StoreError, StoreResult, SweepStats, TokenRow, b, time_to_sql,
 };
+use super::{ConfirmedIdentity, DueRenewal, OidcFlow, RenewalLease, RenewalOutcome, identities};
 use crate::scope::AppScope;
 use crate::wake::Hub;
+use sqlx::Postgres;
 
 /// The bearer's token row is live, as a condition inside a hot-path statement. With no
 /// arguments, the statement's first five parameters are `$1` token id, `$2` owner id, `$3`
@@ -53,7 +55,9 @@ macro_rules! token_live {
             $pair,
             " AND t.revoked_at IS NULL AND t.expires_at > ",
             $now,
-            " AND o.disabled_at IS NULL)"
+            " AND o.disabled_at IS NULL AND (o.confirmed_until IS NULL OR o.confirmed_until > ",
+            $now,
+            "))"
         )
     };
 }
@@ -141,7 +145,8 @@ async fn require_live(pool: &PgPool, bearer: &Bearer, now: UnixMillis) -> StoreR
     let live: bool = sqlx::query_scalar(
         "SELECT EXISTS (SELECT 1 FROM tokens t JOIN owners o ON o.id = t.owner_id \
          WHERE t.id = $1 AND t.owner_id = $2 AND t.kind = $3 AND t.pair_id IS NOT DISTINCT FROM $4 \
-         AND t.revoked_at IS NULL AND t.expires_at > $5 AND o.disabled_at IS NULL)",
+         AND t.revoked_at IS NULL AND t.expires_at > $5 AND o.disabled_at IS NULL \
+         AND (o.confirmed_until IS NULL OR o.confirmed_until > $5))",
     )
     .bind(b(bearer.token_id))
     .bind(b(bearer.owner_id))
@@ -214,6 +219,43 @@ impl Store for PgStore {
         now: UnixMillis,
     ) -> StoreResult<Option<SigninGrant>> {
         accounts::consume_signin_code(&self.pool, code_hash, now).await
+    }
+
+    async fn create_oidc_flow(&self, flow: &OidcFlow) -> StoreResult<()> {
+        let mut conn = self.pool.acquire().await?;
+        identities::insert_flow::<Postgres>(&mut conn, flow).await
+    }
+
+    async fn consume_oidc_flow(
+        &self,
+        state_hash: [u8; 32],
+        now: UnixMillis,
+    ) -> StoreResult<Option<OidcFlow>> {
+        let mut conn = self.pool.acquire().await?;
+        identities::consume_flow::<Postgres>(&mut conn, state_hash, now).await
+    }
+
+    async fn owner_for_identity(&self, identity: &ConfirmedIdentity) -> StoreResult<OwnerRow> {
+        let mut tx = self.pool.begin().await?;
+        let owner = identities::owner_for_identity::<Postgres>(&mut tx, identity).await?;
+        tx.commit().await.map_err(StoreError::NotCommitted)?;
+        Ok(owner)
+    }
+
+    async fn lease_renewals(&self, lease: RenewalLease) -> StoreResult<Vec<DueRenewal>> {
+        let mut conn = self.pool.acquire().await?;
+        identities::lease_renewals::<Postgres>(&mut conn, lease).await
+    }
+
+    async fn record_renewal(&self, owner_id: OwnerId, outcome: &RenewalOutcome) -> StoreResult<()> {
+        let mut tx = self.pool.begin().await?;
+        identities::record_renewal::<Postgres>(&mut tx, owner_id, outcome).await?;
+        tx.commit().await.map_err(StoreError::NotCommitted)
+    }
+
+    async fn apply_recheck(&self, every_ms: Option<i64>) -> StoreResult<()> {
+        let mut conn = self.pool.acquire().await?;
+        identities::apply_recheck::<Postgres>(&mut conn, every_ms).await
     }
 
     async fn create_token(&self, token: &TokenRow) -> StoreResult<()> {

@@ -113,6 +113,7 @@ impl SqliteStore {
                     .bind(time_to_sql(c.expires_at))
                     .bind(c.app.stored())
                     .bind(c.lifetime_ends_at.map(time_to_sql))
+                    .bind(c.pkce_challenge.map(|challenge| challenge.to_vec()))
                     .execute(&mut *conn)
                     .await?;
                 Ok(())

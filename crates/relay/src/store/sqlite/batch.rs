@@ -64,7 +64,8 @@ pub(crate) fn token_live(token: &str, owner: &str, kind: &str, pair: &str, now: 
     format!(
         "EXISTS (SELECT 1 FROM tokens t JOIN owners o ON o.id = t.owner_id \
          WHERE t.id = {token} AND t.owner_id = {owner} AND t.kind = {kind} AND t.pair_id IS {pair} \
-         AND t.revoked_at IS NULL AND t.expires_at > {now} AND o.disabled_at IS NULL)"
+         AND t.revoked_at IS NULL AND t.expires_at > {now} AND o.disabled_at IS NULL \
+         AND (o.confirmed_until IS NULL OR o.confirmed_until > {now}))"
     )
 }
 

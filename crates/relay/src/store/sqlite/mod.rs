@@ -39,9 +39,12 @@ use super::{
     NewCall, NewSession, NewSigninCode, OwnerRow, Page, SigninGrant, Store, StoreResult,
     SweepStats, TokenRow, b,
 };
-use super::{bound, sql};
+use super::{
+    ConfirmedIdentity, DueRenewal, OidcFlow, RenewalLease, RenewalOutcome, bound, identities, sql,
+};
 use crate::scope::AppScope;
 use crate::wake::Hub;
+use sqlx::Sqlite;
 
 mod accounts;
 mod batch;
@@ -209,6 +212,57 @@ impl Store for SqliteStore {
         now: UnixMillis,
     ) -> StoreResult<Option<SigninGrant>> {
         self.consume_signin_code_impl(code_hash, now).await
+    }
+
+    async fn create_oidc_flow(&self, flow: &OidcFlow) -> StoreResult<()> {
+        let flow = flow.clone();
+        self.write(move |conn| {
+            Box::pin(async move { identities::insert_flow::<Sqlite>(conn, &flow).await })
+        })
+        .await
+    }
+
+    async fn consume_oidc_flow(
+        &self,
+        state_hash: [u8; 32],
+        now: UnixMillis,
+    ) -> StoreResult<Option<OidcFlow>> {
+        self.write(move |conn| {
+            Box::pin(async move { identities::consume_flow::<Sqlite>(conn, state_hash, now).await })
+        })
+        .await
+    }
+
+    async fn owner_for_identity(&self, identity: &ConfirmedIdentity) -> StoreResult<OwnerRow> {
+        let identity = identity.clone();
+        self.write_atomic(move |conn| {
+            Box::pin(async move { identities::owner_for_identity::<Sqlite>(conn, &identity).await })
+        })
+        .await
+    }
+
+    async fn lease_renewals(&self, lease: RenewalLease) -> StoreResult<Vec<DueRenewal>> {
+        self.write(move |conn| {
+            Box::pin(async move { identities::lease_renewals::<Sqlite>(conn, lease).await })
+        })
+        .await
+    }
+
+    async fn record_renewal(&self, owner_id: OwnerId, outcome: &RenewalOutcome) -> StoreResult<()> {
+        let outcome = outcome.clone();
+        self.write_atomic(move |conn| {
+            Box::pin(
+                async move { identities::record_renewal::<Sqlite>(conn, owner_id, &outcome).await },
+            )
+        })
+        .await
+    }
+
+    async fn apply_recheck(&self, every_ms: Option<i64>) -> StoreResult<()> {
+        self.write(move |conn| {
+            Box::pin(async move { identities::apply_recheck::<Sqlite>(conn, every_ms).await })
+        })
+        .await
     }
 
     async fn create_token(&self, token: &TokenRow) -> StoreResult<()> {

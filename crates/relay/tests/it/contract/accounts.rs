@@ -84,6 +84,7 @@ pub(super) async fn check_signin_codes_work_once_and_tokens_are_revocable(store:
             owner_id: owner,
             app: RELAY_APP.clone(),
             lifetime_ends_at: None,
+            pkce_challenge: None,
         })
     );
     assert_eq!(

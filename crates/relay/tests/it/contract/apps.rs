@@ -34,6 +34,7 @@ pub(super) async fn check_a_sign_in_code_carries_its_app_and_end_to_its_sign_in(
             app: a.clone(),
             expires_at: T0.saturating_add_ms(1_000),
             lifetime_ends_at: Some(end),
+            pkce_challenge: None,
         })
         .await
         .unwrap();
@@ -43,6 +44,7 @@ pub(super) async fn check_a_sign_in_code_carries_its_app_and_end_to_its_sign_in(
             owner_id: owner,
             app: a.clone(),
             lifetime_ends_at: Some(end),
+            pkce_challenge: None,
         })
     );
     let token = TokenRow {

@@ -116,6 +116,7 @@ fn signin_code(n: u8, owner: OwnerId, expires_at: UnixMillis) -> NewSigninCode {
         app: RELAY_APP.clone(),
         expires_at,
         lifetime_ends_at: None,
+        pkce_challenge: None,
     }
 }
 

@@ -1,0 +1,495 @@
+//! The provider as the relay sees it: its discovery document and signing keys, fetched over
+//! HTTPS and kept for their HTTP cache lifetimes, and the two requests a sign-in makes of it
+//! (the authorization URL, the code exchange), plus the refresh a re-check makes.
+//!
+//! A provider that does not answer leaves what is cached in use (past its lifetime, with a
+//! warning): existing sign-ins never need it, and a sign-in that needs it fails with
+//! `provider_unavailable`. An ID token signed by a key the cached set lacks refetches the set
+//! once (at most every [`JWKS_REFETCH_GAP`]), so a key rotation is picked up at once.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::time::{Duration, Instant};
+
+use openidconnect::core::{
+    CoreAuthenticationFlow, CoreClient, CoreJsonWebKeySet, CoreProviderMetadata, CoreTokenResponse,
+};
+use openidconnect::{
+    AsyncHttpClient, AuthorizationCode, ClientId, ClientSecret, CsrfToken, HttpRequest,
+    HttpResponse, Nonce, OAuth2TokenResponse as _, PkceCodeChallenge, PkceCodeVerifier,
+    RedirectUrl, RefreshToken, RequestTokenError, Scope, TokenResponse as _,
+};
+use tokio::sync::Mutex;
+
+use super::args::OidcConfig;
+use super::at_rest::AtRest;
+use super::refusal::Refusal;
+use super::verify::{self, VerifiedClaims};
+
+/// A document the provider sends without a cache lifetime is kept this long.
+const DEFAULT_LIFETIME: Duration = Duration::from_secs(3600);
+/// The shortest and longest a document is kept, whatever its headers say: `no-store` must not
+/// turn every sign-in into two fetches, nor a year's `max-age` pin a rotated key out.
+const MIN_LIFETIME: Duration = Duration::from_secs(60);
+const MAX_LIFETIME: Duration = Duration::from_secs(24 * 3600);
+/// An unknown `kid` refetches the key set at most this often (a forged token names any kid).
+const JWKS_REFETCH_GAP: Duration = Duration::from_secs(10);
+/// Each request to the provider.
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
+/// The largest document or token response read from the provider.
+const MAX_RESPONSE_BYTES: usize = 1 << 20;
+
+/// The relay's callback path; `PUBLIC_URL` + this is the one redirect URI registered.
+pub const CALLBACK_PATH: &str = "/auth/oidc/callback";
+
+/// What a sign-in flow sends the provider, and keeps to finish it.
+#[derive(Debug)]
+pub struct Authorization {
+    /// Where the browser goes to sign in.
+    pub url: url::Url,
+    /// The `state` in the URL.
+    pub state: String,
+    /// The `nonce` in the URL, which the ID token must carry.
+    pub nonce: String,
+    /// The verifier of the URL's PKCE challenge.
+    pub pkce_verifier: String,
+}
+
+/// A finished code exchange: the verified ID token's claims, and the refresh token if the
+/// provider gave one.
+#[derive(Debug)]
+pub struct SignedIn {
+    /// The ID token's claims, verified.
+    pub claims: VerifiedClaims,
+    /// The provider's refresh token, if it gave one.
+    pub refresh_token: Option<String>,
+}
+
+/// The outcome of a refresh at the provider.
+#[derive(Debug)]
+pub enum Renewal {
+    /// The provider still vouches for the person: the refresh token to keep (rotated or not).
+    Confirmed {
+        /// The refresh token to keep.
+        refresh_token: String,
+    },
+    /// The provider refused the refresh token (`invalid_grant` and the like): the person was
+    /// removed, disabled, or the grant revoked.
+    Refused(String),
+    /// The provider did not answer; try again later.
+    Unavailable(String),
+}
+
+/// The configured provider, its documents cached.
+#[derive(Debug)]
+pub struct Provider {
+    config: OidcConfig,
+    /// Refresh tokens' key at rest: with re-checks (which need a confidential client) only.
+    at_rest: Option<AtRest>,
+    redirect_uri: String,
+    http: Http,
+    documents: Mutex<Option<Documents>>,
+}
+
+#[derive(Debug, Clone)]
+struct Documents {
+    metadata: CoreProviderMetadata,
+    metadata_fresh_until: Instant,
+    jwks: CoreJsonWebKeySet,
+    jwks_fresh_until: Instant,
+    jwks_fetched_at: Instant,
+}
+
+impl Provider {
+    /// The provider of `config`, for a relay at `public_url` (its callback's origin).
+    pub fn new(config: OidcConfig, public_url: &str) -> anyhow::Result<Self> {
+        let client = reqwest::Client::builder()
+            .redirect(reqwest::redirect::Policy::none())
+            .timeout(REQUEST_TIMEOUT)
+            .build()?;
+        let at_rest = match (&config.recheck, &config.client_secret) {
+            (Some(_), Some(secret)) => Some(AtRest::new(secret)),
+            _ => None,
+        };
+        Ok(Self {
+            at_rest,
+            redirect_uri: format!("{}{CALLBACK_PATH}", public_url.trim_end_matches('/')),
+            config,
+            http: Http(client),
+            documents: Mutex::new(None),
+        })
+    }
+
+    /// The configuration it was made from.
+    pub fn config(&self) -> &OidcConfig {
+        &self.config
+    }
+
+    /// The key refresh tokens are sealed under, when re-checks keep them.
+    pub fn at_rest(&self) -> Option<&AtRest> {
+        self.at_rest.as_ref()
+    }
+
+    /// The provider's documents, refetching what is past its lifetime (or the key set, when
+    /// `new_key` and the last fetch is older than the gap).
+    async fn documents(&self, new_key: bool) -> Result<Documents, Refusal> {
+        let mut cached = self.documents.lock().await;
+        let now = Instant::now();
+        let Some(held) = cached.as_mut() else {
+            let fresh = self.fetch_all().await?;
+            *cached = Some(fresh.clone());
+            return Ok(fresh);
+        };
+        if now >= held.metadata_fresh_until {
+            match self.fetch_metadata().await {
+                Ok((metadata, lifetime)) => {
+                    held.metadata = metadata;
+                    held.metadata_fresh_until = now + lifetime;
+                }
+                Err(refusal) => {
+                    tracing::warn!(
+                        code = refusal.code(),
+                        "provider discovery refetch failed; keeping the cached document"
+                    );
+                }
+            }
+        }
+        let rotated = new_key && now.duration_since(held.jwks_fetched_at) >= JWKS_REFETCH_GAP;
+        if now >= held.jwks_fresh_until || rotated {
+            match self.fetch_jwks(&held.metadata).await {
+                Ok((jwks, lifetime)) => {
+                    held.jwks = jwks;
+                    held.jwks_fresh_until = now + lifetime;
+                    held.jwks_fetched_at = now;
+                }
+                Err(refusal) => {
+                    tracing::warn!(
+                        code = refusal.code(),
+                        "provider key set refetch failed; keeping the cached keys"
+                    );
+                }
+            }
+        }
+        Ok(held.clone())
+    }
+
+    async fn fetch_all(&self) -> Result<Documents, Refusal> {
+        let (metadata, metadata_lifetime) = self.fetch_metadata().await?;
+        let (jwks, jwks_lifetime) = self.fetch_jwks(&metadata).await?;
+        let now = Instant::now();
+        Ok(Documents {
+            metadata,
+            metadata_fresh_until: now + metadata_lifetime,
+            jwks,
+            jwks_fresh_until: now + jwks_lifetime,
+            jwks_fetched_at: now,
+        })
+    }
+
+    async fn fetch_metadata(&self) -> Result<(CoreProviderMetadata, Duration), Refusal> {
+        let url = format!(
+            "{}/.well-known/openid-configuration",
+            self.config.issuer.trim_end_matches('/')
+        );
+        let (body, lifetime) = self.http.get(&url).await?;
+        let metadata: CoreProviderMetadata = serde_json::from_slice(&body).map_err(|error| {
+            Refusal::ProviderUnavailable(format!("its discovery document does not parse: {error}"))
+        })?;
+        // OpenID Connect Discovery 1.0, 4.3: the document's issuer is exactly the one asked.
+        if metadata.issuer().as_str() != self.config.issuer {
+            return Err(Refusal::ProviderUnavailable(format!(
+                "its discovery document names the issuer {}, not {}",
+                metadata.issuer().as_str(),
+                self.config.issuer
+            )));
+        }
+        Ok((metadata, lifetime))
+    }
+
+    async fn fetch_jwks(
+        &self,
+        metadata: &CoreProviderMetadata,
+    ) -> Result<(CoreJsonWebKeySet, Duration), Refusal> {
+        let (body, lifetime) = self.http.get(metadata.jwks_uri().as_str()).await?;
+        let jwks = serde_json::from_slice(&body).map_err(|error| {
+            Refusal::ProviderUnavailable(format!("its key set does not parse: {error}"))
+        })?;
+        Ok((jwks, lifetime))
+    }
+
+    fn client_id(&self) -> ClientId {
+        ClientId::new(self.config.client_id.clone())
+    }
+
+    fn client_secret(&self) -> Option<ClientSecret> {
+        self.config
+            .client_secret
+            .as_ref()
+            .map(|secret| ClientSecret::new(secret.expose().to_owned()))
+    }
+
+    fn redirect_url(&self) -> Result<RedirectUrl, Refusal> {
+        RedirectUrl::new(self.redirect_uri.clone())
+            .map_err(|error| Refusal::Internal(format!("the callback URL: {error}")))
+    }
+
+    /// A new sign-in: the authorization URL with a fresh state, nonce and PKCE challenge.
+    pub async fn authorize(&self) -> Result<Authorization, Refusal> {
+        let documents = self.documents(false).await?;
+        let client = CoreClient::from_provider_metadata(
+            documents.metadata,
+            self.client_id(),
+            self.client_secret(),
+        )
+        .set_redirect_uri(self.redirect_url()?);
+        let (challenge, verifier) = PkceCodeChallenge::new_random_sha256();
+        let mut request = client
+            .authorize_url(
+                CoreAuthenticationFlow::AuthorizationCode,
+                CsrfToken::new_random,
+                Nonce::new_random,
+            )
+            .add_scope(Scope::new("email".into()))
+            .add_scope(Scope::new("profile".into()))
+            .set_pkce_challenge(challenge);
+        if self.at_rest.is_some() {
+            // Re-checks renew with a refresh token (OpenID Connect Core 1.0, 11).
+            request = request.add_scope(Scope::new("offline_access".into()));
+        }
+        let (url, state, nonce) = request.url();
+        Ok(Authorization {
+            url,
+            state: state.secret().clone(),
+            nonce: nonce.secret().clone(),
+            pkce_verifier: verifier.secret().clone(),
+        })
+    }
+
+    /// Exchanges an authorization code (with the flow's PKCE verifier) and verifies the ID
+    /// token it brings against the flow's nonce.
+    pub async fn exchange(
+        &self,
+        code: String,
+        pkce_verifier: String,
+        nonce: &str,
+    ) -> Result<SignedIn, Refusal> {
+        let documents = self.documents(false).await?;
+        let client = CoreClient::from_provider_metadata(
+            documents.metadata.clone(),
+            self.client_id(),
+            self.client_secret(),
+        )
+        .set_redirect_uri(self.redirect_url()?);
+        let response: CoreTokenResponse = client
+            .exchange_code(AuthorizationCode::new(code))
+            .map_err(|error| {
+                Refusal::ProviderUnavailable(format!("it has no token endpoint: {error}"))
+            })?
+            .set_pkce_verifier(PkceCodeVerifier::new(pkce_verifier))
+            .request_async(&self.http)
+            .await
+            .map_err(token_error)?;
+        let id_token = response
+            .id_token()
+            .ok_or_else(|| Refusal::IdTokenInvalid("the token response has no ID token".into()))?;
+        let nonce = Nonce::new(nonce.to_owned());
+        let claims = match verify::id_token(id_token, &self.config, &documents.jwks, &nonce) {
+            Err(Refusal::IdTokenUnknownKey(_)) => {
+                let documents = self.documents(true).await?;
+                verify::id_token(id_token, &self.config, &documents.jwks, &nonce)?
+            }
+            other => other?,
+        };
+        Ok(SignedIn {
+            claims,
+            refresh_token: response.refresh_token().map(|token| token.secret().clone()),
+        })
+    }
+
+    /// Asks the provider whether it still vouches for a person, with their refresh token.
+    pub async fn renew(&self, refresh_token: &str) -> Renewal {
+        let documents = match self.documents(false).await {
+            Ok(documents) => documents,
+            Err(refusal) => return Renewal::Unavailable(refusal.to_string()),
+        };
+        let client = CoreClient::from_provider_metadata(
+            documents.metadata,
+            self.client_id(),
+            self.client_secret(),
+        );
+        let token = RefreshToken::new(refresh_token.to_owned());
+        let request = match client.exchange_refresh_token(&token) {
+            Ok(request) => request,
+            Err(error) => return Renewal::Unavailable(format!("no token endpoint: {error}")),
+        };
+        match request.request_async(&self.http).await {
+            Ok(response) => Renewal::Confirmed {
+                refresh_token: response.refresh_token().map_or_else(
+                    || refresh_token.to_owned(),
+                    |rotated| rotated.secret().clone(),
+                ),
+            },
+            Err(RequestTokenError::ServerResponse(refused)) => {
+                Renewal::Refused(refused.error().to_string())
+            }
+            Err(other) => Renewal::Unavailable(chain(&other)),
+        }
+    }
+}
+
+/// How a failed code exchange reads: the provider refused it, or did not answer.
+fn token_error<E: std::error::Error, T: openidconnect::ErrorResponse>(
+    error: RequestTokenError<E, T>,
+) -> Refusal {
+    match error {
+        RequestTokenError::ServerResponse(refused) => {
+            Refusal::ProviderRefused(format!("the code exchange: {refused}"))
+        }
+        other => Refusal::ProviderUnavailable(format!("the code exchange: {}", chain(&other))),
+    }
+}
+
+/// An error and its sources, `outer: inner: …`.
+fn chain(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(inner) = source {
+        text.push_str(": ");
+        text.push_str(&inner.to_string());
+        source = inner.source();
+    }
+    text
+}
+
+/// The relay's HTTP client for the provider: no redirects followed, a timeout, and a cap on
+/// what is read.
+#[derive(Debug, Clone)]
+struct Http(reqwest::Client);
+
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+struct HttpError(String);
+
+impl Http {
+    /// A document and how long it may be kept.
+    async fn get(&self, url: &str) -> Result<(Vec<u8>, Duration), Refusal> {
+        let unavailable = |what: String| Refusal::ProviderUnavailable(format!("{url}: {what}"));
+        let response = self
+            .0
+            .get(url)
+            .header(reqwest::header::ACCEPT, "application/json")
+            .send()
+            .await
+            .map_err(|error| unavailable(error.to_string()))?;
+        if !response.status().is_success() {
+            return Err(unavailable(format!("HTTP {}", response.status())));
+        }
+        let lifetime = cache_lifetime(response.headers());
+        let body = read_capped(response)
+            .await
+            .map_err(|error| unavailable(error.0))?;
+        Ok((body, lifetime))
+    }
+}
+
+async fn read_capped(mut response: reqwest::Response) -> Result<Vec<u8>, HttpError> {
+    let mut body = Vec::new();
+    while let Some(chunk) = response
+        .chunk()
+        .await
+        .map_err(|error| HttpError(error.to_string()))?
+    {
+        if body.len() + chunk.len() > MAX_RESPONSE_BYTES {
+            return Err(HttpError(format!(
+                "a response above {MAX_RESPONSE_BYTES} bytes"
+            )));
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(body)
+}
+
+impl<'c> AsyncHttpClient<'c> for Http {
+    type Error = HttpError;
+    type Future = Pin<Box<dyn Future<Output = Result<HttpResponse, HttpError>> + Send + 'c>>;
+
+    fn call(&'c self, request: HttpRequest) -> Self::Future {
+        Box::pin(async move {
+            let request = reqwest::Request::try_from(request)
+                .map_err(|error| HttpError(error.to_string()))?;
+            let response = self
+                .0
+                .execute(request)
+                .await
+                .map_err(|error| HttpError(chain(&error)))?;
+            let mut answer = openidconnect::http::Response::builder().status(response.status());
+            for (name, value) in response.headers() {
+                answer = answer.header(name, value);
+            }
+            let body = read_capped(response).await?;
+            answer
+                .body(body)
+                .map_err(|error| HttpError(error.to_string()))
+        })
+    }
+}
+
+/// How long a response may be kept, from its `Cache-Control` (`max-age`; `no-store` and
+/// `no-cache` count as zero), within the floor and ceiling above.
+fn cache_lifetime(headers: &reqwest::header::HeaderMap) -> Duration {
+    let mut lifetime = None;
+    for value in headers.get_all(reqwest::header::CACHE_CONTROL) {
+        let Ok(text) = value.to_str() else { continue };
+        for directive in text.split(',').map(str::trim) {
+            let lower = directive.to_ascii_lowercase();
+            if lower == "no-store" || lower == "no-cache" {
+                lifetime = Some(Duration::ZERO);
+            } else if let Some(seconds) = lower.strip_prefix("max-age=")
+                && let Ok(seconds) = seconds.trim_matches('"').parse::<u64>()
+            {
+                lifetime = Some(
+                    lifetime
+                        .unwrap_or(Duration::MAX)
+                        .min(Duration::from_secs(seconds)),
+                );
+            }
+        }
+    }
+    lifetime
+        .unwrap_or(DEFAULT_LIFETIME)
+        .clamp(MIN_LIFETIME, MAX_LIFETIME)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use reqwest::header::{CACHE_CONTROL, HeaderMap, HeaderValue};
+
+    use super::cache_lifetime;
+
+    fn lifetime(values: &[&str]) -> Duration {
+        let mut headers = HeaderMap::new();
+        for value in values {
+            headers.append(CACHE_CONTROL, HeaderValue::from_str(value).unwrap());
+        }
+        cache_lifetime(&headers)
+    }
+
+    #[test]
+    fn a_document_is_kept_for_its_max_age_within_bounds() {
+        assert_eq!(lifetime(&["public, max-age=600"]), Duration::from_secs(600));
+        assert_eq!(lifetime(&[]), Duration::from_secs(3600));
+        assert_eq!(lifetime(&["no-store"]), Duration::from_secs(60));
+        assert_eq!(lifetime(&["max-age=5"]), Duration::from_secs(60));
+        assert_eq!(
+            lifetime(&["max-age=31536000"]),
+            Duration::from_secs(24 * 3600)
+        );
+        assert_eq!(
+            lifetime(&["max-age=900", "max-age=300"]),
+            Duration::from_secs(300)
+        );
+        assert_eq!(lifetime(&["max-age=bogus"]), Duration::from_secs(3600));
+    }
+}

@@ -1,0 +1,167 @@
+//! The flow as people use it: sign in, be found again by who you are at the provider, and the
+//! ways a flow is bound (single-use state, the browser, the app's verifier, allowed domains).
+
+use reqwest::StatusCode;
+
+use super::{Browser, direct, exchange, pkce, provider_and_relay, start_url};
+
+#[tokio::test]
+async fn a_person_signs_in_through_the_providers_login_page_and_is_the_same_owner_next_time() {
+    let (_provider, relay) = provider_and_relay(|_| {}).await;
+    let (verifier, challenge) = pkce();
+    let landed = Browser::new()
+        .sign_in(&start_url(&relay, &challenge), "alice", direct)
+        .await;
+    let first = exchange(&relay, landed.code(), Some(&verifier))
+        .await
+        .unwrap();
+    assert_eq!(first.owner.name, "alice@team.example");
+    // The token works.
+    let me = relay
+        .client
+        .get(format!("{}/v1/me", relay.base))
+        .bearer_auth(&first.token)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(me.status(), StatusCode::OK);
+
+    // Again, from another browser: the same owner, found by (issuer, subject).
+    let (verifier, challenge) = pkce();
+    let landed = Browser::new()
+        .sign_in(&start_url(&relay, &challenge), "alice", direct)
+        .await;
+    let second = exchange(&relay, landed.code(), Some(&verifier))
+        .await
+        .unwrap();
+    assert_eq!(second.owner.id, first.owner.id);
+}
+
+#[tokio::test]
+async fn the_handed_back_code_works_once_and_only_with_the_apps_verifier() {
+    let (_provider, relay) = provider_and_relay(|_| {}).await;
+    let (verifier, challenge) = pkce();
+    let landed = Browser::new()
+        .sign_in(&start_url(&relay, &challenge), "alice", direct)
+        .await;
+    let (other_verifier, _) = pkce();
+    for wrong in [None, Some(other_verifier.as_str())] {
+        // Each try uses the code up, so a fresh sign-in per wrong verifier.
+        let (verifier, challenge) = pkce();
+        let landed = Browser::new()
+            .sign_in(&start_url(&relay, &challenge), "alice", direct)
+            .await;
+        let (status, body) = exchange(&relay, landed.code(), wrong).await.unwrap_err();
+        assert_eq!(status, StatusCode::UNAUTHORIZED);
+        assert_eq!(body["error"]["code"], "invalid_signin_code");
+        // Refused, and used up: the right verifier comes too late.
+        assert!(
+            exchange(&relay, landed.code(), Some(&verifier))
+                .await
+                .is_err()
+        );
+    }
+    exchange(&relay, landed.code(), Some(&verifier))
+        .await
+        .unwrap();
+    let (status, _) = exchange(&relay, landed.code(), Some(&verifier))
+        .await
+        .unwrap_err();
+    assert_eq!(status, StatusCode::UNAUTHORIZED, "a code works once");
+}
+
+#[tokio::test]
+async fn an_unverified_email_in_an_allowed_domain_is_refused_and_so_is_another_domain() {
+    let (_provider, relay) = provider_and_relay(|_| {}).await;
+    for (user, code) in [
+        ("mallory", "domain_not_allowed"),
+        ("bob", "domain_not_allowed"),
+    ] {
+        let (_, challenge) = pkce();
+        let landed = Browser::new()
+            .sign_in(&start_url(&relay, &challenge), user, direct)
+            .await;
+        assert_eq!(landed.error_code(), code, "{user}");
+    }
+}
+
+#[tokio::test]
+async fn a_state_works_once_and_only_in_the_browser_that_started_it() {
+    let (_provider, relay) = provider_and_relay(|_| {}).await;
+    let (_, challenge) = pkce();
+    // Sign in up to the provider's redirect back, then replay that callback.
+    let browser = Browser::new();
+    let callback = browser
+        .callback_url(&start_url(&relay, &challenge), "alice")
+        .await;
+    // Another browser (no cookie) cannot finish it.
+    let stranger = Browser::new().follow(&callback, direct).await;
+    assert_eq!(stranger.error_code(), "browser_mismatch");
+    // The flow was used up by that attempt: even the right browser cannot now.
+    let replay = browser.follow(&callback, direct).await;
+    assert_eq!(replay.error_code(), "state_unknown");
+
+    // A fresh flow finishes in its own browser once, and a replay of its callback is refused.
+    let browser = Browser::new();
+    let callback = browser
+        .callback_url(&start_url(&relay, &challenge), "alice")
+        .await;
+    browser.follow(&callback, direct).await.code();
+    let replay = browser.follow(&callback, direct).await;
+    assert_eq!(replay.error_code(), "state_unknown");
+    // A made-up state.
+    let made_up = browser
+        .follow(
+            &format!("{}/auth/oidc/callback?state=made-up&code=x", relay.base),
+            direct,
+        )
+        .await;
+    assert_eq!(made_up.error_code(), "state_unknown");
+}
+
+#[tokio::test]
+async fn a_start_names_only_listed_apps_and_needs_an_s256_challenge() {
+    let (_provider, relay) = provider_and_relay(|_| {}).await;
+    let (_, challenge) = pkce();
+    let browser = Browser::new();
+    let unlisted = browser
+        .follow(
+            &format!(
+                "{}&app_origin=https%3A%2F%2Fevil.example",
+                start_url(&relay, &challenge)
+            ),
+            direct,
+        )
+        .await;
+    assert_eq!(unlisted.error_code(), "app_origin_not_listed");
+    for query in [
+        "code_challenge=abc&code_challenge_method=S256".to_owned(),
+        format!("code_challenge={challenge}&code_challenge_method=plain"),
+        format!("code_challenge={challenge}"),
+    ] {
+        let landed = browser
+            .follow(&format!("{}/auth/oidc/start?{query}", relay.base), direct)
+            .await;
+        assert_eq!(landed.error_code(), "bad_request", "{query}");
+    }
+}
+
+#[tokio::test]
+async fn a_relay_without_a_provider_says_so() {
+    let relay = sealpost_testkit::Relay::sqlite().await;
+    let providers: serde_json::Value = relay
+        .client
+        .get(format!("{}/v1/auth/providers", relay.base))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(providers, serde_json::json!({}));
+    let (_, challenge) = pkce();
+    let landed = Browser::new()
+        .follow(&start_url(&relay, &challenge), direct)
+        .await;
+    assert_eq!(landed.error_code(), "oidc_not_configured");
+}

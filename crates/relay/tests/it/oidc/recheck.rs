@@ -1,0 +1,159 @@
+//! Offboarding: with `--oidc-recheck-hours`, the relay renews each person's confirmation at the
+//! provider in the background; a person removed there loses every token within the period, and
+//! a provider that stops answering lets access lapse at the period's end, never later.
+
+use std::time::{Duration, Instant};
+
+use reqwest::StatusCode;
+use sealpost_protocol::api::{CreateMcpTokenRequest, CreateMcpTokenResponse};
+use sealpost_relay::clock::now_ms;
+use sealpost_testkit::{Relay, TestDb, id};
+use sealpost_time::UnixMillis;
+
+use super::{Browser, TestProvider, direct, exchange, free_addr, pkce, relay_for, start_url};
+
+/// 0.001 hours: 3.6 seconds, so a test sees several renewals.
+const RECHECK_HOURS: f64 = 0.001;
+const PERIOD: Duration = Duration::from_millis(3_600);
+
+async fn rechecking() -> (TestProvider, Relay) {
+    let addr = free_addr();
+    let public_url = format!("http://{addr}");
+    let provider = TestProvider::start(&[format!("{public_url}/auth/oidc/callback")]);
+    let mut args = provider.args();
+    args.oidc_recheck_hours = Some(RECHECK_HOURS);
+    let oidc = args.into_config().unwrap().unwrap();
+    let relay = relay_for(&provider, TestDb::sqlite(), addr, &public_url, |config| {
+        config.oidc = Some(oidc);
+    })
+    .await;
+    (provider, relay)
+}
+
+/// Alice signs in; her owner token and an MCP token made with it.
+async fn alice(relay: &Relay) -> (String, String) {
+    let (verifier, challenge) = pkce();
+    let landed = Browser::new()
+        .sign_in(&start_url(relay, &challenge), "alice", direct)
+        .await;
+    let owner = exchange(relay, landed.code(), Some(&verifier))
+        .await
+        .unwrap()
+        .token;
+    let mcp: CreateMcpTokenResponse = relay
+        .client
+        .post(format!("{}/v1/mcp-tokens", relay.base))
+        .bearer_auth(&owner)
+        .json(&CreateMcpTokenRequest {
+            label: "laptop".into(),
+            pair_id: id(),
+            ttl_s: None,
+        })
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    (owner, mcp.token)
+}
+
+async fn me(relay: &Relay, token: &str) -> (StatusCode, serde_json::Value) {
+    let response = relay
+        .client
+        .get(format!("{}/v1/me", relay.base))
+        .bearer_auth(token)
+        .send()
+        .await
+        .unwrap();
+    (response.status(), response.json().await.unwrap())
+}
+
+/// Polls until `token` is refused (the refusal's body), failing after a generous bound.
+async fn until_refused(relay: &Relay, token: &str) -> serde_json::Value {
+    let start = Instant::now();
+    loop {
+        let (status, body) = me(relay, token).await;
+        if status == StatusCode::UNAUTHORIZED {
+            return body;
+        }
+        assert!(
+            start.elapsed() < PERIOD * 5,
+            "still {status} after {:?}",
+            start.elapsed()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// The end of Alice's last confirmation, as the relay keeps it.
+async fn confirmed_until(relay: &Relay) -> UnixMillis {
+    let alice = relay
+        .store()
+        .owner_by_name("alice@team.example")
+        .await
+        .unwrap()
+        .unwrap();
+    alice.confirmed_until.expect("re-checks on")
+}
+
+#[tokio::test]
+async fn a_person_removed_at_the_provider_loses_every_token_within_the_period() {
+    let (provider, relay) = rechecking().await;
+    let (owner, mcp) = alice(&relay).await;
+    // Two periods on, the background renewals have kept her in.
+    tokio::time::sleep(PERIOD * 2).await;
+    assert_eq!(me(&relay, &owner).await.0, StatusCode::OK);
+
+    let removed_at = now_ms();
+    provider.remove("alice").await;
+    let body = until_refused(&relay, &owner).await;
+    // Whenever the refusal was seen, her access ended within the period of the removal.
+    assert!(confirmed_until(&relay).await <= removed_at.saturating_add_ms(3_600));
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("identity provider"),
+        "{body}"
+    );
+    // The MCP token she made is dead too, and she cannot sign in again.
+    let (status, _) = me(&relay, &mcp).await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+    let (_, challenge) = pkce();
+    let again = Browser::new()
+        .sign_in(&start_url(&relay, &challenge), "alice", direct)
+        .await;
+    assert!(matches!(again, super::Landed::Page { .. }), "{again:?}");
+}
+
+#[tokio::test]
+async fn a_provider_that_stops_answering_lets_access_lapse_at_the_periods_end() {
+    let (provider, relay) = rechecking().await;
+    let (owner, _) = alice(&relay).await;
+    let down_at = now_ms();
+    drop(provider);
+    let body = until_refused(&relay, &owner).await;
+    // No renewal after the provider went down: the last confirmation came before it.
+    assert!(confirmed_until(&relay).await <= down_at.saturating_add_ms(3_600));
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("identity provider")
+    );
+}
+
+#[tokio::test]
+async fn without_rechecks_a_sign_in_has_no_confirmation_limit() {
+    let (_provider, relay) = super::provider_and_relay(|_| {}).await;
+    let (owner, _) = alice(&relay).await;
+    let me = relay
+        .store()
+        .owner_by_name("alice@team.example")
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(me.confirmed_until, None);
+    assert_eq!(self::me(&relay, &owner).await.0, StatusCode::OK);
+}
