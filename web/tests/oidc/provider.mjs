@@ -12,6 +12,7 @@
 //                                 key: "provider"|"rogue"|"rogue-same-kid", alg: "none"?,
 //                                 replay: true (the last ID token issued, verbatim)}
 //   POST /_test/rotate            a new signing key replaces the old (new kid)
+//   POST /_test/slow?ms=N         the token endpoint answers N ms late (a refresh in flight)
 import http from 'node:http';
 import { parseArgs } from 'node:util';
 import Provider from 'oidc-provider';
@@ -103,8 +104,10 @@ function makeProvider() {
 
 let tamper = null;
 let lastIdToken = null;
+let slowMs = 0;
 
 async function tamperer(ctx, next) {
+  if (ctx.path === '/token' && slowMs > 0) await new Promise((resolve) => setTimeout(resolve, slowMs));
   await next();
   if (ctx.path !== '/token' || !ctx.body || typeof ctx.body !== 'object' || !ctx.body.id_token) {
     return;
@@ -144,6 +147,7 @@ server.on('request', async (request, response) => {
   if (url.pathname.startsWith('/_test/')) {
     if (url.pathname === '/_test/remove') removed.add(url.searchParams.get('user'));
     else if (url.pathname === '/_test/tamper') tamper = await readJson(request);
+    else if (url.pathname === '/_test/slow') slowMs = Number(url.searchParams.get('ms'));
     else if (url.pathname === '/_test/rotate') {
       keys = [await signingKey(`key-${Date.now()}`)];
       provider = makeProvider();

@@ -94,12 +94,24 @@ async fn a_state_works_once_and_only_in_the_browser_that_started_it() {
     let callback = browser
         .callback_url(&start_url(&relay, &challenge), "alice")
         .await;
-    // Another browser (no cookie) cannot finish it.
-    let stranger = Browser::new().follow(&callback, direct).await;
-    assert_eq!(stranger.error_code(), "browser_mismatch");
-    // The flow was used up by that attempt: even the right browser cannot now.
+    // Another browser cannot finish it: not one without the cookie, nor one holding the cookie
+    // of a sign-in of its own (login CSRF: a callback made for one browser, opened in another).
+    let (_, its_own) = pkce();
+    let stranger = Browser::new();
+    stranger
+        .callback_url(&start_url(&relay, &its_own), "bob")
+        .await;
+    let refused = stranger.follow(&callback, direct).await;
+    assert_eq!(refused.error_code(), "browser_mismatch");
+    // The flow was used up by that attempt: even the right browser cannot now, and a browser
+    // without any cookie gets no further than the used-up state.
     let replay = browser.follow(&callback, direct).await;
     assert_eq!(replay.error_code(), "state_unknown");
+    let callback = browser
+        .callback_url(&start_url(&relay, &challenge), "alice")
+        .await;
+    let cookieless = Browser::new().follow(&callback, direct).await;
+    assert_eq!(cookieless.error_code(), "browser_mismatch");
 
     // A fresh flow finishes in its own browser once, and a replay of its callback is refused.
     let browser = Browser::new();

@@ -111,6 +111,11 @@ impl TestProvider {
         self.control(&format!("remove?user={user}"), None).await;
     }
 
+    /// The provider's token endpoint answers `ms` late from now on.
+    pub async fn slow_down(&self, ms: u64) {
+        self.control(&format!("slow?ms={ms}"), None).await;
+    }
+
     /// The provider signs with a new key from now on.
     pub async fn rotate_key(&self) {
         self.control("rotate", None).await;

@@ -51,8 +51,10 @@ async fn the_callback_is_answered_by_the_other_replica_and_renewals_are_not_doub
             .is_err()
     );
 
-    // Both replicas renew in the background; a refresh token spent twice would make the
-    // provider revoke the grant (it rotates them), and the sign-in would end.
+    // Both replicas renew in the background, each every 450 ms, and each refresh now takes
+    // 800 ms: without the lease both would spend the same refresh token, the provider (which
+    // rotates them) would refuse the second, and the sign-in would end.
+    provider.slow_down(800).await;
     tokio::time::sleep(Duration::from_millis(3_600 * 3)).await;
     for replica in [&replica_a, &replica_b] {
         let status = replica
