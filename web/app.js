@@ -78,7 +78,7 @@ function onEvent(event) {
   } else if (event.type === 'stopped') {
     state.serving = 'stopped';
     state.stopReason = event.reason;
-    if (event.reason === 'token_revoked') { signedOut('This sign-in was revoked or has expired. Sign in again.'); return; }
+    if (event.reason === 'token_revoked') { whyRevoked().then(signedOut); return; }
     if (event.reason === 'taken_over') say(TAKEN_OVER);
     if (event.reason === 'expired') say('The session ended: its time ran out. Start a new one under AI access; the paired plugin carries on without pairing again.');
     // This tab forgets its session before it ends one: one it still holds ended elsewhere.
@@ -167,6 +167,18 @@ function renderUnlock(token, problem) {
       if (await openModule(token, input.value)) { showChrome(true); render(); }
     } }, h('label', { for: 'unlock-passphrase' }, 'Passphrase'), ' ', input, ' ', h('button', { type: 'submit', class: 'primary' }, 'Unlock')));
   input.focus();
+}
+
+// Why the relay stopped taking this sign-in: its own words when the team's identity provider
+// no longer confirms the person (a team sign-in's re-check), else the usual sentence.
+async function whyRevoked() {
+  const usual = 'This sign-in was revoked or has expired. Sign in again.';
+  try {
+    await api('GET', '/v1/me');
+    return usual;
+  } catch (error) {
+    return error.status === 401 && error.message.includes('identity provider') ? error.message : usual;
+  }
 }
 
 function signedOut(message) {

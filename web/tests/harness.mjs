@@ -27,7 +27,8 @@ export function tempDir(prefix) {
 // same address and database, as a relay that went away and came back.
 // `args`: extra `serve` flags (a bench lifts the per-owner rate); `log`: the relay's SEALPOST_LOG.
 // `database` is a URL; a fresh SQLite file when not given.
-export async function startRelay({ web = WEB_DIR, args = [], log = 'warn', database = null } = {}) {
+// `listen`: the address, when it must be known before the relay starts (a provider's redirect).
+export async function startRelay({ web = WEB_DIR, args = [], log = 'warn', database = null, listen = '127.0.0.1:0' } = {}) {
   const dir = tempDir('sealpost-web-relay-');
   database ??= `sqlite://${dir}/relay.db`;
   let child;
@@ -53,7 +54,7 @@ export async function startRelay({ web = WEB_DIR, args = [], log = 'warn', datab
     child.kill('SIGTERM');
     await exited;
   };
-  const base = await spawnRelay('127.0.0.1:0');
+  const base = await spawnRelay(listen);
   return {
     base,
     signinUrl: `${base}/#signin=${code}`,
@@ -231,4 +232,41 @@ export class McpClient {
 export function screenshotPath(name) {
   mkdirSync(SCREENSHOTS, { recursive: true });
   return join(SCREENSHOTS, `${name}.png`);
+}
+
+// A loopback address no one listens on now (for a relay whose address a provider must know
+// before it starts).
+export async function freeAddress() {
+  const { createServer } = await import('node:net');
+  const server = createServer();
+  await new Promise((ok) => server.listen(0, '127.0.0.1', ok));
+  const { port } = server.address();
+  await new Promise((ok) => server.close(ok));
+  return `127.0.0.1:${port}`;
+}
+
+// The tests' OpenID provider (tests/oidc/provider.mjs: oidc-provider on loopback) with the
+// relay's callback registered; `remove(user)` removes a person there, `stop()` ends it.
+export async function startProvider(redirectUris, clientSecret = 'relay-client-secret-for-tests') {
+  const args = [join(dirname(fileURLToPath(import.meta.url)), 'oidc/provider.mjs'), '--client-secret', clientSecret];
+  for (const uri of redirectUris) args.push('--redirect-uri', uri);
+  const child = spawn(process.execPath, args, { stdio: ['pipe', 'pipe', 'ignore'] });
+  const issuer = await new Promise((ok, fail) => {
+    child.once('exit', (status) => fail(new Error(`the provider exited (${status})`)));
+    createInterface({ input: child.stdout }).once('line', (line) => ok(JSON.parse(line).issuer));
+  });
+  const secretFile = join(tempDir('sealpost-oidc-'), 'client-secret');
+  writeFileSync(secretFile, clientSecret);
+  return {
+    issuer,
+    secretFile,
+    async remove(user) {
+      const response = await fetch(`${issuer}/_test/remove?user=${encodeURIComponent(user)}`, { method: 'POST' });
+      if (response.status !== 204) throw new Error(`remove ${user}: ${response.status}`);
+    },
+    stop() {
+      child.stdin.end();
+      child.kill();
+    },
+  };
 }

@@ -1,5 +1,6 @@
 //! The pages a team sign-in answers with when it cannot go on: a heading, what happened, what
-//! to do, the stable code, and a link back to the app. No script, nothing from elsewhere.
+//! to do, the stable code, and a link back to the app. No script, nothing from elsewhere; the
+//! relay's own app's stylesheet when it serves one (`--web`), so the page looks like the app.
 
 use axum::http::{HeaderValue, header};
 use axum::response::{IntoResponse, Response};
@@ -20,9 +21,11 @@ pub fn refused(refusal: &Refusal, back: &str) -> Response {
     let body = format!(
         "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\
          <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\
-         <title>{title} · Sealpost</title></head>\n<body>\n<main>\n<h1>{title}</h1>\n\
-         <p>{detail}</p>\n<p>{advice}</p>\n<p><a href=\"{back}\">Back to sign-in</a></p>\n\
-         <p><small>Error code: <code id=\"signin-error\">{code}</code></small></p>\n\
+         <link rel=\"stylesheet\" href=\"/style.css\">\
+         <title>{title} · Sealpost</title></head>\n<body>\n<header><p><strong>Sealpost</strong></p>\
+         </header>\n<main>\n<h2>{title}</h2>\n<p>{detail}</p>\n<p>{advice}</p>\n\
+         <p><a href=\"{back}\">Back to sign-in</a></p>\n\
+         <p class=\"muted\"><small>Error code: <code id=\"signin-error\">{code}</code></small></p>\n\
          </main>\n</body></html>\n",
         title = escape(refusal.title()),
         detail = escape(&detail),
