@@ -3,7 +3,9 @@
 
 use reqwest::StatusCode;
 
-use super::{Browser, direct, exchange, pkce, provider_and_relay, start_url};
+use super::{Browser, Landed, direct, exchange, pkce, provider_and_relay, start_url};
+use sealpost_relay::origins::AppOrigin;
+use sealpost_testkit::TestDb;
 
 #[tokio::test]
 async fn a_person_signs_in_through_the_providers_login_page_and_is_the_same_owner_next_time() {
@@ -176,4 +178,112 @@ async fn a_relay_without_a_provider_says_so() {
         .follow(&start_url(&relay, &challenge), direct)
         .await;
     assert_eq!(landed.error_code(), "oidc_not_configured");
+}
+
+#[tokio::test]
+async fn a_host_app_gets_its_code_on_its_own_origin_and_a_token_scoped_to_it() {
+    let app = "https://app.example:8443";
+    let (_provider, relay) = provider_and_relay(|config| {
+        config.app_origins = vec![AppOrigin::parse(app).unwrap()];
+    })
+    .await;
+    let (verifier, challenge) = pkce();
+    let start = format!(
+        "{}&app_origin=https%3A%2F%2Fapp.example%3A8443",
+        start_url(&relay, &challenge)
+    );
+    let landed = Browser::new().sign_in(&start, "alice", direct).await;
+    let Landed::App { url, code } = &landed else {
+        panic!("{landed:?}");
+    };
+    let relay_param: String = url::form_urlencoded::byte_serialize(relay.base.as_bytes()).collect();
+    assert_eq!(*url, format!("{app}/#signin={code}&relay={relay_param}"));
+    let signed = exchange(&relay, code, Some(&verifier)).await.unwrap();
+    assert_eq!(signed.app_origin.as_deref(), Some(app));
+
+    // Only a listed origin, compared exactly, is ever sent a code: no open redirect.
+    for other in [
+        "https%3A%2F%2Fapp.example%3A8443.evil.example",
+        "https%3A%2F%2Fapp.example",
+        "http%3A%2F%2Fapp.example%3A8443",
+        "https%3A%2F%2Fapp.example%3A8443%2Fpath",
+        "https%3A%2F%2Fevil.example%2F%40app.example%3A8443",
+    ] {
+        let landed = Browser::new()
+            .follow(
+                &format!("{}&app_origin={other}", start_url(&relay, &challenge)),
+                direct,
+            )
+            .await;
+        assert_eq!(landed.error_code(), "app_origin_not_listed", "{other}");
+    }
+}
+
+#[tokio::test]
+async fn a_person_who_cancels_at_the_provider_lands_on_a_page_that_says_so() {
+    let (_provider, relay) = provider_and_relay(|_| {}).await;
+    let (_, challenge) = pkce();
+    let landed = Browser::new()
+        .cancel_at_provider(&start_url(&relay, &challenge))
+        .await;
+    assert_eq!(landed.error_code(), "provider_refused");
+    let Landed::Page { status, body } = landed else {
+        unreachable!()
+    };
+    assert_eq!(status, StatusCode::FORBIDDEN);
+    assert!(body.contains("access_denied"), "{body}");
+}
+
+#[tokio::test]
+async fn a_disabled_owner_cannot_sign_in_through_the_provider() {
+    let (_provider, relay) = provider_and_relay(|_| {}).await;
+    let (verifier, challenge) = pkce();
+    let landed = Browser::new()
+        .sign_in(&start_url(&relay, &challenge), "alice", direct)
+        .await;
+    let signed = exchange(&relay, landed.code(), Some(&verifier))
+        .await
+        .unwrap();
+    assert!(
+        relay
+            .store()
+            .disable_owner(&signed.owner.name, sealpost_relay::clock::now_ms())
+            .await
+            .unwrap()
+    );
+    let (_, challenge) = pkce();
+    let landed = Browser::new()
+        .sign_in(&start_url(&relay, &challenge), "alice", direct)
+        .await;
+    assert_eq!(landed.error_code(), "owner_disabled");
+}
+
+#[tokio::test]
+async fn a_provider_that_stops_answering_leaves_sign_ins_working_and_says_so_to_new_ones() {
+    let (provider, relay) = provider_and_relay(|_| {}).await;
+    let oidc = provider.config();
+    let (verifier, challenge) = pkce();
+    let landed = Browser::new()
+        .sign_in(&start_url(&relay, &challenge), "alice", direct)
+        .await;
+    let signed = exchange(&relay, landed.code(), Some(&verifier))
+        .await
+        .unwrap();
+    drop(provider);
+    let status = relay
+        .client
+        .get(format!("{}/v1/me", relay.base))
+        .bearer_auth(&signed.token)
+        .send()
+        .await
+        .unwrap()
+        .status();
+    assert_eq!(status, StatusCode::OK);
+    // A relay that has not yet read the provider's documents cannot start a sign-in, and says
+    // why on its page.
+    let cold = super::relay_for_config(oidc, TestDb::sqlite()).await;
+    let landed = Browser::new()
+        .follow(&start_url(&cold, &challenge), direct)
+        .await;
+    assert_eq!(landed.error_code(), "provider_unavailable");
 }

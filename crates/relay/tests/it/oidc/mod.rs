@@ -169,6 +169,11 @@ pub async fn relay_for(
     .await
 }
 
+/// A relay on `db` set up with `oidc`, wherever it listens.
+pub async fn relay_for_config(oidc: OidcConfig, db: TestDb) -> Relay {
+    Relay::start(db, move |config| config.oidc = Some(oidc)).await
+}
+
 /// A provider and a relay on SQLite, the relay's callback registered.
 pub async fn provider_and_relay(tweak: impl FnOnce(&mut Config)) -> (TestProvider, Relay) {
     let addr = free_addr();
@@ -297,6 +302,29 @@ impl Browser {
             Ok(callback) => callback,
             Err(page) => panic!("the sign-in stopped before the callback: {page:?}"),
         }
+    }
+
+    /// Starts a sign-in and, on the provider's login page, cancels it ("abort" in the
+    /// provider's own interaction), following where the provider sends the browser.
+    pub async fn cancel_at_provider(&self, start_url: &str) -> Landed {
+        let mut url = start_url.to_owned();
+        for _ in 0..20 {
+            let response = self.http.get(&url).send().await.unwrap();
+            if !response.status().is_redirection() {
+                break;
+            }
+            let location = response.headers()[LOCATION].to_str().unwrap().to_owned();
+            url = reqwest::Url::parse(&url)
+                .unwrap()
+                .join(&location)
+                .unwrap()
+                .to_string();
+        }
+        assert!(
+            url.contains("/interaction/"),
+            "not the provider's login page: {url}"
+        );
+        self.follow(&format!("{url}/abort"), direct).await
     }
 
     async fn to_callback(
