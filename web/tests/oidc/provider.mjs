@@ -13,6 +13,9 @@
 //                                 replay: true (the last ID token issued, verbatim)}
 //   POST /_test/rotate            a new signing key replaces the old (new kid)
 //   POST /_test/slow?ms=N         the token endpoint answers N ms late (a refresh in flight)
+//   POST /_test/fail?status=S&error=E  the token endpoint answers S {"error": E} until
+//                                 /_test/fail without parameters
+//   POST /_test/claims?user=ID    the person's claims become the JSON body's (groups, …)
 import http from 'node:http';
 import { parseArgs } from 'node:util';
 import Provider from 'oidc-provider';
@@ -30,7 +33,7 @@ const { values } = parseArgs({
 });
 
 const PEOPLE = {
-  alice: { email: 'alice@team.example', email_verified: true, name: 'Alice' },
+  alice: { email: 'alice@team.example', email_verified: true, name: 'Alice', groups: ['sealpost'] },
   // In an allowed domain by address, but the provider has not verified it.
   mallory: { email: 'mallory@team.example', email_verified: false, name: 'Mallory' },
   bob: { email: 'bob@other.example', email_verified: true, name: 'Bob' },
@@ -73,7 +76,7 @@ function makeProvider() {
     claims: {
       openid: ['sub'],
       email: ['email', 'email_verified'],
-      profile: ['name', 'preferred_username'],
+      profile: ['name', 'preferred_username', 'groups'],
     },
     // Scope claims go into the ID token, as Google, Entra, Okta and Keycloak put them there.
     conformIdTokenClaims: false,
@@ -88,7 +91,7 @@ function makeProvider() {
         accountId: ctx.oidc.session.accountId,
       });
       grant.addOIDCScope('openid email profile offline_access');
-      grant.addOIDCClaims(['email', 'email_verified', 'name', 'preferred_username']);
+      grant.addOIDCClaims(['email', 'email_verified', 'name', 'preferred_username', 'groups']);
       await grant.save();
       return grant;
     },
@@ -105,9 +108,15 @@ function makeProvider() {
 let tamper = null;
 let lastIdToken = null;
 let slowMs = 0;
+let failWith = null;
 
 async function tamperer(ctx, next) {
   if (ctx.path === '/token' && slowMs > 0) await new Promise((resolve) => setTimeout(resolve, slowMs));
+  if (ctx.path === '/token' && failWith) {
+    ctx.status = failWith.status;
+    ctx.body = { error: failWith.error };
+    return;
+  }
   await next();
   if (ctx.path !== '/token' || !ctx.body || typeof ctx.body !== 'object' || !ctx.body.id_token) {
     return;
@@ -148,6 +157,13 @@ server.on('request', async (request, response) => {
     if (url.pathname === '/_test/remove') removed.add(url.searchParams.get('user'));
     else if (url.pathname === '/_test/tamper') tamper = await readJson(request);
     else if (url.pathname === '/_test/slow') slowMs = Number(url.searchParams.get('ms'));
+    else if (url.pathname === '/_test/fail') {
+      failWith = url.searchParams.has('status')
+        ? { status: Number(url.searchParams.get('status')), error: url.searchParams.get('error') }
+        : null;
+    } else if (url.pathname === '/_test/claims') {
+      Object.assign(PEOPLE[url.searchParams.get('user')], await readJson(request));
+    }
     else if (url.pathname === '/_test/rotate') {
       keys = [await signingKey(`key-${Date.now()}`)];
       provider = makeProvider();

@@ -32,9 +32,21 @@ use crate::oidc::{self, CALLBACK_PATH, Refusal, START_PATH};
 use crate::scope::AppScope;
 use crate::store::{ConfirmedIdentity, OidcFlow};
 
-/// The cookie that binds a flow to the browser that started it. `SameSite=Lax`: a browser
-/// sends it on the provider's top-level redirect back, and on nothing a third site embeds.
-const COOKIE: &str = "sealpost_oidc";
+/// The cookie that binds a flow to the browser that started it, one per flow
+/// (`sealpost_oidc_` and a tag of its state), so two sign-ins started in one browser do not
+/// undo each other. `SameSite=Lax`: a browser sends it on the provider's top-level redirect
+/// back, and on nothing a third site embeds.
+const COOKIE_PREFIX: &str = "sealpost_oidc_";
+
+/// The cookie name of the flow whose state is `state`.
+fn cookie_name(state: &str) -> String {
+    let tag: String = sha256(state)
+        .iter()
+        .take(8)
+        .map(|byte| format!("{byte:02x}"))
+        .collect();
+    format!("{COOKIE_PREFIX}{tag}")
+}
 
 /// The start and callback pages.
 pub(crate) fn pages() -> Router<AppState> {
@@ -147,7 +159,8 @@ async fn begin(state: &AppState, client: IpAddr, query: StartQuery) -> Result<Re
         .await
         .map_err(|error| Refusal::Internal(format!("store the flow: {error}")))?;
     let cookie = format!(
-        "{COOKIE}={browser}; Path=/auth/oidc; Max-Age={}; HttpOnly; SameSite=Lax{}",
+        "{}={browser}; Path=/auth/oidc; Max-Age={}; HttpOnly; SameSite=Lax{}",
+        cookie_name(&authorization.state),
         oidc::FLOW_TTL.as_secs(),
         secure(state)
     );
@@ -159,21 +172,26 @@ async fn callback(
     headers: HeaderMap,
     query: Result<Query<CallbackQuery>, axum::extract::rejection::QueryRejection>,
 ) -> Response {
-    let clear = format!(
-        "{COOKIE}=; Path=/auth/oidc; Max-Age=0; HttpOnly; SameSite=Lax{}",
-        secure(&state)
-    );
     let query = match query {
         Ok(Query(query)) => query,
         Err(rejection) => {
             let refusal = Refusal::BadRequest(rejection.body_text());
-            return refused(&refusal, &state.config.public_url, Some(&clear));
+            return refused(&refusal, &state.config.public_url, None);
         }
     };
+    // This flow's cookie, spent whatever the outcome.
+    let clear = query.state.as_deref().map(|flow| {
+        format!(
+            "{}=; Path=/auth/oidc; Max-Age=0; HttpOnly; SameSite=Lax{}",
+            cookie_name(flow),
+            secure(&state)
+        )
+    });
+    let clear = clear.as_deref();
     let mut back = state.config.public_url.clone();
     match finish(&state, &headers, query, &mut back).await {
-        Ok(link) => redirect(&link, Some(&clear)),
-        Err(refusal) => refused(&refusal, &back, Some(&clear)),
+        Ok(link) => redirect(&link, clear),
+        Err(refusal) => refused(&refusal, &back, clear),
     }
 }
 
@@ -195,7 +213,7 @@ async fn finish(
         .map_err(|error| Refusal::Internal(format!("read the flow: {error}")))?
         .ok_or(Refusal::StateUnknown)?;
     *back = app_page(state, flow.app.origin().map(|origin| origin.as_str()));
-    let browser = cookie(headers).ok_or(Refusal::BrowserMismatch)?;
+    let browser = cookie(headers, &cookie_name(state_param)).ok_or(Refusal::BrowserMismatch)?;
     if !bool::from(sha256(browser).ct_eq(&flow.browser_hash)) {
         return Err(Refusal::BrowserMismatch);
     }
@@ -214,6 +232,9 @@ async fn finish(
     let confirmed_until = config
         .recheck
         .map(|every| now.saturating_add_ms(every.as_millis() as u64));
+    if provider.at_rest().is_some() && signed_in.refresh_token.is_none() {
+        tracing::warn!(issuer = %signed_in.claims.issuer, "the provider gave no refresh token: this person signs in again at each re-check period");
+    }
     // Kept only for re-checks, sealed at rest.
     let sealed_refresh_token = provider.at_rest().and_then(|at_rest| {
         let token = signed_in.refresh_token.as_deref()?;
@@ -292,15 +313,15 @@ fn secure(state: &AppState) -> &'static str {
     }
 }
 
-/// The flow cookie's value from the request's `Cookie` headers.
-fn cookie(headers: &HeaderMap) -> Option<&str> {
+/// The value of the cookie `name` from the request's `Cookie` headers.
+fn cookie<'h>(headers: &'h HeaderMap, name: &str) -> Option<&'h str> {
     headers
         .get_all(header::COOKIE)
         .iter()
         .filter_map(|value| value.to_str().ok())
         .flat_map(|value| value.split(';'))
         .filter_map(|pair| pair.trim().split_once('='))
-        .find(|(name, _)| *name == COOKIE)
+        .find(|(found, _)| *found == name)
         .map(|(_, value)| value)
 }
 

@@ -17,7 +17,7 @@ pub use at_rest::AtRest;
 pub use provider::{Authorization, CALLBACK_PATH, Provider, Renewal, SignedIn};
 pub use recheck::{recheck_loop, renew_due};
 pub use refusal::Refusal;
-pub use verify::{CLOCK_SKEW, VerifiedClaims, admit, id_token_at, name_hint};
+pub use verify::{CLOCK_SKEW, VerifiedClaims, admit, id_token_at, identity_tag, name_hint};
 
 /// Where an app sends the browser to start a team sign-in.
 pub const START_PATH: &str = "/auth/oidc/start";

@@ -12,7 +12,8 @@ use std::pin::Pin;
 use std::time::{Duration, Instant};
 
 use openidconnect::core::{
-    CoreAuthenticationFlow, CoreClient, CoreJsonWebKeySet, CoreProviderMetadata, CoreTokenResponse,
+    CoreAuthenticationFlow, CoreClient, CoreErrorResponseType, CoreJsonWebKeySet,
+    CoreProviderMetadata, CoreTokenResponse,
 };
 use openidconnect::{
     AsyncHttpClient, AuthorizationCode, ClientId, ClientSecret, CsrfToken, HttpRequest,
@@ -32,12 +33,17 @@ const DEFAULT_LIFETIME: Duration = Duration::from_secs(3600);
 /// turn every sign-in into two fetches, nor a year's `max-age` pin a rotated key out.
 const MIN_LIFETIME: Duration = Duration::from_secs(60);
 const MAX_LIFETIME: Duration = Duration::from_secs(24 * 3600);
+/// With nothing cached, a provider that failed is asked again after this.
+const FAILURE_GAP: Duration = Duration::from_secs(5);
 /// An unknown `kid` refetches the key set at most this often (a forged token names any kid).
 const JWKS_REFETCH_GAP: Duration = Duration::from_secs(10);
 /// Each request to the provider.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
 /// The largest document or token response read from the provider.
 const MAX_RESPONSE_BYTES: usize = 1 << 20;
+
+/// Google's issuer, which asks for offline access its own way.
+const GOOGLE_ISSUER: &str = "https://accounts.google.com";
 
 /// The relay's callback path; `PUBLIC_URL` + this is the one redirect URI registered.
 pub const CALLBACK_PATH: &str = "/auth/oidc/callback";
@@ -88,7 +94,15 @@ pub struct Provider {
     at_rest: Option<AtRest>,
     redirect_uri: String,
     http: Http,
-    documents: Mutex<Option<Documents>>,
+    /// One fetch at a time: requests that find the documents stale wait for it.
+    documents: Mutex<Cache>,
+}
+
+#[derive(Debug, Default)]
+struct Cache {
+    held: Option<Documents>,
+    /// The last failure to fetch, while nothing is held.
+    failed: Option<(Instant, Refusal)>,
 }
 
 #[derive(Debug, Clone)]
@@ -116,7 +130,7 @@ impl Provider {
             redirect_uri: format!("{}{CALLBACK_PATH}", public_url.trim_end_matches('/')),
             config,
             http: Http(client),
-            documents: Mutex::new(None),
+            documents: Mutex::new(Cache::default()),
         })
     }
 
@@ -135,10 +149,25 @@ impl Provider {
     async fn documents(&self, new_key: bool) -> Result<Documents, Refusal> {
         let mut cached = self.documents.lock().await;
         let now = Instant::now();
-        let Some(held) = cached.as_mut() else {
-            let fresh = self.fetch_all().await?;
-            *cached = Some(fresh.clone());
-            return Ok(fresh);
+        let Some(held) = cached.held.as_mut() else {
+            // Nothing cached yet: a provider that just failed is not asked again at once, so
+            // requests queued on the lock do not each wait out a timeout.
+            if let Some((at, refusal)) = &cached.failed
+                && now.duration_since(*at) < FAILURE_GAP
+            {
+                return Err(refusal.clone());
+            }
+            return match self.fetch_all().await {
+                Ok(fresh) => {
+                    cached.held = Some(fresh.clone());
+                    cached.failed = None;
+                    Ok(fresh)
+                }
+                Err(refusal) => {
+                    cached.failed = Some((Instant::now(), refusal.clone()));
+                    Err(refusal)
+                }
+            };
         };
         if now >= held.metadata_fresh_until {
             match self.fetch_metadata().await {
@@ -147,6 +176,8 @@ impl Provider {
                     held.metadata_fresh_until = now + lifetime;
                 }
                 Err(refusal) => {
+                    // Kept, and not asked for again before the shortest lifetime.
+                    held.metadata_fresh_until = now + MIN_LIFETIME;
                     tracing::warn!(
                         code = refusal.code(),
                         "provider discovery refetch failed; keeping the cached document"
@@ -163,6 +194,8 @@ impl Provider {
                     held.jwks_fetched_at = now;
                 }
                 Err(refusal) => {
+                    held.jwks_fresh_until = now + MIN_LIFETIME;
+                    held.jwks_fetched_at = now;
                     tracing::warn!(
                         code = refusal.code(),
                         "provider key set refetch failed; keeping the cached keys"
@@ -253,8 +286,16 @@ impl Provider {
             .add_scope(Scope::new("profile".into()))
             .set_pkce_challenge(challenge);
         if self.at_rest.is_some() {
-            // Re-checks renew with a refresh token (OpenID Connect Core 1.0, 11).
-            request = request.add_scope(Scope::new("offline_access".into()));
+            // Re-checks renew with a refresh token. Google refuses the standard scope and asks
+            // for its own parameters instead; everyone else takes `offline_access` (OpenID
+            // Connect Core 1.0, 11).
+            if self.config.issuer == GOOGLE_ISSUER {
+                request = request
+                    .add_extra_param("access_type", "offline")
+                    .add_extra_param("prompt", "consent");
+            } else {
+                request = request.add_scope(Scope::new("offline_access".into()));
+            }
         }
         let (url, state, nonce) = request.url();
         Ok(Authorization {
@@ -306,8 +347,12 @@ impl Provider {
         })
     }
 
-    /// Asks the provider whether it still vouches for a person, with their refresh token.
-    pub async fn renew(&self, refresh_token: &str) -> Renewal {
+    /// Asks the provider whether it still vouches for `subject`, with their refresh token.
+    /// Only `invalid_grant` is a refusal (the grant is gone: the person removed or disabled, or
+    /// the token revoked); any other error says nothing about the person and is retried. A
+    /// fresh ID token in the answer is checked and held to the domain and claim rules again,
+    /// so a person taken out of a required group is refused too.
+    pub async fn renew(&self, refresh_token: &str, subject: &str) -> Renewal {
         let documents = match self.documents(false).await {
             Ok(documents) => documents,
             Err(refusal) => return Renewal::Unavailable(refusal.to_string()),
@@ -322,17 +367,39 @@ impl Provider {
             Ok(request) => request,
             Err(error) => return Renewal::Unavailable(format!("no token endpoint: {error}")),
         };
-        match request.request_async(&self.http).await {
-            Ok(response) => Renewal::Confirmed {
-                refresh_token: response.refresh_token().map_or_else(
-                    || refresh_token.to_owned(),
-                    |rotated| rotated.secret().clone(),
-                ),
-            },
-            Err(RequestTokenError::ServerResponse(refused)) => {
-                Renewal::Refused(refused.error().to_string())
+        let response: CoreTokenResponse = match request.request_async(&self.http).await {
+            Ok(response) => response,
+            Err(RequestTokenError::ServerResponse(refused))
+                if *refused.error() == CoreErrorResponseType::InvalidGrant =>
+            {
+                return Renewal::Refused(refused.to_string());
             }
-            Err(other) => Renewal::Unavailable(chain(&other)),
+            Err(other) => return Renewal::Unavailable(chain(&other)),
+        };
+        if let Some(id_token) = response.id_token() {
+            // OpenID Connect Core 1.0, 12.2: the same person, no nonce to hold it to.
+            let any_nonce = |_: Option<&Nonce>| Ok(());
+            let claims = match verify::id_token(id_token, &self.config, &documents.jwks, any_nonce)
+            {
+                Ok(claims) if claims.subject == subject => claims,
+                Ok(_) => {
+                    return Renewal::Unavailable(
+                        "the refreshed ID token names another subject".into(),
+                    );
+                }
+                Err(refusal) => {
+                    return Renewal::Unavailable(format!("the refreshed ID token: {refusal}"));
+                }
+            };
+            if let Err(refusal) = verify::admit(&claims, &self.config) {
+                return Renewal::Refused(refusal.to_string());
+            }
+        }
+        Renewal::Confirmed {
+            refresh_token: response.refresh_token().map_or_else(
+                || refresh_token.to_owned(),
+                |rotated| rotated.secret().clone(),
+            ),
         }
     }
 }

@@ -15,11 +15,10 @@ use super::provider::{Provider, Renewal};
 use crate::clock::now_ms;
 use crate::store::{RenewalLease, RenewalOutcome, Store, StoreResult};
 
-/// How long a replica holds the renewals it took: a replica that stops mid-renewal leaves them
-/// to another after this.
+/// How long a replica holds a renewal it took: well above one refresh (its request times out
+/// after 10 s, and may wait as long for the provider's documents). Each person is leased on
+/// their own, just before their refresh, so a long round never outlives a lease.
 const LEASE: Duration = Duration::from_secs(60);
-/// The most renewals taken in one round.
-const BATCH: i64 = 50;
 
 /// Renews the due confirmations every eighth of the period (between 250 ms and a minute) until
 /// `shutdown`.
@@ -35,22 +34,14 @@ pub async fn recheck_loop(
             () = shutdown.cancelled() => return,
             () = tokio::time::sleep(tick) => {}
         }
-        loop {
-            match renew_due(store.as_ref(), &provider, every).await {
-                // A full batch: more may be due.
-                Ok(renewed) if renewed as i64 >= BATCH => continue,
-                Ok(_) => break,
-                Err(error) => {
-                    tracing::warn!(error = %crate::store::ErrorChain(&error), "could not renew team sign-ins");
-                    break;
-                }
-            }
+        if let Err(error) = renew_due(store.as_ref(), &provider, every).await {
+            tracing::warn!(error = %crate::store::ErrorChain(&error), "could not renew team sign-ins");
         }
     }
 }
 
-/// One round: leases the confirmations older than half of `every` and renews each. Returns
-/// how many it took.
+/// One round: renews, one person at a time, everyone last confirmed more than half of `every`
+/// ago. Returns how many it renewed or found refused.
 pub async fn renew_due(
     store: &dyn Store,
     provider: &Provider,
@@ -59,51 +50,64 @@ pub async fn renew_due(
     let Some(at_rest) = provider.at_rest() else {
         return Ok(0);
     };
-    let now = now_ms();
     let half = (every / 2).as_millis() as u64;
-    let due = store
-        .lease_renewals(RenewalLease {
-            confirmed_before: now.saturating_sub_ms(half),
-            now,
-            lease_until: now.saturating_add_ms(LEASE.as_millis() as u64),
-            limit: BATCH,
-        })
-        .await?;
-    for person in &due {
+    // A renewal the provider did not answer is tried again after this (within the period).
+    let retry_ms = (every / 8)
+        .clamp(Duration::from_millis(250), Duration::from_secs(60))
+        .as_millis() as u64;
+    let mut done = 0;
+    loop {
+        let now = now_ms();
+        let lease_until = now.saturating_add_ms(LEASE.as_millis() as u64);
+        let Some(person) = store
+            .lease_renewals(RenewalLease {
+                confirmed_before: now.saturating_sub_ms(half),
+                now,
+                lease_until,
+                limit: 1,
+            })
+            .await?
+            .pop()
+        else {
+            return Ok(done);
+        };
         let Some(refresh_token) = at_rest.open(
             &person.issuer,
             &person.subject,
             &person.sealed_refresh_token,
         ) else {
-            // Sealed under another client secret: the person signs in again when it lapses.
+            // Sealed under another client secret: the person signs in again when it lapses;
+            // the lease keeps this one from being tried each round meanwhile.
             tracing::warn!(owner = %person.owner_id, "a refresh token does not open (was the client secret changed?)");
             continue;
         };
         // The provider vouches as of the moment it was asked, not when its answer arrived.
         let asked_at = now_ms();
-        let outcome = match provider.renew(&refresh_token).await {
-            Renewal::Confirmed { refresh_token } => {
-                let at = asked_at;
-                RenewalOutcome::Confirmed {
-                    at,
-                    until: at.saturating_add_ms(every.as_millis() as u64),
-                    sealed_refresh_token: at_rest.seal(
-                        &person.issuer,
-                        &person.subject,
-                        &refresh_token,
-                    ),
-                }
-            }
+        let outcome = match provider.renew(&refresh_token, &person.subject).await {
+            Renewal::Confirmed { refresh_token } => RenewalOutcome::Confirmed {
+                at: asked_at,
+                until: asked_at.saturating_add_ms(every.as_millis() as u64),
+                sealed_refresh_token: at_rest.seal(&person.issuer, &person.subject, &refresh_token),
+            },
             Renewal::Refused(why) => {
                 tracing::info!(owner = %person.owner_id, reason = %why, "the provider no longer vouches for this person: their tokens are revoked");
                 RenewalOutcome::Refused { at: now_ms() }
             }
             Renewal::Unavailable(why) => {
-                tracing::warn!(owner = %person.owner_id, reason = %why, "the provider did not answer a renewal; trying again after the lease");
-                continue;
+                tracing::warn!(owner = %person.owner_id, reason = %why, "the provider did not answer a renewal; trying again shortly");
+                RenewalOutcome::Unanswered {
+                    retry_at: now_ms().saturating_add_ms(retry_ms),
+                }
             }
         };
-        store.record_renewal(person.owner_id, &outcome).await?;
+        let answered = !matches!(outcome, RenewalOutcome::Unanswered { .. });
+        if store
+            .record_renewal(person.owner_id, lease_until, &outcome)
+            .await?
+        {
+            done += usize::from(answered);
+        } else {
+            tracing::info!(owner = %person.owner_id, "a renewal was overtaken (a sign-in, or another replica); its outcome is dropped");
+        }
     }
-    Ok(due.len())
 }

@@ -9,7 +9,7 @@ use openidconnect::core::{
     CoreIdToken, CoreIdTokenVerifier, CoreJsonWebKeySet, CoreJwsSigningAlgorithm,
 };
 use openidconnect::{
-    ClaimsVerificationError, ClientId, IssuerUrl, Nonce, SignatureVerificationError,
+    ClaimsVerificationError, ClientId, IssuerUrl, NonceVerifier, SignatureVerificationError,
 };
 use serde_json::{Map, Value};
 
@@ -55,7 +55,7 @@ pub fn id_token(
     token: &CoreIdToken,
     config: &OidcConfig,
     jwks: &CoreJsonWebKeySet,
-    nonce: &Nonce,
+    nonce: impl NonceVerifier,
 ) -> Result<VerifiedClaims, Refusal> {
     id_token_at(token, config, jwks, nonce, SystemTime::now())
 }
@@ -63,12 +63,13 @@ pub fn id_token(
 /// Verifies `token` as of `now`: signed with one of the provider's keys by an asymmetric
 /// algorithm, issued by the configured issuer, for this client, unexpired (within
 /// [`CLOCK_SKEW`]), issued within [`MAX_TOKEN_AGE`] and not in the future, and carrying the
-/// flow's nonce.
+/// flow's nonce (`nonce`: the flow's [`openidconnect::Nonce`], or a rule for a refreshed
+/// token).
 pub fn id_token_at(
     token: &CoreIdToken,
     config: &OidcConfig,
     jwks: &CoreJsonWebKeySet,
-    nonce: &Nonce,
+    nonce: impl NonceVerifier,
     now: SystemTime,
 ) -> Result<VerifiedClaims, Refusal> {
     let issuer = IssuerUrl::new(config.issuer.clone())
@@ -192,24 +193,51 @@ pub fn admit(claims: &VerifiedClaims, config: &OidcConfig) -> Result<(), Refusal
     Ok(())
 }
 
-/// The name a new owner gets (what `sealpost-relay owner list` shows): the verified email, or
-/// the provider's username or name, or the subject. Never used to find an owner.
+/// The name a new owner gets (what `sealpost-relay owner list` shows): the verified email as
+/// it is; otherwise the provider's username or name, or the subject, always followed by a tag
+/// of who the person is at the provider, so a name a person chose (`bob@team.example`) never
+/// reads as someone's verified address. Never used to find an owner.
 pub fn name_hint(claims: &VerifiedClaims) -> String {
-    let text = |name: &str| claims.all.get(name).and_then(Value::as_str).map(str::trim);
+    let text = |name: &str| {
+        claims
+            .all
+            .get(name)
+            .and_then(Value::as_str)
+            .map(|text| {
+                text.chars()
+                    .filter(|c| !c.is_control())
+                    .take(100)
+                    .collect::<String>()
+            })
+            .map(|text| text.trim().to_owned())
+            .filter(|text| !text.is_empty())
+    };
     let verified = claims.all.get("email_verified") == Some(&Value::Bool(true));
-    [
-        text("email").filter(|_| verified),
-        text("preferred_username"),
-        text("name"),
-    ]
-    .into_iter()
-    .flatten()
-    .find(|name| !name.is_empty())
-    .map_or_else(|| claims.subject.clone(), str::to_owned)
-    .chars()
-    .filter(|c| !c.is_control())
-    .take(100)
-    .collect()
+    if let Some(email) = text("email").filter(|_| verified) {
+        return email;
+    }
+    let chosen = text("preferred_username")
+        .or_else(|| text("name"))
+        .unwrap_or_else(|| claims.subject.chars().take(100).collect());
+    format!(
+        "{chosen} ({})",
+        identity_tag(&claims.issuer, &claims.subject)
+    )
+}
+
+/// Eight hex digits of SHA-256(issuer, subject): the same for a person on every replica.
+pub fn identity_tag(issuer: &str, subject: &str) -> String {
+    use sha2::{Digest as _, Sha256};
+    let digest = Sha256::new()
+        .chain_update(issuer.as_bytes())
+        .chain_update([0])
+        .chain_update(subject.as_bytes())
+        .finalize();
+    digest
+        .iter()
+        .take(4)
+        .map(|byte| format!("{byte:02x}"))
+        .collect()
 }
 
 #[cfg(test)]
@@ -288,13 +316,22 @@ mod tests {
     }
 
     #[test]
-    fn a_name_prefers_a_verified_email_and_never_an_unverified_one() {
+    fn a_name_is_a_verified_email_or_else_carries_the_persons_tag() {
         let name = |all| name_hint(&claims(all));
         assert_eq!(
             name(json!({"email": "a@x.example", "email_verified": true, "name": "A"})),
             "a@x.example"
         );
-        assert_eq!(name(json!({"email": "a@x.example", "name": "A\u{7}"})), "A");
-        assert_eq!(name(json!({})), "sub-1");
+        let tag = super::identity_tag("https://idp.example", "sub-1");
+        assert_eq!(tag.len(), 8);
+        assert_eq!(
+            name(json!({"email": "a@x.example", "name": "A\u{7}"})),
+            format!("A ({tag})")
+        );
+        assert_eq!(
+            name(json!({"preferred_username": "bob@team.example"})),
+            format!("bob@team.example ({tag})")
+        );
+        assert_eq!(name(json!({})), format!("sub-1 ({tag})"));
     }
 }

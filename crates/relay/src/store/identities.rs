@@ -3,10 +3,10 @@
 
 use sealpost_protocol::ids::OwnerId;
 use sealpost_time::UnixMillis;
-use sha2::{Digest as _, Sha256};
 use sqlx::{Database, Encode, Executor, IntoArguments, Type};
 
 use super::rows::{self, Columns};
+use super::sweep::Affected;
 use super::{OwnerRow, StoreError, StoreResult, b, parse_app, time_to_sql};
 use crate::ids::random_id;
 use crate::scope::AppScope;
@@ -185,7 +185,13 @@ where
         }
     }
     if !made {
-        return Err(StoreError::Duplicate);
+        // Both names taken: perhaps by this very person, made by another replica meanwhile.
+        let row = sqlx::query::<DB>(SELECT_IDENTITY_OWNER)
+            .bind(identity.issuer.clone())
+            .bind(identity.subject.clone())
+            .fetch_optional(&mut *conn)
+            .await?;
+        return row.as_ref().map_or(Err(StoreError::Duplicate), rows::owner);
     }
     let claimed = sqlx::query::<DB>(INSERT_IDENTITY)
         .bind(identity.issuer.clone())
@@ -220,20 +226,8 @@ where
 /// A name taken by someone else gets a suffix from who this person is at the provider, so it
 /// stays the same across attempts and replicas.
 fn unique_name(identity: &ConfirmedIdentity) -> String {
-    let digest = Sha256::new()
-        .chain_update(identity.issuer.as_bytes())
-        .chain_update([0])
-        .chain_update(identity.subject.as_bytes())
-        .finalize();
-    format!("{} ({})", identity.name, &hex_prefix(&digest))
-}
-
-fn hex_prefix(bytes: &[u8]) -> String {
-    bytes
-        .iter()
-        .take(4)
-        .map(|byte| format!("{byte:02x}"))
-        .collect()
+    let tag = crate::oidc::identity_tag(&identity.issuer, &identity.subject);
+    format!("{} ({tag})", identity.name)
 }
 
 /// Which confirmations a replica takes to renew now.
@@ -280,6 +274,12 @@ pub enum RenewalOutcome {
         /// When.
         at: UnixMillis,
     },
+    /// Not answered: nothing changes but when the renewal is tried again (the lease is held
+    /// until then).
+    Unanswered {
+        /// When to try again.
+        retry_at: UnixMillis,
+    },
 }
 
 /// Only rows still due and unleased are taken (the outer condition, which PostgreSQL checks
@@ -292,15 +292,24 @@ const LEASE_RENEWALS: &str = "UPDATE owner_identities SET renewing_until = $3 \
        AND refresh_token IS NOT NULL AND (renewing_until IS NULL OR renewing_until <= $2) \
        ORDER BY confirmed_at LIMIT $4) \
      RETURNING owner_id, issuer, subject, refresh_token";
+/// `$4`, `$2`: the lease this replica took; a sign-in meanwhile (which clears it) or another
+/// replica's lease after this one's ran out wins, and this outcome is dropped.
 const RENEWED: &str = "UPDATE owner_identities SET confirmed_at = $2, refresh_token = $3, \
-     renewing_until = NULL WHERE owner_id = $1";
-const REFUSED: &str =
-    "UPDATE owner_identities SET refresh_token = NULL, renewing_until = NULL WHERE owner_id = $1";
+     renewing_until = NULL WHERE owner_id = $1 AND renewing_until = $4";
+const REFUSED: &str = "UPDATE owner_identities SET refresh_token = NULL, renewing_until = NULL \
+     WHERE owner_id = $1 AND renewing_until = $2";
+const RETRY_AT: &str = "UPDATE owner_identities SET renewing_until = $3 \
+     WHERE owner_id = $1 AND renewing_until = $2";
 const LAPSE_NOW: &str = "UPDATE owners SET confirmed_until = $2 WHERE id = $1";
 const CLEAR_CONFIRMED_UNTIL: &str =
     "UPDATE owners SET confirmed_until = NULL WHERE confirmed_until IS NOT NULL";
-const SET_EVERY_CONFIRMED_UNTIL: &str = "UPDATE owners SET confirmed_until = \
-     (SELECT i.confirmed_at + $1 FROM owner_identities i WHERE i.owner_id = owners.id) \
+/// Each person's last confirmation plus the period, or the limit they have when that is sooner
+/// (a refusal's, which a restart must not lift).
+const SET_EVERY_CONFIRMED_UNTIL: &str = "UPDATE owners SET confirmed_until = CASE \
+     WHEN confirmed_until IS NOT NULL AND confirmed_until < \
+       (SELECT i.confirmed_at + $1 FROM owner_identities i WHERE i.owner_id = owners.id) \
+     THEN confirmed_until \
+     ELSE (SELECT i.confirmed_at + $1 FROM owner_identities i WHERE i.owner_id = owners.id) END \
      WHERE id IN (SELECT owner_id FROM owner_identities)";
 
 /// Leases the confirmations due for renewal to this replica.
@@ -334,14 +343,18 @@ where
         .collect()
 }
 
-/// Records what the provider said of `owner_id` (one transaction).
+/// Records what the provider said of `owner_id` under the lease `lease_until` this replica
+/// took (one transaction); nothing when that lease is no longer the row's. Whether it was
+/// recorded.
 pub(crate) async fn record_renewal<DB>(
     conn: &mut DB::Connection,
     owner_id: OwnerId,
+    lease_until: UnixMillis,
     outcome: &RenewalOutcome,
-) -> StoreResult<()>
+) -> StoreResult<bool>
 where
     DB: Database,
+    DB::QueryResult: Affected,
     for<'c> &'c mut DB::Connection: Executor<'c, Database = DB>,
     DB::Arguments: IntoArguments<DB>,
     i64: for<'q> Encode<'q, DB> + Type<DB>,
@@ -354,12 +367,16 @@ where
             until,
             sealed_refresh_token,
         } => {
-            sqlx::query::<DB>(RENEWED)
+            let held = sqlx::query::<DB>(RENEWED)
                 .bind(b(owner_id))
                 .bind(time_to_sql(*at))
                 .bind(sealed_refresh_token.clone())
+                .bind(time_to_sql(lease_until))
                 .execute(&mut *conn)
                 .await?;
+            if held.affected() == 0 {
+                return Ok(false);
+            }
             sqlx::query::<DB>(SET_CONFIRMED_UNTIL)
                 .bind(b(owner_id))
                 .bind(Some(time_to_sql(*until)))
@@ -367,10 +384,14 @@ where
                 .await?;
         }
         RenewalOutcome::Refused { at } => {
-            sqlx::query::<DB>(REFUSED)
+            let held = sqlx::query::<DB>(REFUSED)
                 .bind(b(owner_id))
+                .bind(time_to_sql(lease_until))
                 .execute(&mut *conn)
                 .await?;
+            if held.affected() == 0 {
+                return Ok(false);
+            }
             sqlx::query::<DB>(LAPSE_NOW)
                 .bind(b(owner_id))
                 .bind(time_to_sql(*at))
@@ -381,9 +402,23 @@ where
                 .bind(time_to_sql(*at))
                 .execute(&mut *conn)
                 .await?;
+            // Links minted before cannot sign the person in again either.
+            sqlx::query::<DB>(super::sql::DELETE_OWNER_SIGNIN_CODES)
+                .bind(b(owner_id))
+                .execute(&mut *conn)
+                .await?;
+        }
+        RenewalOutcome::Unanswered { retry_at } => {
+            let held = sqlx::query::<DB>(RETRY_AT)
+                .bind(b(owner_id))
+                .bind(time_to_sql(lease_until))
+                .bind(time_to_sql(*retry_at))
+                .execute(&mut *conn)
+                .await?;
+            return Ok(held.affected() > 0);
         }
     }
-    Ok(())
+    Ok(true)
 }
 
 /// Brings every owner's `confirmed_until` in line with the configured re-check period (at

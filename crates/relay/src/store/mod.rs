@@ -433,8 +433,15 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     async fn owner_for_identity(&self, identity: &ConfirmedIdentity) -> StoreResult<OwnerRow>;
     /// Leases to this replica the confirmations due for renewal at the provider.
     async fn lease_renewals(&self, lease: RenewalLease) -> StoreResult<Vec<DueRenewal>>;
-    /// Records what the provider said of a person (see [`RenewalOutcome`]).
-    async fn record_renewal(&self, owner_id: OwnerId, outcome: &RenewalOutcome) -> StoreResult<()>;
+    /// Records what the provider said of a person (see [`RenewalOutcome`]) under the lease
+    /// `lease_until` this replica took; false (nothing recorded) when the lease is no longer
+    /// the row's: a sign-in meanwhile, or another replica's lease after this one ran out.
+    async fn record_renewal(
+        &self,
+        owner_id: OwnerId,
+        lease_until: UnixMillis,
+        outcome: &RenewalOutcome,
+    ) -> StoreResult<bool>;
     /// At start: every owner's confirmation lasts `every_ms` from their last one (`None`: no
     /// re-check, no limit).
     async fn apply_recheck(&self, every_ms: Option<i64>) -> StoreResult<()>;

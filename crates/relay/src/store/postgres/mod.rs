@@ -247,10 +247,17 @@ impl Store for PgStore {
         identities::lease_renewals::<Postgres>(&mut conn, lease).await
     }
 
-    async fn record_renewal(&self, owner_id: OwnerId, outcome: &RenewalOutcome) -> StoreResult<()> {
+    async fn record_renewal(
+        &self,
+        owner_id: OwnerId,
+        lease_until: UnixMillis,
+        outcome: &RenewalOutcome,
+    ) -> StoreResult<bool> {
         let mut tx = self.pool.begin().await?;
-        identities::record_renewal::<Postgres>(&mut tx, owner_id, outcome).await?;
-        tx.commit().await.map_err(StoreError::NotCommitted)
+        let recorded =
+            identities::record_renewal::<Postgres>(&mut tx, owner_id, lease_until, outcome).await?;
+        tx.commit().await.map_err(StoreError::NotCommitted)?;
+        Ok(recorded)
     }
 
     async fn apply_recheck(&self, every_ms: Option<i64>) -> StoreResult<()> {

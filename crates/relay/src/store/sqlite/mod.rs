@@ -248,12 +248,17 @@ impl Store for SqliteStore {
         .await
     }
 
-    async fn record_renewal(&self, owner_id: OwnerId, outcome: &RenewalOutcome) -> StoreResult<()> {
+    async fn record_renewal(
+        &self,
+        owner_id: OwnerId,
+        lease_until: UnixMillis,
+        outcome: &RenewalOutcome,
+    ) -> StoreResult<bool> {
         let outcome = outcome.clone();
         self.write_atomic(move |conn| {
-            Box::pin(
-                async move { identities::record_renewal::<Sqlite>(conn, owner_id, &outcome).await },
-            )
+            Box::pin(async move {
+                identities::record_renewal::<Sqlite>(conn, owner_id, lease_until, &outcome).await
+            })
         })
         .await
     }

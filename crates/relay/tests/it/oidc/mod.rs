@@ -116,6 +116,21 @@ impl TestProvider {
         self.control(&format!("slow?ms={ms}"), None).await;
     }
 
+    /// The token endpoint answers `status` with `{"error": error}` from now on; `None` ends it.
+    pub async fn fail_tokens(&self, failure: Option<(u16, &str)>) {
+        let path = match failure {
+            Some((status, error)) => format!("fail?status={status}&error={error}"),
+            None => "fail".to_owned(),
+        };
+        self.control(&path, None).await;
+    }
+
+    /// The person's claims at the provider change as `claims` says.
+    pub async fn set_claims(&self, user: &str, claims: Value) {
+        self.control(&format!("claims?user={user}"), Some(claims))
+            .await;
+    }
+
     /// The provider signs with a new key from now on.
     pub async fn rotate_key(&self) {
         self.control("rotate", None).await;

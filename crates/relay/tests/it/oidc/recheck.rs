@@ -16,12 +16,20 @@ use super::{Browser, TestProvider, direct, exchange, free_addr, pkce, relay_for,
 const RECHECK_HOURS: f64 = 0.001;
 const PERIOD: Duration = Duration::from_millis(3_600);
 
-async fn rechecking() -> (TestProvider, Relay) {
+/// A provider and a relay re-checking every [`PERIOD`], requiring `claim` if given.
+async fn rechecking(claim: Option<&str>) -> (TestProvider, Relay) {
     let addr = free_addr();
     let public_url = format!("http://{addr}");
     let provider = TestProvider::start(&[format!("{public_url}/auth/oidc/callback")]);
     let mut args = provider.args();
     args.oidc_recheck_hours = Some(RECHECK_HOURS);
+    if let Some(claim) = claim {
+        let (name, value) = claim.split_once('=').unwrap();
+        args.oidc_required_claim = vec![sealpost_relay::oidc::RequiredClaim {
+            name: name.into(),
+            value: value.into(),
+        }];
+    }
     let oidc = args.into_config().unwrap().unwrap();
     let relay = relay_for(&provider, TestDb::sqlite(), addr, &public_url, |config| {
         config.oidc = Some(oidc);
@@ -99,7 +107,7 @@ async fn confirmed_until(relay: &Relay) -> UnixMillis {
 
 #[tokio::test]
 async fn a_person_removed_at_the_provider_loses_every_token_within_the_period() {
-    let (provider, relay) = rechecking().await;
+    let (provider, relay) = rechecking(None).await;
     let (owner, mcp) = alice(&relay).await;
     // Two periods on, the background renewals have kept her in.
     tokio::time::sleep(PERIOD * 2).await;
@@ -129,7 +137,7 @@ async fn a_person_removed_at_the_provider_loses_every_token_within_the_period() 
 
 #[tokio::test]
 async fn a_provider_that_stops_answering_lets_access_lapse_at_the_periods_end() {
-    let (provider, relay) = rechecking().await;
+    let (provider, relay) = rechecking(None).await;
     let (owner, _) = alice(&relay).await;
     let down_at = now_ms();
     drop(provider);
@@ -156,4 +164,49 @@ async fn without_rechecks_a_sign_in_has_no_confirmation_limit() {
         .unwrap();
     assert_eq!(me.confirmed_until, None);
     assert_eq!(self::me(&relay, &owner).await.0, StatusCode::OK);
+}
+
+#[tokio::test]
+async fn a_provider_error_that_says_nothing_of_the_person_revokes_nothing() {
+    let (provider, relay) = rechecking(None).await;
+    let (owner, _) = alice(&relay).await;
+    // The provider's token endpoint fails, as during an outage or a broken client secret: no
+    // renewal happens, and access lapses at the period's end, but nothing is revoked.
+    provider
+        .fail_tokens(Some((503, "temporarily_unavailable")))
+        .await;
+    until_refused(&relay, &owner).await;
+    provider.fail_tokens(Some((401, "invalid_client"))).await;
+    tokio::time::sleep(PERIOD).await;
+    // Once it answers again, the next renewal brings her back with the token she had.
+    provider.fail_tokens(None).await;
+    let start = Instant::now();
+    while me(&relay, &owner).await.0 != StatusCode::OK {
+        assert!(
+            start.elapsed() < PERIOD * 3,
+            "not back after {:?}",
+            start.elapsed()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test]
+async fn a_person_taken_out_of_a_required_group_is_refused_at_the_next_renewal() {
+    let (provider, relay) = rechecking(Some("groups=sealpost")).await;
+    let (owner, _) = alice(&relay).await;
+    tokio::time::sleep(PERIOD).await;
+    assert_eq!(me(&relay, &owner).await.0, StatusCode::OK);
+    let removed_at = now_ms();
+    provider
+        .set_claims("alice", serde_json::json!({"groups": ["other"]}))
+        .await;
+    until_refused(&relay, &owner).await;
+    assert!(confirmed_until(&relay).await <= removed_at.saturating_add_ms(3_600));
+    // Refused, not lapsed: her tokens are revoked, so a later renewal cannot bring them back.
+    provider
+        .set_claims("alice", serde_json::json!({"groups": ["sealpost"]}))
+        .await;
+    tokio::time::sleep(PERIOD).await;
+    assert_eq!(me(&relay, &owner).await.0, StatusCode::UNAUTHORIZED);
 }
