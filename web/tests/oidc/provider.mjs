@@ -86,6 +86,9 @@ function makeProvider() {
     cookies: { keys: ['test-provider-cookie-key'] },
     // The person consented once and for all: the login page is the only interaction.
     async loadExistingGrant(ctx) {
+      const kept = ctx.oidc.session.grantIdFor(ctx.oidc.client.clientId);
+      const found = kept ? await ctx.oidc.provider.Grant.find(kept) : undefined;
+      if (found) return found;
       const grant = new ctx.oidc.provider.Grant({
         clientId: ctx.oidc.client.clientId,
         accountId: ctx.oidc.session.accountId,

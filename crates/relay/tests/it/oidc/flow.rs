@@ -287,3 +287,26 @@ async fn a_provider_that_stops_answering_leaves_sign_ins_working_and_says_so_to_
         .await;
     assert_eq!(landed.error_code(), "provider_unavailable");
 }
+
+#[tokio::test]
+async fn two_sign_ins_started_in_one_browser_each_finish() {
+    let (_provider, relay) = provider_and_relay(|_| {}).await;
+    let browser = Browser::new();
+    let (first_verifier, first_challenge) = pkce();
+    let first = browser
+        .callback_url(&start_url(&relay, &first_challenge), "alice")
+        .await;
+    let (second_verifier, second_challenge) = pkce();
+    let second = browser
+        .callback_url(&start_url(&relay, &second_challenge), "alice")
+        .await;
+    // Finished in the other order: each flow's cookie is its own.
+    let landed = browser.follow(&second, direct).await;
+    exchange(&relay, landed.code(), Some(&second_verifier))
+        .await
+        .unwrap();
+    let landed = browser.follow(&first, direct).await;
+    exchange(&relay, landed.code(), Some(&first_verifier))
+        .await
+        .unwrap();
+}
