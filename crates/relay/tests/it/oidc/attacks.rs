@@ -4,7 +4,7 @@
 
 use serde_json::json;
 
-use super::{Browser, TestProvider, direct, exchange, pkce, provider_and_relay, start_url};
+use super::{Browser, TestProvider, direct, pkce, provider_and_relay, sign_in_as, start_url};
 use sealpost_testkit::Relay;
 
 /// Signs `user` in with the next ID token replaced as `plan` says; the relay's error code.
@@ -68,13 +68,7 @@ async fn an_expired_or_implausibly_dated_id_token_is_refused_within_the_skew() {
     }
     // Within the documented skew (60 s): a token that expired 30 s ago still counts.
     provider.tamper(json!({"claims": {"exp": now - 30}})).await;
-    let (verifier, challenge) = pkce();
-    let landed = Browser::new()
-        .sign_in(&start_url(&relay, &challenge), "alice", direct)
-        .await;
-    exchange(&relay, landed.code(), Some(&verifier))
-        .await
-        .unwrap();
+    sign_in_as(&relay, "alice").await;
 }
 
 #[tokio::test]
@@ -100,13 +94,7 @@ async fn a_forged_or_unsigned_id_token_is_refused() {
 async fn another_sign_ins_id_token_is_refused_as_replayed() {
     let (provider, relay) = provider_and_relay(|_| {}).await;
     // One honest sign-in, whose ID token the provider keeps as "the last one".
-    let (verifier, challenge) = pkce();
-    let landed = Browser::new()
-        .sign_in(&start_url(&relay, &challenge), "alice", direct)
-        .await;
-    exchange(&relay, landed.code(), Some(&verifier))
-        .await
-        .unwrap();
+    sign_in_as(&relay, "alice").await;
     // The next sign-in receives that same token: signed, for this client, unexpired, but
     // carrying the first flow's nonce.
     assert_eq!(
@@ -118,23 +106,11 @@ async fn another_sign_ins_id_token_is_refused_as_replayed() {
 #[tokio::test]
 async fn a_rotated_signing_key_is_fetched_once_a_token_names_it() {
     let (provider, relay) = provider_and_relay(|_| {}).await;
-    let (verifier, challenge) = pkce();
-    let landed = Browser::new()
-        .sign_in(&start_url(&relay, &challenge), "alice", direct)
-        .await;
-    exchange(&relay, landed.code(), Some(&verifier))
-        .await
-        .unwrap();
+    sign_in_as(&relay, "alice").await;
     // The relay holds the old key set (for an hour by its headers); the provider now signs
     // with a new key.
     provider.rotate_key().await;
     // The JWKS refetch is spaced out; wait past the gap.
     tokio::time::sleep(std::time::Duration::from_secs(11)).await;
-    let (verifier, challenge) = pkce();
-    let landed = Browser::new()
-        .sign_in(&start_url(&relay, &challenge), "alice", direct)
-        .await;
-    exchange(&relay, landed.code(), Some(&verifier))
-        .await
-        .unwrap();
+    sign_in_as(&relay, "alice").await;
 }

@@ -3,39 +3,22 @@
 
 use reqwest::StatusCode;
 
-use super::{Browser, Landed, direct, exchange, pkce, provider_and_relay, start_url};
+use super::{
+    Browser, Landed, direct, exchange, me, pkce, provider_and_relay, sign_in_as, start_url,
+};
 use sealpost_relay::origins::AppOrigin;
 use sealpost_testkit::TestDb;
 
 #[tokio::test]
 async fn a_person_signs_in_through_the_providers_login_page_and_is_the_same_owner_next_time() {
     let (_provider, relay) = provider_and_relay(|_| {}).await;
-    let (verifier, challenge) = pkce();
-    let landed = Browser::new()
-        .sign_in(&start_url(&relay, &challenge), "alice", direct)
-        .await;
-    let first = exchange(&relay, landed.code(), Some(&verifier))
-        .await
-        .unwrap();
+    let first = sign_in_as(&relay, "alice").await;
     assert_eq!(first.owner.name, "alice@team.example");
     // The token works.
-    let me = relay
-        .client
-        .get(format!("{}/v1/me", relay.base))
-        .bearer_auth(&first.token)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(me.status(), StatusCode::OK);
+    assert_eq!(me(&relay, &first.token).await.0, StatusCode::OK);
 
     // Again, from another browser: the same owner, found by (issuer, subject).
-    let (verifier, challenge) = pkce();
-    let landed = Browser::new()
-        .sign_in(&start_url(&relay, &challenge), "alice", direct)
-        .await;
-    let second = exchange(&relay, landed.code(), Some(&verifier))
-        .await
-        .unwrap();
+    let second = sign_in_as(&relay, "alice").await;
     assert_eq!(second.owner.id, first.owner.id);
 }
 
@@ -237,13 +220,7 @@ async fn a_person_who_cancels_at_the_provider_lands_on_a_page_that_says_so() {
 #[tokio::test]
 async fn a_disabled_owner_cannot_sign_in_through_the_provider() {
     let (_provider, relay) = provider_and_relay(|_| {}).await;
-    let (verifier, challenge) = pkce();
-    let landed = Browser::new()
-        .sign_in(&start_url(&relay, &challenge), "alice", direct)
-        .await;
-    let signed = exchange(&relay, landed.code(), Some(&verifier))
-        .await
-        .unwrap();
+    let signed = sign_in_as(&relay, "alice").await;
     assert!(
         relay
             .store()
@@ -262,26 +239,13 @@ async fn a_disabled_owner_cannot_sign_in_through_the_provider() {
 async fn a_provider_that_stops_answering_leaves_sign_ins_working_and_says_so_to_new_ones() {
     let (provider, relay) = provider_and_relay(|_| {}).await;
     let oidc = provider.config();
-    let (verifier, challenge) = pkce();
-    let landed = Browser::new()
-        .sign_in(&start_url(&relay, &challenge), "alice", direct)
-        .await;
-    let signed = exchange(&relay, landed.code(), Some(&verifier))
-        .await
-        .unwrap();
+    let signed = sign_in_as(&relay, "alice").await;
     drop(provider);
-    let status = relay
-        .client
-        .get(format!("{}/v1/me", relay.base))
-        .bearer_auth(&signed.token)
-        .send()
-        .await
-        .unwrap()
-        .status();
-    assert_eq!(status, StatusCode::OK);
+    assert_eq!(me(&relay, &signed.token).await.0, StatusCode::OK);
     // A relay that has not yet read the provider's documents cannot start a sign-in, and says
     // why on its page.
     let cold = super::relay_for_config(oidc, TestDb::sqlite()).await;
+    let (_, challenge) = pkce();
     let landed = Browser::new()
         .follow(&start_url(&cold, &challenge), direct)
         .await;

@@ -429,6 +429,30 @@ pub async fn exchange(
     }
 }
 
+/// `user` signs in to the relay's own app through the provider, as a person does: the owner
+/// token and who it is.
+pub async fn sign_in_as(relay: &Relay, user: &str) -> SigninResponse {
+    let (verifier, challenge) = pkce();
+    let landed = Browser::new()
+        .sign_in(&start_url(relay, &challenge), user, direct)
+        .await;
+    exchange(relay, landed.code(), Some(&verifier))
+        .await
+        .unwrap()
+}
+
+/// `GET /v1/me` with `token`: its status and body.
+pub async fn me(relay: &Relay, token: &str) -> (StatusCode, Value) {
+    let response = relay
+        .client
+        .get(format!("{}/v1/me", relay.base))
+        .bearer_auth(token)
+        .send()
+        .await
+        .unwrap();
+    (response.status(), response.json().await.unwrap())
+}
+
 /// No rerouting: every request goes where its URL says.
 pub fn direct(url: &str) -> String {
     url.to_owned()

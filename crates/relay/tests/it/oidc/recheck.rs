@@ -10,7 +10,7 @@ use sealpost_relay::clock::now_ms;
 use sealpost_testkit::{Relay, TestDb, id};
 use sealpost_time::UnixMillis;
 
-use super::{Browser, TestProvider, direct, exchange, free_addr, pkce, relay_for, start_url};
+use super::{Browser, TestProvider, direct, free_addr, me, pkce, relay_for, sign_in_as, start_url};
 
 /// 0.001 hours: 3.6 seconds, so a test sees several renewals.
 const RECHECK_HOURS: f64 = 0.001;
@@ -40,14 +40,7 @@ async fn rechecking(claim: Option<&str>) -> (TestProvider, Relay) {
 
 /// Alice signs in; her owner token and an MCP token made with it.
 async fn alice(relay: &Relay) -> (String, String) {
-    let (verifier, challenge) = pkce();
-    let landed = Browser::new()
-        .sign_in(&start_url(relay, &challenge), "alice", direct)
-        .await;
-    let owner = exchange(relay, landed.code(), Some(&verifier))
-        .await
-        .unwrap()
-        .token;
+    let owner = sign_in_as(relay, "alice").await.token;
     let mcp: CreateMcpTokenResponse = relay
         .client
         .post(format!("{}/v1/mcp-tokens", relay.base))
@@ -64,17 +57,6 @@ async fn alice(relay: &Relay) -> (String, String) {
         .await
         .unwrap();
     (owner, mcp.token)
-}
-
-async fn me(relay: &Relay, token: &str) -> (StatusCode, serde_json::Value) {
-    let response = relay
-        .client
-        .get(format!("{}/v1/me", relay.base))
-        .bearer_auth(token)
-        .send()
-        .await
-        .unwrap();
-    (response.status(), response.json().await.unwrap())
 }
 
 /// Polls until `token` is refused (the refusal's body), failing after a generous bound.

@@ -7,7 +7,7 @@ use std::time::Duration;
 use reqwest::StatusCode;
 use sealpost_testkit::TestDb;
 
-use super::{Browser, TestProvider, exchange, free_addr, pkce, relay_for, start_url};
+use super::{Browser, TestProvider, exchange, free_addr, me, pkce, relay_for, start_url};
 
 #[tokio::test]
 async fn the_callback_is_answered_by_the_other_replica_and_renewals_are_not_doubled() {
@@ -57,14 +57,6 @@ async fn the_callback_is_answered_by_the_other_replica_and_renewals_are_not_doub
     provider.slow_down(800).await;
     tokio::time::sleep(Duration::from_millis(3_600 * 3)).await;
     for replica in [&replica_a, &replica_b] {
-        let status = replica
-            .client
-            .get(format!("{}/v1/me", replica.base))
-            .bearer_auth(&signed.token)
-            .send()
-            .await
-            .unwrap()
-            .status();
-        assert_eq!(status, StatusCode::OK);
+        assert_eq!(me(replica, &signed.token).await.0, StatusCode::OK);
     }
 }
