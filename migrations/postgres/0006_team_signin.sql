@@ -20,7 +20,7 @@ CREATE INDEX oidc_flows_by_expiry ON oidc_flows (expires_at);
 
 -- Who a person is at the provider: an owner is found by (issuer, subject), never by email.
 -- `confirmed_at` is when the provider last vouched for them (a sign-in or a renewal);
--- `refresh_token` is sealed at rest (XChaCha20-Poly1305 under a key derived from the client
+-- `refresh_token` is sealed at rest (AES-256-GCM-SIV under a key derived from the client
 -- secret, which the database does not hold); `renewing_until` is the lease of the replica
 -- renewing it now.
 CREATE TABLE owner_identities (

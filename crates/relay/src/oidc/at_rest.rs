@@ -1,17 +1,21 @@
-//! The provider's refresh tokens, sealed at rest: XChaCha20-Poly1305 under a key derived
+//! The provider's refresh tokens, sealed at rest: AES-256-GCM-SIV (RFC 8452: a random nonce
+//! that repeats costs nothing but revealing that two plaintexts were equal) under a key derived
 //! (HKDF-SHA256) from the client secret, which lives in a file the operator gives and never in
 //! the database. A database reader holds neither the key nor the secret a refresh needs; the
 //! person's (issuer, subject) is the associated data, so a sealed token moved to another
 //! person's row does not open.
+//!
+//! Not the envelopes' cipher: the relay links neither XChaCha20-Poly1305 nor X25519, so it
+//! cannot open a call or a reply even by accident (`boundaries.rs`).
 
-use chacha20poly1305::aead::AeadInOut;
-use chacha20poly1305::{KeyInit, XChaCha20Poly1305};
+use aes_gcm_siv::aead::AeadInOut;
+use aes_gcm_siv::{Aes256GcmSiv, KeyInit};
 use hkdf::Hkdf;
 use sha2::Sha256;
 
 use super::args::ClientSecret;
 
-const NONCE_LEN: usize = 24;
+const NONCE_LEN: usize = 12;
 const TAG_LEN: usize = 16;
 const SALT: &[u8] = b"sealpost-relay/v1";
 const INFO: &[u8] = b"sealpost-relay/v1 oidc refresh token at rest";
@@ -44,13 +48,13 @@ impl AtRest {
         let mut out = Vec::with_capacity(NONCE_LEN + token.len() + TAG_LEN);
         out.extend_from_slice(&nonce);
         out.extend_from_slice(token.as_bytes());
-        let tag = XChaCha20Poly1305::new((&self.key).into())
+        let tag = Aes256GcmSiv::new((&self.key).into())
             .encrypt_inout_detached(
                 &nonce.into(),
                 &associated(issuer, subject),
                 (&mut out[NONCE_LEN..]).into(),
             )
-            .expect("XChaCha20-Poly1305 seals any token length");
+            .expect("AES-GCM-SIV seals any token length");
         out.extend_from_slice(&tag);
         out
     }
@@ -61,7 +65,7 @@ impl AtRest {
         let (nonce, rest) = sealed.split_first_chunk::<NONCE_LEN>()?;
         let (ciphertext, tag) = rest.split_last_chunk::<TAG_LEN>()?;
         let mut plaintext = ciphertext.to_vec();
-        XChaCha20Poly1305::new((&self.key).into())
+        Aes256GcmSiv::new((&self.key).into())
             .decrypt_inout_detached(
                 &(*nonce).into(),
                 &associated(issuer, subject),
