@@ -156,6 +156,17 @@ pub(crate) async fn start_with_store(
     });
     recount_held_bytes(&state).await;
     tokio::spawn(sweeper(state.clone()));
+    if let Some(provider) = state.oidc.clone() {
+        tokio::spawn(async move {
+            let issuer = provider.config().issuer.clone();
+            match provider.check().await {
+                Ok(()) => tracing::info!(%issuer, "team sign-in: the identity provider answers"),
+                Err(refusal) => {
+                    tracing::warn!(%issuer, reason = %refusal, "team sign-in: the identity provider does not answer yet; sign-ins will say so until it does")
+                }
+            }
+        });
+    }
     let recheck = state
         .oidc
         .as_ref()

@@ -139,6 +139,12 @@ impl Provider {
         &self.config
     }
 
+    /// Reads the provider's documents now (at start, so a wrong issuer shows in the log before
+    /// anyone tries to sign in).
+    pub async fn check(&self) -> Result<(), Refusal> {
+        self.documents(false).await.map(|_| ())
+    }
+
     /// The key refresh tokens are sealed under, when re-checks keep them.
     pub fn at_rest(&self) -> Option<&AtRest> {
         self.at_rest.as_ref()
