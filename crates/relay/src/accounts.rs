@@ -9,9 +9,10 @@ use crate::clock::now_ms;
 use crate::scope::AppScope;
 use crate::store::{NewSigninCode, Store, StoreResult};
 
-/// SHA-256 of a sign-in code: only the hash is stored, so a database reader cannot sign in.
-pub(crate) fn code_hash(code: &str) -> [u8; 32] {
-    Sha256::digest(code.as_bytes()).into()
+/// SHA-256 of a one-time secret (a sign-in code, a team sign-in's state or cookie, a PKCE
+/// verifier): only the hash is stored, so a database reader cannot use the secret.
+pub(crate) fn secret_hash(secret: &str) -> [u8; 32] {
+    Sha256::digest(secret.as_bytes()).into()
 }
 
 /// Creates a one-time sign-in code for `owner_id` to the relay's own app, valid `ttl_s`
@@ -47,7 +48,7 @@ pub async fn create_bound_signin_link(
     let code = new_code();
     store
         .create_signin_code(&NewSigninCode {
-            code_hash: code_hash(&code),
+            code_hash: secret_hash(&code),
             owner_id,
             app: app.clone(),
             expires_at: now_ms().saturating_add_ms(ttl_s.saturating_mul(1000)),
@@ -58,8 +59,8 @@ pub async fn create_bound_signin_link(
     Ok(signin_link(public_url, app, &code))
 }
 
-/// 32 random bytes, base64url: a sign-in code.
-fn new_code() -> String {
+/// 32 random bytes, base64url: a sign-in code, or a team sign-in's browser cookie.
+pub(crate) fn new_code() -> String {
     let mut bytes = [0u8; 32];
     getrandom::fill(&mut bytes).expect("the OS random source works");
     base64::Engine::encode(&base64::engine::general_purpose::URL_SAFE_NO_PAD, bytes)
@@ -85,7 +86,7 @@ pub async fn create_app_signin_link(
     }
     store
         .create_signin_code(&NewSigninCode {
-            code_hash: code_hash(&code),
+            code_hash: secret_hash(&code),
             owner_id,
             app: app.clone(),
             expires_at,

@@ -19,7 +19,7 @@ use super::client::ClientAddr;
 use super::error::{ApiError, ApiResult};
 use super::path_id;
 use super::state::AppState;
-use crate::accounts::{code_hash, create_app_signin_link};
+use crate::accounts::{create_app_signin_link, secret_hash};
 use crate::clock::now_ms;
 use crate::ids::random_id;
 use crate::scope::AppScope;
@@ -100,7 +100,7 @@ pub async fn signin(
     let refused = |why: &str| ApiError::new(ErrorCode::InvalidSigninCode, why.to_owned());
     let grant = state
         .store
-        .consume_signin_code(code_hash(&request.code), now)
+        .consume_signin_code(secret_hash(&request.code), now)
         .await?
         .ok_or_else(|| {
             refused("This sign-in link is unknown, used or expired. Ask for a new one.")
@@ -155,14 +155,12 @@ pub async fn signin(
 /// Whether `verifier` is a PKCE verifier (RFC 7636, 4.1: 43 to 128 unreserved characters)
 /// whose S256 challenge is `challenge`.
 fn answers_challenge(verifier: &str, challenge: &[u8; 32]) -> bool {
-    use sha2::Digest as _;
     use subtle::ConstantTimeEq as _;
     let well_formed = (43..=128).contains(&verifier.len())
         && verifier
             .bytes()
             .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~'));
-    let digest: [u8; 32] = sha2::Sha256::digest(verifier.as_bytes()).into();
-    well_formed && bool::from(digest.ct_eq(challenge))
+    well_formed && bool::from(secret_hash(verifier).ct_eq(challenge))
 }
 
 /// `POST /v1/auth/signout`: revokes the token used (an MCP token may revoke itself this way).

@@ -20,13 +20,12 @@ use axum::routing::get;
 use base64::Engine as _;
 use sealpost_protocol::api::{AuthProviders, ErrorBody, OidcProvider};
 use serde::Deserialize;
-use sha2::{Digest as _, Sha256};
 use subtle::ConstantTimeEq as _;
 
 use super::client::ClientAddr;
 use super::oidc_page;
 use super::state::AppState;
-use crate::accounts::create_bound_signin_link;
+use crate::accounts::{create_bound_signin_link, new_code, secret_hash};
 use crate::clock::now_ms;
 use crate::oidc::{self, CALLBACK_PATH, Refusal, START_PATH};
 use crate::scope::AppScope;
@@ -40,7 +39,7 @@ const COOKIE_PREFIX: &str = "sealpost_oidc_";
 
 /// The cookie name of the flow whose state is `state`.
 fn cookie_name(state: &str) -> String {
-    let tag: String = sha256(state)
+    let tag: String = secret_hash(state)
         .iter()
         .take(8)
         .map(|byte| format!("{byte:02x}"))
@@ -143,13 +142,13 @@ async fn begin(state: &AppState, client: IpAddr, query: StartQuery) -> Result<Re
             )
         })?;
     let authorization = provider.authorize().await?;
-    let browser = random_token();
+    let browser = new_code();
     let expires_at = now_ms().saturating_add_ms(oidc::FLOW_TTL.as_millis() as u64);
     state
         .store
         .create_oidc_flow(&OidcFlow {
-            state_hash: sha256(&authorization.state),
-            browser_hash: sha256(&browser),
+            state_hash: secret_hash(&authorization.state),
+            browser_hash: secret_hash(&browser),
             nonce: authorization.nonce,
             pkce_verifier: authorization.pkce_verifier,
             app,
@@ -208,13 +207,13 @@ async fn finish(
     let now = now_ms();
     let flow = state
         .store
-        .consume_oidc_flow(sha256(state_param), now)
+        .consume_oidc_flow(secret_hash(state_param), now)
         .await
         .map_err(|error| Refusal::Internal(format!("read the flow: {error}")))?
         .ok_or(Refusal::StateUnknown)?;
     *back = app_page(state, flow.app.origin().map(|origin| origin.as_str()));
     let browser = cookie(headers, &cookie_name(state_param)).ok_or(Refusal::BrowserMismatch)?;
-    if !bool::from(sha256(browser).ct_eq(&flow.browser_hash)) {
+    if !bool::from(secret_hash(browser).ct_eq(&flow.browser_hash)) {
         return Err(Refusal::BrowserMismatch);
     }
     if let Some(error) = query.error {
@@ -323,14 +322,4 @@ fn cookie<'h>(headers: &'h HeaderMap, name: &str) -> Option<&'h str> {
         .filter_map(|pair| pair.trim().split_once('='))
         .find(|(found, _)| *found == name)
         .map(|(_, value)| value)
-}
-
-fn random_token() -> String {
-    let mut bytes = [0u8; 32];
-    getrandom::fill(&mut bytes).expect("the OS random source works");
-    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes)
-}
-
-fn sha256(text: &str) -> [u8; 32] {
-    Sha256::digest(text.as_bytes()).into()
 }

@@ -146,13 +146,7 @@ where
 {
     let now = time_to_sql(identity.now);
     let until = identity.confirmed_until.map(time_to_sql);
-    let existing = sqlx::query::<DB>(SELECT_IDENTITY_OWNER)
-        .bind(identity.issuer.clone())
-        .bind(identity.subject.clone())
-        .fetch_optional(&mut *conn)
-        .await?;
-    if let Some(row) = existing {
-        let owner = rows::owner(&row)?;
+    if let Some(owner) = identity_owner::<DB>(&mut *conn, identity).await? {
         sqlx::query::<DB>(CONFIRM_IDENTITY)
             .bind(identity.issuer.clone())
             .bind(identity.subject.clone())
@@ -186,12 +180,9 @@ where
     }
     if !made {
         // Both names taken: perhaps by this very person, made by another replica meanwhile.
-        let row = sqlx::query::<DB>(SELECT_IDENTITY_OWNER)
-            .bind(identity.issuer.clone())
-            .bind(identity.subject.clone())
-            .fetch_optional(&mut *conn)
-            .await?;
-        return row.as_ref().map_or(Err(StoreError::Duplicate), rows::owner);
+        return identity_owner::<DB>(&mut *conn, identity)
+            .await?
+            .ok_or(StoreError::Duplicate);
     }
     let claimed = sqlx::query::<DB>(INSERT_IDENTITY)
         .bind(identity.issuer.clone())
@@ -207,12 +198,9 @@ where
             .bind(b(id))
             .execute(&mut *conn)
             .await?;
-        let row = sqlx::query::<DB>(SELECT_IDENTITY_OWNER)
-            .bind(identity.issuer.clone())
-            .bind(identity.subject.clone())
-            .fetch_one(&mut *conn)
-            .await?;
-        return rows::owner(&row);
+        return identity_owner::<DB>(&mut *conn, identity)
+            .await?
+            .ok_or(StoreError::NotFound);
     }
     Ok(OwnerRow {
         id,
@@ -221,6 +209,26 @@ where
         disabled: false,
         confirmed_until: identity.confirmed_until,
     })
+}
+
+/// The owner of the person `identity` names at the provider, if they have one.
+async fn identity_owner<DB>(
+    conn: &mut DB::Connection,
+    identity: &ConfirmedIdentity,
+) -> StoreResult<Option<OwnerRow>>
+where
+    DB: Database,
+    DB::Row: Columns,
+    for<'c> &'c mut DB::Connection: Executor<'c, Database = DB>,
+    DB::Arguments: IntoArguments<DB>,
+    String: for<'q> Encode<'q, DB> + Type<DB>,
+{
+    let row = sqlx::query::<DB>(SELECT_IDENTITY_OWNER)
+        .bind(identity.issuer.clone())
+        .bind(identity.subject.clone())
+        .fetch_optional(conn)
+        .await?;
+    row.as_ref().map(rows::owner).transpose()
 }
 
 /// A name taken by someone else gets a suffix from who this person is at the provider, so it

@@ -17,6 +17,21 @@ async fn refused_with(provider: &TestProvider, relay: &Relay, plan: serde_json::
         .error_code()
 }
 
+/// Each plan refused with its code.
+async fn assert_refused<const N: usize>(
+    provider: &TestProvider,
+    relay: &Relay,
+    cases: [(serde_json::Value, &str); N],
+) {
+    for (plan, code) in cases {
+        assert_eq!(
+            refused_with(provider, relay, plan.clone()).await,
+            code,
+            "{plan}"
+        );
+    }
+}
+
 fn now_s() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -41,13 +56,7 @@ async fn an_id_token_for_another_client_or_issuer_is_refused() {
             "id_token_wrong_issuer",
         ),
     ];
-    for (plan, code) in cases {
-        assert_eq!(
-            refused_with(&provider, &relay, plan.clone()).await,
-            code,
-            "{plan}"
-        );
-    }
+    assert_refused(&provider, &relay, cases).await;
 }
 
 #[tokio::test]
@@ -59,13 +68,12 @@ async fn an_expired_or_implausibly_dated_id_token_is_refused_within_the_skew() {
         json!({"claims": {"iat": now + 600, "exp": now + 1200}}),
         json!({"claims": {"iat": now - 3600, "exp": now + 600}}),
     ];
-    for plan in cases {
-        assert_eq!(
-            refused_with(&provider, &relay, plan.clone()).await,
-            "id_token_expired",
-            "{plan}"
-        );
-    }
+    assert_refused(
+        &provider,
+        &relay,
+        cases.map(|plan| (plan, "id_token_expired")),
+    )
+    .await;
     // Within the documented skew (60 s): a token that expired 30 s ago still counts.
     provider.tamper(json!({"claims": {"exp": now - 30}})).await;
     sign_in_as(&relay, "alice").await;
@@ -81,13 +89,7 @@ async fn a_forged_or_unsigned_id_token_is_refused() {
         (json!({"key": "rogue-same-kid"}), "id_token_bad_signature"),
         (json!({"alg": "none"}), "id_token_unsigned"),
     ];
-    for (plan, code) in cases {
-        assert_eq!(
-            refused_with(&provider, &relay, plan.clone()).await,
-            code,
-            "{plan}"
-        );
-    }
+    assert_refused(&provider, &relay, cases).await;
 }
 
 #[tokio::test]
