@@ -135,6 +135,7 @@ pub(crate) async fn start_with_store(
         oidc,
         store: store.clone(),
         hub: hub.clone(),
+        handoffs: Default::default(),
         keys,
         rate: RateLimits::new(&limits),
         config: Arc::new(config),

@@ -26,6 +26,7 @@ pub(crate) mod caps;
 pub mod cli;
 pub mod clock;
 pub mod config;
+pub mod handoff;
 pub mod http;
 pub(crate) mod ids;
 pub(crate) mod metrics;

@@ -18,6 +18,8 @@ use crate::ratelimit::RateLimits;
 
 const CALLS_POSTED: &str = "sealpost_calls_posted_total";
 const CALLS_CLAIMED: &str = "sealpost_calls_claimed_total";
+const CLAIMS_HANDED: &str = "sealpost_claims_handed_total";
+const CLAIMS_STANDING: &str = "sealpost_claims_standing";
 const REPLIES: &str = "sealpost_replies_total";
 const STORE_ERRORS: &str = "sealpost_store_errors_total";
 const CALLS_BY_STATE: &str = "sealpost_calls";
@@ -98,6 +100,8 @@ pub struct Metrics {
     handle: PrometheusHandle,
     calls_posted: Counter,
     calls_claimed: Counter,
+    claims_handed: Counter,
+    claims_standing: Gauge,
     replies: Counter,
     store_errors: Counter,
     claim_latency: Histogram,
@@ -136,6 +140,14 @@ impl Metrics {
         };
         describe(CALLS_POSTED, "Calls accepted.");
         describe(CALLS_CLAIMED, "Calls handed to an executor.");
+        describe(
+            CLAIMS_HANDED,
+            "Claims a post made for a claim standing on this replica, in its own write.",
+        );
+        describe(
+            CLAIMS_STANDING,
+            "Claims waiting for the next post to their session here (read at each scrape).",
+        );
         describe(REPLIES, "Replies stored.");
         describe(STORE_ERRORS, "Database errors answered as 503.");
         describe(
@@ -200,6 +212,8 @@ impl Metrics {
         Self {
             calls_posted: counter(CALLS_POSTED),
             calls_claimed: counter(CALLS_CLAIMED),
+            claims_handed: counter(CLAIMS_HANDED),
+            claims_standing: gauge(CLAIMS_STANDING, None),
             replies: counter(REPLIES),
             store_errors: counter(STORE_ERRORS),
             claim_latency: histogram(CLAIM_LATENCY),
@@ -239,6 +253,11 @@ impl Metrics {
 
     pub fn call_posted(&self) {
         self.calls_posted.increment(1);
+    }
+
+    /// A post that claimed for a standing claim (`crate::handoff`).
+    pub fn claim_handed(&self) {
+        self.claims_handed.increment(1);
     }
 
     pub fn reply_stored(&self) {
@@ -322,6 +341,7 @@ impl Metrics {
         rate: &RateLimits,
         large_bodies_in_flight: usize,
         admitted_calls: usize,
+        claims_standing: usize,
     ) -> String {
         for (state, gauge) in &self.calls_by_state {
             let n = calls_by_state
@@ -335,6 +355,7 @@ impl Metrics {
         self.large_bodies_in_flight
             .set(large_bodies_in_flight as f64);
         self.admitted_calls.set(admitted_calls as f64);
+        self.claims_standing.set(claims_standing as f64);
         self.handle.render()
     }
 

@@ -32,6 +32,7 @@ use super::state::AppState;
 use crate::admitted::Work;
 use crate::caps::{LongPollPlace, LongPollsFull};
 use crate::clock::now_ms;
+use crate::handoff::Handed;
 use crate::metrics::{LongPoll, RefusedRequest};
 use crate::store::{Bearer, NewCall, StoreError};
 use crate::wake::Topic;
@@ -205,15 +206,22 @@ pub async fn post(
         expires_at: now.saturating_add_ms(request.ttl_s.saturating_mul(1000)),
     };
     let reserved = held_quota(&state, call.owner_id, call.envelope.len())?;
-    let expires_at = match state
-        .store
-        .post_call(
-            auth.bearer(),
-            &call,
-            Some(limits.max_pending_calls_per_session),
-        )
-        .await
-    {
+    let max_pending = Some(limits.max_pending_calls_per_session);
+    // A claim standing for this session here is claimed for in the post's own write.
+    let posted = match state.handoffs.take(call.owner_id, session_id) {
+        Some(claim) => {
+            state.metrics.claim_handed();
+            (state.store)
+                .post_call_then_claim(auth.bearer(), &call, max_pending, claim)
+                .await
+        }
+        None => {
+            (state.store)
+                .post_call(auth.bearer(), &call, max_pending)
+                .await
+        }
+    };
+    let expires_at = match posted {
         Err(StoreError::NotFound) => return Err(ApiError::not_found("session")),
         Err(StoreError::Duplicate) => {
             return Err(ApiError::new(
@@ -296,16 +304,22 @@ pub(crate) async fn claim_calls(
     let deadline = started + Duration::from_millis(wait);
     let _open = (wait > 0).then(|| state.metrics.long_poll(LongPoll::Claim));
     let subscription = state.hub.subscribe(Topic::Session(owner, session_id));
+    // What a post claimed for this claim while it stood (see `crate::handoff`).
+    let mut handed: Option<Handed> = None;
     loop {
         let notified = subscription.notify().notified();
         tokio::pin!(notified);
         notified.as_mut().enable();
         let now = now_ms();
-        let claimed = match state
-            .store
-            .claim_calls(bearer, session_id, now, max as u32, limits.lease_ms)
-            .await
-        {
+        let claimed = match handed.take() {
+            Some(handed) => handed,
+            None => {
+                (state.store)
+                    .claim_calls(bearer, session_id, now, max as u32, limits.lease_ms)
+                    .await
+            }
+        };
+        let claimed = match claimed {
             Err(StoreError::NotFound) => return Err(ApiError::not_found("session")),
             other => other?,
         };
@@ -331,10 +345,29 @@ pub(crate) async fn claim_calls(
         }
         hold_long_poll_place(state, &bearer, &mut place)?;
         let fallback = Instant::now() + Duration::from_millis(limits.fallback_poll_ms);
-        tokio::select! {
-            _ = notified => {}
-            _ = tokio::time::sleep_until(deadline.min(fallback)) => {}
-            _ = state.shutdown.cancelled() => {}
+        let mut standing =
+            (state.handoffs).stand(owner, session_id, bearer, max as u32, limits.lease_ms);
+        let handed_while_standing = async {
+            match standing.as_mut() {
+                Some(standing) => standing.handed().await,
+                None => std::future::pending().await,
+            }
+        };
+        handed = tokio::select! {
+            handed = handed_while_standing => Some(handed),
+            _ = notified => None,
+            _ = tokio::time::sleep_until(deadline.min(fallback)) => None,
+            _ = state.shutdown.cancelled() => None,
+        };
+        if handed.is_none()
+            && let Some(standing) = standing
+        {
+            // A post may have taken the offer meanwhile: its claim is this claim's.
+            handed = standing.withdraw().await;
+        }
+        // Nothing handed is no answer: the claim's own statement looks again.
+        if matches!(&handed, Some(Ok(rows)) if rows.is_empty()) {
+            handed = None;
         }
     }
 }

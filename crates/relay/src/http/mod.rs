@@ -314,6 +314,7 @@ async fn render_metrics(state: &AppState) -> Response {
         &state.rate,
         state.large_bodies.in_flight(),
         state.admitted.len(),
+        state.handoffs.standing(),
     );
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text).into_response()
 }

@@ -1,4 +1,5 @@
-//! What every handler shares: the store, the wake-up hub, keys, limits, the shutdown signal.
+//! What every handler shares: the store, the wake-up hub and standing claims, keys, limits, the
+//! shutdown signal.
 
 use std::sync::Arc;
 
@@ -34,6 +35,8 @@ impl std::ops::Deref for AppState {
 pub struct Shared {
     pub store: Arc<dyn Store>,
     pub hub: Arc<Hub>,
+    /// Claims standing for the next post to their session on this replica.
+    pub handoffs: crate::handoff::Handoffs,
     pub keys: Keys,
     pub config: Arc<Config>,
     /// The team's identity provider, when team sign-in is set up.

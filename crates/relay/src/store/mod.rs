@@ -319,6 +319,21 @@ pub struct Bearer {
     pub pair_id: Option<PairId>,
 }
 
+/// A claim a post makes for a claimer standing on the same replica (`crate::handoff`): the
+/// claimer's token, how many calls it takes and their lease. The store sends the claim's
+/// result to `answer` itself, whether or not the post's caller is still there.
+#[derive(Debug)]
+pub struct ClaimFor {
+    /// The claimer's token, checked by the claim statement as for any claim.
+    pub bearer: Bearer,
+    /// Most calls to claim.
+    pub max: u32,
+    /// The lease, from the post's `now`.
+    pub lease_ms: u64,
+    /// Where the claimed calls go.
+    pub answer: tokio::sync::oneshot::Sender<StoreResult<Vec<ClaimedRow>>>,
+}
+
 /// Whether a call row still holds bytes (for the sweeper's contract and the canary tests; see
 /// [`Inspect`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -537,6 +552,20 @@ pub trait Store: Send + Sync + std::fmt::Debug {
         bearer: Bearer,
         call: &NewCall,
         max_pending: Option<u32>,
+    ) -> StoreResult<UnixMillis>;
+    /// Posts a call as [`Store::post_call`] does, then claims for `claim` in the same write,
+    /// the claim seeing the new call: one writer batch on SQLite, one transaction (one
+    /// commit) on PostgreSQL. The claim is [`Store::claim_calls`] at the call's `created_at`;
+    /// its result goes to `claim.answer`, even if the caller stops waiting once the write is
+    /// under way. A claim that did not run (the post stored nothing, or the claim found its
+    /// token or session not live on PostgreSQL) may drop `claim.answer` instead: the claimer
+    /// then claims on its own, which says why.
+    async fn post_call_then_claim(
+        &self,
+        bearer: Bearer,
+        call: &NewCall,
+        max_pending: Option<u32>,
+        claim: ClaimFor,
     ) -> StoreResult<UnixMillis>;
     /// Atomically moves up to `max` pending calls of a live session to claimed, oldest first,
     /// with a lease that never runs past a call's expiry. Records that the tab polled.

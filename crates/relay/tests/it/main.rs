@@ -11,6 +11,7 @@ mod channel;
 mod connections;
 mod contract;
 mod deploy;
+mod handoff;
 mod hardening;
 mod isolation;
 mod limits;

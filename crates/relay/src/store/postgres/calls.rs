@@ -4,9 +4,11 @@
 //! in a single statement. Post, claim, reply and read are each one statement in its own
 //! implicit transaction, the bearer's token row checked inside it, so a call costs four round
 //! trips and three durable commits; the wake-ups for other replicas follow the commit
-//! (`wakeups`). Under load, `batch` runs many of them as one grouped statement and falls back
-//! to these for what a group did not complete. Only when a statement finds nothing to do does
-//! a second look say why (the cold path).
+//! (`wakeups`). A post that claims for a claim standing on its replica (`crate::handoff`) runs
+//! the post's and the claim's statements in one transaction, so one commit for the two
+//! (`post_call_then_claim`). Under load, `batch` runs many of them as one grouped statement and
+//! falls back to these for what a group did not complete. Only when a statement finds nothing
+//! to do does a second look say why (the cold path).
 
 use sealpost_protocol::api::CallState;
 use sealpost_protocol::content::CancelReason;
@@ -19,8 +21,8 @@ use super::sessions::cancel_open_calls;
 use super::{Notifier, notify, require_live};
 use crate::store::rows::{self, Columns};
 use crate::store::{
-    Bearer, CallView, ClaimedRow, LAPSED_SWEEP_FULL_EVERY_MS, NewCall, StoreError, StoreResult,
-    SweepStats, b, duration_to_sql, is_unique_violation, time_to_sql,
+    Bearer, CallView, ClaimFor, ClaimedRow, LAPSED_SWEEP_FULL_EVERY_MS, NewCall, StoreError,
+    StoreResult, SweepStats, b, duration_to_sql, is_unique_violation, time_to_sql,
 };
 use crate::store::{sql, sweep};
 use crate::wake::Topic;
@@ -146,26 +148,107 @@ pub(super) async fn claim_calls(
     max: u32,
     lease_ms: u64,
 ) -> StoreResult<Vec<ClaimedRow>> {
+    match claim_statement(pool, bearer, session_id, now, max, lease_ms).await? {
+        Claim::Claimed(rows) => Ok(rows),
+        Claim::TokenNotLive => Err(StoreError::TokenNotLive),
+        Claim::SessionNotLive => Err(why_not_live(pool, bearer, session_id).await),
+    }
+}
+
+/// What [`CLAIM_CALLS`] found.
+enum Claim {
+    Claimed(Vec<ClaimedRow>),
+    TokenNotLive,
+    SessionNotLive,
+}
+
+async fn claim_statement<'e>(
+    conn: impl sqlx::PgExecutor<'e>,
+    bearer: &Bearer,
+    session_id: SessionId,
+    now: UnixMillis,
+    max: u32,
+    lease_ms: u64,
+) -> StoreResult<Claim> {
     let rows = with_bearer(CLAIM_CALLS, bearer, now)
         .bind(b(session_id))
         .bind(i64::from(max))
         .bind(duration_to_sql(lease_ms))
-        .fetch_all(pool)
+        .fetch_all(conn)
         .await?;
     let first = rows.first().ok_or_else(|| {
         StoreError::Unreadable("the claim statement returned no status row".into())
     })?;
     if !first.flag("token")? {
-        return Err(StoreError::TokenNotLive);
+        return Ok(Claim::TokenNotLive);
     }
     if !first.flag("session")? {
-        return Err(why_not_live(pool, bearer, session_id).await);
+        return Ok(Claim::SessionNotLive);
     }
     let claimed = rows
         .into_iter()
         .filter(|row| matches!(row.opt_bytes("call_id"), Ok(Some(_))))
         .collect();
-    rows::claimed(claimed)
+    rows::claimed(claimed).map(Claim::Claimed)
+}
+
+/// [`POST_CALL`] then [`CLAIM_CALLS`] for a standing claimer, in one transaction: one commit,
+/// so one wait for the disk where the two apart would wait twice. Whatever is not the happy
+/// path (the post stores nothing, a statement fails) rolls back and leaves the post to
+/// [`post_call`], which stores it or says why; the claim's answer is then dropped, and the
+/// claimer claims on its own. A claim whose token or session is not live claimed nothing and
+/// does not hold the post back: the post commits, and the claimer's own claim says why.
+pub(super) async fn post_call_then_claim(
+    pool: &PgPool,
+    notifier: &Notifier,
+    bearer: &Bearer,
+    c: &NewCall,
+    max_pending: Option<u32>,
+    claim: ClaimFor,
+) -> StoreResult<UnixMillis> {
+    let mut tx = pool.begin().await?;
+    let inserted = with_bearer(POST_CALL, bearer, c.created_at)
+        .bind(b(c.call_id))
+        .bind(&c.envelope)
+        .bind(time_to_sql(c.expires_at))
+        .bind(b(c.session_id))
+        .bind(max_pending.map(i64::from))
+        .fetch_optional(&mut *tx)
+        .await;
+    let Ok(Some(row)) = inserted else {
+        drop((tx, claim));
+        return post_call(pool, notifier, bearer, c, max_pending).await;
+    };
+    let expires_at = row.time("expires_at")?;
+    let ClaimFor {
+        bearer: claimer,
+        max,
+        lease_ms,
+        answer,
+    } = claim;
+    let claimed = match claim_statement(
+        &mut *tx,
+        &claimer,
+        c.session_id,
+        c.created_at,
+        max,
+        lease_ms,
+    )
+    .await
+    {
+        Ok(Claim::Claimed(rows)) => Some(rows),
+        Ok(Claim::TokenNotLive | Claim::SessionNotLive) => None,
+        Err(_) => {
+            drop((tx, answer));
+            return post_call(pool, notifier, bearer, c, max_pending).await;
+        }
+    };
+    tx.commit().await.map_err(StoreError::NotCommitted)?;
+    notifier.send(Topic::Session(c.owner_id, c.session_id));
+    if let Some(rows) = claimed {
+        let _ = answer.send(Ok(rows));
+    }
+    Ok(expires_at)
 }
 
 /// `$6` call id, `$7` reply.

@@ -25,9 +25,9 @@ use super::hot_path::SeenThrottle;
 use super::rows;
 use super::sql;
 use super::{
-    Bearer, CallView, CatalogUpdate, ClaimedRow, EndedSessions, HeldBytes, Inspect, LiveGrants,
-    LiveSession, NewCall, NewSession, NewSigninCode, OwnerRow, Page, SigninGrant, Store,
-    StoreError, StoreResult, SweepStats, TokenRow, b, time_to_sql,
+    Bearer, CallView, CatalogUpdate, ClaimFor, ClaimedRow, EndedSessions, HeldBytes, Inspect,
+    LiveGrants, LiveSession, NewCall, NewSession, NewSigninCode, OwnerRow, Page, SigninGrant,
+    Store, StoreError, StoreResult, SweepStats, TokenRow, b, time_to_sql,
 };
 use super::{ConfirmedIdentity, DueRenewal, OidcFlow, RenewalLease, RenewalOutcome, identities};
 use crate::scope::AppScope;
@@ -84,6 +84,7 @@ pub struct PgStore {
     seen: Arc<SeenThrottle>,
     plugin_seen: Arc<SeenThrottle>,
     batch: batch::Batcher,
+    notifier: Notifier,
     deliveries: deliveries::Deliveries,
     /// Which lease ends this process's sweeps have read.
     sweep_window: Arc<std::sync::Mutex<calls::SweepWindow>>,
@@ -108,8 +109,10 @@ impl PgStore {
             .connect(url)
             .await?;
         migrate::run(&pool).await?;
+        let notifier = Notifier::start(pool.clone());
         Ok(Self {
-            batch: batch::Batcher::start(pool.clone(), Notifier::start(pool.clone())),
+            batch: batch::Batcher::start(pool.clone(), notifier.clone()),
+            notifier,
             deliveries: deliveries::Deliveries::start(pool.clone()),
             pool,
             seen: Arc::default(),
@@ -120,6 +123,19 @@ impl PgStore {
 }
 
 impl PgStore {
+    /// Records that the tab claimed, at most once a second per session. Advisory: its failure
+    /// must not cost the tab the calls it has just claimed.
+    async fn claimer_seen(&self, owner_id: OwnerId, session_id: SessionId, now: UnixMillis) {
+        if self.seen.due(owner_id, session_id, now)
+            && let Err(error) = bound::mark_claimer_seen(owner_id, session_id, now)
+                .execute(&self.pool)
+                .await
+        {
+            let error = StoreError::from(error);
+            tracing::warn!(error = %crate::store::ErrorChain(&error), "claimer_seen_at not written");
+        }
+    }
+
     /// A call read here and not yet marked in the database says `delivered` in a refusal too,
     /// as it does to a read.
     fn delivered_if_marked(
@@ -389,6 +405,37 @@ impl Store for PgStore {
         self.batch.post(op).await
     }
 
+    async fn post_call_then_claim(
+        &self,
+        bearer: Bearer,
+        c: &NewCall,
+        max_pending: Option<u32>,
+        claim: ClaimFor,
+    ) -> StoreResult<UnixMillis> {
+        let (store, c) = (self.clone(), c.clone());
+        // A task of its own: the claim's answer must not depend on the post's caller staying.
+        tokio::spawn(async move {
+            let claimer = claim.bearer;
+            let posted = calls::post_call_then_claim(
+                &store.pool,
+                &store.notifier,
+                &bearer,
+                &c,
+                max_pending,
+                claim,
+            )
+            .await;
+            if posted.is_ok() {
+                store
+                    .claimer_seen(claimer.owner_id, c.session_id, c.created_at)
+                    .await;
+            }
+            posted
+        })
+        .await
+        .map_err(|_| StoreError::WriterStopped)?
+    }
+
     async fn claim_calls(
         &self,
         bearer: Bearer,
@@ -405,15 +452,7 @@ impl Store for PgStore {
             lease_ms,
         };
         let claimed = self.batch.claim(op).await?;
-        // Advisory: its failure must not cost the tab the calls it has just claimed.
-        if self.seen.due(bearer.owner_id, session_id, now)
-            && let Err(error) = bound::mark_claimer_seen(bearer.owner_id, session_id, now)
-                .execute(&self.pool)
-                .await
-        {
-            let error = StoreError::from(error);
-            tracing::warn!(error = %crate::store::ErrorChain(&error), "claimer_seen_at not written");
-        }
+        self.claimer_seen(bearer.owner_id, session_id, now).await;
         Ok(claimed)
     }
 

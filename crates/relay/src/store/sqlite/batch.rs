@@ -35,6 +35,8 @@ pub(crate) struct PostOp {
     pub call: NewCall,
     pub max_pending: Option<u32>,
     pub answer: oneshot::Sender<StoreResult<UnixMillis>>,
+    /// A claim for a claimer standing on this replica, run in the same batch after the posts.
+    pub then_claim: Option<ClaimOp>,
 }
 
 /// A claim waiting for the writer. `write_seen`: also refresh the session's `claimer_seen_at`.

@@ -6,7 +6,7 @@ use super::SqliteStore;
 use super::batch::{ClaimOp, PostOp, ReplyOp};
 use super::sessions::cancel_open_calls;
 use crate::store::{
-    Bearer, ClaimedRow, NewCall, StoreError, StoreResult, SweepStats, b, time_to_sql,
+    Bearer, ClaimFor, ClaimedRow, NewCall, StoreError, StoreResult, SweepStats, b, time_to_sql,
 };
 use crate::store::{rows, sql, sweep};
 use sealpost_protocol::content::CancelReason;
@@ -28,6 +28,36 @@ impl SqliteStore {
                 call,
                 max_pending,
                 answer,
+                then_claim: None,
+            })
+            .await
+    }
+
+    pub(super) async fn post_call_then_claim_impl(
+        &self,
+        bearer: Bearer,
+        call: &NewCall,
+        max_pending: Option<u32>,
+        claim: ClaimFor,
+    ) -> StoreResult<UnixMillis> {
+        let (session_id, now) = (call.session_id, call.created_at);
+        let then_claim = ClaimOp {
+            bearer: claim.bearer,
+            session_id,
+            now,
+            max: claim.max,
+            lease_ms: claim.lease_ms,
+            write_seen: self.seen.due(claim.bearer.owner_id, session_id, now),
+            answer: claim.answer,
+        };
+        let call = call.clone();
+        self.writer
+            .post(|answer| PostOp {
+                bearer,
+                call,
+                max_pending,
+                answer,
+                then_claim: Some(then_claim),
             })
             .await
     }

@@ -35,9 +35,9 @@ use super::Inspect;
 use super::hot_path::SeenThrottle;
 use super::rows;
 use super::{
-    Bearer, CallView, CatalogUpdate, ClaimedRow, EndedSessions, HeldBytes, LiveGrants, LiveSession,
-    NewCall, NewSession, NewSigninCode, OwnerRow, Page, SigninGrant, Store, StoreResult,
-    SweepStats, TokenRow, b,
+    Bearer, CallView, CatalogUpdate, ClaimFor, ClaimedRow, EndedSessions, HeldBytes, LiveGrants,
+    LiveSession, NewCall, NewSession, NewSigninCode, OwnerRow, Page, SigninGrant, Store,
+    StoreResult, SweepStats, TokenRow, b,
 };
 use super::{
     ConfirmedIdentity, DueRenewal, OidcFlow, RenewalLease, RenewalOutcome, bound, identities, sql,
@@ -385,6 +385,17 @@ impl Store for SqliteStore {
         max_pending: Option<u32>,
     ) -> StoreResult<UnixMillis> {
         self.post_call_impl(bearer, call, max_pending).await
+    }
+
+    async fn post_call_then_claim(
+        &self,
+        bearer: Bearer,
+        call: &NewCall,
+        max_pending: Option<u32>,
+        claim: ClaimFor,
+    ) -> StoreResult<UnixMillis> {
+        self.post_call_then_claim_impl(bearer, call, max_pending, claim)
+            .await
     }
 
     async fn claim_calls(

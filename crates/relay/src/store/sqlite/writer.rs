@@ -15,7 +15,8 @@
 //!
 //! Within a batch, jobs run first in arrival order, then the posts, the claims, the replies and
 //! the reads; the requests of one batch are concurrent, so any order is a valid one, and reads
-//! last see the batch's own answers. Each request is answered as soon as its statement is done.
+//! last see the batch's own answers. A post that carries a claim for a standing claimer
+//! (`crate::handoff`) has it run with the claims, so it sees the call just stored. Each request is answered as soon as its statement is done.
 //! Delivery marks are written between batches, when due (`batch_read::Deliveries`).
 
 use futures_util::future::BoxFuture;
@@ -161,6 +162,8 @@ async fn writer_loop(mut conn: SqliteConnection, mut requests: mpsc::Receiver<Re
 async fn run_batch(conn: &mut SqliteConnection, deliveries: &mut Deliveries, batch: Vec<Request>) {
     let (mut posts, mut claims, mut replies, mut reads) =
         (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    // Claims posts make for standing claimers: after the posts, so they see the new calls.
+    let mut claims_after_posts = Vec::new();
     // Jobs (cancels, sessions, the sweeper...) read call states directly: marks first.
     if batch.iter().any(|r| matches!(r, Request::Job { .. })) {
         deliveries.write(conn).await;
@@ -168,13 +171,17 @@ async fn run_batch(conn: &mut SqliteConnection, deliveries: &mut Deliveries, bat
     for request in batch {
         match request {
             Request::Job { atomic, job } => run_job(conn, atomic, job).await,
-            Request::Post(op) => posts.push(op),
+            Request::Post(mut op) => {
+                claims_after_posts.extend(op.then_claim.take());
+                posts.push(op);
+            }
             Request::Claim(op) => claims.push(op),
             Request::Reply(op) => replies.push(op),
             Request::Read(op) => reads.push(op),
         }
     }
     batch::post_calls(conn, posts).await;
+    claims.append(&mut claims_after_posts);
     batch::claim_calls(conn, claims).await;
     batch::reply_calls(conn, deliveries, replies).await;
     batch_read::read_calls(conn, deliveries, reads).await;

@@ -1,7 +1,7 @@
 //! The store contract: every property here holds on SQLite and on PostgreSQL alike.
-//! Each `check_*` function (in `calls`, `sessions`, `sweeper`, `accounts`, `apps`, `bearer`
-//! and `together`) states one
-//! property; the macro at the bottom runs it on both backends.
+//! Each `check_*` function (in `calls`, `handoff`, `sessions`, `sweeper`, `accounts`, `apps`,
+//! `bearer` and `together`) states one property; the macro at the bottom runs it on both
+//! backends.
 
 use std::sync::Arc;
 
@@ -17,6 +17,7 @@ mod accounts;
 mod apps;
 mod bearer;
 mod calls;
+mod handoff;
 mod sessions;
 mod sweeper;
 mod together;
@@ -25,6 +26,7 @@ use accounts::*;
 use apps::*;
 use bearer::*;
 use calls::*;
+use handoff::*;
 use sessions::*;
 use sweeper::*;
 use together::*;
@@ -215,4 +217,7 @@ contract!(
     check_an_app_acts_on_its_own_sessions_and_calls_alone,
     check_another_apps_operations_arriving_together_find_nothing,
     check_tokens_are_reached_by_their_own_app_and_the_relays_own,
+    check_a_post_then_claim_hands_the_new_call_to_the_claimer_once,
+    check_a_post_then_claim_with_a_dead_claimer_posts_and_claims_nothing,
+    check_a_post_then_claim_that_is_refused_leaves_nothing_claimed,
 );

@@ -1,0 +1,120 @@
+//! A post that claims for a claimer standing on its replica (`Store::post_call_then_claim`):
+//! the claim sees the new call, is the same checked claim as any, and never costs the post.
+
+use std::sync::Arc;
+
+use sealpost_relay::store::{ClaimFor, ClaimedRow, Inspect, StoreResult};
+use tokio::sync::oneshot;
+
+use super::{HOUR, RELAY_APP, T0, token, world};
+use sealpost_testkit::id;
+
+const LEASE_MS: u64 = 30_000;
+
+fn claim_for(
+    bearer: sealpost_relay::store::Bearer,
+    max: u32,
+) -> (ClaimFor, oneshot::Receiver<StoreResult<Vec<ClaimedRow>>>) {
+    let (answer, answered) = oneshot::channel();
+    let claim = ClaimFor {
+        bearer,
+        max,
+        lease_ms: LEASE_MS,
+        answer,
+    };
+    (claim, answered)
+}
+
+pub(super) async fn check_a_post_then_claim_hands_the_new_call_to_the_claimer_once(
+    store: Arc<dyn Inspect>,
+) {
+    let w = world(store).await;
+    let at = T0.saturating_add_ms(10);
+    let older = w.post(T0, HOUR).await;
+    let (claim, answered) = claim_for(w.tab, 10);
+    let call_id = id();
+    let expires_at = w
+        .store
+        .post_call_then_claim(w.mcp, &w.call(call_id, at, HOUR / 2), Some(1000), claim)
+        .await
+        .unwrap();
+    assert_eq!(expires_at, at.saturating_add_ms(HOUR / 2));
+    let claimed = answered.await.expect("an answer").unwrap();
+    let ids: Vec<_> = claimed.iter().map(|c| c.call_id).collect();
+    assert_eq!(
+        ids,
+        vec![older, call_id],
+        "the claim sees the new call, oldest first"
+    );
+    assert!(
+        claimed
+            .iter()
+            .all(|c| c.lease_expires_at == at.saturating_add_ms(LEASE_MS))
+    );
+    let again = w
+        .store
+        .claim_calls(w.tab, w.session, at, 10, LEASE_MS)
+        .await
+        .unwrap();
+    assert!(again.is_empty(), "a handed call is claimed once");
+    w.store
+        .reply_call(w.tab, call_id, b"reply".to_vec(), at)
+        .await
+        .expect("the claimer answers a handed call as any claimed one");
+}
+
+pub(super) async fn check_a_post_then_claim_with_a_dead_claimer_posts_and_claims_nothing(
+    store: Arc<dyn Inspect>,
+) {
+    let w = world(store).await;
+    let at = T0.saturating_add_ms(10);
+    let claimer = token(&*w.store, w.owner, None).await;
+    w.store
+        .revoke_token(w.owner, RELAY_APP, claimer.token_id, None, T0)
+        .await
+        .unwrap();
+    let (claim, answered) = claim_for(claimer, 10);
+    let call_id = id();
+    w.store
+        .post_call_then_claim(w.mcp, &w.call(call_id, at, HOUR), None, claim)
+        .await
+        .expect("the post does not depend on the claimer");
+    // Refused, or left to the claimer's own claim; never claimed.
+    if let Ok(Ok(rows)) = answered.await {
+        panic!("a revoked claimer claimed {} calls", rows.len());
+    }
+    let live = w
+        .store
+        .claim_calls(w.tab, w.session, at, 10, LEASE_MS)
+        .await
+        .unwrap();
+    assert_eq!(live.len(), 1, "the call waits for a live claimer");
+    assert_eq!(live[0].call_id, call_id);
+}
+
+pub(super) async fn check_a_post_then_claim_that_is_refused_leaves_nothing_claimed(
+    store: Arc<dyn Inspect>,
+) {
+    let w = world(store).await;
+    let call_id = w.post(T0, HOUR).await;
+    let first = w
+        .store
+        .claim_calls(w.tab, w.session, T0, 10, LEASE_MS)
+        .await
+        .unwrap();
+    assert_eq!(first.len(), 1);
+    let (claim, answered) = claim_for(w.tab, 10);
+    let refused = w
+        .store
+        .post_call_then_claim(w.mcp, &w.call(call_id, T0, HOUR), None, claim)
+        .await;
+    assert!(
+        matches!(refused, Err(sealpost_relay::store::StoreError::Duplicate)),
+        "{refused:?}"
+    );
+    match answered.await {
+        Ok(Ok(rows)) => assert!(rows.is_empty(), "nothing new to claim"),
+        Ok(Err(error)) => panic!("{error}"),
+        Err(_) => {}
+    }
+}
