@@ -43,7 +43,7 @@ async function withLoop(relayArgs, measureAll, { database } = {}) {
   const context = await browser.newContext({ viewport: { width: 1280, height: 800 } });
   let mcp;
   try {
-    const page = await openPage(context, relay.signinUrl);
+    const page = await openPage(context, relay.signinUrl ?? await relay.newSigninUrl());
     page.on('pageerror', (error) => console.error('page error:', error.message));
     await page.waitForSelector('#nav:not([hidden])');
     await page.waitForSelector('main h2:not(:text-is("Sign in"))');
@@ -235,14 +235,20 @@ async function report(name, page, { calls, echo, failed, firstError }) {
 
 // The same comparison with the relay on PostgreSQL, and Sealpost's p50 there against its p50
 // on SQLite (SEALPOST_BENCH_POSTGRES_URL: `cargo xtask bench web` starts a throwaway cluster).
+// Twice: with each commit waiting for the disk (PostgreSQL's default), and with
+// `synchronous_commit` off, SQLite's own durability (`synchronous=NORMAL`: a commit survives
+// the relay's crash, not the machine's), which a team may choose (docs/RELAY.md).
 async function againstPeerOnPostgres(onSqlite) {
   const url = process.env.SEALPOST_BENCH_POSTGRES_URL;
   if (!url) { console.log('the loop on PostgreSQL: not measured (SEALPOST_BENCH_POSTGRES_URL is not set)'); return; }
-  let onPostgres = null;
-  await withLoop([], async (loop) => { onPostgres = await measureAgainstPeer(loop, 'PostgreSQL'); }, { database: url });
-  if (!onSqlite || !onPostgres) return;
-  for (const [name, key] of [['no-op', 'noop'], ['search', 'search']]) {
-    console.log(`the loop on PostgreSQL, ${name}: Sealpost p50 ${ms(onPostgres[key])} against ${ms(onSqlite[key])} on SQLite, ${ratio(onPostgres[key], onSqlite[key])} (${against(onPostgres[key] <= 1.3 * onSqlite[key], '≤ 1.3×')})`);
+  const asynchronous = `${url}${url.includes('?') ? '&' : '?'}options[synchronous_commit]=off`;
+  for (const [mode, database] of [['commits wait for the disk', url], ['synchronous_commit off', asynchronous]]) {
+    let onPostgres = null;
+    await withLoop([], async (loop) => { onPostgres = await measureAgainstPeer(loop, `PostgreSQL, ${mode}`); }, { database });
+    if (!onSqlite || !onPostgres) continue;
+    for (const [name, key] of [['no-op', 'noop'], ['search', 'search']]) {
+      console.log(`the loop on PostgreSQL (${mode}), ${name}: Sealpost p50 ${ms(onPostgres[key])} against ${ms(onSqlite[key])} on SQLite, ${ratio(onPostgres[key], onSqlite[key])} (${against(onPostgres[key] <= 1.3 * onSqlite[key], '≤ 1.3×')})`);
+    }
   }
 }
 

@@ -57,7 +57,8 @@ export async function startRelay({ web = WEB_DIR, args = [], log = 'warn', datab
   const base = await spawnRelay(listen);
   return {
     base,
-    signinUrl: `${base}/#signin=${code}`,
+    // The first start's link; null on a database that already has an owner.
+    signinUrl: code ? `${base}/#signin=${code}` : null,
     // Where the relay serves /metrics, once it has said (just after it listens), if it does.
     get metricsUrl() { return metricsUrl; },
     database,

@@ -109,6 +109,7 @@ impl PgStore {
             .connect(url)
             .await?;
         migrate::run(&pool).await?;
+        log_commit_mode(&pool).await;
         let notifier = Notifier::start(pool.clone());
         Ok(Self {
             batch: batch::Batcher::start(pool.clone(), notifier.clone()),
@@ -119,6 +120,25 @@ impl PgStore {
             plugin_seen: Arc::default(),
             sweep_window: Arc::default(),
         })
+    }
+}
+
+/// Says whether commits wait for the disk: a team chooses with PostgreSQL's own
+/// `synchronous_commit` (for the relay's role, or `options[synchronous_commit]=off` in the
+/// database URL; docs/RELAY.md, "Durability on PostgreSQL").
+async fn log_commit_mode(pool: &PgPool) {
+    match sqlx::query_scalar::<_, String>("SHOW synchronous_commit")
+        .fetch_one(pool)
+        .await
+    {
+        Ok(mode) if mode == "off" => tracing::info!(
+            synchronous_commit = %mode,
+            "PostgreSQL: commits do not wait for the disk; a crash of the database server can lose the last fraction of a second of them"
+        ),
+        Ok(mode) => {
+            tracing::info!(synchronous_commit = %mode, "PostgreSQL: commits wait for the disk")
+        }
+        Err(error) => tracing::warn!(%error, "PostgreSQL: synchronous_commit unreadable"),
     }
 }
 
