@@ -46,6 +46,8 @@ export async function relayTimings(metricsUrl) {
   const text = await (await fetch(metricsUrl)).text();
   const totals = {};
   for (const line of text.split('\n')) {
+    const counter = line.match(/^(sealpost_calls_posted_total|sealpost_claims_handed_total) (\S+)$/);
+    if (counter) totals[counter[1]] = Number(counter[2]);
     const m = line.match(/^(sealpost_http_request_duration_seconds|sealpost_claim_latency_seconds)_(sum|count)(?:\{(.*)\})? (\S+)$/);
     if (!m) continue;
     const labels = Object.fromEntries([...(m[3] ?? '').matchAll(/(\w+)="([^"]*)"/g)].map(([, k, v]) => [k, v]));
@@ -80,8 +82,11 @@ export function printLegs({ client, plugin, tab, relayBefore, relayAfter }) {
   row('  the rest: call to the tab, reply to the plugin\'s read', tools.map((t) => pluginLeg(t, 'wait') - stage(tab[t], 'received', 'sealed')));
   row('  (tab: reply sent, to the relay\'s acknowledgement)', tools.map((t) => stage(tab[t], 'sealed', 'acknowledged')));
   row('plugin: open and fence the reply', tools.map((t) => pluginLeg(t, 'open')));
+  const counted = (name) => (relayAfter[name] ?? 0) - (relayBefore[name] ?? 0);
+  console.log(`  posts that claimed for the tab's waiting claim in their own write: ${counted('sealpost_claims_handed_total')} of ${counted('sealpost_calls_posted_total')}`);
   console.log('  the relay\'s own time per request, both tools pooled:');
   for (const [key, after] of Object.entries(relayAfter)) {
+    if (typeof after === 'number') continue;
     const before = relayBefore[key] ?? { sum: 0, count: 0 };
     const count = after.count - before.count;
     if (count > 0) console.log(`    ${key.padEnd(56)} ${ms(((after.sum - before.sum) * 1000) / count).padStart(9)} × ${count}`);

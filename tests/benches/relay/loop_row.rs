@@ -2,12 +2,18 @@
 //! executor, each on a thread of its own, claiming by long-poll) on one relay, beside the
 //! relay-only figure of the same relay with as many clients.
 //!
+//! The relay runs on a runtime of its own (threads named [`RELAY_THREADS`]), so the CPU its
+//! threads and SQLite's use in each half can be read apart from what the clients use: on two
+//! shared cores, the loop's heavier clients (the executor, `reqwest`) take cores the relay-alone
+//! clients leave to the relay, and the row prints how much.
+//!
 //! A plugin here is what `sealpost` does for a call, in-process: seal a `ToolCall` to the
 //! session it verified, post it, long-poll its answer, open the reply. Spawning a hundred
 //! `sealpost mcp` processes would measure process switching on two cores, not the loop.
 
 use std::rc::Rc;
 use std::sync::Arc;
+use std::time::Duration;
 
 use sealpost_e2e::LiveRelay;
 use sealpost_e2e::tab::Tab;
@@ -26,6 +32,53 @@ use crate::{Databases, drive, http_clients, http_run, now, stop};
 
 /// Plugins, and tabs, on the relay.
 pub const PAIRS: usize = 100;
+/// The name of the relay runtime's threads.
+const RELAY_THREADS: &str = "relay-worker";
+/// The prefix of sqlx's SQLite connection threads (`sqlx-sqlite-worker-N`, cut to 15 bytes).
+const SQLITE_THREADS: &str = "sqlx-sqlite";
+
+/// CPU time used so far by this process's threads whose name starts with one of `prefixes`
+/// (`/proc/self/task/*/schedstat`, in nanoseconds); `None` where there is no such file.
+fn cpu_of_threads(prefixes: &[&str]) -> Option<Duration> {
+    let mut nanos = 0u64;
+    for task in std::fs::read_dir("/proc/self/task").ok()?.flatten() {
+        let path = task.path();
+        // A thread may end between the listing and the read: it is skipped.
+        let Ok(name) = std::fs::read_to_string(path.join("comm")) else {
+            continue;
+        };
+        if !prefixes.iter().any(|prefix| name.starts_with(prefix)) {
+            continue;
+        }
+        let Ok(stat) = std::fs::read_to_string(path.join("schedstat")) else {
+            continue;
+        };
+        nanos += stat.split_whitespace().next()?.parse::<u64>().ok()?;
+    }
+    Some(Duration::from_nanos(nanos))
+}
+
+fn relay_cpu() -> Option<Duration> {
+    cpu_of_threads(&[RELAY_THREADS, SQLITE_THREADS])
+}
+
+/// What the relay's threads used over `outcome`, from `before`: cores, and CPU per call.
+fn relay_share(before: Option<Duration>, outcome: &crate::Outcome) -> Option<(f64, f64)> {
+    let used = relay_cpu()?.checked_sub(before?)?;
+    Some((
+        used.as_secs_f64() / outcome.elapsed.as_secs_f64(),
+        used.as_secs_f64() * 1e6 / outcome.calls.max(1) as f64,
+    ))
+}
+
+fn share_line(share: Option<(f64, f64)>) -> String {
+    share.map_or_else(
+        || "  the relay's threads: not measured (no /proc/self/task/*/schedstat)".to_owned(),
+        |(cores, per_call)| {
+            format!("  the relay's threads: {cores:.2} cores, {per_call:.0} µs of CPU per call")
+        },
+    )
+}
 
 /// Answers its `text` (the tab's tool in the loop row: a reply as big as the call).
 struct Echo;
@@ -103,16 +156,33 @@ pub async fn run(databases: &Databases) {
     // Two hundred pairings of one owner, a hundred of whose tabs wait on a claim: past an
     // account's shares of tokens, sessions and long-polls, which are there for people, not for
     // a benchmark's one owner.
-    let relay = LiveRelay::start_with(TestDb::at(databases.fresh().await), |limits| {
-        limits.max_long_polls_per_token = 0;
-        limits.max_long_polls_per_owner = 0;
-        limits.max_live_mcp_tokens_per_owner = 4 * PAIRS as u32;
-        limits.max_live_sessions_per_owner = 4 * PAIRS as u32;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .thread_name(RELAY_THREADS)
+        // Blocking threads keep their CPU time in the sums only while they live.
+        .thread_keep_alive(Duration::from_secs(3_600))
+        .enable_all()
+        .build()
+        .expect("the relay's runtime");
+    let db = TestDb::at(databases.fresh().await);
+    // Started from within its runtime, so every task it spawns runs there.
+    let handle = runtime.handle().clone();
+    let relay = tokio::task::spawn_blocking(move || {
+        handle.block_on(LiveRelay::start_with(db, |limits| {
+            limits.max_long_polls_per_token = 0;
+            limits.max_long_polls_per_owner = 0;
+            limits.max_live_mcp_tokens_per_owner = 4 * PAIRS as u32;
+            limits.max_live_sessions_per_owner = 4 * PAIRS as u32;
+        }))
     })
-    .await;
+    .await
+    .expect("the relay started");
     let clients = Arc::new(http_clients(&relay, Some(relay.store()), PAIRS).await);
+    let before = relay_cpu();
     let alone = http_run(clients, PAIRS, None, false).await;
+    let alone_share = relay_share(before, &alone);
     println!("{}", alone.line(&format!("relay alone ({PAIRS} clients)")));
+    println!("{}", share_line(alone_share));
 
     let text = "x".repeat(900);
     let plaintext = serde_json::to_vec(&ToolCall {
@@ -140,15 +210,18 @@ pub async fn run(databases: &Databases) {
         tabs.push(tab);
     }
     let plugins = Arc::new(plugins);
+    let before = relay_cpu();
     let looped = drive(PAIRS, None, move |i| {
         let plugins = plugins.clone();
         async move { plugins[i].call().await }
     })
     .await;
+    let looped_share = relay_share(before, &looped);
     println!(
         "{}",
         looped.line(&format!("loop ({PAIRS} plugins, {PAIRS} tabs)"))
     );
+    println!("{}", share_line(looped_share));
     let replied: usize = tabs
         .iter()
         .map(|t| t.log.replied.load(std::sync::atomic::Ordering::Relaxed))
@@ -158,6 +231,13 @@ pub async fn run(databases: &Databases) {
         looped.per_second() / alone.per_second(),
         looped.pct_ms(0.99) / alone.pct_ms(0.99),
     );
+    if let (Some((_, alone_us)), Some((_, looped_us))) = (alone_share, looped_share) {
+        println!(
+            "  calls per CPU-second of the relay, loop ÷ alone: {:.2} (the rest of the cores went to the clients)",
+            alone_us / looped_us
+        );
+    }
     drop(tabs);
     stop(Arc::new(relay)).await;
+    runtime.shutdown_background();
 }
