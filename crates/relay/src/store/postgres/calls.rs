@@ -4,9 +4,8 @@
 //! in a single statement. Post, claim, reply and read are each one statement in its own
 //! implicit transaction, the bearer's token row checked inside it, so a call costs four round
 //! trips and three durable commits; the wake-ups for other replicas follow the commit
-//! (`wakeups`). A post that claims for a claim standing on its replica (`crate::handoff`) runs
-//! the post's and the claim's statements in one transaction, so one commit for the two
-//! (`post_call_then_claim`). Under load, `batch` runs many of them as one grouped statement and
+//! (`wakeups`). A post that claims for a claim standing on its replica (`crate::handoff`) does
+//! both in one statement, so one round trip and one commit for the two (`POST_THEN_CLAIM`). Under load, `batch` runs many of them as one grouped statement and
 //! falls back to these for what a group did not complete. Only when a statement finds nothing
 //! to do does a second look say why (the cold path).
 
@@ -148,56 +147,85 @@ pub(super) async fn claim_calls(
     max: u32,
     lease_ms: u64,
 ) -> StoreResult<Vec<ClaimedRow>> {
-    match claim_statement(pool, bearer, session_id, now, max, lease_ms).await? {
-        Claim::Claimed(rows) => Ok(rows),
-        Claim::TokenNotLive => Err(StoreError::TokenNotLive),
-        Claim::SessionNotLive => Err(why_not_live(pool, bearer, session_id).await),
-    }
-}
-
-/// What [`CLAIM_CALLS`] found.
-enum Claim {
-    Claimed(Vec<ClaimedRow>),
-    TokenNotLive,
-    SessionNotLive,
-}
-
-async fn claim_statement<'e>(
-    conn: impl sqlx::PgExecutor<'e>,
-    bearer: &Bearer,
-    session_id: SessionId,
-    now: UnixMillis,
-    max: u32,
-    lease_ms: u64,
-) -> StoreResult<Claim> {
     let rows = with_bearer(CLAIM_CALLS, bearer, now)
         .bind(b(session_id))
         .bind(i64::from(max))
         .bind(duration_to_sql(lease_ms))
-        .fetch_all(conn)
+        .fetch_all(pool)
         .await?;
     let first = rows.first().ok_or_else(|| {
         StoreError::Unreadable("the claim statement returned no status row".into())
     })?;
     if !first.flag("token")? {
-        return Ok(Claim::TokenNotLive);
+        return Err(StoreError::TokenNotLive);
     }
     if !first.flag("session")? {
-        return Ok(Claim::SessionNotLive);
+        return Err(why_not_live(pool, bearer, session_id).await);
     }
     let claimed = rows
         .into_iter()
         .filter(|row| matches!(row.opt_bytes("call_id"), Ok(Some(_))))
         .collect();
-    rows::claimed(claimed).map(Claim::Claimed)
+    rows::claimed(claimed)
 }
 
-/// [`POST_CALL`] then [`CLAIM_CALLS`] for a standing claimer, in one transaction: one commit,
-/// so one wait for the disk where the two apart would wait twice. Whatever is not the happy
-/// path (the post stores nothing, a statement fails) rolls back and leaves the post to
-/// [`post_call`], which stores it or says why; the claim's answer is then dropped, and the
-/// claimer claims on its own. A claim whose token or session is not live claimed nothing and
-/// does not hold the post back: the post commits, and the claimer's own claim says why.
+/// [`POST_CALL`] and [`CLAIM_CALLS`] for a standing claimer as one statement: one round trip
+/// and one commit. `$11` the claimer's token id, `$12` its kind, `$13` its pair id, `$14` most
+/// calls to claim, `$15` the lease; the claimer is of the poster's owner (`$2`), at the post's
+/// `now` (`$5`).
+///
+/// A statement's parts do not see each other's rows, so the claim is split: `older` picks and
+/// `claimed` claims the session's pending calls as [`CLAIM_CALLS`] does, and the new call is
+/// stored already claimed when the claim is live and took fewer than `$14` of them (else it is
+/// stored pending, as a post stores it). Nothing is claimed unless the call is stored, so a
+/// post that stores nothing changes nothing at all.
+const POST_THEN_CLAIM: &str = concat!(
+    "WITH live AS MATERIALIZED (SELECT ",
+    token_live!("$11", "$2", "$12", "$13", "$5"),
+    " AS token, EXISTS (SELECT 1 FROM sessions WHERE owner_id = $2 AND session_id = $9 \
+            AND ended_at IS NULL AND expires_at > $5 AND ($13::bytea IS NULL OR pair_id = $13) \
+            AND app_origin = ",
+    token_app!("$11"),
+    ") AS session), \
+     older AS (SELECT c.owner_id, c.call_id FROM calls c, live \
+            WHERE live.token AND live.session \
+            AND c.owner_id = $2 AND c.session_id = $9 AND c.state = 'pending' \
+            AND c.lease_expires_at IS NULL AND c.expires_at > $5 \
+            ORDER BY c.created_at LIMIT $14 FOR UPDATE OF c SKIP LOCKED), \
+     hand AS (SELECT live.token AND live.session AND (SELECT COUNT(*) FROM older) < $14 AS new \
+            FROM live), \
+     posted AS ( \
+        INSERT INTO calls (owner_id, call_id, session_id, pair_id, app_origin, state, envelope, \
+            created_at, expires_at, lease_expires_at) \
+        SELECT s.owner_id, $6, s.session_id, s.pair_id, s.app_origin, \
+            CASE WHEN hand.new THEN 'claimed' ELSE 'pending' END, $7, $5, \
+            LEAST($8, s.expires_at), CASE WHEN hand.new THEN LEAST($5 + $15, $8, s.expires_at) END \
+        FROM sessions s, hand \
+        WHERE s.owner_id = $2 AND s.session_id = $9 AND s.ended_at IS NULL AND s.expires_at > $5 \
+        AND ($4::bytea IS NULL OR s.pair_id = $4) AND s.app_origin = ",
+    token_app!("$1"),
+    " \
+        AND ($10::bigint IS NULL OR (SELECT COUNT(*) FROM calls p WHERE p.owner_id = $2 \
+             AND p.session_id = $9 AND p.state = 'pending' AND p.lease_expires_at IS NULL) \
+             < $10) \
+        AND ",
+    token_live!(),
+    " FOR SHARE OF s \
+        RETURNING call_id, envelope, lease_expires_at, created_at, expires_at, state), \
+     claimed AS (UPDATE calls c SET state = 'claimed', \
+            lease_expires_at = LEAST($5 + $15, c.expires_at) \
+            FROM older WHERE c.owner_id = older.owner_id AND c.call_id = older.call_id \
+            AND c.state = 'pending' AND EXISTS (SELECT 1 FROM posted) \
+            RETURNING c.call_id, c.envelope, c.lease_expires_at, c.created_at) \
+     SELECT true AS posted, call_id, envelope, lease_expires_at, created_at, expires_at, state \
+        FROM posted \
+     UNION ALL SELECT false, call_id, envelope, lease_expires_at, created_at, NULL, 'claimed' \
+        FROM claimed"
+);
+
+/// [`POST_THEN_CLAIM`]. A post it did not store is left to [`post_call`], which stores it or
+/// says why; the claim's answer is then dropped, as it is when the claimer's token or session
+/// is not live, and the claimer claims on its own, which says why.
 pub(super) async fn post_call_then_claim(
     pool: &PgPool,
     notifier: &Notifier,
@@ -206,47 +234,36 @@ pub(super) async fn post_call_then_claim(
     max_pending: Option<u32>,
     claim: ClaimFor,
 ) -> StoreResult<UnixMillis> {
-    let mut tx = pool.begin().await?;
-    let inserted = with_bearer(POST_CALL, bearer, c.created_at)
+    let rows = with_bearer(POST_THEN_CLAIM, bearer, c.created_at)
         .bind(b(c.call_id))
         .bind(&c.envelope)
         .bind(time_to_sql(c.expires_at))
         .bind(b(c.session_id))
         .bind(max_pending.map(i64::from))
-        .fetch_optional(&mut *tx)
+        .bind(b(claim.bearer.token_id))
+        .bind(claim.bearer.kind.as_str())
+        .bind(claim.bearer.pair_id.map(b))
+        .bind(i64::from(claim.max))
+        .bind(duration_to_sql(claim.lease_ms))
+        .fetch_all(pool)
         .await;
-    let Ok(Some(row)) = inserted else {
-        drop((tx, claim));
+    let posted = match &rows {
+        Ok(rows) => rows.iter().find(|row| row.flag("posted").unwrap_or(false)),
+        Err(_) => None,
+    };
+    let Some(posted) = posted else {
+        drop(claim);
         return post_call(pool, notifier, bearer, c, max_pending).await;
     };
-    let expires_at = row.time("expires_at")?;
-    let ClaimFor {
-        bearer: claimer,
-        max,
-        lease_ms,
-        answer,
-    } = claim;
-    let claimed = match claim_statement(
-        &mut *tx,
-        &claimer,
-        c.session_id,
-        c.created_at,
-        max,
-        lease_ms,
-    )
-    .await
-    {
-        Ok(Claim::Claimed(rows)) => Some(rows),
-        Ok(Claim::TokenNotLive | Claim::SessionNotLive) => None,
-        Err(_) => {
-            drop((tx, answer));
-            return post_call(pool, notifier, bearer, c, max_pending).await;
-        }
-    };
-    tx.commit().await.map_err(StoreError::NotCommitted)?;
+    let expires_at = posted.time("expires_at")?;
     notifier.send(Topic::Session(c.owner_id, c.session_id));
-    if let Some(rows) = claimed {
-        let _ = answer.send(Ok(rows));
+    let rows = rows.unwrap_or_default();
+    let claimed: Vec<_> = rows
+        .into_iter()
+        .filter(|row| row.text("state").is_ok_and(|state| state == "claimed"))
+        .collect();
+    if !claimed.is_empty() {
+        let _ = claim.answer.send(rows::claimed(claimed));
     }
     Ok(expires_at)
 }

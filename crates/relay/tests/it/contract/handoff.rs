@@ -118,3 +118,36 @@ pub(super) async fn check_a_post_then_claim_that_is_refused_leaves_nothing_claim
         Err(_) => {}
     }
 }
+
+pub(super) async fn check_a_post_then_claim_takes_at_most_max_calls_oldest_first(
+    store: Arc<dyn Inspect>,
+) {
+    let w = world(store).await;
+    let first = w.post(T0, HOUR).await;
+    let second = w.post(T0.saturating_add_ms(1), HOUR).await;
+    let at = T0.saturating_add_ms(10);
+    let (claim, answered) = claim_for(w.tab, 2);
+    let newest = id();
+    w.store
+        .post_call_then_claim(w.mcp, &w.call(newest, at, HOUR / 2), None, claim)
+        .await
+        .unwrap();
+    let claimed: Vec<_> = answered
+        .await
+        .expect("an answer")
+        .unwrap()
+        .into_iter()
+        .map(|c| c.call_id)
+        .collect();
+    assert_eq!(claimed, vec![first, second], "the two oldest");
+    let rest = w
+        .store
+        .claim_calls(w.tab, w.session, at, 10, LEASE_MS)
+        .await
+        .unwrap();
+    assert_eq!(
+        rest.iter().map(|c| c.call_id).collect::<Vec<_>>(),
+        vec![newest],
+        "the new call waits, pending, for the next claim"
+    );
+}

@@ -220,4 +220,5 @@ contract!(
     check_a_post_then_claim_hands_the_new_call_to_the_claimer_once,
     check_a_post_then_claim_with_a_dead_claimer_posts_and_claims_nothing,
     check_a_post_then_claim_that_is_refused_leaves_nothing_claimed,
+    check_a_post_then_claim_takes_at_most_max_calls_oldest_first,
 );
