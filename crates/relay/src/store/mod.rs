@@ -554,8 +554,8 @@ pub trait Store: Send + Sync + std::fmt::Debug {
         max_pending: Option<u32>,
     ) -> StoreResult<UnixMillis>;
     /// Posts a call as [`Store::post_call`] does, then claims for `claim` in the same write,
-    /// the claim seeing the new call: one writer batch on SQLite, one transaction (one
-    /// commit) on PostgreSQL. The claim is [`Store::claim_calls`] at the call's `created_at`;
+    /// the claim seeing the new call: one writer batch on SQLite, one statement (one commit)
+    /// on PostgreSQL. The claim is [`Store::claim_calls`] at the call's `created_at`;
     /// its result goes to `claim.answer`, even if the caller stops waiting once the write is
     /// under way. A claim that did not run (the post stored nothing, or the claim found its
     /// token or session not live on PostgreSQL) may drop `claim.answer` instead: the claimer
