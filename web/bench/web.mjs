@@ -7,7 +7,8 @@
 // Also a tool the page registers through WebMCP beside the built-in `list_sources`, and the
 // whole loop against the plaintext peer people use today (peer.mjs), the same client driving
 // both, calls interleaved, with where Sealpost's time goes leg by leg (legs.mjs).
-// SEALPOST_BENCH_WEB_ONLY=peer runs the comparison with the peer alone.
+// SEALPOST_BENCH_WEB_ONLY=peer runs the comparison with the peer and the loop on PostgreSQL against
+// SQLite; SEALPOST_BENCH_WEB_ONLY=postgres runs only the latter.
 //
 // The app is driven as a person drives it (web/tests/product.spec.mjs): sign in from the
 // printed link, import documents from a folder, grant, start a session, pair the plugin with
@@ -233,35 +234,53 @@ async function report(name, page, { calls, echo, failed, firstError }) {
   return p50;
 }
 
-// The same comparison with the relay on PostgreSQL, and Sealpost's p50 there against its p50
-// on SQLite (SEALPOST_BENCH_POSTGRES_URL: `cargo xtask bench web` starts a throwaway cluster).
-// Twice: with each commit waiting for the disk (PostgreSQL's default), and with
-// `synchronous_commit` off, SQLite's own durability (`synchronous=NORMAL`: a commit survives
-// the relay's crash, not the machine's), which a team may choose (docs/RELAY.md).
-async function againstPeerOnPostgres(onSqlite) {
+// The loop on PostgreSQL against the loop on SQLite, each its own relay, tab and plugin, the
+// calls going to one and the other in turn so the machine's drift falls on both alike
+// (SEALPOST_BENCH_POSTGRES_URL: `cargo xtask bench web` starts a throwaway cluster). Twice:
+// with each commit waiting for the disk (PostgreSQL's default), and with `synchronous_commit`
+// off, SQLite's own durability (`synchronous=NORMAL`: a commit survives the relay's crash, not
+// the machine's), which a team may choose (docs/RELAY.md, "Durability on PostgreSQL").
+async function postgresAgainstSqlite() {
   const url = process.env.SEALPOST_BENCH_POSTGRES_URL;
   if (!url) { console.log('the loop on PostgreSQL: not measured (SEALPOST_BENCH_POSTGRES_URL is not set)'); return; }
   const asynchronous = `${url}${url.includes('?') ? '&' : '?'}options[synchronous_commit]=off`;
   for (const [mode, database] of [['commits wait for the disk', url], ['synchronous_commit off', asynchronous]]) {
-    let onPostgres = null;
-    await withLoop([], async (loop) => { onPostgres = await measureAgainstPeer(loop, `PostgreSQL, ${mode}`); }, { database });
-    if (!onSqlite || !onPostgres) continue;
-    for (const [name, key] of [['no-op', 'noop'], ['search', 'search']]) {
-      console.log(`the loop on PostgreSQL (${mode}), ${name}: Sealpost p50 ${ms(onPostgres[key])} against ${ms(onSqlite[key])} on SQLite, ${ratio(onPostgres[key], onSqlite[key])} (${against(onPostgres[key] <= 1.3 * onSqlite[key], '≤ 1.3×')})`);
-    }
+    await withLoop([], (sqlite) => withLoop([], (postgres) => compareBackends(sqlite, postgres, mode), { database }));
+  }
+}
+
+async function compareBackends(sqlite, postgres, mode) {
+  const times = { sqliteNoop: [], postgresNoop: [], sqliteSearch: [], postgresSearch: [] };
+  const timer = callTimer();
+  const turn = async (i, record) => {
+    const query = corpus.queries[i % corpus.queries.length];
+    await timer.call(record ? times.sqliteNoop : null, sqlite.mcp, 'list_sources', {});
+    await timer.call(record ? times.postgresNoop : null, postgres.mcp, 'list_sources', {});
+    await timer.call(record ? times.sqliteSearch : null, sqlite.mcp, 'search_workspace', { query });
+    await timer.call(record ? times.postgresSearch : null, postgres.mcp, 'search_workspace', { query });
+  };
+  for (let i = 0; i < WARMUP; i += 1) await turn(i, false);
+  for (let i = 0; i < PEER_ROUNDS * PEER_CALLS; i += 1) await turn(i, true);
+  if (timer.notMeasured(`the loop on PostgreSQL (${mode})`)) return;
+  console.log(`the loop on PostgreSQL (${mode}) against the loop on SQLite (interleaved, ${PEER_ROUNDS * PEER_CALLS} calls of each):`);
+  for (const [name, pg, lite] of [['no-op', times.postgresNoop, times.sqliteNoop], ['search', times.postgresSearch, times.sqliteSearch]]) {
+    const [p50, s50] = [percentile(pg, 0.5), percentile(lite, 0.5)];
+    console.log(`  ${name}: PostgreSQL p50 ${ms(p50)} p99 ${ms(percentile(pg, 0.99))}; SQLite p50 ${ms(s50)} p99 ${ms(percentile(lite, 0.99))}; ${ratio(p50, s50)} (${against(p50 <= 1.3 * s50, '≤ 1.3×')})`);
   }
 }
 
 try {
   let overChannel;
-  let onSqlite = null;
-  if (process.env.SEALPOST_BENCH_WEB_ONLY === 'peer') {
-    await withLoop([], async (loop) => { onSqlite = await measureAgainstPeer(loop); });
+  const only = process.env.SEALPOST_BENCH_WEB_ONLY;
+  if (only === 'peer') {
+    await withLoop([], measureAgainstPeer);
+  } else if (only === 'postgres') {
+    // Below, alone.
   } else await withLoop([], async (loop) => {
     const { context, page, relay } = loop;
     overChannel = await report('tab in front', page, await measure(loop));
     await measurePageTool(loop);
-    onSqlite = await measureAgainstPeer(loop);
+    await measureAgainstPeer(loop);
 
     const other = await context.newPage();
     await other.goto(`${relay.base}/healthz`);
@@ -281,7 +300,7 @@ try {
       console.log(`window minimised: not measured (${error.message})`);
     }
   });
-  await againstPeerOnPostgres(onSqlite);
+  await postgresAgainstSqlite();
   // The same loop on a relay that offers no channel: the tab claims and answers over fetch.
   if (overChannel !== undefined) await withLoop(['--max-channels-per-owner', '0'], async (loop) => {
     const overHttp = await report('tab in front, relay without the channel', loop.page, await measure(loop));
