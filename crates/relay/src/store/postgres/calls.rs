@@ -109,6 +109,37 @@ pub(super) async fn post_call(
     }
 }
 
+/// A claim's first two parts: `live`, whether the claimer's token (`$token`, of kind `$kind`
+/// and pairing `$pair`, owner `$2`, at `$5`) and the session `$session` are live, and `picked`,
+/// up to `$max` of the session's pending calls, oldest first, locked, skipping any another
+/// claim holds. [`CLAIM_CALLS`] and [`POST_THEN_CLAIM`] claim what `picked` holds.
+macro_rules! live_and_picked {
+    ($token:literal, $kind:literal, $pair:literal, $session:literal, $max:literal) => {
+        concat!(
+            "WITH live AS MATERIALIZED (SELECT ",
+            token_live!($token, "$2", $kind, $pair, "$5"),
+            " AS token, EXISTS (SELECT 1 FROM sessions WHERE owner_id = $2 AND session_id = ",
+            $session,
+            " AND ended_at IS NULL AND expires_at > $5 AND (",
+            $pair,
+            "::bytea IS NULL OR pair_id = ",
+            $pair,
+            ") AND app_origin = ",
+            token_app!($token),
+            ") AS session), \
+             picked AS (SELECT c.owner_id, c.call_id FROM calls c, live \
+                WHERE live.token AND live.session \
+                AND c.owner_id = $2 AND c.session_id = ",
+            $session,
+            " AND c.state = 'pending' \
+                AND c.lease_expires_at IS NULL AND c.expires_at > $5 \
+                ORDER BY c.created_at LIMIT ",
+            $max,
+            " FOR UPDATE OF c SKIP LOCKED)"
+        )
+    };
+}
+
 /// `$6` session id, `$7` most calls, `$8` lease.
 ///
 /// One statement whatever it finds: its first row says whether the token and the session are
@@ -120,18 +151,8 @@ pub(super) async fn post_call(
 /// reason. It locks calls only: `claimer_seen_at` is written apart (`PgStore::claim_calls`), so
 /// no claim holds a call while it waits for a session row that a session's end holds.
 const CLAIM_CALLS: &str = concat!(
-    "WITH live AS MATERIALIZED (SELECT ",
-    token_live!(),
-    " AS token, EXISTS (SELECT 1 FROM sessions WHERE owner_id = $2 AND session_id = $6 \
-            AND ended_at IS NULL AND expires_at > $5 AND ($4::bytea IS NULL OR pair_id = $4) \
-            AND app_origin = ",
-    token_app!("$1"),
-    ") AS session), \
-     picked AS (SELECT c.owner_id, c.call_id FROM calls c, live \
-            WHERE live.token AND live.session \
-            AND c.owner_id = $2 AND c.session_id = $6 AND c.state = 'pending' \
-            AND c.lease_expires_at IS NULL AND c.expires_at > $5 \
-            ORDER BY c.created_at LIMIT $7 FOR UPDATE OF c SKIP LOCKED), \
+    live_and_picked!("$1", "$3", "$4", "$6", "$7"),
+    ", \
      claimed AS (UPDATE calls c SET state = 'claimed', lease_expires_at = LEAST($5 + $8, c.expires_at) \
             FROM picked WHERE c.owner_id = picked.owner_id AND c.call_id = picked.call_id \
             AND c.state = 'pending' \
@@ -174,25 +195,15 @@ pub(super) async fn claim_calls(
 /// calls to claim, `$15` the lease; the claimer is of the poster's owner (`$2`), at the post's
 /// `now` (`$5`).
 ///
-/// A statement's parts do not see each other's rows, so the claim is split: `older` picks and
+/// A statement's parts do not see each other's rows, so the claim is split: `picked` picks and
 /// `claimed` claims the session's pending calls as [`CLAIM_CALLS`] does, and the new call is
 /// stored already claimed when the claim is live and took fewer than `$14` of them (else it is
 /// stored pending, as a post stores it). Nothing is claimed unless the call is stored, so a
 /// post that stores nothing changes nothing at all.
 const POST_THEN_CLAIM: &str = concat!(
-    "WITH live AS MATERIALIZED (SELECT ",
-    token_live!("$11", "$2", "$12", "$13", "$5"),
-    " AS token, EXISTS (SELECT 1 FROM sessions WHERE owner_id = $2 AND session_id = $9 \
-            AND ended_at IS NULL AND expires_at > $5 AND ($13::bytea IS NULL OR pair_id = $13) \
-            AND app_origin = ",
-    token_app!("$11"),
-    ") AS session), \
-     older AS (SELECT c.owner_id, c.call_id FROM calls c, live \
-            WHERE live.token AND live.session \
-            AND c.owner_id = $2 AND c.session_id = $9 AND c.state = 'pending' \
-            AND c.lease_expires_at IS NULL AND c.expires_at > $5 \
-            ORDER BY c.created_at LIMIT $14 FOR UPDATE OF c SKIP LOCKED), \
-     hand AS (SELECT live.token AND live.session AND (SELECT COUNT(*) FROM older) < $14 AS new \
+    live_and_picked!("$11", "$12", "$13", "$9", "$14"),
+    ", \
+     hand AS (SELECT live.token AND live.session AND (SELECT COUNT(*) FROM picked) < $14 AS new \
             FROM live), \
      posted AS ( \
         INSERT INTO calls (owner_id, call_id, session_id, pair_id, app_origin, state, envelope, \
@@ -214,7 +225,7 @@ const POST_THEN_CLAIM: &str = concat!(
         RETURNING call_id, envelope, lease_expires_at, created_at, expires_at, state), \
      claimed AS (UPDATE calls c SET state = 'claimed', \
             lease_expires_at = LEAST($5 + $15, c.expires_at) \
-            FROM older WHERE c.owner_id = older.owner_id AND c.call_id = older.call_id \
+            FROM picked WHERE c.owner_id = picked.owner_id AND c.call_id = picked.call_id \
             AND c.state = 'pending' AND EXISTS (SELECT 1 FROM posted) \
             RETURNING c.call_id, c.envelope, c.lease_expires_at, c.created_at) \
      SELECT true AS posted, call_id, envelope, lease_expires_at, created_at, expires_at, state \
