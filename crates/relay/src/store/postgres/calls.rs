@@ -41,6 +41,25 @@ fn with_bearer<'q>(
         .bind(time_to_sql(now))
 }
 
+/// Where a post may store its call, over `sessions s`: the session `$9` of owner `$2` is live at
+/// `$5` and of the poster's pairing (`$4`) and app (token `$1`), it holds fewer than `$10`
+/// pending calls, and the poster's token is live; the session row share-locked (see
+/// [`POST_CALL`]).
+macro_rules! post_allowed {
+    () => {
+        concat!(
+            "WHERE s.owner_id = $2 AND s.session_id = $9 AND s.ended_at IS NULL \
+             AND s.expires_at > $5 AND ($4::bytea IS NULL OR s.pair_id = $4) AND s.app_origin = ",
+            token_app!("$1"),
+            " AND ($10::bigint IS NULL OR (SELECT COUNT(*) FROM calls p WHERE p.owner_id = $2 \
+                 AND p.session_id = $9 AND p.state = 'pending' AND p.lease_expires_at IS NULL) \
+                 < $10) AND ",
+            token_live!(),
+            " FOR SHARE OF s"
+        )
+    };
+}
+
 /// `$6` call id, `$7` envelope, `$8` expires_at, `$9` session id, `$10` most pending calls
 /// (NULL: no cap).
 ///
@@ -55,16 +74,9 @@ const POST_CALL: &str = concat!(
         SELECT s.owner_id, $6, s.session_id, s.pair_id, s.app_origin, 'pending', $7, $5, \
             LEAST($8, s.expires_at) \
         FROM sessions s \
-        WHERE s.owner_id = $2 AND s.session_id = $9 AND s.ended_at IS NULL AND s.expires_at > $5 \
-        AND ($4::bytea IS NULL OR s.pair_id = $4) AND s.app_origin = ",
-    token_app!("$1"),
+        ",
+    post_allowed!(),
     " \
-        AND ($10::bigint IS NULL OR (SELECT COUNT(*) FROM calls p WHERE p.owner_id = $2 \
-             AND p.session_id = $9 AND p.state = 'pending' AND p.lease_expires_at IS NULL) \
-             < $10) \
-        AND ",
-    token_live!(),
-    " FOR SHARE OF s \
         RETURNING expires_at) \
      SELECT expires_at FROM posted"
 );
@@ -212,16 +224,9 @@ const POST_THEN_CLAIM: &str = concat!(
             CASE WHEN hand.new THEN 'claimed' ELSE 'pending' END, $7, $5, \
             LEAST($8, s.expires_at), CASE WHEN hand.new THEN LEAST($5 + $15, $8, s.expires_at) END \
         FROM sessions s, hand \
-        WHERE s.owner_id = $2 AND s.session_id = $9 AND s.ended_at IS NULL AND s.expires_at > $5 \
-        AND ($4::bytea IS NULL OR s.pair_id = $4) AND s.app_origin = ",
-    token_app!("$1"),
+        ",
+    post_allowed!(),
     " \
-        AND ($10::bigint IS NULL OR (SELECT COUNT(*) FROM calls p WHERE p.owner_id = $2 \
-             AND p.session_id = $9 AND p.state = 'pending' AND p.lease_expires_at IS NULL) \
-             < $10) \
-        AND ",
-    token_live!(),
-    " FOR SHARE OF s \
         RETURNING call_id, envelope, lease_expires_at, created_at, expires_at, state), \
      claimed AS (UPDATE calls c SET state = 'claimed', \
             lease_expires_at = LEAST($5 + $15, c.expires_at) \
