@@ -88,12 +88,7 @@ pub(super) async fn post_call(
     c: &NewCall,
     max_pending: Option<u32>,
 ) -> StoreResult<UnixMillis> {
-    let inserted = with_bearer(POST_CALL, bearer, c.created_at)
-        .bind(b(c.call_id))
-        .bind(&c.envelope)
-        .bind(time_to_sql(c.expires_at))
-        .bind(b(c.session_id))
-        .bind(max_pending.map(i64::from))
+    let inserted = with_post(POST_CALL, bearer, c, max_pending)
         .fetch_optional(pool)
         .await;
     match inserted {
@@ -119,6 +114,23 @@ pub(super) async fn post_call(
             ))
         }
     }
+}
+
+/// A post's statement with its first ten parameters bound: the bearer and the call's time
+/// ([`with_bearer`]), then `$6` call id, `$7` envelope, `$8` expires_at, `$9` session id, `$10`
+/// most pending calls.
+fn with_post<'q>(
+    sql: &'static str,
+    bearer: &Bearer,
+    c: &'q NewCall,
+    max_pending: Option<u32>,
+) -> sqlx::query::Query<'q, Postgres, PgArguments> {
+    with_bearer(sql, bearer, c.created_at)
+        .bind(b(c.call_id))
+        .bind(&c.envelope)
+        .bind(time_to_sql(c.expires_at))
+        .bind(b(c.session_id))
+        .bind(max_pending.map(i64::from))
 }
 
 /// A claim's first two parts: `live`, whether the claimer's token (`$token`, of kind `$kind`
@@ -250,12 +262,7 @@ pub(super) async fn post_call_then_claim(
     max_pending: Option<u32>,
     claim: ClaimFor,
 ) -> StoreResult<UnixMillis> {
-    let rows = with_bearer(POST_THEN_CLAIM, bearer, c.created_at)
-        .bind(b(c.call_id))
-        .bind(&c.envelope)
-        .bind(time_to_sql(c.expires_at))
-        .bind(b(c.session_id))
-        .bind(max_pending.map(i64::from))
+    let rows = with_post(POST_THEN_CLAIM, bearer, c, max_pending)
         .bind(b(claim.bearer.token_id))
         .bind(claim.bearer.kind.as_str())
         .bind(claim.bearer.pair_id.map(b))

@@ -21,16 +21,7 @@ impl SqliteStore {
         call: &NewCall,
         max_pending: Option<u32>,
     ) -> StoreResult<UnixMillis> {
-        let call = call.clone();
-        self.writer
-            .post(|answer| PostOp {
-                bearer,
-                call,
-                max_pending,
-                answer,
-                then_claim: None,
-            })
-            .await
+        self.post(bearer, call, max_pending, None).await
     }
 
     pub(super) async fn post_call_then_claim_impl(
@@ -50,6 +41,17 @@ impl SqliteStore {
             write_seen: self.seen.due(claim.bearer.owner_id, session_id, now),
             answer: claim.answer,
         };
+        self.post(bearer, call, max_pending, Some(then_claim)).await
+    }
+
+    /// Hands a post, and the claim to run after it if any, to the writer.
+    async fn post(
+        &self,
+        bearer: Bearer,
+        call: &NewCall,
+        max_pending: Option<u32>,
+        then_claim: Option<ClaimOp>,
+    ) -> StoreResult<UnixMillis> {
         let call = call.clone();
         self.writer
             .post(|answer| PostOp {
@@ -57,7 +59,7 @@ impl SqliteStore {
                 call,
                 max_pending,
                 answer,
-                then_claim: Some(then_claim),
+                then_claim,
             })
             .await
     }
