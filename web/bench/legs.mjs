@@ -72,14 +72,16 @@ export function printLegs({ client, plugin, tab, relayBefore, relayAfter }) {
   row('MCP over stdio, both ways (client less the plugin\'s call)', tools.map((t) => mean(client[t]) - pluginLeg(t, 'total')));
   row('plugin: session look-up', tools.map((t) => pluginLeg(t, 'look_up')));
   row('plugin: seal', tools.map((t) => pluginLeg(t, 'seal')));
-  row('plugin: post, to the relay\'s acknowledgement', tools.map((t) => pluginLeg(t, 'post')));
-  row('plugin: acknowledged to answer read', tools.map((t) => pluginLeg(t, 'wait')));
+  // The post waits for the reply and answers with it; a read follows only when it did not.
+  const relayAndTab = (t) => pluginLeg(t, 'post') + pluginLeg(t, 'wait');
+  row('plugin: post, to the relay\'s answer with the reply', tools.map((t) => pluginLeg(t, 'post')));
+  row('plugin: reads after the post, to the answer', tools.map((t) => pluginLeg(t, 'wait')));
   const stages = [['received', 'opened', 'open the envelope'], ['opened', 'granted', 'schema and grants'], ['granted', 'ran', 'run the tool'],
     ['ran', 'sealed', 'seal the reply']];
   for (const [from, to, what] of stages) row(`  tab: ${what}`, tools.map((t) => stage(tab[t], from, to)));
-  // The plugin's read is answered once the relay has stored the reply, while the relay's
+  // The plugin's post is answered once the relay has stored the reply, while the relay's
   // acknowledgement is on its way back to the tab: the last leg overlaps the tab's.
-  row('  the rest: call to the tab, reply to the plugin\'s read', tools.map((t) => pluginLeg(t, 'wait') - stage(tab[t], 'received', 'sealed')));
+  row('  the rest: the call to the relay and the tab, the reply back', tools.map((t) => relayAndTab(t) - stage(tab[t], 'received', 'sealed')));
   row('  (tab: reply sent, to the relay\'s acknowledgement)', tools.map((t) => stage(tab[t], 'sealed', 'acknowledged')));
   row('plugin: open and fence the reply', tools.map((t) => pluginLeg(t, 'open')));
   const counted = (name) => (relayAfter[name] ?? 0) - (relayBefore[name] ?? 0);

@@ -55,9 +55,10 @@ struct Legs {
     look_up: Duration,
     /// Sealing the call.
     seal: Duration,
-    /// The post, to the relay's acknowledgement.
+    /// The post, to the relay's answer: it waits for the reply (the tab's work and the relay's)
+    /// before it answers, up to the progress interval.
     post: Duration,
-    /// From the acknowledgement to the answer read: the tab's work and the relay's.
+    /// From the post's answer to the answer read, when the post's wait did not bring it.
     wait: Duration,
     /// Opening the reply and fencing it.
     open: Duration,
@@ -167,7 +168,7 @@ impl Plugin {
         // A session reused from an earlier look-up that ended by the post is looked up; one
         // looked up for this call that ended by the post is looked up once more.
         let (mut looked_up, mut may_reuse) = (0, true);
-        let (session, call_id, header) = loop {
+        let (session, call_id, header, mut status) = loop {
             let reused = std::mem::take(&mut may_reuse)
                 .then(|| {
                     self.keys.reusable(
@@ -221,11 +222,35 @@ impl Plugin {
             };
             let posting = Instant::now();
             legs.seal += posting - sealing;
-            let posted = relay.post_call(session.session_id, &request).await;
+            // The post waits for the answer as a read would, so most calls need no read.
+            let wait = deadline
+                .saturating_duration_since(posting)
+                .min(self.options.progress_every);
+            let post = async {
+                match relay.post_call(session.session_id, &request, wait).await {
+                    // The connection was lost, perhaps during the wait with the call stored:
+                    // sent once more, it is stored now or answers 409.
+                    Err(RelayError::Unreachable { .. }) => {
+                        relay.post_call(session.session_id, &request, wait).await
+                    }
+                    posted => posted,
+                }
+            };
+            let posted = tokio::select! {
+                posted = post => posted,
+                () = waiting.cancelled.cancelled() => {
+                    // The call may or may not be stored: a cancel of a call not there is moot.
+                    if let Err(error) = relay.cancel_call(call_id, CancelReason::ClientCancelled).await {
+                        tracing::debug!(%error, "cancel not delivered");
+                    }
+                    return Ok(CallOutcome::Cancelled);
+                }
+            };
             legs.post += posting.elapsed();
             match posted {
+                Ok(posted) => break (session, call_id, header, posted.status),
                 // A retry of a post that landed: the call is there, read it.
-                Ok(_) | Err(RelayError::Duplicate) => break (session, call_id, header),
+                Err(RelayError::Duplicate) => break (session, call_id, header, None),
                 // The session ended since it was looked up (a new one replaced it, as a
                 // tab's reload does): look the live session up again, once.
                 Err(RelayError::NotFound | RelayError::Refused { status: 410, .. })
@@ -262,12 +287,16 @@ impl Plugin {
                 });
             }
             let wait = remaining.min(self.options.progress_every);
-            let status = tokio::select! {
-                status = relay.read_call(call_id, wait) => status,
-                () = waiting.cancelled.cancelled() => {
-                    cancel(CancelReason::ClientCancelled).await;
-                    return Ok(CallOutcome::Cancelled);
-                }
+            let status = match status.take() {
+                // What the post's own wait found.
+                Some(status) => Ok(status),
+                None => tokio::select! {
+                    status = relay.read_call(call_id, wait) => status,
+                    () = waiting.cancelled.cancelled() => {
+                        cancel(CancelReason::ClientCancelled).await;
+                        return Ok(CallOutcome::Cancelled);
+                    }
+                },
             };
             let status = match status {
                 Ok(status) => status,

@@ -170,14 +170,17 @@ impl RelayClient {
         }
     }
 
-    /// Posts a sealed call.
+    /// Posts a sealed call; once it is stored, the relay waits up to `wait` for its answer and
+    /// sends it back with the acknowledgement (`status`, absent from a relay that does not).
     pub async fn post_call(
         &self,
         session_id: SessionId,
         request: &PostCallRequest,
+        wait: Duration,
     ) -> Result<PostCallResponse, RelayError> {
-        let path = format!("/v1/sessions/{session_id}/calls");
-        self.send_json(reqwest::Method::POST, &path, request, None)
+        let wait_ms = wait.as_millis();
+        let path = format!("/v1/sessions/{session_id}/calls?wait_ms={wait_ms}");
+        self.send_json(reqwest::Method::POST, &path, request, Some(wait))
             .await
     }
 

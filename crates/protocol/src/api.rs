@@ -325,6 +325,11 @@ pub struct PostCallResponse {
     /// The relay's clock when it answered, Unix ms.
     #[cfg_attr(feature = "openapi", schema(value_type = u64))]
     pub now_ms: UnixMillis,
+    /// With `wait_ms`: the call as a read at the end of the wait found it (an answered call's
+    /// reply, which this marks delivered). Absent without `wait_ms`, or when the wait could
+    /// not be made: read the call then.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<CallStatusResponse>,
 }
 
 /// One call handed to an executor by a claim.

@@ -6,7 +6,7 @@ use anyhow::{Context as _, Result, ensure};
 use reqwest::StatusCode;
 use sealpost_protocol::api::{
     CallStatusResponse, CancelRequest, ClaimResponse, CreateSessionRequest, LiveSessionResponse,
-    PostCallRequest, ReplyRequest,
+    PostCallRequest, PostCallResponse, ReplyRequest,
 };
 use sealpost_protocol::content::CancelReason;
 use sealpost_protocol::ids::{Base64Bytes, CallId, PairId, SessionId, TokenId};
@@ -67,6 +67,24 @@ impl Client {
         let path = format!("/v1/sessions/{session_id}/calls");
         let _: serde_json::Value = self.post(&path, &request).await?;
         Ok(())
+    }
+
+    /// The plugin posts a call and waits up to `wait_ms` for its answer, as `sealpost` does:
+    /// the relay's acknowledgement carries the call's status at the end of the wait.
+    pub async fn post_call_waiting(
+        &self,
+        session_id: SessionId,
+        call_id: CallId,
+        envelope: Vec<u8>,
+        wait_ms: u64,
+    ) -> Result<PostCallResponse> {
+        let request = PostCallRequest {
+            call_id,
+            envelope: Base64Bytes(envelope),
+            ttl_s: CALL_TTL_S,
+        };
+        let path = format!("/v1/sessions/{session_id}/calls?wait_ms={wait_ms}");
+        self.post(&path, &request).await
     }
 
     /// The tab claims up to `max` calls, waiting up to `wait_ms` for one.

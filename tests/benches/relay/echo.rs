@@ -26,6 +26,7 @@ pub async fn serve() -> String {
                     call_id,
                     expires_at: UnixMillis::EPOCH,
                     now_ms: now(),
+                    status: None,
                 };
                 (axum::http::StatusCode::CREATED, axum::Json(answer))
             }),

@@ -8,7 +8,7 @@
 //! clients leave to the relay, and the row prints how much.
 //!
 //! A plugin here is what `sealpost` does for a call, in-process: seal a `ToolCall` to the
-//! session it verified, post it, long-poll its answer, open the reply. Spawning a hundred
+//! session it verified, post it with a wait (the relay answers with the reply), open the reply. Spawning a hundred
 //! `sealpost mcp` processes would measure process switching on two cores, not the loop.
 
 use std::rc::Rc;
@@ -131,12 +131,17 @@ impl Plugin {
             .keys
             .seal_call(&header, &self.plaintext, &mut rand::rng())
             .unwrap();
-        self.client
-            .post_call(self.session_id, call_id, envelope)
+        let posted = self
+            .client
+            .post_call_waiting(self.session_id, call_id, envelope, 10_000)
             .await
             .unwrap();
+        let mut status = posted.status;
         let sealed = loop {
-            let status = self.client.read_call(call_id, 10_000).await.unwrap();
+            let status = match status.take() {
+                Some(status) => status,
+                None => self.client.read_call(call_id, 10_000).await.unwrap(),
+            };
             match status.state {
                 CallState::Answered | CallState::Delivered => break status.reply.unwrap().0,
                 CallState::Pending | CallState::Claimed => continue,

@@ -1,6 +1,7 @@
 //! A relay that refuses for a rate: a read refused again and again is sent again until the call
 //! ends (its answer is never lost to a limit), and a call refused at the door is reported at
-//! once in words about the rate. A small server plays the relay: the real one admits a call's
+//! once in words about the rate. A post whose answer is lost on the wire (it may have been
+//! stored) is sent once more, and its 409 followed by reads. A small server plays the relay: the real one admits a call's
 //! delivery read even past the rate, so only a stand-in can keep refusing it.
 
 use std::sync::Arc;
@@ -123,6 +124,7 @@ fn posted(_: usize) -> Response {
             call_id: CallId::from_bytes([0; 16]),
             expires_at: now.saturating_add_ms(60_000),
             now_ms: now,
+            status: None,
         }),
     )
         .into_response()
@@ -158,6 +160,37 @@ async fn a_read_refused_for_a_rate_is_sent_again_until_the_call_ends() {
     );
     assert_eq!(stand.posts.load(Ordering::SeqCst), 1);
     assert_eq!(stand.reads.load(Ordering::SeqCst), 7, "read until it ended");
+}
+
+/// The first post's answer is cut off mid-body, as a connection lost during the post's wait
+/// would be; the second is the same call, which the relay has.
+fn lost_then_duplicate(n: usize) -> Response {
+    if n == 0 {
+        let lost = futures_util::stream::once(async {
+            Err::<axum::body::Bytes, _>(std::io::Error::other("the connection was lost"))
+        });
+        return (StatusCode::CREATED, axum::body::Body::from_stream(lost)).into_response();
+    }
+    (
+        StatusCode::CONFLICT,
+        r#"{"error":{"code":"duplicate_call","message":"A call with this call_id exists."}}"#,
+    )
+        .into_response()
+}
+
+#[tokio::test]
+async fn a_post_whose_answer_is_lost_is_sent_again_and_its_call_followed() {
+    let stand = stand(lost_then_duplicate, six_refusals_then_cancelled).await;
+    let mut mcp = Mcp::spawn(stand.config.path());
+    mcp.initialize("2025-11-25").await;
+    let (text, is_error) = result_text(&mcp.call("list_sources", json!({})).await);
+    assert!(is_error);
+    assert!(
+        text.contains("session ended before the call was answered"),
+        "what became of the call, not the lost answer: {text}"
+    );
+    assert_eq!(stand.posts.load(Ordering::SeqCst), 2, "sent once more");
+    assert_eq!(stand.reads.load(Ordering::SeqCst), 7, "then read");
 }
 
 #[tokio::test]

@@ -17,17 +17,18 @@ use axum::extract::{Path, RawQuery, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse as _, Response};
 use sealpost_protocol::api::{
-    CallStatusResponse, CancelRequest, ClaimResponse, ClaimedCall, ErrorBody, ErrorCode,
-    PostCallRequest, PostCallResponse, ReplyRequest, TokenKind,
+    CancelRequest, ClaimResponse, ClaimedCall, ErrorBody, ErrorCode, PostCallRequest,
+    PostCallResponse, ReplyRequest,
 };
 use sealpost_protocol::content::CancelReason;
 use sealpost_protocol::ids::{Base64Bytes, CallId, SessionId};
 use tokio::time::Instant;
 
-use super::auth::{AnyAuth, Charged, VerifiedAny, VerifiedMcp, VerifiedOwner};
+use super::auth::{AnyAuth, Charged, VerifiedMcp, VerifiedOwner};
 use super::body::{admit, read_json};
 use super::error::{ApiError, ApiResult};
 use super::path_id;
+use super::reads::{self, Wait};
 use super::state::AppState;
 use crate::admitted::Work;
 use crate::caps::{LongPollPlace, LongPollsFull};
@@ -55,7 +56,7 @@ fn query_number(query: &Option<String>, name: &str) -> ApiResult<Option<u64>> {
     Ok(None)
 }
 
-fn wait_ms(state: &AppState, query: &Option<String>) -> ApiResult<u64> {
+pub(crate) fn wait_ms(state: &AppState, query: &Option<String>) -> ApiResult<u64> {
     checked_wait(state, query_number(query, "wait_ms")?.unwrap_or(0))
 }
 
@@ -88,18 +89,29 @@ fn held_quota(
     })
 }
 
+/// What a long-poll does when its token's or owner's share of waiting long-polls is full.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum LongPollShare {
+    /// Answer 429 `too_many_long_polls` (a claim, a read: nothing is lost, the client asks again).
+    Refuse,
+    /// Stop waiting and answer what there is (a post, whose call is already stored).
+    Answer,
+}
+
 /// A place among the long-polls `bearer` and its owner may have waiting, taken by a claim or
-/// read about to wait (once: `place` keeps it); 429 `too_many_long_polls` at once, closing the
-/// connection, when either share is full. Each waiting long-poll holds a connection: without a
-/// share, one account's waiting requests could hold every connection the relay allows. Taken
-/// only after the first look at the store, so an answer ready at once never needs one.
-fn hold_long_poll_place(
+/// read about to wait (once: `place` keeps it). When either share is full, `share` says what
+/// happens: 429 `too_many_long_polls` at once, closing the connection, or `false` (no wait).
+/// Each waiting long-poll holds a connection: without a share, one account's waiting requests
+/// could hold every connection the relay allows. Taken only after the first look at the store,
+/// so an answer ready at once never needs one.
+pub(crate) fn hold_long_poll_place(
     state: &AppState,
     bearer: &Bearer,
     place: &mut Option<LongPollPlace>,
-) -> ApiResult<()> {
+    share: LongPollShare,
+) -> ApiResult<bool> {
     if place.is_some() {
-        return Ok(());
+        return Ok(true);
     }
     let limits = &state.config.limits;
     let refused = |why, whose: &str, most: u32| {
@@ -114,22 +126,28 @@ fn hold_long_poll_place(
         )
         .closing()
     };
-    match state.long_polls.admit(bearer.token_id, bearer.owner_id) {
+    let full = match state.long_polls.admit(bearer.token_id, bearer.owner_id) {
         Ok(held) => {
             *place = Some(held);
-            Ok(())
+            return Ok(true);
         }
-        Err(LongPollsFull::Token) => Err(refused(
+        Err(full) => full,
+    };
+    if let LongPollShare::Answer = share {
+        return Ok(false);
+    }
+    Err(match full {
+        LongPollsFull::Token => refused(
             RefusedRequest::LongPollsPerToken,
             "This token has",
             limits.max_long_polls_per_token,
-        )),
-        Err(LongPollsFull::Owner) => Err(refused(
+        ),
+        LongPollsFull::Owner => refused(
             RefusedRequest::LongPollsPerOwner,
             "Your tokens together have",
             limits.max_long_polls_per_owner,
-        )),
-    }
+        ),
+    })
 }
 
 fn timeout(state: &AppState) -> Duration {
@@ -142,11 +160,14 @@ fn timeout(state: &AppState) -> Duration {
     path = "/v1/sessions/{session_id}/calls",
     tag = "calls",
     security(("bearer" = [])),
-    params(("session_id" = String, Path, description = "The live session's id.")),
+    params(
+        ("session_id" = String, Path, description = "The live session's id."),
+        ("wait_ms" = Option<u64>, Query, description = "Once the call is stored, wait up to this long for it to leave pending and claimed, as a read would, and answer its status (default 0: answer at once, without it)."),
+    ),
     request_body = PostCallRequest,
     responses(
-        (status = 201, description = "The call is pending.", body = PostCallResponse),
-        (status = 400, description = "`bad_request`, `ttl_out_of_range`", body = ErrorBody),
+        (status = 201, description = "The call is stored; with `wait_ms`, `status` is what a read at the end of the wait finds (absent if the wait could not be made: read the call instead).", body = PostCallResponse),
+        (status = 400, description = "`bad_request`, `ttl_out_of_range`, `wait_too_long`", body = ErrorBody),
         (status = 401, description = "`unauthorized`", body = ErrorBody),
         (status = 403, description = "`wrong_token_kind`: not an MCP token.", body = ErrorBody),
         (status = 404, description = "`not_found`", body = ErrorBody),
@@ -162,10 +183,12 @@ pub async fn post(
     State(state): State<AppState>,
     auth: VerifiedMcp,
     Path(session_id): Path<String>,
+    RawQuery(query): RawQuery,
     headers: HeaderMap,
     body: Body,
-) -> ApiResult<(StatusCode, Json<PostCallResponse>)> {
+) -> ApiResult<Response> {
     let session_id = path_id(&session_id, "session")?;
+    let wait = wait_ms(&state, &query)?;
     let limits = &state.config.limits;
     let cap = limits.body_cap_for(limits.max_call_envelope_bytes);
     let large = admit(&state, auth.owner_id(), &headers, cap)?;
@@ -206,6 +229,14 @@ pub async fn post(
         expires_at: now.saturating_add_ms(request.ttl_s.saturating_mul(1000)),
     };
     let reserved = held_quota(&state, call.owner_id, call.envelope.len())?;
+    // Subscribed before the call exists, so no answer to it can come unheard.
+    let subscription = (wait > 0).then(|| {
+        let topic = Topic::Call(call.owner_id, call.call_id);
+        (
+            state.hub.subscribe(topic),
+            Instant::now() + Duration::from_millis(wait),
+        )
+    });
     let max_pending = Some(limits.max_pending_calls_per_session);
     // A claim standing for this session here is claimed for in the post's own write.
     let posted = match state.handoffs.take(call.owner_id, session_id) {
@@ -235,14 +266,52 @@ pub async fn post(
     state.hub.wake(Topic::Session(call.owner_id, session_id));
     state.metrics.call_posted();
     tracing::debug!(call = %call.call_id, session = %session_id, bytes = call.envelope.len(), "call posted");
-    Ok((
-        StatusCode::CREATED,
-        Json(PostCallResponse {
-            call_id: call.call_id,
-            expires_at,
-            now_ms: now,
-        }),
-    ))
+    let mut answer = PostCallResponse {
+        call_id: call.call_id,
+        expires_at,
+        now_ms: now,
+        status: None,
+    };
+    let Some((subscription, deadline)) = subscription else {
+        return Ok((StatusCode::CREATED, Json(answer)).into_response());
+    };
+    let bearer = auth.bearer();
+    let waited = Wait {
+        state: &state,
+        bearer,
+        call_id: call.call_id,
+        deadline,
+        subscription,
+        // Just stored, so pending (or claimed for a standing claim): nothing to read yet.
+        look_first: false,
+        share: LongPollShare::Answer,
+    }
+    .until_final(|read| {
+        if reads::handed_over(&bearer, read) {
+            state.admitted.delivered(bearer.owner_id, call.call_id);
+        }
+    })
+    .await;
+    // The call is stored whatever the wait met: a wait that failed answers without a status,
+    // and the plugin reads the call.
+    let found = waited
+        .ok()
+        .flatten()
+        .map(|(view, now)| reads::status_of(&state, &bearer, view, now));
+    Ok(match found {
+        Some(Ok((status, slot))) => {
+            answer.status = Some(status);
+            match slot {
+                Some(slot) => {
+                    let mut response = super::body::json_holding(&answer, slot);
+                    *response.status_mut() = StatusCode::CREATED;
+                    response
+                }
+                None => (StatusCode::CREATED, Json(answer)).into_response(),
+            }
+        }
+        Some(Err(_)) | None => (StatusCode::CREATED, Json(answer)).into_response(),
+    })
 }
 
 /// `POST /v1/sessions/{session_id}/claims?wait_ms=&max=` (owner)
@@ -343,7 +412,7 @@ pub(crate) async fn claim_calls(
             state.metrics.claim_answered(started.elapsed());
             return Ok(ClaimResponse { calls, now_ms: now });
         }
-        hold_long_poll_place(state, &bearer, &mut place)?;
+        hold_long_poll_place(state, &bearer, &mut place, LongPollShare::Refuse)?;
         let fallback = Instant::now() + Duration::from_millis(limits.fallback_poll_ms);
         let mut standing =
             (state.handoffs).stand(owner, session_id, bearer, max as u32, limits.lease_ms);
@@ -537,100 +606,4 @@ pub(crate) async fn cancel_call(
     state.hub.wake(Topic::Call(bearer.owner_id, call_id));
     tracing::debug!(call = %call_id, reason = reason.as_str(), "call cancelled");
     Ok(())
-}
-
-/// `GET /v1/calls/{call_id}?wait_ms=` (the call's MCP token, or the owner). Waits while the
-/// call is pending or claimed; the first read of an answer marks the call delivered.
-#[utoipa::path(
-    get,
-    path = "/v1/calls/{call_id}",
-    tag = "calls",
-    security(("bearer" = [])),
-    params(
-        ("call_id" = String, Path, description = "The call's id."),
-        ("wait_ms" = Option<u64>, Query, description = "Long-poll up to this long while the call is pending or claimed (default 0)."),
-    ),
-    responses(
-        (status = 200, description = "The call's state, with the reply once answered.", body = CallStatusResponse),
-        (status = 400, description = "`bad_request`, `wait_too_long`", body = ErrorBody),
-        (status = 401, description = "`unauthorized`", body = ErrorBody),
-        (status = 404, description = "`not_found`", body = ErrorBody),
-        (status = 429, description = "`rate_limited`, `owner_rate_limited` (not for an MCP token's first read of a call answered on this replica), `too_many_long_polls`", body = ErrorBody),
-        (status = 503, description = "`unavailable`, `busy`", body = ErrorBody),
-    )
-)]
-pub async fn read(
-    State(state): State<AppState>,
-    auth: Charged<VerifiedAny>,
-    Path(call_id): Path<String>,
-    RawQuery(query): RawQuery,
-) -> ApiResult<Response> {
-    // The plugin's first read of a call answered here is not refused by a rate (`admitted`).
-    let (auth, mut exempt) = auth
-        .admit_work(&state, Work::Read, call_id.parse().ok())
-        .await?;
-    let bearer = auth.bearer();
-    let call_id = path_id(&call_id, "call")?;
-    let wait = wait_ms(&state, &query)?;
-    let mut place = None;
-    let deadline = Instant::now() + Duration::from_millis(wait);
-    let _open = (wait > 0).then(|| state.metrics.long_poll(LongPoll::Read));
-    let subscription = state.hub.subscribe(Topic::Call(auth.owner_id(), call_id));
-    loop {
-        let notified = subscription.notify().notified();
-        tokio::pin!(notified);
-        notified.as_mut().enable();
-        let now = now_ms();
-        let read = state.store.read_call(bearer, call_id, now).await;
-        let handed_over = matches!(&read, Ok(Some(view)) if view.state.is_final());
-        if exempt.is_some() || (handed_over && bearer.kind == TokenKind::Mcp) {
-            // The answer reached its pairing's token, or the exempt read reached the store: a
-            // later read is not the first.
-            state.admitted.delivered(auth.owner_id(), call_id);
-        }
-        let Some(view) = read? else {
-            // Not this token's call to read: with its rate spent, it hears only that.
-            return Err(exempt
-                .take()
-                .map_or_else(|| ApiError::not_found("call"), |exempt| exempt.refusal()));
-        };
-        if view.state.is_final() || Instant::now() >= deadline || state.shutdown.is_cancelled() {
-            // A large reply holds one of its token's few places until it is sent.
-            let large = view
-                .reply
-                .as_ref()
-                .is_some_and(|r| r.len() > state.config.limits.large_body_bytes);
-            let slot = if large {
-                Some(state.large_replies.try_acquire(bearer.token_id).ok_or_else(|| {
-                    ApiError::busy("This token is being sent as many large replies as allowed at once; retry.")
-                })?)
-            } else {
-                None
-            };
-            let answer = CallStatusResponse {
-                state: view.state,
-                reply: view.reply.map(Base64Bytes),
-                reason: view.reason,
-                expires_at: view.expires_at,
-                now_ms: now,
-            };
-            return Ok(match slot {
-                Some(slot) => super::body::json_holding(&answer, slot),
-                None => Json(answer).into_response(),
-            });
-        }
-        hold_long_poll_place(&state, &bearer, &mut place)?;
-        // Wake at the call's own next change (expiry or lease end) too.
-        let mut until = deadline
-            .min(Instant::now() + Duration::from_millis(state.config.limits.fallback_poll_ms));
-        if let Some(change_at) = view.next_change_at {
-            until =
-                until.min(Instant::now() + Duration::from_millis(change_at.saturating_sub(now)));
-        }
-        tokio::select! {
-            _ = notified => {}
-            _ = tokio::time::sleep_until(until) => {}
-            _ = state.shutdown.cancelled() => {}
-        }
-    }
 }

@@ -31,6 +31,7 @@ pub mod error;
 pub(crate) mod oidc;
 mod oidc_page;
 mod openapi;
+pub(crate) mod reads;
 pub(crate) mod sessions;
 pub(crate) mod state;
 
@@ -70,7 +71,7 @@ fn routes() -> OpenApiRouter<AppState> {
         .routes(routes!(calls::claim))
         .routes(routes!(calls::reply))
         .routes(routes!(calls::cancel))
-        .routes(routes!(calls::read))
+        .routes(routes!(reads::read))
         .routes(routes!(channel::open))
         .routes(routes!(healthz))
         .routes(routes!(readyz))

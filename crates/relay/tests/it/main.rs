@@ -20,6 +20,7 @@ mod oidc;
 mod openapi;
 mod origins;
 mod owner_tokens;
+mod post_wait;
 mod processes;
 mod quotas;
 mod session_end;

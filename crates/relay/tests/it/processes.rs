@@ -11,7 +11,7 @@ use reqwest::{Method, StatusCode};
 use serde_json::json;
 
 use sealpost_protocol::ids::{CallId, PairId};
-use sealpost_testkit::{Relay, TEST_KEY, b64, pairing};
+use sealpost_testkit::{Relay, TEST_KEY, b64, pairing, unb64};
 use sealpost_testkit::{TempDir, TestDb, id};
 
 /// A relay child process; killed when dropped.
@@ -142,6 +142,48 @@ async fn a_post_on_one_replica_wakes_a_claim_waiting_on_another() {
     let ((status, body), call) = woken.await.expect("woken by the notification");
     assert_eq!(status, StatusCode::OK, "{body}");
     assert_eq!(body["calls"][0]["call_id"], json!(call));
+}
+
+#[tokio::test]
+async fn a_reply_on_one_replica_answers_a_post_waiting_on_another() {
+    let Some(db) = TestDb::postgres().await else {
+        return;
+    };
+    let (_replicas, a, b) = two_replicas(db);
+    let p = pairing(&a, &format!("o-{}", id::<PairId>())).await;
+    let call: CallId = id();
+    let post = b.send(
+        Method::POST,
+        format!("/v1/sessions/{}/calls?wait_ms=30000", p.session),
+        Some(&p.mcp),
+        Some(json!({"call_id": call, "envelope": b64(b"sealed call"), "ttl_s": 60})),
+    );
+    let answer = async {
+        let claimed = a
+            .client_as(&p.owner)
+            .claim(p.session, 1, 30_000)
+            .await
+            .unwrap();
+        assert_eq!(claimed.calls[0].call_id, call);
+        let (status, body) = a
+            .send(
+                Method::PUT,
+                format!("/v1/calls/{call}/reply"),
+                Some(&p.owner),
+                Some(json!({"envelope": b64(b"across replicas")})),
+            )
+            .await;
+        assert_eq!(status, StatusCode::NO_CONTENT, "{body}");
+    };
+    // No fallback poll and a 30 s wait: only pg_notify explains an answer well before it.
+    let ((status, posted), ()) = tokio::time::timeout(std::time::Duration::from_secs(20), async {
+        tokio::join!(post, answer)
+    })
+    .await
+    .expect("the post's wait was woken by the notification");
+    assert_eq!(status, StatusCode::CREATED, "{posted}");
+    assert_eq!(posted["status"]["state"], "answered", "{posted}");
+    assert_eq!(unb64(&posted["status"]["reply"]), b"across replicas");
 }
 
 #[tokio::test]
