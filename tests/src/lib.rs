@@ -3,6 +3,7 @@
 //! pair_id, an MCP token, the code the plugin is given). Pairing secrets need `sealpost-seal`,
 //! which `sealpost-testkit` must not depend on (the relay's own tests use the kit).
 
+pub mod channel;
 pub mod tab;
 
 use std::ops::Deref;

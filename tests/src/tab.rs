@@ -1,7 +1,8 @@
 //! A native stand-in for the browser tab: the real executor (native build) serving one session
-//! over the relay's real HTTP API, on a thread of its own (the executor is not `Send`, as in a
-//! browser). It starts a session with a hello, claims calls by long-poll, runs them, and posts
-//! sealed replies or cancels, until stopped.
+//! over the relay's real HTTP API or its session channel (as the browser's Worker does), on a
+//! thread of its own (the executor is not `Send`, as in a browser). It starts a session with a
+//! hello, claims calls by long-poll, runs them, and posts sealed replies or cancels, until
+//! stopped.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -9,6 +10,8 @@ use std::thread::JoinHandle;
 
 use anyhow::{Context as _, Result};
 use sealpost_executor::{Delivery, Executor, Outcome};
+use sealpost_protocol::api::ClaimResponse;
+use sealpost_protocol::content::CancelReason;
 use sealpost_protocol::ids::{CallId, SessionId};
 use sealpost_seal::PairingSecret;
 use sealpost_time::UnixMillis;
@@ -17,6 +20,7 @@ use tokio::sync::watch;
 use sealpost_testkit::{Client, id};
 
 use crate::LiveRelay;
+use crate::channel::Channel;
 
 /// What the tab did, readable from the test while it runs.
 #[derive(Debug, Default)]
@@ -38,6 +42,49 @@ pub enum TabMode {
     Serve,
     /// Claims each call and never answers (a tab stuck in a long tool).
     Hold,
+}
+
+/// How the tab speaks to the relay once its session is created.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TabTransport {
+    /// `POST …/claims`, `PUT …/reply`, `POST …/cancel`, each a request.
+    Http,
+    /// The session channel, one request at a time, as the browser's Worker uses it.
+    Channel,
+}
+
+/// The tab's end of the relay, by either transport.
+enum Link {
+    Http(Client),
+    Channel(Channel),
+}
+
+impl Link {
+    async fn claim(
+        &mut self,
+        session_id: SessionId,
+        max: u32,
+        wait_ms: u64,
+    ) -> Result<ClaimResponse> {
+        match self {
+            Self::Http(client) => client.claim(session_id, max, wait_ms).await,
+            Self::Channel(channel) => channel.claim(session_id, max, wait_ms).await,
+        }
+    }
+
+    async fn reply(&mut self, call_id: CallId, envelope: Vec<u8>) -> Result<()> {
+        match self {
+            Self::Http(client) => client.reply(call_id, envelope).await,
+            Self::Channel(channel) => channel.reply(call_id, envelope).await,
+        }
+    }
+
+    async fn cancel(&mut self, call_id: CallId, reason: CancelReason) -> Result<()> {
+        match self {
+            Self::Http(client) => client.cancel(call_id, reason).await,
+            Self::Channel(channel) => channel.cancel(call_id, reason).await,
+        }
+    }
 }
 
 /// A running tab. Dropping it stops the claim loop (the session stays on the relay, as when a
@@ -76,6 +123,18 @@ impl Tab {
         mode: TabMode,
         build: impl FnOnce() -> Executor + Send + 'static,
     ) -> Result<Self> {
+        Self::start_with(relay, secret, ttl_s, mode, TabTransport::Http, build).await
+    }
+
+    /// As [`Tab::start_in`], speaking `transport`.
+    pub async fn start_with(
+        relay: &LiveRelay,
+        secret: &PairingSecret,
+        ttl_s: u64,
+        mode: TabMode,
+        transport: TabTransport,
+        build: impl FnOnce() -> Executor + Send + 'static,
+    ) -> Result<Self> {
         let (stop, stopped) = watch::channel(false);
         let (ready_tx, ready_rx) = tokio::sync::oneshot::channel::<Result<SessionId>>();
         let log = Arc::new(TabLog::default());
@@ -107,14 +166,23 @@ impl Tab {
                         .context("start the session")?;
                     client
                         .create_session(session_id, secret.pair_id(), hello, ttl_s)
-                        .await
+                        .await?;
+                    Ok(match transport {
+                        TabTransport::Http => Link::Http(client),
+                        TabTransport::Channel => {
+                            Link::Channel(Channel::open(&client.base, &client.token).await?)
+                        }
+                    })
                 };
-                if let Err(error) = started.await {
-                    let _ = ready_tx.send(Err(error));
-                    return;
-                }
+                let mut link = match started.await {
+                    Ok(link) => link,
+                    Err(error) => {
+                        let _ = ready_tx.send(Err(error));
+                        return;
+                    }
+                };
                 let _ = ready_tx.send(Ok(session_id));
-                serve(&client, &executor, session_id, mode, stopped, &thread_log).await;
+                serve(&mut link, &executor, session_id, mode, stopped, &thread_log).await;
             });
         });
         let session_id = ready_rx.await.context("the tab thread stopped")??;
@@ -149,7 +217,7 @@ impl Drop for Tab {
 /// claim: a test that drops the tab blocks its own thread in `join`, and when the relay runs
 /// in-process on that thread a reply still waiting for the relay's answer would never get it.
 async fn serve(
-    client: &Client,
+    link: &mut Link,
     executor: &Executor,
     session_id: SessionId,
     mode: TabMode,
@@ -157,13 +225,13 @@ async fn serve(
     log: &TabLog,
 ) {
     tokio::select! {
-        () = claim_and_answer(client, executor, session_id, mode, log) => {}
+        () = claim_and_answer(link, executor, session_id, mode, log) => {}
         _ = stopped.wait_for(|stop| *stop) => {}
     }
 }
 
 async fn claim_and_answer(
-    client: &Client,
+    link: &mut Link,
     executor: &Executor,
     session_id: SessionId,
     mode: TabMode,
@@ -171,7 +239,7 @@ async fn claim_and_answer(
 ) {
     let clock = now_ms;
     loop {
-        let Ok(claimed) = client.claim(session_id, 50, 5_000).await else {
+        let Ok(claimed) = link.claim(session_id, 50, 5_000).await else {
             // The session ended or the relay went away: a real tab backs off; this one waits a
             // moment and tries again until it is stopped.
             tokio::time::sleep(std::time::Duration::from_millis(100)).await;
@@ -196,14 +264,14 @@ async fn claim_and_answer(
                 .unwrap_or_else(|poisoned| poisoned.into_inner()) = pending;
             let sent = match &outcome {
                 Outcome::Reply { envelope, .. } => {
-                    let sent = client.reply(call.call_id, envelope.clone()).await;
+                    let sent = link.reply(call.call_id, envelope.clone()).await;
                     if sent.is_ok() {
                         log.replied.fetch_add(1, Ordering::SeqCst);
                     }
                     sent
                 }
                 Outcome::Cancel { reason, .. } => {
-                    let sent = client.cancel(call.call_id, *reason).await;
+                    let sent = link.cancel(call.call_id, *reason).await;
                     if sent.is_ok() {
                         log.cancelled.fetch_add(1, Ordering::SeqCst);
                     }

@@ -15,8 +15,8 @@ use sealpost_testkit::{Client, id};
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt as _, BufReader};
 use tokio_tungstenite::tungstenite::Message;
-use tokio_tungstenite::tungstenite::client::IntoClientRequest as _;
-use tokio_tungstenite::tungstenite::http::HeaderValue;
+
+use sealpost_e2e::channel::Socket;
 
 use crate::{Ends, Outcome, now};
 
@@ -27,9 +27,6 @@ const CALLS: usize = 200;
 /// Sessions created, and channels opened, at once.
 const AT_ONCE: usize = 64;
 
-type Socket =
-    tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
-
 fn resident_kib(pid: u32) -> u64 {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
     let line = status.lines().find(|l| l.starts_with("VmRSS:")).unwrap();
@@ -37,14 +34,7 @@ fn resident_kib(pid: u32) -> u64 {
 }
 
 async fn open_channel(base: &str, token: &str) -> Socket {
-    let url = format!("{}/v1/channel", base.replacen("http://", "ws://", 1));
-    let mut request = url.into_client_request().unwrap();
-    let protocols = format!("sealpost.v1, sealpost.bearer.{token}");
-    request.headers_mut().insert(
-        "sec-websocket-protocol",
-        HeaderValue::from_str(&protocols).unwrap(),
-    );
-    tokio_tungstenite::connect_async(request).await.unwrap().0
+    sealpost_e2e::channel::open(base, token).await.unwrap()
 }
 
 async fn send(socket: &mut Socket, message: Value) {

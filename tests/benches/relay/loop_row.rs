@@ -1,6 +1,7 @@
 //! The loop row: [`PAIRS`] plugins and as many native tabs (`sealpost_e2e::Tab`: the real
-//! executor, each on a thread of its own, claiming by long-poll) on one relay, beside the
-//! relay-only figure of the same relay with as many clients.
+//! executor, each on a thread of its own, claiming by long-poll on the session channel, as the
+//! browser's tab does) on one relay, beside the relay-only figure of the same relay with as
+//! many clients.
 //!
 //! The relay runs on a runtime of its own (threads named [`RELAY_THREADS`]), so the CPU its
 //! threads and SQLite's use in each half can be read apart from what the clients use: on two
@@ -16,7 +17,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use sealpost_e2e::LiveRelay;
-use sealpost_e2e::tab::Tab;
+use sealpost_e2e::tab::{Tab, TabMode, TabTransport};
 use sealpost_executor::{
     Access, Executor, Grants, GrantsHandle, HostTool, MemoryAuditLog, ToolFuture, ToolSpec,
     Workspace,
@@ -158,9 +159,9 @@ impl Plugin {
 /// relay on a fresh database; prints both and their ratio.
 pub async fn run(databases: &Databases) {
     println!("\n== the whole loop: {PAIRS} plugins and {PAIRS} native tabs on one relay ==");
-    // Two hundred pairings of one owner, a hundred of whose tabs wait on a claim: past an
-    // account's shares of tokens, sessions and long-polls, which are there for people, not for
-    // a benchmark's one owner.
+    // Two hundred pairings of one owner, a hundred of whose tabs wait on a claim, each on a
+    // channel of its own: past an account's shares of tokens, sessions, long-polls and
+    // channels, which are there for people, not for a benchmark's one owner.
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .thread_name(RELAY_THREADS)
@@ -178,6 +179,7 @@ pub async fn run(databases: &Databases) {
             limits.max_long_polls_per_owner = 0;
             limits.max_live_mcp_tokens_per_owner = 4 * PAIRS as u32;
             limits.max_live_sessions_per_owner = 4 * PAIRS as u32;
+            limits.max_channels_per_owner = PAIRS as u32;
         }))
     })
     .await
@@ -199,9 +201,16 @@ pub async fn run(databases: &Databases) {
     let mut plugins = Vec::with_capacity(PAIRS);
     for _ in 0..PAIRS {
         let pairing = relay.pair().await.unwrap();
-        let tab = Tab::start(&relay, &pairing.secret, SESSION_TTL_S, executor)
-            .await
-            .unwrap();
+        let tab = Tab::start_with(
+            &relay,
+            &pairing.secret,
+            SESSION_TTL_S,
+            TabMode::Serve,
+            TabTransport::Channel,
+            executor,
+        )
+        .await
+        .unwrap();
         let client = relay.plugin(&pairing);
         let live = client.live_session(pairing.pair_id).await.unwrap();
         let verified = verify_hello(&pairing.secret, &live.hello.0, now()).unwrap();
