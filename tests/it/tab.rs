@@ -1,13 +1,16 @@
-//! The native tab itself: a test that drops it must never wait on the relay. Tests run the
+//! The native tab itself: a test that drops it must never wait on the relay, and tabs that
+//! share a thread each serve their own session on their own channel. Tests run the
 //! relay in-process on their own thread, and dropping the tab blocks that thread until the
 //! tab's thread ends, so a tab still waiting for the relay's answer would wait forever.
 
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use sealpost_e2e::LiveRelay;
-use sealpost_e2e::tab::Tab;
+use sealpost_e2e::tab::{Tab, TabMode, TabThreads, TabTransport};
 use sealpost_executor::{Executor, GrantsHandle, MemoryAuditLog, Workspace};
+use sealpost_protocol::api::CallState;
 use sealpost_testkit::{Relay, TestDb, id};
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use tokio::net::{TcpListener, TcpStream};
@@ -95,6 +98,60 @@ async fn a_tab_dropped_while_its_answer_waits_on_the_relay_stops() {
     tokio::time::timeout(PATIENCE, dropped)
         .await
         .expect("the tab stops while its answer waits")
+        .unwrap();
+    relay.stop().await;
+}
+
+#[tokio::test]
+async fn tabs_sharing_a_thread_each_answer_on_their_own_channel_and_stop_when_dropped() {
+    let relay = LiveRelay::start(TestDb::sqlite()).await;
+    let threads = TabThreads::new(1);
+    let mut tabs = Vec::new();
+    let mut plugins = Vec::new();
+    for _ in 0..2 {
+        let pairing = relay.pair().await.unwrap();
+        let tab = threads
+            .start(
+                &relay,
+                &pairing.secret,
+                600,
+                TabMode::Serve,
+                TabTransport::Channel,
+                || {
+                    let grants = GrantsHandle::new(Default::default());
+                    Executor::new(
+                        Workspace::default(),
+                        grants,
+                        std::rc::Rc::new(MemoryAuditLog::new()),
+                    )
+                },
+            )
+            .await
+            .unwrap();
+        plugins.push(relay.plugin(&pairing));
+        tabs.push(tab);
+    }
+    // An envelope neither tab can open: each claims its own call on its channel and cancels it.
+    for (tab, plugin) in tabs.iter().zip(&plugins) {
+        let call = id();
+        let posted = tokio::time::timeout(
+            PATIENCE,
+            plugin.post_call_waiting(tab.session_id, call, vec![7; 64], 20_000),
+        )
+        .await
+        .expect("the tab answered within the post's wait")
+        .unwrap();
+        let status = posted.status.expect("the post waited");
+        assert_eq!(status.state, CallState::Cancelled, "{status:?}");
+        assert_eq!(tab.log.cancelled.load(Ordering::SeqCst), 1);
+    }
+    let dropped = tokio::task::spawn_blocking(move || {
+        drop(tabs);
+        drop(threads);
+    });
+    tokio::time::timeout(PATIENCE, dropped)
+        .await
+        .expect("the tabs and their thread stop")
         .unwrap();
     relay.stop().await;
 }

@@ -56,7 +56,7 @@ pub enum TabTransport {
 /// The tab's end of the relay, by either transport.
 enum Link {
     Http(Client),
-    Channel(Channel),
+    Channel(Box<Channel>),
 }
 
 impl Link {
@@ -96,11 +96,180 @@ pub struct Tab {
     /// What it did.
     pub log: Arc<TabLog>,
     stop: watch::Sender<bool>,
-    thread: Option<JoinHandle<()>>,
+    /// Disconnected once the tab's loop has ended.
+    ended: std::sync::mpsc::Receiver<()>,
+    /// The tab's own thread, when it has one.
+    own: Option<TabThreads>,
 }
 
 fn now_ms() -> UnixMillis {
     sealpost_relay::clock::now_ms()
+}
+
+/// Everything a tab's thread needs to start it.
+struct Launch {
+    base: String,
+    token: String,
+    secret: PairingSecret,
+    ttl_s: u64,
+    mode: TabMode,
+    transport: TabTransport,
+    build: Box<dyn FnOnce() -> Executor + Send>,
+    ready: tokio::sync::oneshot::Sender<Result<SessionId>>,
+    stopped: watch::Receiver<bool>,
+    log: Arc<TabLog>,
+    /// Dropped when the tab's loop ends.
+    running: std::sync::mpsc::Sender<()>,
+}
+
+impl Launch {
+    async fn run(self) {
+        let Self {
+            base,
+            token,
+            secret,
+            ttl_s,
+            mode,
+            transport,
+            build,
+            ready,
+            stopped,
+            log,
+            running,
+        } = self;
+        // A client of its own: a shared one would keep some of its connections on another
+        // thread's runtime, and every request on them would cross threads.
+        let client = Client::new(base, reqwest::Client::new(), token);
+        let executor = build();
+        let session_id = id::<SessionId>();
+        let now = now_ms();
+        let started = async {
+            let hello = executor
+                .start_session(
+                    &secret,
+                    session_id,
+                    now,
+                    now.saturating_add_ms(ttl_s * 1000),
+                    &mut rand::rng(),
+                )
+                .context("start the session")?;
+            client
+                .create_session(session_id, secret.pair_id(), hello, ttl_s)
+                .await?;
+            Ok(match transport {
+                TabTransport::Http => Link::Http(client),
+                TabTransport::Channel => {
+                    Link::Channel(Box::new(Channel::open(&client.base, &client.token).await?))
+                }
+            })
+        };
+        let mut link = match started.await {
+            Ok(link) => link,
+            Err(error) => {
+                let _ = ready.send(Err(error));
+                return;
+            }
+        };
+        let _ = ready.send(Ok(session_id));
+        serve(&mut link, &executor, session_id, mode, stopped, &log).await;
+        drop(running);
+    }
+}
+
+/// Threads that run tabs, each tab's executor on one of them (it is not `Send`, as a browser
+/// tab's lives on its own event loop). A tab started alone has a thread of its own; a load
+/// test's hundred share a few, so that a hundred threads' wake-ups do not take the cores the
+/// relay is measured on.
+#[derive(Debug)]
+pub struct TabThreads {
+    queues: Vec<tokio::sync::mpsc::UnboundedSender<Launch>>,
+    threads: Vec<JoinHandle<()>>,
+    next: std::sync::atomic::AtomicUsize,
+}
+
+impl std::fmt::Debug for Launch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Launch").finish_non_exhaustive()
+    }
+}
+
+impl TabThreads {
+    /// `n` threads, each with a runtime of its own.
+    pub fn new(n: usize) -> Self {
+        let (mut queues, mut threads) = (Vec::new(), Vec::new());
+        for _ in 0..n.max(1) {
+            let (queue, mut launches) = tokio::sync::mpsc::unbounded_channel::<Launch>();
+            queues.push(queue);
+            threads.push(std::thread::spawn(move || {
+                let runtime = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                    .expect("a runtime");
+                let local = tokio::task::LocalSet::new();
+                local.block_on(&runtime, async move {
+                    while let Some(launch) = launches.recv().await {
+                        tokio::task::spawn_local(launch.run());
+                    }
+                });
+            }));
+        }
+        Self {
+            queues,
+            threads,
+            next: std::sync::atomic::AtomicUsize::new(0),
+        }
+    }
+
+    /// Starts a tab on the next thread, as [`Tab::start_with`] does on a thread of its own.
+    pub async fn start(
+        &self,
+        relay: &LiveRelay,
+        secret: &PairingSecret,
+        ttl_s: u64,
+        mode: TabMode,
+        transport: TabTransport,
+        build: impl FnOnce() -> Executor + Send + 'static,
+    ) -> Result<Tab> {
+        let (stop, stopped) = watch::channel(false);
+        let (ready, readied) = tokio::sync::oneshot::channel();
+        let (running, ended) = std::sync::mpsc::channel();
+        let log = Arc::new(TabLog::default());
+        let launch = Launch {
+            base: relay.owner.base.clone(),
+            token: relay.owner.token.clone(),
+            secret: PairingSecret::from_bytes(*secret.expose()),
+            ttl_s,
+            mode,
+            transport,
+            build: Box::new(build),
+            ready,
+            stopped,
+            log: log.clone(),
+            running,
+        };
+        let n = self.next.fetch_add(1, Ordering::Relaxed) % self.queues.len();
+        self.queues[n]
+            .send(launch)
+            .map_err(|_| anyhow::anyhow!("the tab thread stopped"))?;
+        let session_id = readied.await.context("the tab thread stopped")??;
+        Ok(Tab {
+            session_id,
+            log,
+            stop,
+            ended,
+            own: None,
+        })
+    }
+}
+
+impl Drop for TabThreads {
+    fn drop(&mut self) {
+        // Closing the queues ends each thread's loop; tabs still running on it end with it.
+        self.queues.clear();
+        for thread in self.threads.drain(..) {
+            let _ = thread.join();
+        }
+    }
 }
 
 impl Tab {
@@ -135,63 +304,12 @@ impl Tab {
         transport: TabTransport,
         build: impl FnOnce() -> Executor + Send + 'static,
     ) -> Result<Self> {
-        let (stop, stopped) = watch::channel(false);
-        let (ready_tx, ready_rx) = tokio::sync::oneshot::channel::<Result<SessionId>>();
-        let log = Arc::new(TabLog::default());
-        let (base, token) = (relay.owner.base.clone(), relay.owner.token.clone());
-        let secret = PairingSecret::from_bytes(*secret.expose());
-        let thread_log = log.clone();
-        let thread = std::thread::spawn(move || {
-            let runtime = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .expect("a runtime");
-            let local = tokio::task::LocalSet::new();
-            local.block_on(&runtime, async move {
-                // A client of its own: a shared one would keep some of its connections on
-                // another tab's runtime, and every request on them would cross threads.
-                let client = Client::new(base, reqwest::Client::new(), token);
-                let executor = build();
-                let session_id = id::<SessionId>();
-                let now = now_ms();
-                let started = async {
-                    let hello = executor
-                        .start_session(
-                            &secret,
-                            session_id,
-                            now,
-                            now.saturating_add_ms(ttl_s * 1000),
-                            &mut rand::rng(),
-                        )
-                        .context("start the session")?;
-                    client
-                        .create_session(session_id, secret.pair_id(), hello, ttl_s)
-                        .await?;
-                    Ok(match transport {
-                        TabTransport::Http => Link::Http(client),
-                        TabTransport::Channel => {
-                            Link::Channel(Channel::open(&client.base, &client.token).await?)
-                        }
-                    })
-                };
-                let mut link = match started.await {
-                    Ok(link) => link,
-                    Err(error) => {
-                        let _ = ready_tx.send(Err(error));
-                        return;
-                    }
-                };
-                let _ = ready_tx.send(Ok(session_id));
-                serve(&mut link, &executor, session_id, mode, stopped, &thread_log).await;
-            });
-        });
-        let session_id = ready_rx.await.context("the tab thread stopped")??;
-        Ok(Self {
-            session_id,
-            log,
-            stop,
-            thread: Some(thread),
-        })
+        let own = TabThreads::new(1);
+        let mut tab = own
+            .start(relay, secret, ttl_s, mode, transport, build)
+            .await?;
+        tab.own = Some(own);
+        Ok(tab)
     }
 
     /// Stops claiming; the session stays on the relay.
@@ -201,9 +319,9 @@ impl Tab {
 
     fn halt(&mut self) {
         let _ = self.stop.send(true);
-        if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
-        }
+        // Disconnected once the loop has ended (or its thread has gone).
+        let _ = self.ended.recv();
+        drop(self.own.take());
     }
 }
 

@@ -1,7 +1,7 @@
 //! The loop row: [`PAIRS`] plugins and as many native tabs (`sealpost_e2e::Tab`: the real
-//! executor, each on a thread of its own, claiming by long-poll on the session channel, as the
-//! browser's tab does) on one relay, beside the relay-only figure of the same relay with as
-//! many clients.
+//! executor, claiming by long-poll on the session channel as the browser's tab does, the
+//! hundred sharing [`TAB_THREADS`] threads) on one relay, beside the relay-only figure of the
+//! same relay with as many clients.
 //!
 //! The relay runs on a runtime of its own (threads named [`RELAY_THREADS`]), so the CPU its
 //! threads and SQLite's use in each half can be read apart from what the clients use: on two
@@ -17,7 +17,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use sealpost_e2e::LiveRelay;
-use sealpost_e2e::tab::{Tab, TabMode, TabTransport};
+use sealpost_e2e::tab::{TabMode, TabThreads, TabTransport};
 use sealpost_executor::{
     Access, Executor, Grants, GrantsHandle, HostTool, MemoryAuditLog, ToolFuture, ToolSpec,
     Workspace,
@@ -33,6 +33,8 @@ use crate::{Databases, drive, http_clients, http_run, now, stop};
 
 /// Plugins, and tabs, on the relay.
 pub const PAIRS: usize = 100;
+/// Threads the tabs share: a thread each would spend the cores on a hundred threads' wake-ups.
+const TAB_THREADS: usize = 2;
 /// The name of the relay runtime's threads.
 const RELAY_THREADS: &str = "relay-worker";
 /// The prefix of sqlx's SQLite connection threads (`sqlx-sqlite-worker-N`, cut to 15 bytes).
@@ -197,20 +199,22 @@ pub async fn run(databases: &Databases) {
         arguments: json!({ "text": text }),
     })
     .unwrap();
+    let tab_threads = TabThreads::new(TAB_THREADS);
     let mut tabs = Vec::with_capacity(PAIRS);
     let mut plugins = Vec::with_capacity(PAIRS);
     for _ in 0..PAIRS {
         let pairing = relay.pair().await.unwrap();
-        let tab = Tab::start_with(
-            &relay,
-            &pairing.secret,
-            SESSION_TTL_S,
-            TabMode::Serve,
-            TabTransport::Channel,
-            executor,
-        )
-        .await
-        .unwrap();
+        let tab = tab_threads
+            .start(
+                &relay,
+                &pairing.secret,
+                SESSION_TTL_S,
+                TabMode::Serve,
+                TabTransport::Channel,
+                executor,
+            )
+            .await
+            .unwrap();
         let client = relay.plugin(&pairing);
         let live = client.live_session(pairing.pair_id).await.unwrap();
         let verified = verify_hello(&pairing.secret, &live.hello.0, now()).unwrap();
@@ -252,6 +256,7 @@ pub async fn run(databases: &Databases) {
         );
     }
     drop(tabs);
+    drop(tab_threads);
     stop(Arc::new(relay)).await;
     runtime.shutdown_background();
 }
