@@ -29,7 +29,7 @@ use sealpost_seal::{PluginSession, verify_hello};
 use sealpost_testkit::{Client, SESSION_TTL_S, TestDb, id};
 use serde_json::{Value, json};
 
-use crate::{Databases, drive, http_clients, http_run, now, stop};
+use crate::{Databases, ROUNDS, drive, http_clients, http_run, median, now, stop};
 
 /// Plugins, and tabs, on the relay.
 pub const PAIRS: usize = 100;
@@ -157,8 +157,12 @@ impl Plugin {
     }
 }
 
-/// The relay alone with [`PAIRS`] clients, then the loop with [`PAIRS`] plugins and tabs, on one
-/// relay on a fresh database; prints both and their ratio.
+/// One half's outcome, and the relay's share of it (cores, µs of CPU per call).
+type Half = (crate::Outcome, Option<(f64, f64)>);
+
+/// The relay alone with [`PAIRS`] clients and the loop with [`PAIRS`] plugins and tabs, on one
+/// relay on a fresh database, in [`ROUNDS`] alternated rounds; prints each and the ratio of
+/// their medians.
 pub async fn run(databases: &Databases) {
     println!("\n== the whole loop: {PAIRS} plugins and {PAIRS} native tabs on one relay ==");
     // Two hundred pairings of one owner, a hundred of whose tabs wait on a claim, each on a
@@ -182,16 +186,13 @@ pub async fn run(databases: &Databases) {
             limits.max_live_mcp_tokens_per_owner = 4 * PAIRS as u32;
             limits.max_live_sessions_per_owner = 4 * PAIRS as u32;
             limits.max_channels_per_owner = PAIRS as u32;
+            // Both halves' clients stay connected, all from loopback: past one address's share.
+            limits.max_connections_per_address = 0;
         }))
     })
     .await
     .expect("the relay started");
     let clients = Arc::new(http_clients(&relay, Some(relay.store()), PAIRS).await);
-    let before = relay_cpu();
-    let alone = http_run(clients, PAIRS, None, false).await;
-    let alone_share = relay_share(before, &alone);
-    println!("{}", alone.line(&format!("relay alone ({PAIRS} clients)")));
-    println!("{}", share_line(alone_share));
 
     let text = "x".repeat(900);
     let plaintext = serde_json::to_vec(&ToolCall {
@@ -228,30 +229,57 @@ pub async fn run(databases: &Databases) {
         tabs.push(tab);
     }
     let plugins = Arc::new(plugins);
-    let before = relay_cpu();
-    let looped = drive(PAIRS, None, move |i| {
-        let plugins = plugins.clone();
-        async move { plugins[i].call().await }
-    })
-    .await;
-    let looped_share = relay_share(before, &looped);
-    println!(
-        "{}",
-        looped.line(&format!("loop ({PAIRS} plugins, {PAIRS} tabs)"))
-    );
-    println!("{}", share_line(looped_share));
+    // Alternated, each going first in turn, so the machine's drift falls on both halves.
+    let (mut alone, mut looped) = (Vec::new(), Vec::new());
+    for round in 0..ROUNDS {
+        for loop_half in [round % 2 == 1, round % 2 == 0] {
+            let before = relay_cpu();
+            let outcome = if loop_half {
+                let plugins = plugins.clone();
+                drive(PAIRS, None, move |i| {
+                    let plugins = plugins.clone();
+                    async move { plugins[i].call().await }
+                })
+                .await
+            } else {
+                http_run(clients.clone(), PAIRS, None, false).await
+            };
+            let share = relay_share(before, &outcome);
+            let label = if loop_half {
+                format!("loop ({PAIRS} plugins, {PAIRS} tabs)")
+            } else {
+                format!("relay alone ({PAIRS} clients)")
+            };
+            println!("round {round}: {}", outcome.line(&label));
+            println!("{}", share_line(share));
+            let half = if loop_half { &mut looped } else { &mut alone };
+            half.push((outcome, share));
+        }
+    }
     let replied: usize = tabs
         .iter()
         .map(|t| t.log.replied.load(std::sync::atomic::Ordering::Relaxed))
         .sum();
+    let rates = |half: &[Half]| median(half.iter().map(|(o, _)| o.per_second()).collect());
+    let p99s = |half: &[Half]| median(half.iter().map(|(o, _)| o.pct_ms(0.99)).collect());
+    let per_call = |half: &[Half]| {
+        let used: Option<Vec<f64>> = half.iter().map(|(_, s)| s.map(|(_, us)| us)).collect();
+        used.map(median)
+    };
+    let ratios: Vec<String> = alone
+        .iter()
+        .zip(&looped)
+        .map(|((a, _), (l, _))| format!("{:.2}", l.per_second() / a.per_second()))
+        .collect();
     println!(
-        "loop ÷ relay alone: calls/s {:.2} (target ≥ 0.8), p99 {:.2}×; the tabs replied {replied} times",
-        looped.per_second() / alone.per_second(),
-        looped.pct_ms(0.99) / alone.pct_ms(0.99),
+        "loop ÷ relay alone, medians of {ROUNDS} rounds: calls/s {:.2} (target ≥ 0.8; by round {}), p99 {:.2}×; the tabs replied {replied} times",
+        rates(&looped) / rates(&alone),
+        ratios.join(", "),
+        p99s(&looped) / p99s(&alone),
     );
-    if let (Some((_, alone_us)), Some((_, looped_us))) = (alone_share, looped_share) {
+    if let (Some(alone_us), Some(looped_us)) = (per_call(&alone), per_call(&looped)) {
         println!(
-            "  calls per CPU-second of the relay, loop ÷ alone: {:.2} (the rest of the cores went to the clients)",
+            "  the relay's CPU per call, alone / loop: {alone_us:.0} / {looped_us:.0} µs: calls per CPU-second of the relay, loop ÷ alone, {:.2} (the rest of the cores went to the clients)",
             alone_us / looped_us
         );
     }
