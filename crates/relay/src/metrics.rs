@@ -20,6 +20,8 @@ const CALLS_POSTED: &str = "sealpost_calls_posted_total";
 const CALLS_CLAIMED: &str = "sealpost_calls_claimed_total";
 const CLAIMS_HANDED: &str = "sealpost_claims_handed_total";
 const CLAIMS_STANDING: &str = "sealpost_claims_standing";
+const READS_HANDED: &str = "sealpost_reads_handed_total";
+const READS_STANDING: &str = "sealpost_reads_standing";
 const REPLIES: &str = "sealpost_replies_total";
 const STORE_ERRORS: &str = "sealpost_store_errors_total";
 const CALLS_BY_STATE: &str = "sealpost_calls";
@@ -102,6 +104,8 @@ pub struct Metrics {
     calls_claimed: Counter,
     claims_handed: Counter,
     claims_standing: Gauge,
+    reads_handed: Counter,
+    reads_standing: Gauge,
     replies: Counter,
     store_errors: Counter,
     claim_latency: Histogram,
@@ -147,6 +151,14 @@ impl Metrics {
         describe(
             CLAIMS_STANDING,
             "Claims waiting for the next post to their session here (read at each scrape).",
+        );
+        describe(
+            READS_HANDED,
+            "Reads (and posts' waits) a reply made for a reader standing on this replica, after storing the answer.",
+        );
+        describe(
+            READS_STANDING,
+            "Reads and posts' waits waiting for the reply to their call here (read at each scrape).",
         );
         describe(REPLIES, "Replies stored.");
         describe(STORE_ERRORS, "Database errors answered as 503.");
@@ -214,6 +226,8 @@ impl Metrics {
             calls_claimed: counter(CALLS_CLAIMED),
             claims_handed: counter(CLAIMS_HANDED),
             claims_standing: gauge(CLAIMS_STANDING, None),
+            reads_handed: counter(READS_HANDED),
+            reads_standing: gauge(READS_STANDING, None),
             replies: counter(REPLIES),
             store_errors: counter(STORE_ERRORS),
             claim_latency: histogram(CLAIM_LATENCY),
@@ -258,6 +272,11 @@ impl Metrics {
     /// A post that claimed for a standing claim (`crate::handoff`).
     pub fn claim_handed(&self) {
         self.claims_handed.increment(1);
+    }
+
+    /// A reply that read for a standing reader (`crate::handoff`).
+    pub fn read_handed(&self) {
+        self.reads_handed.increment(1);
     }
 
     pub fn reply_stored(&self) {
@@ -341,7 +360,7 @@ impl Metrics {
         rate: &RateLimits,
         large_bodies_in_flight: usize,
         admitted_calls: usize,
-        claims_standing: usize,
+        standing: Standing,
     ) -> String {
         for (state, gauge) in &self.calls_by_state {
             let n = calls_by_state
@@ -355,7 +374,8 @@ impl Metrics {
         self.large_bodies_in_flight
             .set(large_bodies_in_flight as f64);
         self.admitted_calls.set(admitted_calls as f64);
-        self.claims_standing.set(claims_standing as f64);
+        self.claims_standing.set(standing.claims as f64);
+        self.reads_standing.set(standing.reads as f64);
         self.handle.render()
     }
 
@@ -368,6 +388,13 @@ impl Metrics {
 
 static METADATA: metrics::Metadata<'static> =
     metrics::Metadata::new(module_path!(), metrics::Level::INFO, Some(module_path!()));
+
+/// Waiters standing for a write on this replica (`crate::handoff`), at a scrape.
+#[derive(Debug, Clone, Copy)]
+pub struct Standing {
+    pub claims: usize,
+    pub reads: usize,
+}
 
 /// An open long-poll; dropping it closes it in `sealpost_longpolls_open`.
 #[derive(Debug)]

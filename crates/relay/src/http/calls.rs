@@ -33,9 +33,8 @@ use super::state::AppState;
 use crate::admitted::Work;
 use crate::caps::{LongPollPlace, LongPollsFull};
 use crate::clock::now_ms;
-use crate::handoff::Handed;
 use crate::metrics::{LongPoll, RefusedRequest};
-use crate::store::{Bearer, NewCall, StoreError};
+use crate::store::{Bearer, ClaimFor, ClaimedRow, NewCall, StoreError, StoreResult};
 use crate::wake::Topic;
 
 /// Reads `name=value` (an unsigned number) from a query string.
@@ -239,7 +238,7 @@ pub async fn post(
     });
     let max_pending = Some(limits.max_pending_calls_per_session);
     // A claim standing for this session here is claimed for in the post's own write.
-    let posted = match state.handoffs.take(call.owner_id, session_id) {
+    let posted = match state.standing_claims.take((call.owner_id, session_id)) {
         Some(claim) => {
             state.metrics.claim_handed();
             (state.store)
@@ -374,7 +373,7 @@ pub(crate) async fn claim_calls(
     let _open = (wait > 0).then(|| state.metrics.long_poll(LongPoll::Claim));
     let subscription = state.hub.subscribe(Topic::Session(owner, session_id));
     // What a post claimed for this claim while it stood (see `crate::handoff`).
-    let mut handed: Option<Handed> = None;
+    let mut handed: Option<StoreResult<Vec<ClaimedRow>>> = None;
     loop {
         let notified = subscription.notify().notified();
         tokio::pin!(notified);
@@ -414,8 +413,12 @@ pub(crate) async fn claim_calls(
         }
         hold_long_poll_place(state, &bearer, &mut place, LongPollShare::Refuse)?;
         let fallback = Instant::now() + Duration::from_millis(limits.fallback_poll_ms);
-        let mut standing =
-            (state.handoffs).stand(owner, session_id, bearer, max as u32, limits.lease_ms);
+        let mut standing = (state.standing_claims).stand((owner, session_id), |answer| ClaimFor {
+            bearer,
+            max: max as u32,
+            lease_ms: limits.lease_ms,
+            answer,
+        });
         let handed_while_standing = async {
             match standing.as_mut() {
                 Some(standing) => standing.handed().await,
@@ -423,7 +426,7 @@ pub(crate) async fn claim_calls(
             }
         };
         handed = tokio::select! {
-            handed = handed_while_standing => Some(handed),
+            handed = handed_while_standing => handed,
             _ = notified => None,
             _ = tokio::time::sleep_until(deadline.min(fallback)) => None,
             _ = state.shutdown.cancelled() => None,
@@ -514,7 +517,16 @@ pub(crate) async fn store_reply(
     let bytes = envelope.len();
     let reserved = held_quota(state, bearer.owner_id, bytes)?;
     let now = now_ms();
-    let stored = state.store.reply_call(bearer, call_id, envelope, now).await;
+    // A read standing for this call here is read for after the reply, in the reply's write.
+    let stored = match state.standing_reads.take((bearer.owner_id, call_id)) {
+        Some(read) => {
+            state.metrics.read_handed();
+            (state.store)
+                .reply_call_then_read(bearer, call_id, envelope, now, read)
+                .await
+        }
+        None => state.store.reply_call(bearer, call_id, envelope, now).await,
+    };
     // Whatever the store said, a later reply or cancel of the call is not the first.
     state.admitted.settled(bearer.owner_id, call_id);
     if stored.is_ok() {

@@ -315,7 +315,10 @@ async fn render_metrics(state: &AppState) -> Response {
         &state.rate,
         state.large_bodies.in_flight(),
         state.admitted.len(),
-        state.handoffs.standing(),
+        crate::metrics::Standing {
+            claims: state.standing_claims.standing(),
+            reads: state.standing_reads.standing(),
+        },
     );
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text).into_response()
 }

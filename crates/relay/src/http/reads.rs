@@ -3,7 +3,10 @@
 //! read without a second request.
 //!
 //! A wait subscribes to the call's topic *before* each look at the store, so a wake-up between
-//! the look and the wait is not lost. The first read of an answered call marks it delivered.
+//! the look and the wait is not lost, and stands for the call while it waits: a reply to the
+//! call on this replica reads for it after storing the answer (`crate::handoff`), so the wait
+//! is answered without a wake-up and a statement of its own. The first read of an answered
+//! call marks it delivered.
 
 use axum::Json;
 use axum::extract::{Path, RawQuery, State};
@@ -22,7 +25,7 @@ use crate::admitted::Work;
 use crate::caps::KeyedSlot;
 use crate::clock::now_ms;
 use crate::metrics::LongPoll;
-use crate::store::{Bearer, CallView, StoreResult};
+use crate::store::{Bearer, CallView, ReadFor, StoreResult};
 use crate::wake::{Subscription, Topic};
 
 /// `GET /v1/calls/{call_id}?wait_ms=` (the call's MCP token, or the owner). Waits while the
@@ -128,14 +131,22 @@ impl Wait<'_> {
         } = self;
         let mut place = None;
         let _open = (deadline > Instant::now()).then(|| state.metrics.long_poll(LongPoll::Read));
+        // What a reply read for this wait while it stood (see `crate::handoff`).
+        let mut handed = None;
         loop {
             let notified = subscription.notify().notified();
             tokio::pin!(notified);
             notified.as_mut().enable();
             let now = now_ms();
             let mut next_change_at = None;
-            if std::mem::replace(&mut look_first, true) {
-                let read = state.store.read_call(bearer, call_id, now).await;
+            let read = match handed.take() {
+                Some(read) => Some(read),
+                None if std::mem::replace(&mut look_first, true) => {
+                    Some(state.store.read_call(bearer, call_id, now).await)
+                }
+                None => None,
+            };
+            if let Some(read) = read {
                 after_read(&read);
                 let Some(view) = read? else { return Ok(None) };
                 if view.state.is_final()
@@ -156,10 +167,26 @@ impl Wait<'_> {
                 until = until
                     .min(Instant::now() + Duration::from_millis(change_at.saturating_sub(now)));
             }
-            tokio::select! {
-                _ = notified => {}
-                _ = tokio::time::sleep_until(until) => {}
-                _ = state.shutdown.cancelled() => {}
+            let key = (bearer.owner_id, call_id);
+            let mut standing =
+                (state.standing_reads).stand(key, |answer| ReadFor { bearer, answer });
+            let handed_while_standing = async {
+                match standing.as_mut() {
+                    Some(standing) => standing.handed().await,
+                    None => std::future::pending().await,
+                }
+            };
+            handed = tokio::select! {
+                handed = handed_while_standing => handed,
+                _ = notified => None,
+                _ = tokio::time::sleep_until(until) => None,
+                _ = state.shutdown.cancelled() => None,
+            };
+            if handed.is_none()
+                && let Some(standing) = standing
+            {
+                // A reply may have taken the offer meanwhile: its read is this wait's.
+                handed = standing.withdraw().await;
             }
         }
     }

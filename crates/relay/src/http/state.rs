@@ -36,7 +36,9 @@ pub struct Shared {
     pub store: Arc<dyn Store>,
     pub hub: Arc<Hub>,
     /// Claims standing for the next post to their session on this replica.
-    pub handoffs: crate::handoff::Handoffs,
+    pub standing_claims: crate::handoff::Claims,
+    /// Reads (and posts' waits) standing for the reply to their call on this replica.
+    pub standing_reads: crate::handoff::Reads,
     pub keys: Keys,
     pub config: Arc<Config>,
     /// The team's identity provider, when team sign-in is set up.

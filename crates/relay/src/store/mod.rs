@@ -334,6 +334,16 @@ pub struct ClaimFor {
     pub answer: tokio::sync::oneshot::Sender<StoreResult<Vec<ClaimedRow>>>,
 }
 
+/// A read a reply makes for a reader standing on the same replica (`crate::handoff`): the
+/// reader's token. The store sends the read's result to `answer` itself.
+#[derive(Debug)]
+pub struct ReadFor {
+    /// The reader's token, checked by the read statement as for any read.
+    pub bearer: Bearer,
+    /// Where the call's view goes.
+    pub answer: tokio::sync::oneshot::Sender<StoreResult<Option<CallView>>>,
+}
+
 /// Whether a call row still holds bytes (for the sweeper's contract and the canary tests; see
 /// [`Inspect`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -585,6 +595,25 @@ pub trait Store: Send + Sync + std::fmt::Debug {
         reply: Vec<u8>,
         now: UnixMillis,
     ) -> StoreResult<()>;
+    /// Answers a call as [`Store::reply_call`] does, then reads it for `read`, the read seeing
+    /// the reply: on SQLite in the reply's writer batch. The read runs whatever the reply came
+    /// to, so the reader learns where the call is; its result goes to `read.answer`, and a
+    /// read that did not run drops it (the reader then reads on its own). By default, the read
+    /// follows the reply on the store's own connections.
+    async fn reply_call_then_read(
+        &self,
+        bearer: Bearer,
+        call_id: CallId,
+        reply: Vec<u8>,
+        now: UnixMillis,
+        read: ReadFor,
+    ) -> StoreResult<()> {
+        let replied = self.reply_call(bearer, call_id, reply, now).await;
+        let _ = read
+            .answer
+            .send(self.read_call(read.bearer, call_id, now).await);
+        replied
+    }
     /// Cancels a pending or claimed call in the bearer's scope. The bearer's row is not checked
     /// for liveness here (the HTTP layer reads it first), only its app.
     async fn cancel_call(

@@ -1,6 +1,8 @@
 //! A post with `wait_ms` stores its call, then waits for the answer as a read would and sends it
-//! with the acknowledgement (`status`): the plugin's call needs no read. Each property runs on
-//! SQLite and, when a server is at hand, on PostgreSQL.
+//! with the acknowledgement (`status`): the plugin's call needs no read. A reply to a call whose
+//! post (or read) waits on the same replica reads for it in the reply's own write
+//! (`sealpost_relay::handoff`). Each property runs on SQLite and, when a server is at hand, on
+//! PostgreSQL.
 
 use std::time::Duration;
 
@@ -278,6 +280,90 @@ async fn a_duplicate_post_is_refused_at_once_even_when_it_would_wait() {
             (StatusCode::CONFLICT, Some("duplicate_call")),
             "{body}"
         );
+    })
+    .await;
+}
+
+const READS_HANDED: &str = "sealpost_reads_handed_total";
+const READS_STANDING: &str = "sealpost_reads_standing";
+
+#[tokio::test]
+async fn a_reply_reads_for_the_post_waiting_here_in_its_own_write() {
+    on_both(|relay| async move {
+        let p = pairing(&relay, "alice").await;
+        let call = id();
+        let answer = async {
+            relay.wait_for_metric(READS_STANDING, 1.0).await;
+            tab_answers(&relay, &p, call, b"handed").await;
+        };
+        let ((status, posted), ()) = tokio::time::timeout(ANSWERED_WELL_BEFORE, async {
+            tokio::join!(post_waiting(&relay, &p, call, 30_000), answer)
+        })
+        .await
+        .expect("the reply answered the post's wait");
+        assert_eq!(status, StatusCode::CREATED, "{posted}");
+        assert_eq!(posted["status"]["state"], "answered", "{posted}");
+        assert_eq!(unb64(&posted["status"]["reply"]), b"handed");
+        assert_eq!(
+            relay.metric(READS_HANDED).await,
+            Some(1.0),
+            "the reply read"
+        );
+        assert_eq!(relay.metric(READS_STANDING).await, Some(0.0));
+    })
+    .await;
+}
+
+/// Posts whose waits end (they run out) while the replies to their calls arrive: every answer
+/// reaches the plugin, by the post or by the read after it, and the first to carry it says
+/// `answered` (a read a reply made for a wait that had gone would have marked it delivered).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn waits_ending_as_replies_arrive_lose_no_answer() {
+    on_both(|relay| async move {
+        const ROUNDS: usize = 150;
+        let p = pairing(&relay, "alice").await;
+        for round in 0..ROUNDS {
+            // Every tenth round the reply waits until the post's wait stands, so some surely
+            // hand over whatever the machine's load; the others race the wait's end.
+            let sure = round % 10 == 0;
+            let wait = if sure { 5_000 } else { 20 + round as u64 % 40 };
+            let call = id();
+            let reply = format!("reply {round}");
+            let answer = async {
+                if sure {
+                    relay.wait_for_metric(READS_STANDING, 1.0).await;
+                } else {
+                    tokio::time::sleep(Duration::from_micros(7_000 * (round % 11) as u64)).await;
+                }
+                tab_answers(&relay, &p, call, reply.as_bytes()).await;
+            };
+            let ((status, posted), ()) = tokio::join!(post_waiting(&relay, &p, call, wait), answer);
+            assert_eq!(status, StatusCode::CREATED, "{posted}");
+            let first = match posted.get("status") {
+                Some(status) if status["state"] != "pending" && status["state"] != "claimed" => {
+                    status.clone()
+                }
+                _ => {
+                    let (status, read) = relay
+                        .send(
+                            Method::GET,
+                            format!("/v1/calls/{call}?wait_ms=5000"),
+                            Some(&p.mcp),
+                            None,
+                        )
+                        .await;
+                    assert_eq!(status, StatusCode::OK, "{read}");
+                    read
+                }
+            };
+            assert_eq!(first["state"], "answered", "round {round}: {first}");
+            assert_eq!(unb64(&first["reply"]), reply.as_bytes());
+        }
+        assert!(
+            relay.metric(READS_HANDED).await.unwrap_or(0.0) >= (ROUNDS / 10) as f64,
+            "the sure rounds handed over"
+        );
+        assert_eq!(relay.metric(READS_STANDING).await, Some(0.0));
     })
     .await;
 }

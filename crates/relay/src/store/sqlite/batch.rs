@@ -20,6 +20,7 @@ use sqlx::sqlite::{SqliteConnection, SqliteRow};
 use tokio::sync::oneshot;
 
 use super::batch_read::Deliveries;
+use crate::store::ReadFor;
 use crate::store::rows::{self, Columns};
 use crate::store::sql;
 use crate::store::{
@@ -57,6 +58,8 @@ pub(crate) struct ReplyOp {
     pub reply: Vec<u8>,
     pub now: UnixMillis,
     pub answer: oneshot::Sender<StoreResult<()>>,
+    /// A read to run for a standing reader once the batch's replies are stored.
+    pub then_read: Option<ReadFor>,
 }
 
 /// The token check of every call-loop statement, as SQL over the expressions that hold the

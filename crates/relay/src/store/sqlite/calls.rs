@@ -6,7 +6,8 @@ use super::SqliteStore;
 use super::batch::{ClaimOp, PostOp, ReplyOp};
 use super::sessions::cancel_open_calls;
 use crate::store::{
-    Bearer, ClaimFor, ClaimedRow, NewCall, StoreError, StoreResult, SweepStats, b, time_to_sql,
+    Bearer, ClaimFor, ClaimedRow, NewCall, ReadFor, StoreError, StoreResult, SweepStats, b,
+    time_to_sql,
 };
 use crate::store::{rows, sql, sweep};
 use sealpost_protocol::content::CancelReason;
@@ -86,12 +87,14 @@ impl SqliteStore {
             .await
     }
 
+    /// Hands a reply, and the read to run after it if any, to the writer.
     pub(super) async fn reply_call_impl(
         &self,
         bearer: Bearer,
         call_id: CallId,
         reply: Vec<u8>,
         now: UnixMillis,
+        then_read: Option<ReadFor>,
     ) -> StoreResult<()> {
         self.writer
             .reply(|answer| ReplyOp {
@@ -100,6 +103,7 @@ impl SqliteStore {
                 reply,
                 now,
                 answer,
+                then_read,
             })
             .await
     }

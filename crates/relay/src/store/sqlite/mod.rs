@@ -36,7 +36,7 @@ use super::hot_path::SeenThrottle;
 use super::rows;
 use super::{
     Bearer, CallView, CatalogUpdate, ClaimFor, ClaimedRow, EndedSessions, HeldBytes, LiveGrants,
-    LiveSession, NewCall, NewSession, NewSigninCode, OwnerRow, Page, SigninGrant, Store,
+    LiveSession, NewCall, NewSession, NewSigninCode, OwnerRow, Page, ReadFor, SigninGrant, Store,
     StoreResult, SweepStats, TokenRow, b,
 };
 use super::{
@@ -417,7 +417,20 @@ impl Store for SqliteStore {
         reply: Vec<u8>,
         now: UnixMillis,
     ) -> StoreResult<()> {
-        self.reply_call_impl(bearer, call_id, reply, now).await
+        self.reply_call_impl(bearer, call_id, reply, now, None)
+            .await
+    }
+
+    async fn reply_call_then_read(
+        &self,
+        bearer: Bearer,
+        call_id: CallId,
+        reply: Vec<u8>,
+        now: UnixMillis,
+        read: ReadFor,
+    ) -> StoreResult<()> {
+        self.reply_call_impl(bearer, call_id, reply, now, Some(read))
+            .await
     }
 
     async fn cancel_call(

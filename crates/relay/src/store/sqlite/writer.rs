@@ -16,7 +16,8 @@
 //! Within a batch, jobs run first in arrival order, then the posts, the claims, the replies and
 //! the reads; the requests of one batch are concurrent, so any order is a valid one, and reads
 //! last see the batch's own answers. A post that carries a claim for a standing claimer
-//! (`crate::handoff`) has it run with the claims, so it sees the call just stored. Each request is answered as soon as its statement is done.
+//! (`crate::handoff`) has it run with the claims, so it sees the call just stored; a reply
+//! that carries a read for a standing reader has it run with the reads, after every reply. Each request is answered as soon as its statement is done.
 //! Delivery marks are written between batches, when due (`batch_read::Deliveries`).
 
 use futures_util::future::BoxFuture;
@@ -163,6 +164,7 @@ async fn run_batch(conn: &mut SqliteConnection, deliveries: &mut Deliveries, bat
     let (mut posts, mut claims, mut replies, mut reads) =
         (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     // Claims posts make for standing claimers: after the posts, so they see the new calls.
+    // Reads replies make for standing readers run with the reads, after every reply.
     let mut claims_after_posts = Vec::new();
     // Jobs (cancels, sessions, the sweeper...) read call states directly: marks first.
     if batch.iter().any(|r| matches!(r, Request::Job { .. })) {
@@ -176,7 +178,15 @@ async fn run_batch(conn: &mut SqliteConnection, deliveries: &mut Deliveries, bat
                 posts.push(op);
             }
             Request::Claim(op) => claims.push(op),
-            Request::Reply(op) => replies.push(op),
+            Request::Reply(mut op) => {
+                reads.extend(op.then_read.take().map(|read| ReadOp {
+                    bearer: read.bearer,
+                    call_id: op.call_id,
+                    now: op.now,
+                    answer: read.answer,
+                }));
+                replies.push(op);
+            }
             Request::Read(op) => reads.push(op),
         }
     }
@@ -379,6 +389,7 @@ mod tests {
             reply: b"again".to_vec(),
             now,
             answer,
+            then_read: None,
         };
         batch::reply_calls(&mut conn, &deliveries, vec![reply]).await;
         assert!(matches!(

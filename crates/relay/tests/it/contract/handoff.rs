@@ -1,9 +1,12 @@
 //! A post that claims for a claimer standing on its replica (`Store::post_call_then_claim`):
-//! the claim sees the new call, is the same checked claim as any, and never costs the post.
+//! the claim sees the new call, is the same checked claim as any, and never costs the post. A
+//! reply that reads for a reader standing on its replica (`Store::reply_call_then_read`): the
+//! read sees the reply, is the same checked read as any, and tells what the call came to.
 
 use std::sync::Arc;
 
-use sealpost_relay::store::{ClaimFor, ClaimedRow, Inspect, StoreResult};
+use sealpost_protocol::api::CallState;
+use sealpost_relay::store::{CallView, ClaimFor, ClaimedRow, Inspect, ReadFor, StoreResult};
 use tokio::sync::oneshot;
 
 use super::{HOUR, RELAY_APP, T0, token, world};
@@ -150,4 +153,113 @@ pub(super) async fn check_a_post_then_claim_takes_at_most_max_calls_oldest_first
         vec![newest],
         "the new call waits, pending, for the next claim"
     );
+}
+
+fn read_for(
+    bearer: sealpost_relay::store::Bearer,
+) -> (ReadFor, oneshot::Receiver<StoreResult<Option<CallView>>>) {
+    let (answer, answered) = oneshot::channel();
+    (ReadFor { bearer, answer }, answered)
+}
+
+/// A call of `w`'s, claimed by the tab at `T0`.
+async fn claimed_call(w: &super::World) -> sealpost_protocol::ids::CallId {
+    let call_id = w.post(T0, HOUR).await;
+    let claimed = w
+        .store
+        .claim_calls(w.tab, w.session, T0, 1, LEASE_MS)
+        .await
+        .unwrap();
+    assert_eq!(claimed[0].call_id, call_id);
+    call_id
+}
+
+pub(super) async fn check_a_reply_then_read_hands_the_answer_to_the_reader(
+    store: Arc<dyn Inspect>,
+) {
+    let w = world(store).await;
+    let call_id = claimed_call(&w).await;
+    let at = T0.saturating_add_ms(10);
+    let (read, answered) = read_for(w.mcp);
+    w.store
+        .reply_call_then_read(w.tab, call_id, b"the answer".to_vec(), at, read)
+        .await
+        .unwrap();
+    let view = answered
+        .await
+        .expect("an answer")
+        .unwrap()
+        .expect("the call");
+    assert_eq!(view.state, CallState::Answered, "the read sees the reply");
+    assert_eq!(view.reply.as_deref(), Some(b"the answer".as_slice()));
+    let again = w
+        .store
+        .read_call(w.mcp, call_id, at)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        (again.state, again.reply.as_deref()),
+        (CallState::Delivered, Some(b"the answer".as_slice())),
+        "the handed read was the first: the call is delivered, and reads again"
+    );
+}
+
+pub(super) async fn check_a_reply_then_read_for_a_dead_reader_reads_nothing(
+    store: Arc<dyn Inspect>,
+) {
+    let w = world(store).await;
+    let call_id = claimed_call(&w).await;
+    let reader = token(&*w.store, w.owner, Some(w.pair)).await;
+    w.store
+        .revoke_token(w.owner, RELAY_APP, reader.token_id, None, T0)
+        .await
+        .unwrap();
+    let (read, answered) = read_for(reader);
+    w.store
+        .reply_call_then_read(w.tab, call_id, b"secret".to_vec(), T0, read)
+        .await
+        .expect("the reply does not depend on the reader");
+    match answered.await {
+        Ok(Ok(Some(view))) => panic!("a revoked reader read the call: {:?}", view.state),
+        Ok(Ok(None)) | Ok(Err(_)) | Err(_) => {}
+    }
+    let view = w
+        .store
+        .read_call(w.mcp, call_id, T0)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        view.state,
+        CallState::Answered,
+        "the live reader's first read"
+    );
+}
+
+pub(super) async fn check_a_refused_reply_then_read_tells_the_reader_where_the_call_is(
+    store: Arc<dyn Inspect>,
+) {
+    let w = world(store).await;
+    let call_id = claimed_call(&w).await;
+    let past_lease = T0.saturating_add_ms(LEASE_MS + 1);
+    let (read, answered) = read_for(w.mcp);
+    let refused = w
+        .store
+        .reply_call_then_read(w.tab, call_id, b"late".to_vec(), past_lease, read)
+        .await;
+    assert!(
+        matches!(
+            refused,
+            Err(sealpost_relay::store::StoreError::LeaseExpired)
+        ),
+        "{refused:?}"
+    );
+    let view = answered
+        .await
+        .expect("an answer")
+        .unwrap()
+        .expect("the call");
+    assert_eq!(view.state, CallState::Expired, "what the call came to");
+    assert!(view.reply.is_none());
 }
