@@ -304,6 +304,23 @@ const REPLY_CALL: &str = concat!(
      SELECT call_id FROM answered"
 );
 
+/// Answers a claimed call in `tx` without committing: whether the statement stored it (if
+/// not, [`reply_call`] says why).
+pub(super) async fn reply_in(
+    tx: &mut sqlx::PgConnection,
+    bearer: &Bearer,
+    call_id: CallId,
+    reply: &[u8],
+    now: UnixMillis,
+) -> StoreResult<bool> {
+    let done = with_bearer(REPLY_CALL, bearer, now)
+        .bind(b(call_id))
+        .bind(reply)
+        .fetch_optional(tx)
+        .await?;
+    Ok(done.is_some())
+}
+
 pub(super) async fn reply_call(
     pool: &PgPool,
     notifier: &Notifier,
@@ -369,15 +386,15 @@ const READ_CALL: &str = concat!(
     token_app!("$1")
 );
 
-pub(super) async fn read_call(
-    pool: &PgPool,
+pub(super) async fn read_call<'e>(
+    executor: impl sqlx::Executor<'e, Database = Postgres>,
     bearer: &Bearer,
     call_id: CallId,
     now: UnixMillis,
 ) -> StoreResult<Option<CallView>> {
     let row = with_bearer(READ_CALL, bearer, now)
         .bind(b(call_id))
-        .fetch_one(pool)
+        .fetch_one(executor)
         .await?;
     if !row.flag("token")? {
         return Err(StoreError::TokenNotLive);

@@ -26,12 +26,13 @@ use super::rows;
 use super::sql;
 use super::{
     Bearer, CallView, CatalogUpdate, ClaimFor, ClaimedRow, EndedSessions, HeldBytes, Inspect,
-    LiveGrants, LiveSession, NewCall, NewSession, NewSigninCode, OwnerRow, Page, SigninGrant,
-    Store, StoreError, StoreResult, SweepStats, TokenRow, b, time_to_sql,
+    LiveGrants, LiveSession, NewCall, NewSession, NewSigninCode, OwnerRow, Page, ReadFor,
+    SigninGrant, Store, StoreError, StoreResult, SweepStats, TokenRow, b, time_to_sql,
 };
 use super::{ConfirmedIdentity, DueRenewal, OidcFlow, RenewalLease, RenewalOutcome, identities};
 use crate::scope::AppScope;
 use crate::wake::Hub;
+use crate::wake::Topic;
 use sqlx::Postgres;
 
 /// The bearer's token row is live, as a condition inside a hot-path statement. With no
@@ -158,6 +159,24 @@ impl PgStore {
 
     /// A call read here and not yet marked in the database says `delivered` in a refusal too,
     /// as it does to a read.
+    /// A read's view, marked delivered (in memory, written lazily) when it is the first read of
+    /// an answer, and read as delivered when it is not.
+    fn marked(
+        &self,
+        view: StoreResult<Option<CallView>>,
+        owner_id: OwnerId,
+        call_id: CallId,
+    ) -> StoreResult<Option<CallView>> {
+        let mut view = view?;
+        if let Some(view) = &mut view
+            && view.state == CallState::Answered
+            && !self.deliveries.mark(owner_id, call_id)
+        {
+            view.state = CallState::Delivered;
+        }
+        Ok(view)
+    }
+
     fn delivered_if_marked(
         &self,
         result: StoreResult<()>,
@@ -515,14 +534,38 @@ impl Store for PgStore {
             call_id,
             now,
         };
-        let mut view = self.batch.read(op).await?;
-        if let Some(view) = &mut view
-            && view.state == CallState::Answered
-            && !self.deliveries.mark(bearer.owner_id, call_id)
-        {
-            view.state = CallState::Delivered;
+        let view = self.batch.read(op).await;
+        self.marked(view, bearer.owner_id, call_id)
+    }
+
+    async fn reply_call_then_read(
+        &self,
+        bearer: Bearer,
+        call_id: CallId,
+        reply: Vec<u8>,
+        now: UnixMillis,
+        read: ReadFor,
+    ) -> StoreResult<()> {
+        // One transaction: the read sees the reply and reaches the waiting reader before the
+        // commit waits for the disk (docs/RELAY.md, "Durability on PostgreSQL"); the replier is
+        // answered after the commit, as for any reply.
+        let ReadFor {
+            bearer: reader,
+            answer,
+        } = read;
+        let mut tx = self.pool.begin().await?;
+        if !calls::reply_in(&mut tx, &bearer, call_id, &reply, now).await? {
+            drop(tx);
+            // Not stored: the plain reply says why, and the reader learns where the call is.
+            let replied = self.reply_call(bearer, call_id, reply, now).await;
+            let _ = answer.send(self.read_call(reader, call_id, now).await);
+            return replied;
         }
-        Ok(view)
+        let view = calls::read_call(&mut *tx, &reader, call_id, now).await;
+        let _ = answer.send(self.marked(view, reader.owner_id, call_id));
+        tx.commit().await?;
+        self.notifier.send(Topic::Call(bearer.owner_id, call_id));
+        Ok(())
     }
 
     async fn sweep(&self, now: UnixMillis, grace_ms: u64) -> StoreResult<SweepStats> {
