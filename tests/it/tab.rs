@@ -61,6 +61,16 @@ async fn proxy_holding_answers(upstream: String) -> (String, Arc<Notify>) {
     (base, holding)
 }
 
+/// A tab's executor with nothing in it and nothing granted.
+fn nothing_granted() -> Executor {
+    let grants = GrantsHandle::new(Default::default());
+    Executor::new(
+        Workspace::default(),
+        grants,
+        std::rc::Rc::new(MemoryAuditLog::new()),
+    )
+}
+
 #[tokio::test]
 async fn a_tab_dropped_while_its_answer_waits_on_the_relay_stops() {
     let relay = LiveRelay::start(TestDb::sqlite()).await;
@@ -71,16 +81,9 @@ async fn a_tab_dropped_while_its_answer_waits_on_the_relay_stops() {
         owner: proxied.client_as(relay.owner.token.clone()),
         relay: proxied,
     };
-    let tab = Tab::start(&through_proxy, &pairing.secret, 600, || {
-        let grants = GrantsHandle::new(Default::default());
-        Executor::new(
-            Workspace::default(),
-            grants,
-            std::rc::Rc::new(MemoryAuditLog::new()),
-        )
-    })
-    .await
-    .unwrap();
+    let tab = Tab::start(&through_proxy, &pairing.secret, 600, nothing_granted)
+        .await
+        .unwrap();
 
     // An envelope the tab cannot open: it claims the call and posts a cancel, which the proxy
     // holds.
@@ -117,14 +120,7 @@ async fn tabs_sharing_a_thread_each_answer_on_their_own_channel_and_stop_when_dr
                 600,
                 TabMode::Serve,
                 TabTransport::Channel,
-                || {
-                    let grants = GrantsHandle::new(Default::default());
-                    Executor::new(
-                        Workspace::default(),
-                        grants,
-                        std::rc::Rc::new(MemoryAuditLog::new()),
-                    )
-                },
+                nothing_granted,
             )
             .await
             .unwrap();
