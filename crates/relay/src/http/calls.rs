@@ -517,22 +517,32 @@ pub(crate) async fn store_reply(
     let bytes = envelope.len();
     let reserved = held_quota(state, bearer.owner_id, bytes)?;
     let now = now_ms();
+    let owner = bearer.owner_id;
+    let until = now.saturating_add_ms(limits.max_call_ttl_s.saturating_mul(1000));
     // A read standing for this call here is read for after the reply, in the reply's write.
-    let stored = match state.standing_reads.take((bearer.owner_id, call_id)) {
+    let stored = match state.standing_reads.take((owner, call_id)) {
         Some(read) => {
             state.metrics.read_handed();
-            (state.store)
+            // Recorded before the store hands the reader the answer, whose delivery ends it.
+            state.admitted.answered(owner, call_id, until);
+            let stored = (state.store)
                 .reply_call_then_read(bearer, call_id, envelope, now, read)
-                .await
+                .await;
+            if stored.is_err() {
+                state.admitted.delivered(owner, call_id);
+            }
+            stored
         }
-        None => state.store.reply_call(bearer, call_id, envelope, now).await,
+        None => {
+            let stored = state.store.reply_call(bearer, call_id, envelope, now).await;
+            if stored.is_ok() {
+                state.admitted.answered(owner, call_id, until);
+            }
+            stored
+        }
     };
     // Whatever the store said, a later reply or cancel of the call is not the first.
-    state.admitted.settled(bearer.owner_id, call_id);
-    if stored.is_ok() {
-        let until = now.saturating_add_ms(limits.max_call_ttl_s.saturating_mul(1000));
-        state.admitted.answered(bearer.owner_id, call_id, until);
-    }
+    state.admitted.settled(owner, call_id);
     match stored {
         Err(StoreError::NotFound) => return Err(ApiError::not_found("call")),
         Err(StoreError::LeaseExpired) => {

@@ -310,6 +310,11 @@ async fn a_reply_reads_for_the_post_waiting_here_in_its_own_write() {
             "the reply read"
         );
         assert_eq!(relay.metric(READS_STANDING).await, Some(0.0));
+        assert_eq!(
+            relay.metric("sealpost_admitted_calls").await,
+            Some(0.0),
+            "the delivered answer is not remembered as one still to read"
+        );
     })
     .await;
 }
