@@ -77,7 +77,7 @@ impl<K, O> Default for Offers<K, O> {
 
 /// A standing offer; dropping it withdraws the offer.
 #[derive(Debug)]
-pub struct Standing<'a, K: Hash + Eq + Copy, O: Offer> {
+struct Standing<'a, K: Hash + Eq + Copy, O: Offer> {
     offers: &'a Offers<K, O>,
     key: K,
     id: u64,
@@ -88,7 +88,7 @@ pub struct Standing<'a, K: Hash + Eq + Copy, O: Offer> {
 impl<K: Hash + Eq + Copy, O: Offer> Offers<K, O> {
     /// Stands a waiter for `key` with the offer `offer` makes of the channel its answer comes
     /// back on. `None` if another waiter already stands for it.
-    pub fn stand(
+    fn stand(
         &self,
         key: K,
         offer: impl FnOnce(oneshot::Sender<O::Answer>) -> O,
@@ -106,6 +106,30 @@ impl<K: Hash + Eq + Copy, O: Offer> Offers<K, O> {
             id,
             answered: Some(answered),
         })
+    }
+
+    /// Stands an offer for `key` (as [`Offers::stand`]) while `waiting` runs, the waiter's
+    /// other reasons to stop (a wake-up, its deadline, shutdown), and answers what a write did
+    /// for it: `None` when no write did, or another waiter already stands for `key`. A write
+    /// that took the offer just as `waiting` ended is waited for, never left behind.
+    pub async fn stand_while(
+        &self,
+        key: K,
+        offer: impl FnOnce(oneshot::Sender<O::Answer>) -> O,
+        waiting: impl Future<Output = ()>,
+    ) -> Option<O::Answer> {
+        let Some(mut standing) = self.stand(key, offer) else {
+            waiting.await;
+            return None;
+        };
+        let handed = tokio::select! {
+            handed = standing.handed() => Some(handed),
+            () = waiting => None,
+        };
+        match handed {
+            Some(handed) => handed,
+            None => standing.withdraw().await,
+        }
     }
 
     /// Takes the offer standing for `key`, if any, for a write about to do its operation.
@@ -136,7 +160,7 @@ impl<K: Hash + Eq + Copy, O: Offer> Standing<'_, K, O> {
     /// Completes once a write has done this offer's operation: its answer. `None` when a write
     /// took the offer but dropped it undone (its request went away first), or when it has
     /// completed before.
-    pub async fn handed(&mut self) -> Option<O::Answer> {
+    async fn handed(&mut self) -> Option<O::Answer> {
         let answer = self.answered.as_mut()?.await.ok();
         // Completed: a later call (a withdraw after this) answers `None` at once.
         self.answered = None;
@@ -145,7 +169,7 @@ impl<K: Hash + Eq + Copy, O: Offer> Standing<'_, K, O> {
 
     /// Stops standing. `None` if no write took the offer (or one dropped it undone); otherwise
     /// the operation's answer, waited for (the write has it in hand, so this is short).
-    pub async fn withdraw(mut self) -> Option<O::Answer> {
+    async fn withdraw(mut self) -> Option<O::Answer> {
         if self.offers.withdraw(self.key, self.id) {
             return None;
         }

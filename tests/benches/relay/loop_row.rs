@@ -9,8 +9,9 @@
 //! clients leave to the relay, and the row prints how much.
 //!
 //! A plugin here is what `sealpost` does for a call, in-process: seal a `ToolCall` to the
-//! session it verified, post it with a wait (the relay answers with the reply), open the reply. Spawning a hundred
-//! `sealpost mcp` processes would measure process switching on two cores, not the loop.
+//! session it verified, post it with a wait (the relay answers with the reply), open the
+//! reply. Spawning a hundred `sealpost mcp` processes would measure process switching on two
+//! cores, not the loop.
 
 use std::rc::Rc;
 use std::sync::Arc;

@@ -15,7 +15,7 @@ use axum::Json;
 use axum::body::Body;
 use axum::extract::{Path, RawQuery, State};
 use axum::http::{HeaderMap, StatusCode};
-use axum::response::{IntoResponse as _, Response};
+use axum::response::Response;
 use sealpost_protocol::api::{
     CancelRequest, ClaimResponse, ClaimedCall, ErrorBody, ErrorCode, PostCallRequest,
     PostCallResponse, ReplyRequest,
@@ -271,46 +271,37 @@ pub async fn post(
         now_ms: now,
         status: None,
     };
-    let Some((subscription, deadline)) = subscription else {
-        return Ok((StatusCode::CREATED, Json(answer)).into_response());
-    };
-    let bearer = auth.bearer();
-    let waited = Wait {
-        state: &state,
-        bearer,
-        call_id: call.call_id,
-        deadline,
-        subscription,
-        // Just stored, so pending (or claimed for a standing claim): nothing to read yet.
-        look_first: false,
-        share: LongPollShare::Answer,
-    }
-    .until_final(|read| {
-        if reads::handed_over(&bearer, read) {
-            state.admitted.delivered(bearer.owner_id, call.call_id);
+    let mut slot = None;
+    if let Some((subscription, deadline)) = subscription {
+        let bearer = auth.bearer();
+        let waited = Wait {
+            state: &state,
+            bearer,
+            call_id: call.call_id,
+            deadline,
+            subscription,
+            // Just stored, so pending (or claimed for a standing claim): nothing to read yet.
+            look_first: false,
+            share: LongPollShare::Answer,
         }
-    })
-    .await;
-    // The call is stored whatever the wait met: a wait that failed answers without a status,
-    // and the plugin reads the call.
-    let found = waited
-        .ok()
-        .flatten()
-        .map(|(view, now)| reads::status_of(&state, &bearer, view, now));
-    Ok(match found {
-        Some(Ok((status, slot))) => {
-            answer.status = Some(status);
-            match slot {
-                Some(slot) => {
-                    let mut response = super::body::json_holding(&answer, slot);
-                    *response.status_mut() = StatusCode::CREATED;
-                    response
-                }
-                None => (StatusCode::CREATED, Json(answer)).into_response(),
+        .until_final(|read| {
+            if reads::handed_over(&bearer, read) {
+                state.admitted.delivered(bearer.owner_id, call.call_id);
             }
+        })
+        .await;
+        // The call is stored whatever the wait met: a wait that failed answers without a
+        // status, and the plugin reads the call.
+        if let Ok(Some((view, now))) = waited
+            && let Ok((status, held)) = reads::status_of(&state, &bearer, view, now)
+        {
+            answer.status = Some(status);
+            slot = held;
         }
-        Some(Err(_)) | None => (StatusCode::CREATED, Json(answer)).into_response(),
-    })
+    }
+    let mut response = reads::json_with(&answer, slot);
+    *response.status_mut() = StatusCode::CREATED;
+    Ok(response)
 }
 
 /// `POST /v1/sessions/{session_id}/claims?wait_ms=&max=` (owner)
@@ -413,30 +404,22 @@ pub(crate) async fn claim_calls(
         }
         hold_long_poll_place(state, &bearer, &mut place, LongPollShare::Refuse)?;
         let fallback = Instant::now() + Duration::from_millis(limits.fallback_poll_ms);
-        let mut standing = (state.standing_claims).stand((owner, session_id), |answer| ClaimFor {
+        let waiting = async {
+            tokio::select! {
+                _ = notified => {}
+                _ = tokio::time::sleep_until(deadline.min(fallback)) => {}
+                _ = state.shutdown.cancelled() => {}
+            }
+        };
+        let claim = |answer| ClaimFor {
             bearer,
             max: max as u32,
             lease_ms: limits.lease_ms,
             answer,
-        });
-        let handed_while_standing = async {
-            match standing.as_mut() {
-                Some(standing) => standing.handed().await,
-                None => std::future::pending().await,
-            }
         };
-        handed = tokio::select! {
-            handed = handed_while_standing => handed,
-            _ = notified => None,
-            _ = tokio::time::sleep_until(deadline.min(fallback)) => None,
-            _ = state.shutdown.cancelled() => None,
-        };
-        if handed.is_none()
-            && let Some(standing) = standing
-        {
-            // A post may have taken the offer meanwhile: its claim is this claim's.
-            handed = standing.withdraw().await;
-        }
+        handed = (state.standing_claims)
+            .stand_while((owner, session_id), claim, waiting)
+            .await;
         // Nothing handed is no answer: the claim's own statement looks again.
         if matches!(&handed, Some(Ok(rows)) if rows.is_empty()) {
             handed = None;

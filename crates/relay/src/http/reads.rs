@@ -12,7 +12,7 @@ use axum::Json;
 use axum::extract::{Path, RawQuery, State};
 use axum::response::{IntoResponse as _, Response};
 use sealpost_protocol::api::{CallStatusResponse, ErrorBody, TokenKind};
-use sealpost_protocol::ids::{Base64Bytes, CallId};
+use sealpost_protocol::ids::{Base64Bytes, CallId, TokenId};
 use sealpost_time::UnixMillis;
 use tokio::time::{Duration, Instant};
 
@@ -86,10 +86,18 @@ pub async fn read(
             .map_or_else(|| ApiError::not_found("call"), |exempt| exempt.refusal()));
     };
     let (answer, slot) = status_of(&state, &bearer, view, now)?;
-    Ok(match slot {
-        Some(slot) => super::body::json_holding(&answer, slot),
+    Ok(json_with(&answer, slot))
+}
+
+/// `answer` as JSON, holding a large reply's `slot` until it is sent.
+pub(crate) fn json_with<T: serde::Serialize>(
+    answer: &T,
+    slot: Option<KeyedSlot<TokenId>>,
+) -> Response {
+    match slot {
+        Some(slot) => super::body::json_holding(answer, slot),
         None => Json(answer).into_response(),
-    })
+    }
 }
 
 /// Whether `read` handed a final state to the pairing's own token (which marks it delivered).
@@ -167,27 +175,17 @@ impl Wait<'_> {
                 until = until
                     .min(Instant::now() + Duration::from_millis(change_at.saturating_sub(now)));
             }
-            let key = (bearer.owner_id, call_id);
-            let mut standing =
-                (state.standing_reads).stand(key, |answer| ReadFor { bearer, answer });
-            let handed_while_standing = async {
-                match standing.as_mut() {
-                    Some(standing) => standing.handed().await,
-                    None => std::future::pending().await,
+            let waiting = async {
+                tokio::select! {
+                    _ = notified => {}
+                    _ = tokio::time::sleep_until(until) => {}
+                    _ = state.shutdown.cancelled() => {}
                 }
             };
-            handed = tokio::select! {
-                handed = handed_while_standing => handed,
-                _ = notified => None,
-                _ = tokio::time::sleep_until(until) => None,
-                _ = state.shutdown.cancelled() => None,
-            };
-            if handed.is_none()
-                && let Some(standing) = standing
-            {
-                // A reply may have taken the offer meanwhile: its read is this wait's.
-                handed = standing.withdraw().await;
-            }
+            let read = |answer| ReadFor { bearer, answer };
+            handed = (state.standing_reads)
+                .stand_while((bearer.owner_id, call_id), read, waiting)
+                .await;
         }
     }
 }
@@ -199,10 +197,7 @@ pub(crate) fn status_of(
     bearer: &Bearer,
     view: CallView,
     now: UnixMillis,
-) -> ApiResult<(
-    CallStatusResponse,
-    Option<KeyedSlot<sealpost_protocol::ids::TokenId>>,
-)> {
+) -> ApiResult<(CallStatusResponse, Option<KeyedSlot<TokenId>>)> {
     let large = view
         .reply
         .as_ref()

@@ -5,9 +5,11 @@
 //! implicit transaction, the bearer's token row checked inside it, so a call costs four round
 //! trips and three durable commits; the wake-ups for other replicas follow the commit
 //! (`wakeups`). A post that claims for a claim standing on its replica (`crate::handoff`) does
-//! both in one statement, so one round trip and one commit for the two (`POST_THEN_CLAIM`). Under load, `batch` runs many of them as one grouped statement and
-//! falls back to these for what a group did not complete. Only when a statement finds nothing
-//! to do does a second look say why (the cold path).
+//! both in one statement, so one round trip and one commit for the two (`POST_THEN_CLAIM`); a
+//! reply that reads for a read standing there does both in one transaction (`reply_in`, then
+//! `read_call`, in `PgStore::reply_call_then_read`). Under load, `batch` runs many of them as
+//! one grouped statement and falls back to these for what a group did not complete. Only when
+//! a statement finds nothing to do does a second look say why (the cold path).
 
 use sealpost_protocol::api::CallState;
 use sealpost_protocol::content::CancelReason;

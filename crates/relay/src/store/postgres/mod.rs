@@ -31,8 +31,7 @@ use super::{
 };
 use super::{ConfirmedIdentity, DueRenewal, OidcFlow, RenewalLease, RenewalOutcome, identities};
 use crate::scope::AppScope;
-use crate::wake::Hub;
-use crate::wake::Topic;
+use crate::wake::{Hub, Topic};
 use sqlx::Postgres;
 
 /// The bearer's token row is live, as a condition inside a hot-path statement. With no
@@ -157,8 +156,6 @@ impl PgStore {
         }
     }
 
-    /// A call read here and not yet marked in the database says `delivered` in a refusal too,
-    /// as it does to a read.
     /// A read's view, marked delivered (in memory, written lazily) when it is the first read of
     /// an answer, and read as delivered when it is not.
     fn marked(
@@ -177,6 +174,8 @@ impl PgStore {
         Ok(view)
     }
 
+    /// A call read here and not yet marked in the database says `delivered` in a refusal too,
+    /// as it does to a read.
     fn delivered_if_marked(
         &self,
         result: StoreResult<()>,

@@ -17,8 +17,9 @@
 //! the reads; the requests of one batch are concurrent, so any order is a valid one, and reads
 //! last see the batch's own answers. A post that carries a claim for a standing claimer
 //! (`crate::handoff`) has it run with the claims, so it sees the call just stored; a reply
-//! that carries a read for a standing reader has it run with the reads, after every reply. Each request is answered as soon as its statement is done.
-//! Delivery marks are written between batches, when due (`batch_read::Deliveries`).
+//! that carries a read for a standing reader has it run with the reads, after every reply.
+//! Each request is answered as soon as its statement is done. Delivery marks are written
+//! between batches, when due (`batch_read::Deliveries`).
 
 use futures_util::future::BoxFuture;
 use sealpost_time::UnixMillis;
