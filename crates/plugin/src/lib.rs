@@ -7,7 +7,8 @@
 //! - `call`: one tool call from seal to fenced answer.
 //! - `fence`: third-party text made safe to show a model.
 //! - `tools`: what `tools/list` shows.
-//! - [`server`] and [`stdio`]: MCP over stdio (rmcp), with a line cap.
+//! - [`server`] and [`stdio`]: MCP over stdio (rmcp), with a line cap; `stdio_streams`: stdin
+//!   and stdout on the runtime's poller when they are pipes or sockets.
 //! - [`commands`]: `pair`, `unpair`, `status`.
 //! - `messages`: every failure as a sentence a person can act on.
 
@@ -22,6 +23,7 @@ pub(crate) mod relay;
 pub mod server;
 pub(crate) mod session;
 pub mod stdio;
+pub(crate) mod stdio_streams;
 pub(crate) mod tools;
 
 use std::time::Duration;

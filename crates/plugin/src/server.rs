@@ -162,7 +162,8 @@ fn forward_catalog_changes(plugin: &Plugin, peer: Peer<RoleServer>) {
 
 /// Serves MCP on stdin and stdout until stdin closes.
 pub async fn serve_stdio(plugin: Arc<Plugin>) -> anyhow::Result<()> {
-    let transport = LineTransport::new(tokio::io::stdin(), tokio::io::stdout(), MAX_LINE_BYTES);
+    let (stdin, stdout) = crate::stdio_streams::streams();
+    let transport = LineTransport::new(stdin, stdout, MAX_LINE_BYTES);
     let stdin_closed = transport.closed();
     let server = McpServer::new(plugin.clone());
     let running = tokio::select! {

@@ -10,12 +10,15 @@ mod rates;
 mod stdio;
 
 use std::path::Path;
+use std::pin::Pin;
 use std::process::Stdio;
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use tokio::io::{AsyncBufReadExt as _, AsyncWriteExt as _, BufReader, Lines};
-use tokio::process::{Child, ChildStdin, ChildStdout, Command};
+use tokio::io::{
+    AsyncBufReadExt as _, AsyncRead, AsyncWrite, AsyncWriteExt as _, BufReader, Lines,
+};
+use tokio::process::{Child, Command};
 
 /// The binary under test.
 pub const SEALPOST: &str = env!("CARGO_BIN_EXE_sealpost");
@@ -47,8 +50,8 @@ pub fn sealpost(config: &Path) -> Command {
 #[allow(missing_debug_implementations)]
 pub struct Mcp {
     pub child: Child,
-    stdin: Option<ChildStdin>,
-    lines: Lines<BufReader<ChildStdout>>,
+    stdin: Option<Pin<Box<dyn AsyncWrite + Send>>>,
+    lines: Lines<BufReader<Pin<Box<dyn AsyncRead + Send>>>>,
     /// Notifications received while waiting for responses.
     pub notifications: Vec<Value>,
     early: Vec<Value>,
@@ -60,6 +63,7 @@ impl Mcp {
         Self::spawn_with(sealpost(config).arg("mcp"))
     }
 
+    /// `sealpost mcp` with a pipe on stdin and on stdout, as Rust's `Command` gives.
     pub fn spawn_with(command: &mut Command) -> Self {
         let mut child = command
             .stdin(Stdio::piped())
@@ -67,12 +71,40 @@ impl Mcp {
             .stderr(Stdio::inherit())
             .spawn()
             .expect("spawn sealpost mcp");
-        let stdin = child.stdin.take();
-        let lines = BufReader::new(child.stdout.take().unwrap()).lines();
+        let stdin = Box::pin(child.stdin.take().unwrap());
+        let stdout = Box::pin(child.stdout.take().unwrap());
+        Self::over(child, stdin, stdout)
+    }
+
+    /// `sealpost mcp` with one end of a socket pair on stdin and on stdout, as Node's
+    /// `child_process` gives (and so Claude Desktop, Cursor and VS Code).
+    pub fn spawn_on_sockets(config: &Path) -> Self {
+        let pair = || {
+            let (ours, theirs) = std::os::unix::net::UnixStream::pair().unwrap();
+            ours.set_nonblocking(true).unwrap();
+            let ours = tokio::net::UnixStream::from_std(ours).unwrap();
+            (ours, std::os::fd::OwnedFd::from(theirs))
+        };
+        let ((stdin, their_stdin), (stdout, their_stdout)) = (pair(), pair());
+        let child = sealpost(config)
+            .arg("mcp")
+            .stdin(Stdio::from(their_stdin))
+            .stdout(Stdio::from(their_stdout))
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("spawn sealpost mcp");
+        Self::over(child, Box::pin(stdin), Box::pin(stdout))
+    }
+
+    fn over(
+        child: Child,
+        stdin: Pin<Box<dyn AsyncWrite + Send>>,
+        stdout: Pin<Box<dyn AsyncRead + Send>>,
+    ) -> Self {
         Self {
             child,
-            stdin,
-            lines,
+            stdin: Some(stdin),
+            lines: BufReader::new(stdout).lines(),
             notifications: Vec::new(),
             early: Vec::new(),
             next_id: 1,

@@ -100,10 +100,22 @@ async fn a_call_while_unpaired_is_an_error_result_that_says_what_to_do() {
     assert!(text.contains("sealpost pair"), "{text}");
 }
 
+/// The two kinds of stdin and stdout clients give: pipes (Rust's `Command`: Codex) and socket
+/// pairs (Node's `child_process`: Claude Desktop, Cursor, VS Code). Both are read on the
+/// runtime's poller; the tests that frame messages run over each.
+const SPAWNS: [(&str, fn(&std::path::Path) -> Mcp); 2] =
+    [("pipes", Mcp::spawn), ("sockets", Mcp::spawn_on_sockets)];
+
 #[tokio::test]
 async fn a_message_split_across_many_writes_and_many_in_one_write_both_work() {
+    for (_, spawn) in SPAWNS {
+        split_and_batched_messages(spawn).await;
+    }
+}
+
+async fn split_and_batched_messages(spawn: fn(&std::path::Path) -> Mcp) {
     let config = config_dir();
-    let mut mcp = Mcp::spawn(config.path());
+    let mut mcp = spawn(config.path());
     let init = json!({"jsonrpc":"2.0","id":1,"method":"initialize","params":{
         "protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}});
     let bytes = format!("{init}\n").into_bytes();
@@ -130,13 +142,46 @@ async fn a_message_split_across_many_writes_and_many_in_one_write_both_work() {
 
 #[tokio::test]
 async fn a_one_mib_message_is_served() {
+    for (kind, spawn) in SPAWNS {
+        let config = config_dir();
+        let mut mcp = spawn(config.path());
+        mcp.initialize("2025-11-25").await;
+        let big = "x".repeat(1024 * 1024);
+        let response = mcp.call("sealpost_status", json!({"padding": big})).await;
+        let (text, _) = result_text(&response);
+        assert!(text.contains("paired:"), "{kind}: {text}");
+        assert!(mcp.exit().await.success(), "{kind}");
+    }
+}
+
+/// stdin and stdout that are neither pipes nor sockets (here files; a terminal is the same
+/// case) are read and written on blocking threads, and serve as well.
+#[tokio::test]
+async fn files_on_stdin_and_stdout_are_served() {
     let config = config_dir();
-    let mut mcp = Mcp::spawn(config.path());
-    mcp.initialize("2025-11-25").await;
-    let big = "x".repeat(1024 * 1024);
-    let response = mcp.call("sealpost_status", json!({"padding": big})).await;
-    let (text, _) = result_text(&response);
-    assert!(text.contains("paired:"), "{text}");
+    let folder = config_dir();
+    let (input, output) = (folder.path().join("in"), folder.path().join("out"));
+    let init = json!({"jsonrpc":"2.0","id":1,"method":"initialize","params":{
+        "protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}});
+    std::fs::write(&input, format!("{init}\n")).unwrap();
+    let status = crate::sealpost(config.path())
+        .arg("mcp")
+        .stdin(std::fs::File::open(&input).unwrap())
+        .stdout(std::fs::File::create(&output).unwrap())
+        .status();
+    let status = tokio::time::timeout(HANG, status)
+        .await
+        .expect("exits")
+        .unwrap();
+    assert!(status.success());
+    // The server answers `initialize` before it reads on, so the answer is written before the
+    // end of the file ends the server.
+    let written = std::fs::read_to_string(&output).unwrap();
+    let answer: Value = serde_json::from_str(written.trim_end()).expect("one JSON line");
+    assert_eq!(
+        answer["result"]["protocolVersion"], "2025-11-25",
+        "{written}"
+    );
 }
 
 #[tokio::test]
@@ -165,10 +210,16 @@ async fn an_over_cap_line_gets_an_error_and_the_server_keeps_serving() {
 
 #[tokio::test]
 async fn stdin_eof_ends_the_process_even_with_a_call_waiting_on_the_relay() {
+    for (_, spawn) in SPAWNS {
+        eof_with_a_call_waiting(spawn).await;
+    }
+}
+
+async fn eof_with_a_call_waiting(spawn: fn(&std::path::Path) -> Mcp) {
     let (mut requests, origin) = mute_relay().await;
     let config = config_dir();
     write_pairing(config.path(), &unissued_code(&origin));
-    let mut mcp = Mcp::spawn(config.path());
+    let mut mcp = spawn(config.path());
     mcp.initialize("2025-11-25").await;
     // A call now waits on a relay that reads requests and never answers: the relay has seen
     // the call's first request before stdin closes.
