@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use crate::limits::{MAX_BODY_BYTES, MAX_DOC_ID_BYTES, MAX_SOURCE_NAME_BYTES, MAX_TITLE_BYTES};
-use crate::search::{Hit, Query, SearchIndex, SnapshotError};
+use crate::search::{Hit, Query, SearchIndex, SnapshotError, Snippet, snippet, snippet_at};
 
 /// A document id chosen by the host app (1 to [`MAX_DOC_ID_BYTES`] bytes, no control
 /// characters).
@@ -360,5 +360,15 @@ impl Workspace {
         let query = Query::parse(query, &self.index, &filter);
         let hits = self.index.search(&query, &filter, limit);
         (query, hits)
+    }
+
+    /// The snippet of `doc`'s body for `query` (from [`Workspace::search`]): built from where
+    /// the index says the query's terms sit, which spares tokenising the body; by tokenising it
+    /// if the index and the body disagree.
+    pub fn snippet(&self, doc: &Document, query: &Query) -> Snippet {
+        self.index
+            .body_places(&doc.id, &query.highlight_ids)
+            .and_then(|places| snippet_at(&doc.body, &places))
+            .unwrap_or_else(|| snippet(&doc.body, &query.highlight))
     }
 }

@@ -203,8 +203,9 @@ fn error_answer(message: String) -> BuiltinAnswer {
 /// A structured answer, also rendered as JSON text for clients that ignore structured output.
 fn structured_answer(value: &impl Serialize) -> BuiltinAnswer {
     let structured = serde_json::to_value(value).expect("answers serialise");
+    let text = structured.to_string();
     BuiltinAnswer::Answer(ToolResult {
-        structured: Some(structured.clone()),
-        ..ToolResult::text(structured.to_string())
+        structured: Some(structured),
+        ..ToolResult::text(text)
     })
 }

@@ -14,7 +14,7 @@ use crate::limits::{
     DEFAULT_EXCERPT_CHARS, DEFAULT_SEARCH_LIMIT, MAX_DOC_ID_BYTES, MAX_EXCERPT_CHARS,
     MAX_OUTLINE_ENTRIES, MAX_QUERY_CHARS, MAX_SEARCH_LIMIT, MAX_SOURCE_NAME_BYTES,
 };
-use crate::search::{Snippet, snippet};
+use crate::search::Snippet;
 
 /// Search the person's workspace documents, best match first. Words match regardless of case,
 /// accents and word endings; "quoted words" must appear in that order; word* matches by prefix.
@@ -41,6 +41,12 @@ struct SearchResult<'a> {
     snippet: Snippet,
 }
 
+#[derive(Debug, Serialize)]
+struct SearchAnswer<'a> {
+    query: &'a str,
+    results: Vec<SearchResult<'a>>,
+}
+
 pub(super) fn search(view: &View<'_>, args: SearchArgs) -> Result<BuiltinAnswer, String> {
     if let Some(source) = &args.source
         && !view.source(source)
@@ -64,14 +70,14 @@ pub(super) fn search(view: &View<'_>, args: SearchArgs) -> Result<BuiltinAnswer,
                 title: &doc.title,
                 // Three decimals: enough to compare, and no float noise in the reply.
                 score: (f64::from(hit.score) * 1000.0).round() / 1000.0,
-                snippet: snippet(&doc.body, &query.highlight),
+                snippet: view.workspace.snippet(doc, &query),
             })
         })
         .collect();
-    Ok(structured_answer(&serde_json::json!({
-        "query": args.query,
-        "results": results,
-    })))
+    Ok(structured_answer(&SearchAnswer {
+        query: &args.query,
+        results,
+    }))
 }
 
 /// Read part of one document's body, from character offset `start` (default 0), at most

@@ -14,6 +14,7 @@ use std::collections::HashMap;
 
 use super::query::Query;
 use super::sequence::{self, EncodedPhrase, FIELD_SEPARATOR};
+use super::snippet::Place;
 use super::terms::Terms;
 use super::tokenize::for_each_term;
 use crate::workspace::DocId;
@@ -178,6 +179,26 @@ impl SearchIndex {
 
     fn slot_allowed(&self, slot: u32, filter: &SourceFilter) -> bool {
         filter.allows(self.slot_source[slot as usize])
+    }
+
+    /// Where the terms `wanted` (sorted ids) sit in the body of document `id`, in order. `None`
+    /// if the document is not indexed or its sequence does not decode.
+    pub(crate) fn body_places(&self, id: &DocId, wanted: &[u32]) -> Option<Vec<Place<'_>>> {
+        let slot = *self.slot_of.get(id)?;
+        let doc = self.docs.get(slot as usize)?.as_ref()?;
+        let body = sequence::body(&doc.sequence)?;
+        let mut places = Vec::new();
+        for (word, term_id) in sequence::terms(body).enumerate() {
+            let term_id = term_id?;
+            if wanted.binary_search(&term_id).is_ok() {
+                places.push(Place {
+                    word: u32::try_from(word).ok()?,
+                    term_id,
+                    term: self.terms.text(term_id),
+                });
+            }
+        }
+        Some(places)
     }
 
     /// Adds a document, or replaces the indexed text of one with the same id.

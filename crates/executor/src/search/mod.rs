@@ -12,5 +12,5 @@ mod tokenize;
 pub use index::{Hit, SearchIndex, SourceFilter};
 pub use query::Query;
 pub use snapshot::{SNAPSHOT_VERSION, SnapshotError};
-pub use snippet::{Snippet, snippet};
+pub use snippet::{Place, Snippet, snippet, snippet_at};
 pub use tokenize::{fold_word, for_each_term, terms};

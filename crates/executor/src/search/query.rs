@@ -39,6 +39,8 @@ pub struct Query {
     pub phrases: Vec<Vec<u32>>,
     /// Index terms a snippet should highlight.
     pub highlight: HashSet<String>,
+    /// The same terms' ids, sorted.
+    pub highlight_ids: Vec<u32>,
 }
 
 impl Query {
@@ -74,6 +76,8 @@ impl Query {
         if impossible {
             query.clauses.clear();
         }
+        query.highlight_ids.sort_unstable();
+        query.highlight_ids.dedup();
         query
     }
 
@@ -129,6 +133,7 @@ impl Query {
                 if Some(term) != exact {
                     terms.push(term);
                     self.highlight.insert(text.to_owned());
+                    self.highlight_ids.push(term);
                     expanded = exact.is_none();
                 }
             }
@@ -136,8 +141,9 @@ impl Query {
         if terms.is_empty() {
             return None;
         }
-        if exact.is_some() {
+        if let Some(exact) = exact {
             self.highlight.insert(stemmed);
+            self.highlight_ids.push(exact);
         }
         self.clauses.push(Clause {
             terms,

@@ -41,6 +41,12 @@ pub(crate) fn push_term(out: &mut Vec<u8>, id: u32) {
     push_varint(out, id + 1);
 }
 
+/// The body's part of a sequence (after the separator); `None` if it has none.
+pub(crate) fn body(sequence: &[u8]) -> Option<&[u8]> {
+    let at = sequence.iter().position(|&b| b == FIELD_SEPARATOR)?;
+    Some(&sequence[at + 1..])
+}
+
 /// The term ids of an encoded sequence, both fields, in order; `None` for a malformed one.
 pub(crate) fn terms(sequence: &[u8]) -> impl Iterator<Item = Option<u32>> + '_ {
     let mut at = 0;

@@ -8,8 +8,10 @@ use std::collections::{HashMap, HashSet};
 
 use serde::Serialize;
 
-use super::tokenize::for_each_wanted_term;
-use crate::limits::SNIPPET_CHARS;
+use unicode_segmentation::UnicodeSegmentation as _;
+
+use super::tokenize::{fold_word, for_each_wanted_term, stem};
+use crate::limits::{MAX_TOKEN_BYTES, SNIPPET_CHARS};
 
 /// Characters of context kept before the first match of the chosen window.
 const LEADING_CONTEXT_CHARS: usize = 40;
@@ -39,7 +41,74 @@ pub fn snippet(body: &str, highlight: &HashSet<String>) -> Snippet {
             byte_matches.push((start, end, number));
         }
     });
-    let matches = to_char_spans(body, &byte_matches);
+    around(body, &byte_matches)
+}
+
+/// A body word that holds a highlighted term, as the index has it.
+#[derive(Debug, Clone, Copy)]
+pub struct Place<'a> {
+    /// The word's number among the body's words the tokeniser keeps.
+    pub word: u32,
+    /// Its term's id.
+    pub term_id: u32,
+    /// Its term.
+    pub term: &'a str,
+}
+
+/// The same snippet as [`snippet`], from where the index says the highlighted terms sit:
+/// `places`, in order. Only those words are
+/// folded and stemmed, to check that each holds its term; `None` if one does not (the index
+/// and the body disagree), and the caller tokenises the body instead.
+pub fn snippet_at(body: &str, places: &[Place<'_>]) -> Option<Snippet> {
+    let places = &places[..places.len().min(MAX_MATCHES_CONSIDERED)];
+    let mut byte_matches: Vec<(usize, usize, usize)> = Vec::with_capacity(places.len());
+    let mut terms: Vec<u32> = Vec::new();
+    let mut wanted = places.iter().peekable();
+    let mut number = 0u32;
+    let mut folded = String::new();
+    for (start, word) in body.unicode_word_indices() {
+        let Some(&&place) = wanted.peek() else {
+            break;
+        };
+        // The words the tokeniser skips (`tokenize::walk`): over-long ones, and ones that fold
+        // to nothing, which only a word with a non-ASCII letter can.
+        if word.len() > MAX_TOKEN_BYTES {
+            continue;
+        }
+        let folded_yet = !word.is_ascii();
+        if folded_yet {
+            fold_word(word, &mut folded);
+            if folded.is_empty() {
+                continue;
+            }
+        }
+        if number == place.word {
+            if !folded_yet {
+                fold_word(word, &mut folded);
+            }
+            if stem(&folded) != place.term {
+                return None;
+            }
+            let term_number = terms.iter().position(|&t| t == place.term_id);
+            let term_number = term_number.unwrap_or_else(|| {
+                terms.push(place.term_id);
+                terms.len() - 1
+            });
+            byte_matches.push((start, start + word.len(), term_number));
+            wanted.next();
+        }
+        number += 1;
+    }
+    if wanted.peek().is_some() {
+        return None;
+    }
+    Some(around(body, &byte_matches))
+}
+
+/// The snippet around the best window of `byte_matches` (sorted byte spans, each with its
+/// term's number).
+fn around(body: &str, byte_matches: &[(usize, usize, usize)]) -> Snippet {
+    let matches = to_char_spans(body, byte_matches);
 
     let Some((first, last)) = best_window(&matches) else {
         let text: String = body.chars().take(SNIPPET_CHARS).collect();
@@ -49,16 +118,24 @@ pub fn snippet(body: &str, highlight: &HashSet<String>) -> Snippet {
             matches: Vec::new(),
         };
     };
-    let body_chars = body.chars().count();
+    let ascii = body.is_ascii();
+    let body_chars = if ascii {
+        body.len()
+    } else {
+        body.chars().count()
+    };
     let window_start = matches[first].0.saturating_sub(LEADING_CONTEXT_CHARS);
     let window_end = (window_start + SNIPPET_CHARS)
         .max(matches[last].1)
         .min(body_chars);
-    let text: String = body
-        .chars()
-        .skip(window_start)
-        .take(window_end - window_start)
-        .collect();
+    let text: String = if ascii {
+        body[window_start..window_end].to_owned()
+    } else {
+        body.chars()
+            .skip(window_start)
+            .take(window_end - window_start)
+            .collect()
+    };
     Snippet {
         text,
         start: window_start,
@@ -70,8 +147,12 @@ pub fn snippet(body: &str, highlight: &HashSet<String>) -> Snippet {
     }
 }
 
-/// Converts sorted byte spans to character spans in one pass over the body.
+/// Converts sorted byte spans to character spans in one pass over the body (none when the body
+/// is ASCII, where the two are the same).
 fn to_char_spans(body: &str, spans: &[(usize, usize, usize)]) -> Vec<(usize, usize, usize)> {
+    if body.is_ascii() {
+        return spans.to_vec();
+    }
     let mut boundaries: Vec<usize> = spans.iter().flat_map(|(s, e, _)| [*s, *e]).collect();
     boundaries.sort_unstable();
     boundaries.dedup();
@@ -96,23 +177,35 @@ fn to_char_spans(body: &str, spans: &[(usize, usize, usize)]) -> Vec<(usize, usi
         .collect()
 }
 
-/// Indices of the first and last match of the best window, if any match exists.
+/// Indices of the first and last match of the best window, if any match exists: of the windows
+/// starting at each match and reaching `SNIPPET_CHARS - LEADING_CONTEXT_CHARS` characters on,
+/// the first with the most distinct terms, then the most matches. One pass: as the window's
+/// start moves on a match, its end only moves on.
 fn best_window(matches: &[(usize, usize, usize)]) -> Option<(usize, usize)> {
     let span = SNIPPET_CHARS - LEADING_CONTEXT_CHARS;
+    let terms = matches.iter().map(|m| m.2 + 1).max()?;
+    let mut counts = vec![0u32; terms];
+    let mut distinct = 0usize;
+    // The window is `first..end`, `end` exclusive.
+    let mut end = 0;
     let mut best: Option<(usize, usize, (usize, usize))> = None;
     for first in 0..matches.len() {
-        let mut distinct: HashSet<usize> = HashSet::new();
-        let mut last = first;
-        for (index, m) in matches.iter().enumerate().skip(first) {
-            if m.1 > matches[first].0 + span {
-                break;
-            }
-            distinct.insert(m.2);
-            last = index;
+        let reach = matches[first].0 + span;
+        end = end.max(first);
+        while end < matches.len() && matches[end].1 <= reach {
+            counts[matches[end].2] += 1;
+            distinct += usize::from(counts[matches[end].2] == 1);
+            end += 1;
         }
-        let quality = (distinct.len(), last - first + 1);
+        // An empty window (a word longer than the span) still counts its one match.
+        let last = end.saturating_sub(1).max(first);
+        let quality = (distinct, last - first + 1);
         if best.is_none_or(|(_, _, q)| quality > q) {
             best = Some((first, last, quality));
+        }
+        if end > first {
+            counts[matches[first].2] -= 1;
+            distinct -= usize::from(counts[matches[first].2] == 0);
         }
     }
     best.map(|(first, last, _)| (first, last))
@@ -120,7 +213,159 @@ fn best_window(matches: &[(usize, usize, usize)]) -> Option<(usize, usize)> {
 
 #[cfg(test)]
 mod tests {
+    use rand::rngs::StdRng;
+    use rand::{RngExt as _, SeedableRng as _};
+
     use super::*;
+    use crate::search::{Query, SearchIndex};
+    use crate::workspace::DocId;
+
+    /// Words that stem, fold, repeat, run over the token cap, fold to nothing (an alphabetic
+    /// combining mark starting a line is a word of its own), or are not words at all, so the
+    /// index's word numbering is tested where it skips.
+    const WORDS: [&str; 25] = [
+        "\n\u{345}",
+        "running",
+        "runner",
+        "ran",
+        "Café",
+        "cafés",
+        "Ångström",
+        "ﬁle",
+        "files",
+        "Привет",
+        "東京",
+        "dying",
+        "die",
+        "skies",
+        "sky",
+        "it's",
+        "x",
+        "42",
+        "\u{301}",
+        "—",
+        "...",
+        "key-value",
+        "rotation",
+        "ROTATE",
+        "naïve",
+    ];
+
+    fn random_body(rng: &mut StdRng) -> String {
+        let long = "z".repeat(MAX_TOKEN_BYTES + 1);
+        let mut body = String::new();
+        for _ in 0..rng.random_range(0..400) {
+            match rng.random_range(0..40) {
+                0 => body.push_str(&long),
+                1 => body.push_str("\n\n"),
+                _ => body.push_str(WORDS[rng.random_range(0..WORDS.len())]),
+            }
+            body.push(if rng.random_range(0..10) == 0 {
+                ','
+            } else {
+                ' '
+            });
+        }
+        body
+    }
+
+    #[test]
+    fn snippets_from_the_index_are_the_snippets_from_the_body() {
+        let mut rng = StdRng::seed_from_u64(7);
+        let mut index = SearchIndex::new();
+        let bodies: Vec<String> = (0..300).map(|_| random_body(&mut rng)).collect();
+        for (n, body) in bodies.iter().enumerate() {
+            let title = WORDS[n % WORDS.len()];
+            index.upsert(&DocId::new(format!("d{n}")).unwrap(), "notes", title, body);
+        }
+        let filter = index.source_filter(|_| true);
+        let mut compared = 0;
+        for n in 0..2_000 {
+            let words = rng.random_range(1..=3);
+            let mut text: Vec<String> = (0..words)
+                .map(|_| WORDS[rng.random_range(0..WORDS.len())].to_owned())
+                .collect();
+            if n % 7 == 0 {
+                text[0] = format!("{}*", &text[0].chars().take(3).collect::<String>());
+            }
+            let query = Query::parse(&text.join(" "), &index, &filter);
+            let (at, body) = (n % bodies.len(), &bodies[n % bodies.len()]);
+            let places = index
+                .body_places(&DocId::new(format!("d{at}")).unwrap(), &query.highlight_ids)
+                .expect("an indexed document");
+            let from_index = snippet_at(body, &places).expect("the index agrees with the body");
+            assert_eq!(
+                from_index,
+                snippet(body, &query.highlight),
+                "{text:?} in d{at}"
+            );
+            compared += usize::from(!from_index.matches.is_empty());
+        }
+        assert!(compared > 500, "most comparisons have matches: {compared}");
+    }
+
+    #[test]
+    fn an_index_that_disagrees_with_the_body_gives_no_snippet() {
+        let body = "the rotation of keys";
+        let place = |word, term| Place {
+            word,
+            term_id: 0,
+            term,
+        };
+        assert!(snippet_at(body, &[place(1, "rotat")]).is_some());
+        // Another word at that number, and a number past the body's words.
+        assert!(snippet_at(body, &[place(2, "rotat")]).is_none());
+        assert!(snippet_at(body, &[place(4, "rotat")]).is_none());
+    }
+
+    /// The window search as first written: every start, every window counted afresh.
+    fn best_window_by_every_start(matches: &[(usize, usize, usize)]) -> Option<(usize, usize)> {
+        let span = SNIPPET_CHARS - LEADING_CONTEXT_CHARS;
+        let mut best: Option<(usize, usize, (usize, usize))> = None;
+        for first in 0..matches.len() {
+            let mut distinct: HashSet<usize> = HashSet::new();
+            let mut last = first;
+            for (index, m) in matches.iter().enumerate().skip(first) {
+                if m.1 > matches[first].0 + span {
+                    break;
+                }
+                distinct.insert(m.2);
+                last = index;
+            }
+            let quality = (distinct.len(), last - first + 1);
+            if best.is_none_or(|(_, _, q)| quality > q) {
+                best = Some((first, last, quality));
+            }
+        }
+        best.map(|(first, last, _)| (first, last))
+    }
+
+    #[test]
+    fn the_one_pass_window_is_the_window_of_every_start() {
+        let mut rng = StdRng::seed_from_u64(11);
+        for _ in 0..5_000 {
+            let mut at = 0;
+            let matches: Vec<(usize, usize, usize)> = (0..rng.random_range(0..60))
+                .map(|_| {
+                    at += rng.random_range(1..80);
+                    // Now and then a word longer than the window.
+                    let len = if rng.random_range(0..50) == 0 {
+                        300
+                    } else {
+                        rng.random_range(1..12)
+                    };
+                    let span = (at, at + len, rng.random_range(0..5));
+                    at += len;
+                    span
+                })
+                .collect();
+            assert_eq!(
+                best_window(&matches),
+                best_window_by_every_start(&matches),
+                "{matches:?}"
+            );
+        }
+    }
 
     fn highlight(terms: &[&str]) -> HashSet<String> {
         terms.iter().map(|t| t.to_string()).collect()

@@ -100,11 +100,13 @@ async fn a_call_while_unpaired_is_an_error_result_that_says_what_to_do() {
     assert!(text.contains("sealpost pair"), "{text}");
 }
 
+/// Starts `sealpost mcp` with its config folder.
+type Spawn = fn(&std::path::Path) -> Mcp;
+
 /// The two kinds of stdin and stdout clients give: pipes (Rust's `Command`: Codex) and socket
 /// pairs (Node's `child_process`: Claude Desktop, Cursor, VS Code). Both are read on the
 /// runtime's poller; the tests that frame messages run over each.
-const SPAWNS: [(&str, fn(&std::path::Path) -> Mcp); 2] =
-    [("pipes", Mcp::spawn), ("sockets", Mcp::spawn_on_sockets)];
+const SPAWNS: [(&str, Spawn); 2] = [("pipes", Mcp::spawn), ("sockets", Mcp::spawn_on_sockets)];
 
 #[tokio::test]
 async fn a_message_split_across_many_writes_and_many_in_one_write_both_work() {
@@ -113,7 +115,7 @@ async fn a_message_split_across_many_writes_and_many_in_one_write_both_work() {
     }
 }
 
-async fn split_and_batched_messages(spawn: fn(&std::path::Path) -> Mcp) {
+async fn split_and_batched_messages(spawn: Spawn) {
     let config = config_dir();
     let mut mcp = spawn(config.path());
     let init = json!({"jsonrpc":"2.0","id":1,"method":"initialize","params":{
@@ -215,7 +217,7 @@ async fn stdin_eof_ends_the_process_even_with_a_call_waiting_on_the_relay() {
     }
 }
 
-async fn eof_with_a_call_waiting(spawn: fn(&std::path::Path) -> Mcp) {
+async fn eof_with_a_call_waiting(spawn: Spawn) {
     let (mut requests, origin) = mute_relay().await;
     let config = config_dir();
     write_pairing(config.path(), &unissued_code(&origin));
