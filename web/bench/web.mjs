@@ -260,13 +260,23 @@ async function compareBackends(sqlite, postgres, mode) {
     await timer.call(record ? times.postgresSearch : null, postgres.mcp, 'search_workspace', { query });
   };
   for (let i = 0; i < WARMUP; i += 1) await turn(i, false);
+  const before = [await relayTimings(postgres.relay.metricsUrl), await relayTimings(sqlite.relay.metricsUrl)];
   for (let i = 0; i < PEER_ROUNDS * PEER_CALLS; i += 1) await turn(i, true);
+  const after = [await relayTimings(postgres.relay.metricsUrl), await relayTimings(sqlite.relay.metricsUrl)];
   if (timer.notMeasured(`the loop on PostgreSQL (${mode})`)) return;
   console.log(`the loop on PostgreSQL (${mode}) against the loop on SQLite (interleaved, ${PEER_ROUNDS * PEER_CALLS} calls of each):`);
   for (const [name, pg, lite] of [['no-op', times.postgresNoop, times.sqliteNoop], ['search', times.postgresSearch, times.sqliteSearch]]) {
     const [p50, s50] = [percentile(pg, 0.5), percentile(lite, 0.5)];
     console.log(`  ${name}: PostgreSQL p50 ${ms(p50)} p99 ${ms(percentile(pg, 0.99))}; SQLite p50 ${ms(s50)} p99 ${ms(percentile(lite, 0.99))}; ${ratio(p50, s50)} (${against(p50 <= 1.3 * s50, '≤ 1.3×')})`);
   }
+  // Where the difference is: each relay's own time, per request, both tools pooled.
+  const own = (key, [b, a]) => (a[key] && a[key].count > (b[key]?.count ?? 0)
+    ? ms(((a[key].sum - (b[key]?.sum ?? 0)) * 1000) / (a[key].count - (b[key]?.count ?? 0))) : '—');
+  for (const key of ['post to claim', 'WS /v1/channel reply']) {
+    console.log(`  the relay's own time, ${key}: PostgreSQL ${own(key, [before[0], after[0]])}, SQLite ${own(key, [before[1], after[1]])}`);
+  }
+  const handed = ([b, a]) => `${a.sealpost_claims_handed_total - b.sealpost_claims_handed_total} of ${a.sealpost_calls_posted_total - b.sealpost_calls_posted_total}`;
+  console.log(`  posts that claimed for the tab's waiting claim: PostgreSQL ${handed([before[0], after[0]])}, SQLite ${handed([before[1], after[1]])}`);
 }
 
 try {

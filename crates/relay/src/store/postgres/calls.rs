@@ -6,9 +6,10 @@
 //! trips and three durable commits; the wake-ups for other replicas follow the commit
 //! (`wakeups`). A post that claims for a claim standing on its replica (`crate::handoff`) does
 //! both in one statement, so one round trip and one commit for the two (`POST_THEN_CLAIM`); a
-//! reply that reads for a read standing there does both in one transaction (`reply_in`, then
-//! `read_call`, in `PgStore::reply_call_then_read`). Under load, `batch` runs many of them as
-//! one grouped statement and falls back to these for what a group did not complete. Only when
+//! reply that reads for a read standing there does both in one statement, in a transaction
+//! whose commit the reader does not wait for (`REPLY_THEN_READ`,
+//! `PgStore::reply_call_then_read`). Under load, `batch` runs many of them as one grouped
+//! statement and falls back to these for what a group did not complete. Only when
 //! a statement finds nothing to do does a second look say why (the cold path).
 
 use sealpost_protocol::api::CallState;
@@ -16,7 +17,7 @@ use sealpost_protocol::content::CancelReason;
 use sealpost_protocol::ids::{CallId, SessionId};
 use sealpost_time::UnixMillis;
 use sqlx::Postgres;
-use sqlx::postgres::{PgArguments, PgPool};
+use sqlx::postgres::{PgArguments, PgPool, PgRow};
 
 use super::sessions::cancel_open_calls;
 use super::{Notifier, notify, require_live};
@@ -293,34 +294,70 @@ pub(super) async fn post_call_then_claim(
     Ok(expires_at)
 }
 
+/// Answers the claimed call `$6` with `$7`, returning `$returning` of the answered row.
+macro_rules! answer_claimed {
+    ($returning:literal) => {
+        concat!(
+            "UPDATE calls SET state = 'answered', reply = $7, envelope = NULL, answered_at = $5 \
+             WHERE owner_id = $2 AND call_id = $6 AND state = 'claimed' AND lease_expires_at > $5 \
+             AND ($4::bytea IS NULL OR pair_id = $4) AND app_origin = ",
+            token_app!("$1"),
+            " AND ",
+            token_live!(),
+            " RETURNING ",
+            $returning
+        )
+    };
+}
+
 /// `$6` call id, `$7` reply.
 const REPLY_CALL: &str = concat!(
-    "WITH answered AS ( \
-        UPDATE calls SET state = 'answered', reply = $7, envelope = NULL, answered_at = $5 \
-        WHERE owner_id = $2 AND call_id = $6 AND state = 'claimed' AND lease_expires_at > $5 \
-        AND ($4::bytea IS NULL OR pair_id = $4) AND app_origin = ",
-    token_app!("$1"),
-    " AND ",
-    token_live!(),
-    " RETURNING call_id) \
-     SELECT call_id FROM answered"
+    "WITH answered AS (",
+    answer_claimed!("call_id"),
+    ") SELECT call_id FROM answered"
 );
 
-/// Answers a claimed call in `tx` without committing: whether the statement stored it (if
-/// not, [`reply_call`] says why).
-pub(super) async fn reply_in(
+/// [`REPLY_CALL`], then [`READ_CALL`] of the answered row for the reader `$8` (token), `$9`
+/// (kind), `$10` (pairing) of the same owner, in one statement: `replied` says whether the reply
+/// was stored; if it was, the rest is what the reader's own read would find.
+const REPLY_THEN_READ: &str = concat!(
+    "WITH answered AS (",
+    answer_claimed!(
+        "pair_id, app_origin, state, reply, cancel_reason, expires_at, lease_expires_at"
+    ),
+    "), live AS MATERIALIZED (SELECT ",
+    token_live!("$8", "$2", "$9", "$10", "$5"),
+    " AS token) \
+     SELECT EXISTS (SELECT 1 FROM answered) AS replied, live.token, c.state, c.reply, \
+            c.cancel_reason, c.expires_at, c.lease_expires_at \
+     FROM live LEFT JOIN answered c ON live.token \
+            AND ($10::bytea IS NULL OR c.pair_id = $10) AND c.app_origin = ",
+    token_app!("$8")
+);
+
+/// Answers a claimed call in `tx` without committing and reads it for `reader` (of the same
+/// owner) in the same statement: `None` if the reply was not stored (then [`reply_call`] says
+/// why), else what the reader's read finds.
+pub(super) async fn reply_then_read_in(
     tx: &mut sqlx::PgConnection,
     bearer: &Bearer,
     call_id: CallId,
     reply: &[u8],
     now: UnixMillis,
-) -> StoreResult<bool> {
-    let done = with_bearer(REPLY_CALL, bearer, now)
+    reader: &Bearer,
+) -> StoreResult<Option<StoreResult<Option<CallView>>>> {
+    let row = with_bearer(REPLY_THEN_READ, bearer, now)
         .bind(b(call_id))
         .bind(reply)
-        .fetch_optional(tx)
+        .bind(b(reader.token_id))
+        .bind(reader.kind.as_str())
+        .bind(reader.pair_id.map(b))
+        .fetch_one(tx)
         .await?;
-    Ok(done.is_some())
+    if !row.flag("replied")? {
+        return Ok(None);
+    }
+    Ok(Some(read_view(&row, now)))
 }
 
 pub(super) async fn reply_call(
@@ -398,13 +435,18 @@ pub(super) async fn read_call<'e>(
         .bind(b(call_id))
         .fetch_one(executor)
         .await?;
+    read_view(&row, now)
+}
+
+/// What a read finds from its row (`token, state, reply, …`).
+fn read_view(row: &PgRow, now: UnixMillis) -> StoreResult<Option<CallView>> {
     if !row.flag("token")? {
         return Err(StoreError::TokenNotLive);
     }
     if row.opt_text("state")?.is_none() {
         return Ok(None);
     }
-    rows::view_at(&row, now).map(Some)
+    rows::view_at(row, now).map(Some)
 }
 
 pub(super) async fn cancel_call(

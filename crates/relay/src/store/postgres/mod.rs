@@ -553,14 +553,15 @@ impl Store for PgStore {
             answer,
         } = read;
         let mut tx = self.pool.begin().await?;
-        if !calls::reply_in(&mut tx, &bearer, call_id, &reply, now).await? {
+        let Some(view) =
+            calls::reply_then_read_in(&mut tx, &bearer, call_id, &reply, now, &reader).await?
+        else {
             drop(tx);
             // Not stored: the plain reply says why, and the reader learns where the call is.
             let replied = self.reply_call(bearer, call_id, reply, now).await;
             let _ = answer.send(self.read_call(reader, call_id, now).await);
             return replied;
-        }
-        let view = calls::read_call(&mut *tx, &reader, call_id, now).await;
+        };
         let _ = answer.send(self.marked(view, reader.owner_id, call_id));
         tx.commit().await?;
         self.notifier.send(Topic::Call(bearer.owner_id, call_id));

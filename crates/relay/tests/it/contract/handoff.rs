@@ -9,7 +9,10 @@ use sealpost_protocol::api::CallState;
 use sealpost_relay::store::{CallView, ClaimFor, ClaimedRow, Inspect, ReadFor, StoreResult};
 use tokio::sync::oneshot;
 
-use super::{HOUR, RELAY_APP, T0, token, world};
+use sealpost_relay::origins::AppOrigin;
+use sealpost_relay::scope::AppScope;
+
+use super::{HOUR, RELAY_APP, T0, app_token, token, world};
 use sealpost_testkit::id;
 
 const LEASE_MS: u64 = 30_000;
@@ -235,6 +238,36 @@ pub(super) async fn check_a_reply_then_read_for_a_dead_reader_reads_nothing(
         CallState::Answered,
         "the live reader's first read"
     );
+}
+
+/// The read a reply does for its reader is the reader's own: a token of another pairing or of
+/// another app of the same owner finds no call there, as its own read would.
+pub(super) async fn check_a_reply_then_read_for_another_pairing_or_app_finds_no_call(
+    store: Arc<dyn Inspect>,
+) {
+    let app = AppScope::HostApp(AppOrigin::parse("https://other.example").unwrap());
+    let w = world(store).await;
+    let strangers = [
+        token(&*w.store, w.owner, Some(id())).await,
+        app_token(&*w.store, w.owner, Some(w.pair), &app).await,
+    ];
+    for stranger in strangers {
+        let call_id = claimed_call(&w).await;
+        let (read, answered) = read_for(stranger);
+        w.store
+            .reply_call_then_read(w.tab, call_id, b"not yours".to_vec(), T0, read)
+            .await
+            .unwrap();
+        let found = answered.await.expect("an answer").unwrap();
+        assert!(found.is_none(), "a stranger read the call: {found:?}");
+        let view = w
+            .store
+            .read_call(w.mcp, call_id, T0)
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(view.state, CallState::Answered, "the caller's first read");
+    }
 }
 
 pub(super) async fn check_a_refused_reply_then_read_tells_the_reader_where_the_call_is(

@@ -223,5 +223,6 @@ contract!(
     check_a_post_then_claim_takes_at_most_max_calls_oldest_first,
     check_a_reply_then_read_hands_the_answer_to_the_reader,
     check_a_reply_then_read_for_a_dead_reader_reads_nothing,
+    check_a_reply_then_read_for_another_pairing_or_app_finds_no_call,
     check_a_refused_reply_then_read_tells_the_reader_where_the_call_is,
 );
