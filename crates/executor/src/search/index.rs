@@ -190,11 +190,11 @@ impl SearchIndex {
         let mut places = Vec::new();
         for (word, term_id) in sequence::terms(body).enumerate() {
             let term_id = term_id?;
-            if wanted.binary_search(&term_id).is_ok() {
+            if let Ok(term_number) = wanted.binary_search(&term_id) {
                 places.push(Place {
                     word: u32::try_from(word).ok()?,
-                    term_id,
                     term: self.terms.text(term_id),
+                    term_number,
                 });
             }
         }

@@ -49,20 +49,19 @@ pub fn snippet(body: &str, highlight: &HashSet<String>) -> Snippet {
 pub struct Place<'a> {
     /// The word's number among the body's words the tokeniser keeps.
     pub word: u32,
-    /// Its term's id.
-    pub term_id: u32,
     /// Its term.
     pub term: &'a str,
+    /// Its term's number among the highlighted terms (one per term; which one does not matter).
+    pub term_number: usize,
 }
 
 /// The same snippet as [`snippet`], from where the index says the highlighted terms sit:
-/// `places`, in order. Only those words are
-/// folded and stemmed, to check that each holds its term; `None` if one does not (the index
-/// and the body disagree), and the caller tokenises the body instead.
+/// `places`, in order. Only those words are folded and stemmed, to check that each holds its
+/// term; `None` if one does not (the index and the body disagree), and the caller tokenises
+/// the body instead.
 pub fn snippet_at(body: &str, places: &[Place<'_>]) -> Option<Snippet> {
     let places = &places[..places.len().min(MAX_MATCHES_CONSIDERED)];
     let mut byte_matches: Vec<(usize, usize, usize)> = Vec::with_capacity(places.len());
-    let mut terms: Vec<u32> = Vec::new();
     let mut wanted = places.iter().peekable();
     let mut number = 0u32;
     let mut folded = String::new();
@@ -89,12 +88,7 @@ pub fn snippet_at(body: &str, places: &[Place<'_>]) -> Option<Snippet> {
             if stem(&folded) != place.term {
                 return None;
             }
-            let term_number = terms.iter().position(|&t| t == place.term_id);
-            let term_number = term_number.unwrap_or_else(|| {
-                terms.push(place.term_id);
-                terms.len() - 1
-            });
-            byte_matches.push((start, start + word.len(), term_number));
+            byte_matches.push((start, start + word.len(), place.term_number));
             wanted.next();
         }
         number += 1;
@@ -108,7 +102,13 @@ pub fn snippet_at(body: &str, places: &[Place<'_>]) -> Option<Snippet> {
 /// The snippet around the best window of `byte_matches` (sorted byte spans, each with its
 /// term's number).
 fn around(body: &str, byte_matches: &[(usize, usize, usize)]) -> Snippet {
-    let matches = to_char_spans(body, byte_matches);
+    // Character offsets are byte offsets in an ASCII body, the common case: no counting.
+    let ascii = body.is_ascii();
+    let matches = if ascii {
+        byte_matches.to_vec()
+    } else {
+        to_char_spans(body, byte_matches)
+    };
 
     let Some((first, last)) = best_window(&matches) else {
         let text: String = body.chars().take(SNIPPET_CHARS).collect();
@@ -118,7 +118,6 @@ fn around(body: &str, byte_matches: &[(usize, usize, usize)]) -> Snippet {
             matches: Vec::new(),
         };
     };
-    let ascii = body.is_ascii();
     let body_chars = if ascii {
         body.len()
     } else {
@@ -147,12 +146,8 @@ fn around(body: &str, byte_matches: &[(usize, usize, usize)]) -> Snippet {
     }
 }
 
-/// Converts sorted byte spans to character spans in one pass over the body (none when the body
-/// is ASCII, where the two are the same).
+/// Converts sorted byte spans to character spans in one pass over the body.
 fn to_char_spans(body: &str, spans: &[(usize, usize, usize)]) -> Vec<(usize, usize, usize)> {
-    if body.is_ascii() {
-        return spans.to_vec();
-    }
     let mut boundaries: Vec<usize> = spans.iter().flat_map(|(s, e, _)| [*s, *e]).collect();
     boundaries.sort_unstable();
     boundaries.dedup();
@@ -309,8 +304,8 @@ mod tests {
         let body = "the rotation of keys";
         let place = |word, term| Place {
             word,
-            term_id: 0,
             term,
+            term_number: 0,
         };
         assert!(snippet_at(body, &[place(1, "rotat")]).is_some());
         // Another word at that number, and a number past the body's words.
