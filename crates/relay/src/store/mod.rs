@@ -596,10 +596,10 @@ pub trait Store: Send + Sync + std::fmt::Debug {
         now: UnixMillis,
     ) -> StoreResult<()>;
     /// Answers a call as [`Store::reply_call`] does, then reads it for `read`, the read seeing
-    /// the reply: on SQLite in the reply's writer batch. The read runs whatever the reply came
+    /// the reply: on SQLite in the reply's writer batch, on PostgreSQL in one statement whose
+    /// transaction the reader does not wait to commit. The read runs whatever the reply came
     /// to, so the reader learns where the call is; its result goes to `read.answer`, and a
-    /// read that did not run drops it (the reader then reads on its own). By default, the read
-    /// follows the reply on the store's own connections.
+    /// read that did not run drops it (the reader then reads on its own).
     async fn reply_call_then_read(
         &self,
         bearer: Bearer,
@@ -607,13 +607,7 @@ pub trait Store: Send + Sync + std::fmt::Debug {
         reply: Vec<u8>,
         now: UnixMillis,
         read: ReadFor,
-    ) -> StoreResult<()> {
-        let replied = self.reply_call(bearer, call_id, reply, now).await;
-        let _ = read
-            .answer
-            .send(self.read_call(read.bearer, call_id, now).await);
-        replied
-    }
+    ) -> StoreResult<()>;
     /// Cancels a pending or claimed call in the bearer's scope. The bearer's row is not checked
     /// for liveness here (the HTTP layer reads it first), only its app.
     async fn cancel_call(

@@ -545,9 +545,9 @@ impl Store for PgStore {
         now: UnixMillis,
         read: ReadFor,
     ) -> StoreResult<()> {
-        // One transaction: the read sees the reply and reaches the waiting reader before the
-        // commit waits for the disk (docs/RELAY.md, "Durability on PostgreSQL"); the replier is
-        // answered after the commit, as for any reply.
+        // One statement in a transaction: the read sees the reply and reaches the waiting reader
+        // before the commit waits for the disk (docs/RELAY.md, "Durability on PostgreSQL"); the
+        // replier is answered after the commit, as for any reply.
         let ReadFor {
             bearer: reader,
             answer,
