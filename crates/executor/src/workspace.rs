@@ -367,8 +367,8 @@ impl Workspace {
     /// if the index and the body disagree.
     pub fn snippet(&self, doc: &Document, query: &Query) -> Snippet {
         self.index
-            .body_places(&doc.id, &query.highlight_ids)
+            .body_places(&doc.id, &query.highlight)
             .and_then(|places| snippet_at(&doc.body, &places))
-            .unwrap_or_else(|| snippet(&doc.body, &query.highlight))
+            .unwrap_or_else(|| snippet(&doc.body, &self.index.term_texts(&query.highlight)))
     }
 }

@@ -10,7 +10,7 @@
 //! sources of the search's [`SourceFilter`] only. Documents outside it then change nothing in an
 //! answer, not even a score, which is what lets an ungranted source look exactly like no source.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use super::query::Query;
 use super::sequence::{self, EncodedPhrase, FIELD_SEPARATOR};
@@ -144,10 +144,11 @@ impl SearchIndex {
         prefix: &str,
         max: usize,
         filter: &SourceFilter,
-    ) -> Vec<(u32, &str)> {
+    ) -> Vec<u32> {
         self.terms
             .with_prefix(prefix)
-            .filter(|&(id, _)| self.occurs(id, filter))
+            .map(|(id, _)| id)
+            .filter(|&id| self.occurs(id, filter))
             .take(max)
             .collect()
     }
@@ -179,6 +180,13 @@ impl SearchIndex {
 
     fn slot_allowed(&self, slot: u32, filter: &SourceFilter) -> bool {
         filter.allows(self.slot_source[slot as usize])
+    }
+
+    /// The text of each of the terms `ids`, as [`crate::search::snippet`] takes them.
+    pub(crate) fn term_texts(&self, ids: &[u32]) -> HashSet<String> {
+        ids.iter()
+            .map(|&id| self.terms.text(id).to_owned())
+            .collect()
     }
 
     /// Where the terms `wanted` (sorted ids) sit in the body of document `id`, in order. `None`

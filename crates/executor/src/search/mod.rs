@@ -12,5 +12,6 @@ mod tokenize;
 pub use index::{Hit, SearchIndex, SourceFilter};
 pub use query::Query;
 pub use snapshot::{SNAPSHOT_VERSION, SnapshotError};
-pub use snippet::{Place, Snippet, snippet, snippet_at};
+pub(crate) use snippet::snippet_at;
+pub use snippet::{Snippet, snippet};
 pub use tokenize::{fold_word, for_each_term, terms};

@@ -9,8 +9,6 @@
 //! search's source filter only: a term found only elsewhere must not change which clauses a
 //! query has, or which documents it returns.
 
-use std::collections::HashSet;
-
 use unicode_segmentation::UnicodeSegmentation;
 
 use super::index::{SearchIndex, SourceFilter};
@@ -37,10 +35,8 @@ pub struct Query {
     pub clauses: Vec<Clause>,
     /// Quoted phrases as term sequences; each must appear in a matching document.
     pub phrases: Vec<Vec<u32>>,
-    /// Index terms a snippet should highlight.
-    pub highlight: HashSet<String>,
-    /// The same terms' ids, sorted.
-    pub highlight_ids: Vec<u32>,
+    /// The ids of the index terms a snippet should highlight, sorted.
+    pub highlight: Vec<u32>,
 }
 
 impl Query {
@@ -76,8 +72,8 @@ impl Query {
         if impossible {
             query.clauses.clear();
         }
-        query.highlight_ids.sort_unstable();
-        query.highlight_ids.dedup();
+        query.highlight.sort_unstable();
+        query.highlight.dedup();
         query
     }
 
@@ -129,11 +125,10 @@ impl Query {
         let try_prefix = explicit_prefix
             || (exact.is_none() && !in_phrase && folded.chars().count() >= MIN_PREFIX_CHARS);
         if try_prefix {
-            for (term, text) in index.terms_with_prefix(&folded, MAX_PREFIX_EXPANSIONS, filter) {
+            for term in index.terms_with_prefix(&folded, MAX_PREFIX_EXPANSIONS, filter) {
                 if Some(term) != exact {
                     terms.push(term);
-                    self.highlight.insert(text.to_owned());
-                    self.highlight_ids.push(term);
+                    self.highlight.push(term);
                     expanded = exact.is_none();
                 }
             }
@@ -142,8 +137,7 @@ impl Query {
             return None;
         }
         if let Some(exact) = exact {
-            self.highlight.insert(stemmed);
-            self.highlight_ids.push(exact);
+            self.highlight.push(exact);
         }
         self.clauses.push(Clause {
             terms,

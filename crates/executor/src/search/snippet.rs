@@ -46,7 +46,7 @@ pub fn snippet(body: &str, highlight: &HashSet<String>) -> Snippet {
 
 /// A body word that holds a highlighted term, as the index has it.
 #[derive(Debug, Clone, Copy)]
-pub struct Place<'a> {
+pub(crate) struct Place<'a> {
     /// The word's number among the body's words the tokeniser keeps.
     pub word: u32,
     /// Its term.
@@ -59,7 +59,7 @@ pub struct Place<'a> {
 /// `places`, in order. Only those words are folded and stemmed, to check that each holds its
 /// term; `None` if one does not (the index and the body disagree), and the caller tokenises
 /// the body instead.
-pub fn snippet_at(body: &str, places: &[Place<'_>]) -> Option<Snippet> {
+pub(crate) fn snippet_at(body: &str, places: &[Place<'_>]) -> Option<Snippet> {
     let places = &places[..places.len().min(MAX_MATCHES_CONSIDERED)];
     let mut byte_matches: Vec<(usize, usize, usize)> = Vec::with_capacity(places.len());
     let mut wanted = places.iter().peekable();
@@ -286,12 +286,12 @@ mod tests {
             let query = Query::parse(&text.join(" "), &index, &filter);
             let (at, body) = (n % bodies.len(), &bodies[n % bodies.len()]);
             let places = index
-                .body_places(&DocId::new(format!("d{at}")).unwrap(), &query.highlight_ids)
+                .body_places(&DocId::new(format!("d{at}")).unwrap(), &query.highlight)
                 .expect("an indexed document");
             let from_index = snippet_at(body, &places).expect("the index agrees with the body");
             assert_eq!(
                 from_index,
-                snippet(body, &query.highlight),
+                snippet(body, &index.term_texts(&query.highlight)),
                 "{text:?} in d{at}"
             );
             compared += usize::from(!from_index.matches.is_empty());
