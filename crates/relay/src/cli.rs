@@ -1,4 +1,4 @@
-//! The command line: `serve`, `owner add|list|disable|link`, `migrate`. Every flag also reads
+//! The command line: `serve`, `owner add|list|disable|link`, `migrate`, `healthcheck`. Every flag also reads
 //! an environment variable so containers need no arguments.
 
 use std::net::SocketAddr;
@@ -61,6 +61,16 @@ enum Command {
     },
     /// Create or update the database schema, then exit.
     Migrate,
+    /// Exit 0 when the relay on this machine answers /readyz (a container's health check).
+    Healthcheck {
+        /// The address the relay listens on (`serve --listen`); 0.0.0.0 and :: are checked on
+        /// loopback.
+        #[arg(long, env = "SEALPOST_LISTEN", default_value = "127.0.0.1:8080")]
+        listen: SocketAddr,
+        /// Seconds to wait for the answer.
+        #[arg(long, default_value_t = 3)]
+        timeout_s: u64,
+    },
 }
 
 /// `serve`'s flags. Each one's variable is derived from its name (`with_variable`), as are
@@ -269,6 +279,9 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             args.limits.check().map_err(anyhow::Error::msg)?;
             config.limits = args.limits;
             crate::app::serve(config).await
+        }
+        Command::Healthcheck { listen, timeout_s } => {
+            crate::healthcheck::check(listen, std::time::Duration::from_secs(timeout_s)).await
         }
         Command::Migrate => {
             store::open(&cli.database_url).await?;

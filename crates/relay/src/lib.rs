@@ -27,6 +27,7 @@ pub mod cli;
 pub mod clock;
 pub mod config;
 pub mod handoff;
+pub mod healthcheck;
 pub mod http;
 pub(crate) mod ids;
 pub(crate) mod metrics;
