@@ -231,13 +231,7 @@ fn names_that_read_as_a_built_in_or_the_reserved_prefix_are_refused_never_rename
             "{reason}"
         );
     }
-    let listed: Vec<String> = h
-        .executor
-        .catalog()
-        .tools
-        .into_iter()
-        .map(|t| t.name)
-        .collect();
+    let listed = h.catalog_names();
     for &(name, _) in LOOK_ALIKES {
         assert!(!listed.iter().any(|n| n == name), "{name} in {listed:?}");
     }
