@@ -19,7 +19,7 @@ use sealpost_testkit::{TestDb, id};
 use sealpost_time::UnixMillis;
 use serde_json::json;
 
-use crate::{Mcp, config_dir, granted_executor, result_text, write_pairing};
+use crate::{Mcp, config_dir, granted_executor, result_text, ten_minute_hello, write_pairing};
 
 fn executor() -> Executor {
     let mut workspace = Workspace::default();
@@ -107,15 +107,7 @@ async fn a_hello_of_another_session_than_the_relay_names_is_not_sealed_to() {
     let (listener, origin) = listener().await;
     let secret = pair_with(config.path(), &origin);
     let now = now_ms();
-    let hello = executor()
-        .start_session(
-            &secret,
-            id(),
-            now,
-            now.saturating_add_ms(600_000),
-            &mut rand::rng(),
-        )
-        .unwrap();
+    let hello = ten_minute_hello(&executor(), &secret, id(), now);
     let answer = LiveSessionResponse {
         session_id: id(), // not the hello's
         hello: Base64Bytes(hello),
@@ -171,15 +163,7 @@ async fn a_hello_expired_by_the_plugins_clock_is_not_sealed_to_whatever_the_rela
     let secret = pair_with(config.path(), &origin);
     let then = UnixMillis::from_ms(now_ms().as_ms() - 365 * 24 * 3600 * 1000);
     let session_id = id::<SessionId>();
-    let hello = executor()
-        .start_session(
-            &secret,
-            session_id,
-            then,
-            then.saturating_add_ms(600_000),
-            &mut rand::rng(),
-        )
-        .unwrap();
+    let hello = ten_minute_hello(&executor(), &secret, session_id, then);
     let answer = LiveSessionResponse {
         session_id,
         hello: Base64Bytes(hello),
@@ -266,15 +250,7 @@ impl ReplayingRelay {
         let now = now_ms();
         let session_id = id::<SessionId>();
         let tab = executor();
-        let hello = tab
-            .start_session(
-                &secret,
-                session_id,
-                now,
-                now.saturating_add_ms(600_000),
-                &mut rand::rng(),
-            )
-            .unwrap();
+        let hello = ten_minute_hello(&tab, &secret, session_id, now);
         let update = |withdrawn: &str| {
             tab.grants().update(|g| {
                 g.tools.remove(withdrawn);
