@@ -23,7 +23,10 @@
 // The browser's own `isTrusted` getter and `addEventListener`, as they are when this module
 // loads: page script that patches either later does not reach the prompt's handlers.
 const apply = Reflect.apply;
-const trustedGetter = Object.getOwnPropertyDescriptor(new Event('sealpost'), 'isTrusted')?.get;
+// `isTrusted` is unforgeable: an own accessor of every event, whose getter checks that it is
+// called on a real event (a browser that kept it on the prototype would still have a getter).
+const trustedGetter = Object.getOwnPropertyDescriptor(new Event('sealpost'), 'isTrusted')?.get
+  ?? Object.getOwnPropertyDescriptor(Event.prototype, 'isTrusted')?.get;
 const addEventListener = EventTarget.prototype.addEventListener;
 
 // Whether `event` is an event the browser made from the person's input. The getter refuses
