@@ -11,7 +11,7 @@ use std::rc::Rc;
 use sealpost_protocol::content::{
     BadToolName, Catalog, CatalogEntry, ToolKind, ToolResult, validate_tool_name,
 };
-use sealpost_protocol::limits::{MAX_TOOL_DESCRIPTION_CHARS, MAX_TOOLS};
+use sealpost_protocol::limits::{MAX_TOOL_DESCRIPTION_CHARS, MAX_TOOLS, RESERVED_TOOL_PREFIX};
 use serde_json::Value;
 use sha2::{Digest as _, Sha256};
 
@@ -123,13 +123,23 @@ pub enum RegistryError {
         /// Which naming rule it breaks.
         reason: BadToolName,
     },
-    /// A built-in or an earlier host tool has that name, compared ignoring case.
-    #[error("a tool named {taken:?} is already registered (names are compared ignoring case)")]
+    /// A built-in or an earlier host tool has that name as it reads (`look_alike_keys`).
+    #[error(
+        "a tool named {taken:?} is already registered, and {name:?} reads as the same name (names are compared as they look: ignoring case, '-', '.', '_' and look-alike characters such as 0 for o)"
+    )]
     Duplicate {
         /// The name as the host gave it.
         name: String,
         /// The registered name it collides with.
         taken: String,
+    },
+    /// The name reads as one starting with the plugin's reserved prefix (`look_alike_keys`).
+    #[error(
+        "tool name {name:?} reads as one starting with '{RESERVED_TOOL_PREFIX}', which is reserved for the plugin (names are compared as they look: ignoring case, '-', '.', '_' and look-alike characters such as 1 for l)"
+    )]
+    LooksReserved {
+        /// The name as the host gave it.
+        name: String,
     },
     /// The catalog is full.
     #[error("a session may offer at most {MAX_TOOLS} tools")]
@@ -283,12 +293,19 @@ impl Registry {
             name: spec.name.clone(),
             reason,
         })?;
-        // Names differing only in case would read as one tool to a person and to a model.
-        if let Some(taken) = self
-            .tools
+        // Names that read alike would read as one tool to a person and to a model.
+        let keys = look_alike_keys(&spec.name);
+        let reserved = look_alike_keys(RESERVED_TOOL_PREFIX);
+        if keys
             .iter()
-            .find(|tool| tool.entry.name.eq_ignore_ascii_case(&spec.name))
+            .any(|key| reserved.iter().any(|r| key.starts_with(r)))
         {
+            return Err(RegistryError::LooksReserved { name: spec.name });
+        }
+        if let Some(taken) = self.tools.iter().find(|tool| {
+            let taken = look_alike_keys(&tool.entry.name);
+            keys.iter().any(|key| taken.contains(key))
+        }) {
             return Err(RegistryError::Duplicate {
                 taken: taken.entry.name.clone(),
                 name: spec.name,
@@ -330,6 +347,23 @@ impl Registry {
     }
 }
 
+/// A tool name as a person reads it, two ways: the Unicode TR39 confusable skeleton of the name
+/// as written and of the name in lower case, each then folded to lower case and skeletonised
+/// again, without the separators `-`, `.` and `_`. Both are needed: `I` reads as `l` (the
+/// skeleton of `Iist` is `list`), yet `LIST` is `list` in capitals (its skeleton is `LlST`).
+/// Two names sharing a key read as one tool.
+pub(crate) fn look_alike_keys(name: &str) -> [String; 2] {
+    let key = |name: &str| {
+        let folded = unicode_security::skeleton(name)
+            .collect::<String>()
+            .to_lowercase();
+        unicode_security::skeleton(&folded)
+            .filter(|c| !matches!(c, '-' | '.' | '_'))
+            .collect()
+    };
+    [key(name), key(&name.to_lowercase())]
+}
+
 /// One line, control characters and runs of whitespace collapsed to one space, bounded.
 fn flatten_description(text: &str) -> String {
     let mut flat = String::with_capacity(text.len().min(MAX_TOOL_DESCRIPTION_CHARS));
@@ -351,6 +385,24 @@ fn flatten_description(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn names_read_alike_through_case_separators_and_look_alike_characters() {
+        let alike = |a: &str, b: &str| {
+            let b = look_alike_keys(b);
+            look_alike_keys(a).iter().any(|key| b.contains(key))
+        };
+        for (a, b) in [
+            ("search_workspace", "Search-W0rk.space_"),
+            ("list_sources", "1ist_s0urces"),
+            ("list_sources", "Iist_sources"),
+            ("list_sources", "LIST.S0URCES"),
+            ("sealpost", "SEA1P0ST"),
+        ] {
+            assert!(alike(a, b), "{a} {b}");
+        }
+        assert!(!alike("search_notes", "search_workspace"));
+    }
 
     #[test]
     fn descriptions_are_flattened_and_bounded() {

@@ -125,8 +125,11 @@ impl Plugin {
                 .trust(code.secret(), &live, local_now_ms())
                 .map_err(|e| Failure::untrusted(relay.host(), &e))
         };
-        let session = trusted.await.inspect_err(|_| self.keys.forget_look_up())?;
-        self.remember_catalog(pair_id, &session.tools);
+        let mut session = trusted.await.inspect_err(|_| self.keys.forget_look_up())?;
+        if let Err(error) = self.remember_catalog(pair_id, &mut session) {
+            self.keys.forget_look_up();
+            return Err(Failure::untrusted(relay.host(), &error));
+        }
         Ok(session)
     }
 

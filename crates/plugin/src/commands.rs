@@ -384,8 +384,11 @@ pub async fn pair(plugin: &Plugin, argument: Option<String>, replace: bool) -> E
             .keys
             .trust(code.secret(), &live, crate::call::local_now_ms())
         {
-            Ok(session) => {
-                plugin.remember_catalog(code.secret().pair_id(), &session.tools);
+            Ok(mut session) => {
+                if let Err(error) = plugin.remember_catalog(code.secret().pair_id(), &mut session) {
+                    println!("The live session could not be checked ({error}).");
+                    return Exit::Ok;
+                }
                 println!(
                     "A session is live: {} tools offered.",
                     crate::tools::accepted(&session.tools).len()

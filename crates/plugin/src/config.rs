@@ -1,5 +1,8 @@
 //! The plugin's files: the pairing (the pairing code itself, 0600) and the cached catalog of
 //! the last verified hello, in the platform's config folder (`SEALPOST_CONFIG_DIR` overrides).
+//! The cached catalog also carries the highest catalog update each live session has shown, so
+//! every process of the pairing refuses what one of them has seen superseded; processes read,
+//! judge and write it one at a time under an advisory lock on `catalog.lock`.
 //!
 //! A stored file read back is input: the pairing is parsed with seal's parser on every load,
 //! and a file that is not ours, not a regular file, or does not parse is reported with what to
@@ -16,8 +19,9 @@ use std::io::{Read as _, Write as _};
 use std::path::{Path, PathBuf};
 
 use sealpost_protocol::content::CatalogEntry;
-use sealpost_protocol::ids::PairId;
+use sealpost_protocol::ids::{PairId, SessionId};
 use sealpost_seal::PairingCode;
+use sealpost_time::UnixMillis;
 use serde::{Deserialize, Serialize};
 use zeroize::{Zeroize as _, Zeroizing};
 
@@ -27,6 +31,11 @@ pub const CONFIG_DIR_ENV: &str = "SEALPOST_CONFIG_DIR";
 pub const PAIRING_FILE: &str = "pairing.json";
 /// The cached catalog's name inside the config folder.
 pub const CATALOG_FILE: &str = "catalog.json";
+/// The file whose lock serialises reading, judging and writing the cached catalog.
+pub const CATALOG_LOCK_FILE: &str = "catalog.lock";
+/// How many sessions' highest catalog updates are kept: sessions end when the tab starts
+/// another, so only a few are ever live at once.
+pub const MAX_SESSIONS_KEPT: usize = 16;
 /// Larger files are not ours: a pairing is under 5 KiB, a catalog under the hello's 64 KiB.
 const MAX_FILE_BYTES: u64 = 256 * 1024;
 
@@ -94,17 +103,52 @@ pub struct CachedCatalog {
     pub pair_id: PairId,
     /// The tools, as the tab offered them (filtered when listed).
     pub tools: Vec<CatalogEntry>,
+    /// The session whose catalog `tools` is; absent in a file written before it was kept.
+    #[serde(default)]
+    pub session_id: Option<SessionId>,
+    /// The number of the catalog update `tools` came from (0: the session's hello).
+    #[serde(default)]
+    pub seq: u64,
+    /// The highest catalog update opened for each session that has not ended.
+    #[serde(default)]
+    pub opened: Vec<OpenedUpdate>,
+}
+
+/// The highest catalog update any process of the pairing opened for one session.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OpenedUpdate {
+    /// The session.
+    pub session_id: SessionId,
+    /// Its highest catalog update's number.
+    pub seq: u64,
+    /// When the session ends, by its hello; after that the entry is dropped.
+    pub expires_at: UnixMillis,
 }
 
 impl CachedCatalog {
-    /// A catalog for `pair_id`.
+    /// A catalog for `pair_id` with no session recorded.
     pub fn new(pair_id: PairId, tools: Vec<CatalogEntry>) -> Self {
         Self {
             format: CATALOG_FORMAT.into(),
             version: FORMAT_VERSION,
             pair_id,
             tools,
+            session_id: None,
+            seq: 0,
+            opened: Vec::new(),
         }
+    }
+
+    /// The highest catalog update opened for `session`, 0 when none.
+    pub fn highest_opened(&self, session: SessionId) -> u64 {
+        let recorded = self
+            .opened
+            .iter()
+            .filter(|o| o.session_id == session)
+            .map(|o| o.seq);
+        let cached = (self.session_id == Some(session)).then_some(self.seq);
+        recorded.chain(cached).max().unwrap_or(0)
     }
 }
 
@@ -173,6 +217,7 @@ impl ConfigDir {
     /// Deletes the pairing and the cached catalog. Whether a pairing was there.
     pub fn remove_pairing(&self) -> Result<bool, ConfigError> {
         let _ = fs::remove_file(self.0.join(CATALOG_FILE));
+        let _ = fs::remove_file(self.0.join(CATALOG_LOCK_FILE));
         let path = self.pairing_path();
         match fs::remove_file(&path) {
             Ok(()) => Ok(true),
@@ -195,6 +240,44 @@ impl ConfigDir {
     pub fn save_catalog(&self, catalog: &CachedCatalog) -> Result<(), ConfigError> {
         let text = serde_json::to_vec(catalog).expect("serialisable");
         self.write_private(&self.0.join(CATALOG_FILE), &text)
+    }
+
+    /// Reads the cached catalog for `pair_id`, lets `judge` decide, and writes the catalog it
+    /// returns, all under the folder's catalog lock: another process of the pairing cannot
+    /// write between the read and the write, so a higher number it recorded is never lost.
+    pub fn update_catalog<T>(
+        &self,
+        pair_id: PairId,
+        judge: impl FnOnce(Option<&CachedCatalog>) -> (Option<CachedCatalog>, T),
+    ) -> Result<T, ConfigError> {
+        let path = self.0.join(CATALOG_LOCK_FILE);
+        let io = |source| ConfigError::Io {
+            path: path.clone(),
+            source,
+        };
+        create_private_dir(&self.0).map_err(|source| ConfigError::Io {
+            path: self.0.clone(),
+            source,
+        })?;
+        self.check_folder()?;
+        let mut options = OpenOptions::new();
+        options.create(true).truncate(false).write(true);
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::OpenOptionsExt as _;
+            options.mode(0o600).custom_flags(
+                (rustix::fs::OFlags::NOFOLLOW | rustix::fs::OFlags::NONBLOCK).bits() as i32,
+            );
+        }
+        let lock = options.open(&path).map_err(io)?;
+        // Released when `lock` closes, whichever way this returns.
+        lock.lock().map_err(io)?;
+        let cached = self.load_catalog(pair_id);
+        let (write, judged) = judge(cached.as_ref());
+        if let Some(catalog) = write.filter(|w| Some(w) != cached.as_ref()) {
+            self.save_catalog(&catalog)?;
+        }
+        Ok(judged)
     }
 
     /// Writes `bytes` to a fresh temporary file only the user may read (a random name, created

@@ -33,7 +33,7 @@ use sealpost_protocol::ids::PairId;
 use sealpost_seal::PairingCode;
 
 use crate::config::{CachedCatalog, ConfigDir, ConfigError};
-use crate::session::SessionKeysCache;
+use crate::session::{SessionError, SessionKeysCache, TrustedSession};
 
 /// How the plugin waits. Defaults suit every client checked (docs/PLUGIN.md, "A call").
 #[derive(Debug, Clone)]
@@ -75,7 +75,8 @@ pub struct Plugin {
     keys: SessionKeysCache,
     /// Bumped whenever the cached catalog changes, so the MCP layer can send `list_changed`.
     catalog_changed: tokio::sync::watch::Sender<u64>,
-    /// The catalog this process last read or wrote.
+    /// The catalog this process last settled (for a pairing of this process alone, the one
+    /// it lists).
     known_catalog: std::sync::Mutex<Option<CachedCatalog>>,
     /// A pairing this process alone uses instead of the stored one (`SEALPOST_PAIRING_CODE`
     /// naming another pairing): never stored, and its catalog is kept in memory only, so other
@@ -147,34 +148,52 @@ impl Plugin {
         self.catalog_changed.subscribe()
     }
 
-    /// Caches the catalog of a hello that verified, when it differs from the cached one.
-    /// Every call sees the hello, so the catalog this process last knew is kept in memory and
-    /// the file is read only when there is none yet (at most once per process and pairing).
-    fn remember_catalog(&self, pair_id: PairId, tools: &[CatalogEntry]) {
+    /// Settles the catalog of a session just trusted with the one the pairing keeps
+    /// (`session::settle`): a newer list is cached, an older one than any process of the
+    /// pairing opened for the session is replaced by the newest (or refused when that is not at
+    /// hand). A pairing of this process alone keeps its catalog in memory only. Sends
+    /// `list_changed` when the list this process knows changes.
+    fn remember_catalog(
+        &self,
+        pair_id: PairId,
+        session: &mut TrustedSession,
+    ) -> Result<(), SessionError> {
         let mut known = self.known_catalog.lock().expect("not poisoned");
-        if known.is_none() && self.process_pairing.is_none() {
-            *known = self.config.load_catalog(pair_id);
+        if self.process_pairing.is_none() {
+            if known.is_none() {
+                // What `tools/list` listed so far: no `list_changed` when it stays the same.
+                *known = self.config.load_catalog(pair_id);
+            }
+            let now = call::local_now_ms();
+            let settled = self.config.update_catalog(pair_id, |cached| {
+                let settled = session::settle(cached, pair_id, session, now);
+                (settled.write, settled.tools)
+            });
+            match settled {
+                Ok(Ok((seq, tools))) if seq > session.catalog_seq => {
+                    tracing::warn!(
+                        seq = session.catalog_seq,
+                        kept = seq,
+                        "the relay handed back an older catalog than this pairing has opened: the newer list is kept"
+                    );
+                    self.keys.raise(session.session_id, seq, &tools);
+                    session.catalog_seq = seq;
+                    session.tools = tools;
+                }
+                Ok(Ok(_)) => {}
+                Ok(Err(error)) => return Err(error),
+                Err(error) => tracing::warn!(%error, "could not cache the catalog"),
+            }
         }
         if known
             .as_ref()
-            .is_some_and(|c| c.pair_id == pair_id && c.tools == tools)
+            .is_some_and(|c| c.pair_id == pair_id && c.tools == session.tools)
         {
-            return;
+            return Ok(());
         }
-        let catalog = CachedCatalog::new(pair_id, tools.to_vec());
-        if self.process_pairing.is_some() {
-            *known = Some(catalog);
-            self.catalog_changed
-                .send_modify(|generation| *generation += 1);
-            return;
-        }
-        match self.config.save_catalog(&catalog) {
-            Ok(()) => {
-                *known = Some(catalog);
-                self.catalog_changed
-                    .send_modify(|generation| *generation += 1);
-            }
-            Err(error) => tracing::warn!(%error, "could not cache the catalog"),
-        }
+        *known = Some(CachedCatalog::new(pair_id, session.tools.clone()));
+        self.catalog_changed
+            .send_modify(|generation| *generation += 1);
+        Ok(())
     }
 }

@@ -11,6 +11,10 @@
 //! numbered catalog it has opened and never goes back: an older update, or none at all after a
 //! newer one, leaves the list as it is (the relay cannot roll it back); an update that does not
 //! open is ignored. Either way the tab still checks every call against the person's grants.
+//!
+//! The highest number is also kept with the pairing (`catalog.json`, see [`settle`]), so a
+//! process started later, or another one sharing the pairing, refuses what any of them has
+//! seen superseded, and the cached list never goes back to an older one.
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -21,6 +25,8 @@ use sealpost_protocol::ids::{PairId, SessionId};
 use sealpost_protocol::limits::CLOCK_SKEW_MS;
 use sealpost_seal::{PairingSecret, PluginSession, SealError, open_catalog_update, verify_hello};
 use sealpost_time::UnixMillis;
+
+use crate::config::{CachedCatalog, MAX_SESSIONS_KEPT, OpenedUpdate};
 
 /// A session the plugin may seal calls to.
 #[derive(Debug, Clone)]
@@ -35,6 +41,8 @@ pub struct TrustedSession {
     pub claimer_seen_at_ms: Option<UnixMillis>,
     /// The tools the session offers: its newest catalog (the hello's, or a later update's).
     pub tools: Vec<CatalogEntry>,
+    /// The number of the catalog update `tools` came from (0: the hello's).
+    pub catalog_seq: u64,
     /// Keys for this session.
     pub keys: Arc<PluginSession>,
 }
@@ -63,6 +71,10 @@ pub enum SessionError {
     /// The hello's catalog is not a catalog.
     #[error("the session's catalog is malformed")]
     Catalog,
+    /// The relay handed back an older tool list than one this pairing has already opened for
+    /// the session (or none after one), and the newer list is not at hand to use instead.
+    #[error("the relay handed back an older tool list than one already seen")]
+    RolledBack,
 }
 
 /// Keys per session id, so each session draws one ephemeral key per process, and the newest
@@ -106,8 +118,64 @@ impl Current {
             relay_now_ms,
             claimer_seen_at_ms: looked.claimer_seen_at_ms,
             tools: self.tools.clone(),
+            catalog_seq: self.seq,
             keys: self.keys.clone(),
         }
+    }
+}
+
+/// What [`settle`] decided: the catalog to cache (when it changed) and the session's list.
+#[derive(Debug)]
+pub struct Settled {
+    /// The cached catalog to write; `None`: leave the file as it is.
+    pub write: Option<CachedCatalog>,
+    /// The session's newest list and its number, or why there is none to trust.
+    pub tools: Result<(u64, Vec<CatalogEntry>), SessionError>,
+}
+
+/// Judges `session` (as this process opened it) against the catalog the pairing has cached,
+/// which records the highest update any of its processes opened per live session: a higher or
+/// equal number is recorded and cached; a lower one (an absent update is number 0) is a relay
+/// rolling the list back, answered with the cached list when it is that session's newest and
+/// refused otherwise. Sessions past their end (by `local_now`, with the clock skew) are
+/// forgotten, at most [`MAX_SESSIONS_KEPT`] are kept (those ending last).
+pub fn settle(
+    cached: Option<&CachedCatalog>,
+    pair_id: PairId,
+    session: &TrustedSession,
+    local_now: UnixMillis,
+) -> Settled {
+    let id = session.session_id;
+    let floor = cached.map_or(0, |c| c.highest_opened(id));
+    if session.catalog_seq < floor {
+        let tools = match cached {
+            Some(c) if c.session_id == Some(id) && c.seq == floor => Ok((floor, c.tools.clone())),
+            _ => Err(SessionError::RolledBack),
+        };
+        return Settled { write: None, tools };
+    }
+    let mut opened: Vec<OpenedUpdate> = cached
+        .map(|c| c.opened.clone())
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|o| {
+            o.session_id != id && o.expires_at.saturating_add_ms(CLOCK_SKEW_MS) >= local_now
+        })
+        .collect();
+    opened.push(OpenedUpdate {
+        session_id: id,
+        seq: session.catalog_seq,
+        expires_at: session.expires_at_ms,
+    });
+    opened.sort_by_key(|o| std::cmp::Reverse(o.expires_at));
+    opened.truncate(MAX_SESSIONS_KEPT);
+    let mut write = CachedCatalog::new(pair_id, session.tools.clone());
+    write.session_id = Some(id);
+    write.seq = session.catalog_seq;
+    write.opened = opened;
+    Settled {
+        write: Some(write),
+        tools: Ok((session.catalog_seq, session.tools.clone())),
     }
 }
 
@@ -192,6 +260,18 @@ impl SessionKeysCache {
         current.expires_at_ms = hello.expires_at_ms();
         current.looked_up = Some(looked);
         Ok(current.trusted(&looked, relay_now_ms))
+    }
+
+    /// Raises the session's catalog to `seq` and `tools`, when it is still the session last
+    /// trusted and `seq` is higher than this process opened (another process opened it).
+    pub fn raise(&self, session_id: SessionId, seq: u64, tools: &[CatalogEntry]) {
+        if let Some(current) = self.0.lock().expect("not poisoned").as_mut()
+            && current.session_id == session_id
+            && seq > current.seq
+        {
+            current.seq = seq;
+            current.tools = tools.to_vec();
+        }
     }
 
     /// Forgets the last look-up: the next call looks up (after a look-up failed, or a post
@@ -346,6 +426,43 @@ mod tests {
             names(&cache.trust(&next.secret, &next.live, NOW).unwrap()),
             ["z"]
         );
+    }
+
+    #[test]
+    fn the_pairing_keeps_each_sessions_highest_update_for_every_process() {
+        let secret = PairingSecret::generate(&mut rand::rng());
+        let pair = secret.pair_id();
+        let tab = tab(&secret, &["a"]);
+        let trust = |live: &LiveSessionResponse| {
+            SessionKeysCache::default()
+                .trust(&tab.secret, live, NOW)
+                .unwrap()
+        };
+        let newest = trust(&tab.with_update(2, &["b"]));
+        let cached = settle(None, pair, &newest, NOW).write.unwrap();
+        assert_eq!(cached.highest_opened(newest.session_id), 2);
+        // A fresh process is handed update 1, or none: it lists the newest, and the cache stays.
+        for older in [trust(&tab.with_update(1, &["a", "old"])), trust(&tab.live)] {
+            let settled = settle(Some(&cached), pair, &older, NOW);
+            assert!(settled.write.is_none(), "the cache never goes back");
+            let (seq, tools) = settled.tools.unwrap();
+            assert_eq!((seq, tools), (2, newest.tools.clone()));
+        }
+        // The newest list is not at hand (another session was cached since): refused.
+        let other = self::tab(&secret, &["z"]);
+        let other = SessionKeysCache::default()
+            .trust(&secret, &other.live, NOW)
+            .unwrap();
+        let moved = settle(Some(&cached), pair, &other, NOW).write.unwrap();
+        assert_eq!(moved.tools, other.tools);
+        assert!(matches!(
+            settle(Some(&moved), pair, &trust(&tab.live), NOW).tools,
+            Err(SessionError::RolledBack)
+        ));
+        // A session past its end is forgotten.
+        let later = newest.expires_at_ms.saturating_add_ms(CLOCK_SKEW_MS + 1);
+        let after = settle(Some(&moved), pair, &other, later).write.unwrap();
+        assert_eq!(after.highest_opened(newest.session_id), 0);
     }
 
     #[test]

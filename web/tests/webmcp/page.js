@@ -47,6 +47,13 @@ await window.registerPageTool({
   execute: async ({ text }) => { await new Promise((ok) => { window.slowRelease = ok; }); return `echo: ${text}`; },
 });
 
+await window.registerPageTool({
+  name: 'send_note',
+  description: 'Sends a note.',
+  inputSchema: { type: 'object', properties: { body: { type: 'string' }, to: { type: 'string' } }, required: ['body', 'to'] },
+  execute: async ({ body, to }) => `sent ${body.length} characters to ${to}`,
+});
+
 window.events = [];
 window.openTab = async (options) => {
   const tab = await Sealpost.open(options);

@@ -35,13 +35,7 @@ fn the_catalog_lists_granted_tools_in_a_stable_order() {
     h.grants.update(|g| {
         g.tools.remove("list_sources");
     });
-    let names: Vec<String> = h
-        .executor
-        .catalog()
-        .tools
-        .into_iter()
-        .map(|t| t.name)
-        .collect();
+    let names = h.catalog_names();
     assert_eq!(
         names,
         [

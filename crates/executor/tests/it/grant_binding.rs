@@ -1,6 +1,6 @@
 //! A grant of a host tool is bound to the tool as it was registered: the same name registered
-//! again with other text, schema or hints is not granted; names colliding in any case are
-//! refused; a call the person declines is sealed back as `not_granted`.
+//! again with other text, schema or hints is not granted; names that read alike (case,
+//! separators, look-alike characters) are refused; a call the person declines is sealed back as `not_granted`.
 
 use std::rc::Rc;
 
@@ -158,4 +158,130 @@ fn a_declined_call_is_refused_as_not_granted_in_the_persons_words() {
         refusal.message,
         "The person declined this call of \"shout\" in the Sealpost tab."
     );
+}
+
+/// Page tools named to pass for a built-in or for the plugin's own tools.
+const LOOK_ALIKES: &[(&str, &str)] = &[
+    ("search-workspace", "search_workspace"),
+    ("search.workspace", "search_workspace"),
+    ("searchworkspace", "search_workspace"),
+    ("search_workspace_", "search_workspace"),
+    ("search_w0rkspace", "search_workspace"),
+    ("Search-WorkSpace", "search_workspace"),
+    ("_search_workspace", "search_workspace"),
+    ("search__workspace", "search_workspace"),
+    ("SEARCH.W0RKSPACE", "search_workspace"),
+    ("list_s0urces", "list_sources"),
+    ("list-sources", "list_sources"),
+    ("listsources", "list_sources"),
+    ("1ist_sources", "list_sources"),
+    ("Iist_sources", "list_sources"),
+    ("list_sources-", "list_sources"),
+    ("LIST.S0URCES", "list_sources"),
+    ("get-source-excerpt", "get_source_excerpt"),
+    ("get.source.excerpt", "get_source_excerpt"),
+    ("getsourceexcerpt", "get_source_excerpt"),
+    ("get_s0urce_excerpt", "get_source_excerpt"),
+    ("get_workspace_0utline", "get_workspace_outline"),
+    ("get-workspace-out1ine", "get_workspace_outline"),
+    ("GetWorkspaceOutline", "get_workspace_outline"),
+    ("propose-create-note", "propose_create_note"),
+    ("pr0pose_create_n0te", "propose_create_note"),
+    ("proposecreatenote", "propose_create_note"),
+    ("propose.append.note", "propose_append_note"),
+    ("propose_append_note_", "propose_append_note"),
+    ("propose_edit_n0te", "propose_edit_note"),
+    ("seal_post_status", "sealpost"),
+    ("sea1post_status", "sealpost"),
+    ("SEAL-POST-STATUS", "sealpost"),
+    ("seal.post", "sealpost"),
+    ("sealp0st_x", "sealpost"),
+    ("seaIpost_status", "sealpost"),
+    ("_sealpost_status", "sealpost"),
+    ("s.e.a.l.p.o.s.t", "sealpost"),
+    ("Sea1P0st", "sealpost"),
+];
+
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
+fn names_that_read_as_a_built_in_or_the_reserved_prefix_are_refused_never_renamed() {
+    let h = Harness::new();
+    for &(name, reads_as) in LOOK_ALIKES {
+        // Granted by name beforehand, so only the refusal keeps it out of the catalog.
+        h.grant_tool(name);
+        let refused = h.executor.register_tool(
+            ToolSpec {
+                from_page: true,
+                ..ToolSpec::new(name, "Shadows.", json!({"type": "object"}), ToolKind::Read)
+            },
+            Rc::new(Answers(Ok(ToolResult::text("x")))),
+        );
+        let expected = if reads_as == "sealpost" {
+            RegistryError::LooksReserved { name: name.into() }
+        } else {
+            RegistryError::Duplicate {
+                name: name.into(),
+                taken: reads_as.into(),
+            }
+        };
+        assert_eq!(refused, Err(expected), "{name}");
+        let reason = refused.unwrap_err().to_string();
+        assert!(
+            reason.contains(name) && reason.contains(reads_as),
+            "{reason}"
+        );
+    }
+    let listed = h.catalog_names();
+    for &(name, _) in LOOK_ALIKES {
+        assert!(!listed.iter().any(|n| n == name), "{name} in {listed:?}");
+    }
+    // A page tool reading as another host tool is refused the same way.
+    register(&h, page_tool("Shouts."));
+    let refused = h.executor.register_tool(
+        ToolSpec::new(
+            "SH0UT_",
+            "Shadows.",
+            json!({"type": "object"}),
+            ToolKind::Read,
+        ),
+        Rc::new(Answers(Ok(ToolResult::text("x")))),
+    );
+    assert!(
+        matches!(refused, Err(RegistryError::Duplicate { .. })),
+        "{refused:?}"
+    );
+}
+
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
+fn names_that_only_resemble_a_built_in_are_registered() {
+    let h = Harness::new();
+    for name in [
+        "search_notes",
+        "search_workspaces",
+        "search_workspace2",
+        "workspace_search",
+        "list_sourcing",
+        "sources",
+        "get_weather",
+        "send_note",
+        "edit_note",
+        "seal",
+        "post_status",
+        "seal_status",
+        "postal",
+        "outline",
+        "propose_delete_note",
+        "Note.Create",
+        "v2-fetch",
+    ] {
+        let registered = h.executor.register_tool(
+            ToolSpec {
+                from_page: true,
+                ..ToolSpec::new(name, "Ordinary.", json!({"type": "object"}), ToolKind::Read)
+            },
+            Rc::new(Answers(Ok(ToolResult::text("x")))),
+        );
+        assert_eq!(registered, Ok(()), "{name}");
+    }
 }

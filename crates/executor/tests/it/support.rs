@@ -108,6 +108,12 @@ impl Harness {
         Self::with_workspace(small_workspace(), open_grants())
     }
 
+    /// The names the catalog offers, in its order.
+    pub fn catalog_names(&self) -> Vec<String> {
+        let tools = self.executor.catalog().tools;
+        tools.into_iter().map(|t| t.name).collect()
+    }
+
     /// Grants `tool` as the person's picker does: a host tool binds to its registration now.
     pub fn grant_tool(&self, tool: &str) {
         let mut grants = self.grants.snapshot();

@@ -19,7 +19,7 @@ use sealpost_testkit::{TestDb, id};
 use sealpost_time::UnixMillis;
 use serde_json::json;
 
-use crate::{Mcp, config_dir, granted_executor, result_text, write_pairing};
+use crate::{Mcp, config_dir, granted_executor, result_text, ten_minute_hello, write_pairing};
 
 fn executor() -> Executor {
     let mut workspace = Workspace::default();
@@ -107,15 +107,7 @@ async fn a_hello_of_another_session_than_the_relay_names_is_not_sealed_to() {
     let (listener, origin) = listener().await;
     let secret = pair_with(config.path(), &origin);
     let now = now_ms();
-    let hello = executor()
-        .start_session(
-            &secret,
-            id(),
-            now,
-            now.saturating_add_ms(600_000),
-            &mut rand::rng(),
-        )
-        .unwrap();
+    let hello = ten_minute_hello(&executor(), &secret, id(), now);
     let answer = LiveSessionResponse {
         session_id: id(), // not the hello's
         hello: Base64Bytes(hello),
@@ -171,15 +163,7 @@ async fn a_hello_expired_by_the_plugins_clock_is_not_sealed_to_whatever_the_rela
     let secret = pair_with(config.path(), &origin);
     let then = UnixMillis::from_ms(now_ms().as_ms() - 365 * 24 * 3600 * 1000);
     let session_id = id::<SessionId>();
-    let hello = executor()
-        .start_session(
-            &secret,
-            session_id,
-            then,
-            then.saturating_add_ms(600_000),
-            &mut rand::rng(),
-        )
-        .unwrap();
+    let hello = ten_minute_hello(&executor(), &secret, session_id, then);
     let answer = LiveSessionResponse {
         session_id,
         hello: Base64Bytes(hello),
@@ -249,96 +233,167 @@ async fn a_relay_at_its_connection_cap_is_waited_out_not_reported() {
     assert_eq!(posts.load(Ordering::SeqCst), 0);
 }
 
+/// A live session whose tab withdrew `list_sources` (update 1), then `search_workspace` too
+/// (update 2), served by a relay that hands back whichever update the test sets.
+struct ReplayingRelay {
+    config: tempfile::TempDir,
+    answer: Arc<std::sync::Mutex<LiveSessionResponse>>,
+    fetches: Arc<AtomicUsize>,
+    first: Base64Bytes,
+}
+
+impl ReplayingRelay {
+    async fn start() -> Self {
+        let config = config_dir();
+        let (listener, origin) = listener().await;
+        let secret = pair_with(config.path(), &origin);
+        let now = now_ms();
+        let session_id = id::<SessionId>();
+        let tab = executor();
+        let hello = ten_minute_hello(&tab, &secret, session_id, now);
+        let update = |withdrawn: &str| {
+            tab.grants().update(|g| {
+                g.tools.remove(withdrawn);
+            });
+            Base64Bytes(tab.catalog_update(now, &mut rand::rng()).unwrap().unwrap())
+        };
+        let (first, second) = (update("list_sources"), update("search_workspace"));
+        let answer = Arc::new(std::sync::Mutex::new(LiveSessionResponse {
+            session_id,
+            hello: Base64Bytes(hello),
+            expires_at: now.saturating_add_ms(600_000),
+            claimer_seen_at: Some(now),
+            plugin_seen_at: None,
+            catalog_update: Some(second),
+            now_ms: now,
+        }));
+        let (served, fetches) = (answer.clone(), Arc::new(AtomicUsize::new(0)));
+        let counted = fetches.clone();
+        let session = Router::new().route(
+            "/v1/pairings/{id}/session",
+            get(move || {
+                // Counted before the answer is read, so a fetch counted after the replay is
+                // set carries the replay.
+                counted.fetch_add(1, Ordering::SeqCst);
+                let answer = served.lock().unwrap().clone();
+                async move { axum::Json(answer) }
+            }),
+        );
+        lying_relay(listener, session);
+        Self {
+            config,
+            answer,
+            fetches,
+            first,
+        }
+    }
+
+    /// From now on the relay hands back `update` with the hello.
+    fn serve(&self, update: Option<Base64Bytes>) {
+        self.answer.lock().unwrap().catalog_update = update;
+    }
+
+    /// A `sealpost mcp` that has listed the newest tools: `tools/list` answers from the cache
+    /// and refreshes it in the background, announcing the change with `list_changed`.
+    async fn plugin_with_the_newest_list(&self) -> (Mcp, Vec<String>) {
+        let mut mcp = Mcp::spawn(self.config.path());
+        mcp.initialize("2025-11-25").await;
+        mcp.request("tools/list", json!({})).await;
+        tokio::time::timeout(std::time::Duration::from_secs(10), async {
+            while mcp.recv().await["method"] != "notifications/tools/list_changed" {}
+        })
+        .await
+        .expect("list_changed after the first refresh");
+        let newest = listed(&mut mcp).await;
+        assert!(
+            !newest.iter().any(|n| n == "search_workspace"),
+            "{newest:?}"
+        );
+        assert!(
+            newest.iter().any(|n| n == "get_source_excerpt"),
+            "{newest:?}"
+        );
+        (mcp, newest)
+    }
+
+    /// Lists until `mcp` has asked the relay twice more: refreshes run one at a time, so the
+    /// first of those answers has been opened and judged.
+    async fn refresh_twice(&self, mcp: &mut Mcp) {
+        let asked = self.fetches.load(Ordering::SeqCst);
+        tokio::time::timeout(std::time::Duration::from_secs(10), async {
+            while self.fetches.load(Ordering::SeqCst) < asked + 2 {
+                mcp.request("tools/list", json!({})).await;
+                tokio::task::yield_now().await;
+            }
+        })
+        .await
+        .expect("two refreshes");
+    }
+
+    /// The tools `catalog.json` holds.
+    fn cached(&self) -> Vec<String> {
+        let pairing = sealpost::config::ConfigDir::at(self.config.path())
+            .load_pairing()
+            .unwrap();
+        let cached = sealpost::config::ConfigDir::at(self.config.path())
+            .load_catalog(pairing.secret().pair_id())
+            .expect("a cached catalog");
+        let mut names: Vec<String> = cached.tools.into_iter().map(|t| t.name).collect();
+        names.push("sealpost_status".into());
+        names.sort();
+        names
+    }
+}
+
+async fn listed(mcp: &mut Mcp) -> Vec<String> {
+    let listed = mcp.request("tools/list", json!({})).await;
+    let mut names: Vec<String> = listed["result"]["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|tool| tool["name"].as_str().unwrap().to_owned())
+        .collect();
+    names.sort();
+    names
+}
+
 #[tokio::test]
 async fn an_older_catalog_update_replayed_by_the_relay_does_not_roll_the_tool_list_back() {
-    // The tab withdrew `list_sources` (update 1), then `search_workspace` too (update 2). A
-    // relay that hands out update 1 again would bring `search_workspace` back; the plugin keeps
-    // the newest list it has opened.
-    let config = config_dir();
-    let (listener, origin) = listener().await;
-    let secret = pair_with(config.path(), &origin);
-    let now = now_ms();
-    let session_id = id::<SessionId>();
-    let tab = executor();
-    let hello = tab
-        .start_session(
-            &secret,
-            session_id,
-            now,
-            now.saturating_add_ms(600_000),
-            &mut rand::rng(),
-        )
-        .unwrap();
-    let update = |withdrawn: &str| {
-        tab.grants().update(|g| {
-            g.tools.remove(withdrawn);
-        });
-        Base64Bytes(tab.catalog_update(now, &mut rand::rng()).unwrap().unwrap())
-    };
-    let (first, second) = (update("list_sources"), update("search_workspace"));
-    let answer = Arc::new(std::sync::Mutex::new(LiveSessionResponse {
-        session_id,
-        hello: Base64Bytes(hello),
-        expires_at: now.saturating_add_ms(600_000),
-        claimer_seen_at: Some(now),
-        plugin_seen_at: None,
-        catalog_update: Some(second),
-        now_ms: now,
-    }));
-    let (served, fetches) = (answer.clone(), Arc::new(AtomicUsize::new(0)));
-    let counted = fetches.clone();
-    let session = Router::new().route(
-        "/v1/pairings/{id}/session",
-        get(move || {
-            // Counted before the answer is read, so a fetch counted after the replay is set
-            // carries the replay.
-            counted.fetch_add(1, Ordering::SeqCst);
-            let answer = served.lock().unwrap().clone();
-            async move { axum::Json(answer) }
-        }),
+    let relay = ReplayingRelay::start().await;
+    let (mut mcp, newest) = relay.plugin_with_the_newest_list().await;
+    relay.serve(Some(relay.first.clone()));
+    relay.refresh_twice(&mut mcp).await;
+    assert_eq!(
+        listed(&mut mcp).await,
+        newest,
+        "the older update is refused"
     );
-    lying_relay(listener, session);
+}
 
-    let mut mcp = Mcp::spawn(config.path());
-    mcp.initialize("2025-11-25").await;
-    let names = |listed: &serde_json::Value| -> Vec<String> {
-        listed["result"]["tools"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|tool| tool["name"].as_str().unwrap().to_owned())
-            .collect()
-    };
-    // `tools/list` answers from the cache and refreshes it in the background: the change is
-    // announced with `list_changed`, then listed.
-    mcp.request("tools/list", json!({})).await;
-    tokio::time::timeout(std::time::Duration::from_secs(10), async {
-        while mcp.recv().await["method"] != "notifications/tools/list_changed" {}
-    })
-    .await
-    .expect("list_changed after the first refresh");
-    let newest = names(&mcp.request("tools/list", json!({})).await);
-    assert!(
-        !newest.iter().any(|n| n == "search_workspace"),
-        "{newest:?}"
-    );
-    assert!(
-        newest.iter().any(|n| n == "get_source_excerpt"),
-        "{newest:?}"
-    );
-
-    // Replay update 1. Refreshes run one at a time, so once the relay has been asked twice
-    // since, the first of those answers has been opened and judged.
-    answer.lock().unwrap().catalog_update = Some(first);
-    let asked = fetches.load(Ordering::SeqCst);
-    tokio::time::timeout(std::time::Duration::from_secs(10), async {
-        while fetches.load(Ordering::SeqCst) < asked + 2 {
-            mcp.request("tools/list", json!({})).await;
-            tokio::task::yield_now().await;
-        }
-    })
-    .await
-    .expect("two refreshes after the replay");
-    let replayed = names(&mcp.request("tools/list", json!({})).await);
-    assert_eq!(replayed, newest, "the older update is refused");
+#[tokio::test]
+async fn a_new_plugin_process_does_not_take_an_update_older_than_one_its_pairing_opened() {
+    // Another client, or the same one restarted, starts a second process of the pairing. The
+    // relay replays update 1, then leaves the update out: neither brings `search_workspace`
+    // back, in the new process, in the long-running one or in `catalog.json`.
+    let relay = ReplayingRelay::start().await;
+    let (mut running, newest) = relay.plugin_with_the_newest_list().await;
+    for replay in [Some(relay.first.clone()), None] {
+        relay.serve(replay.clone());
+        let mut fresh = Mcp::spawn(relay.config.path());
+        fresh.initialize("2025-11-25").await;
+        relay.refresh_twice(&mut fresh).await;
+        let named = if replay.is_some() { "older" } else { "absent" };
+        assert_eq!(listed(&mut fresh).await, newest, "{named}: the new process");
+        assert_eq!(relay.cached(), newest, "{named}: catalog.json");
+        assert_eq!(
+            listed(&mut running).await,
+            newest,
+            "{named}: the running one"
+        );
+        let (text, is_error) =
+            result_text(&fresh.call("search_workspace", json!({"query": "x"})).await);
+        assert!(is_error, "{named}: {text}");
+        assert!(text.contains("does not offer"), "{named}: {text}");
+        fresh.exit().await;
+    }
 }

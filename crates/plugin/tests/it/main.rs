@@ -242,6 +242,18 @@ pub fn unissued_code(origin: &str) -> String {
         .to_string()
 }
 
+/// The hello of a ten-minute session `session_id` that `tab` starts at `from` for `secret`.
+pub fn ten_minute_hello(
+    tab: &sealpost_executor::Executor,
+    secret: &sealpost_seal::PairingSecret,
+    session_id: sealpost_protocol::ids::SessionId,
+    from: sealpost_time::UnixMillis,
+) -> Vec<u8> {
+    let until = from.saturating_add_ms(600_000);
+    tab.start_session(secret, session_id, from, until, &mut rand::rng())
+        .unwrap()
+}
+
 /// An executor over `workspace` with AI access on, the `notes` source and every built-in tool
 /// granted.
 pub fn granted_executor(workspace: sealpost_executor::Workspace) -> sealpost_executor::Executor {

@@ -60,15 +60,7 @@ async fn stand(post_answer: fn(usize) -> Response, read_answer: fn(usize) -> Res
     let session_id = id::<SessionId>();
     let mut workspace = Workspace::default();
     workspace.add_source("notes").unwrap();
-    let hello = granted_executor(workspace)
-        .start_session(
-            &secret,
-            session_id,
-            now,
-            now.saturating_add_ms(600_000),
-            &mut rand::rng(),
-        )
-        .unwrap();
+    let hello = crate::ten_minute_hello(&granted_executor(workspace), &secret, session_id, now);
     let live = LiveSessionResponse {
         session_id,
         hello: Base64Bytes(hello),
