@@ -4,6 +4,9 @@
 //! lies about or omits `Content-Length` cannot make the plugin allocate past the cap. Errors
 //! name the relay's host, never a URL, a token or a code.
 //!
+//! HTTP is hyper's pooled client with rustls (the `ring` provider, no C to cross-compile):
+//! [`tls`] says which certificates are trusted on each platform.
+//!
 //! A process has at most [`MAX_REQUESTS_IN_FLIGHT`] requests open to the relay; the rest wait
 //! their turn, so hundreds of concurrent tool calls do not open hundreds of connections (which
 //! the relay's per-address cap would refuse, the tab's own connections with them).
@@ -11,7 +14,12 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use reqwest::StatusCode;
+use bytes::Bytes;
+use http::{Method, StatusCode, header};
+use http_body_util::{BodyExt as _, Full};
+use hyper_util::client::legacy::Client;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::{TokioExecutor, TokioTimer};
 use sealpost_protocol::api::{
     CallStatusResponse, CancelRequest, ErrorBody, LiveSessionResponse, PostCallRequest,
     PostCallResponse,
@@ -108,26 +116,83 @@ impl std::fmt::Debug for RelayClient {
 
 /// The process's way to the relay: one HTTP client (connection reuse matters more than
 /// anything else here) and the places for requests in flight.
+/// Redirects are not followed (hyper's client never does): a relay answers where it is asked.
 #[derive(Debug, Clone)]
 pub struct Connections {
-    client: reqwest::Client,
+    client: Client<hyper_rustls::HttpsConnector<HttpConnector>, Full<Bytes>>,
     in_flight: Arc<Semaphore>,
 }
 
+const USER_AGENT: &str = concat!("sealpost/", env!("CARGO_PKG_VERSION"));
+
 /// The process's connections to the relay.
 pub fn http_client() -> Connections {
-    let client = reqwest::Client::builder()
-        .connect_timeout(CONNECT_TIMEOUT)
+    let mut tcp = HttpConnector::new();
+    tcp.set_connect_timeout(Some(CONNECT_TIMEOUT));
+    tcp.set_nodelay(true);
+    tcp.enforce_http(false);
+    let connector = tls::connector_builder()
+        .https_or_http()
+        .enable_http1()
+        .wrap_connector(tcp);
+    let client = Client::builder(TokioExecutor::new())
+        .pool_timer(TokioTimer::new())
         .pool_idle_timeout(POOL_IDLE)
         .pool_max_idle_per_host(MAX_REQUESTS_IN_FLIGHT)
-        .tcp_nodelay(true)
-        .redirect(reqwest::redirect::Policy::none())
-        .user_agent(concat!("sealpost/", env!("CARGO_PKG_VERSION")))
-        .build()
-        .expect("a client with rustls builds");
+        .build(connector);
     Connections {
         client,
         in_flight: Arc::new(Semaphore::new(MAX_REQUESTS_IN_FLIGHT)),
+    }
+}
+
+/// Which certificates the plugin trusts for an `https://` relay.
+mod tls {
+    /// The operating system's own trust (rustls-platform-verifier: the Windows certificate
+    /// store; on Linux the system's CA files, `SSL_CERT_FILE` included), so a relay behind a
+    /// company's own CA works where the system trusts that CA.
+    #[cfg(not(target_vendor = "apple"))]
+    pub fn connector_builder() -> hyper_rustls::HttpsConnectorBuilder<hyper_rustls::builderstates::WantsSchemes> {
+        hyper_rustls::HttpsConnectorBuilder::new()
+            .with_provider_and_platform_verifier(std::sync::Arc::new(
+                rustls::crypto::ring::default_provider(),
+            ))
+            .expect("ring offers TLS 1.2 and 1.3")
+    }
+
+    /// Mozilla's root certificates (webpki-roots), built in. macOS's own trust lives in the
+    /// Security framework, which a binary cross-built from Linux cannot link against (no SDK
+    /// may be shipped there); so macOS trusts the public web PKI, and a relay behind a private
+    /// CA is reached through `SSL_CERT_FILE`, whose certificates are added to these.
+    #[cfg(target_vendor = "apple")]
+    pub fn connector_builder() -> hyper_rustls::HttpsConnectorBuilder<hyper_rustls::builderstates::WantsSchemes> {
+        let mut roots = rustls::RootCertStore::empty();
+        roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
+        if let Some(path) = std::env::var_os("SSL_CERT_FILE") {
+            add_pem_file(&mut roots, std::path::Path::new(&path));
+        }
+        let config = rustls::ClientConfig::builder_with_provider(std::sync::Arc::new(
+            rustls::crypto::ring::default_provider(),
+        ))
+        .with_safe_default_protocol_versions()
+        .expect("ring offers TLS 1.2 and 1.3")
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+        hyper_rustls::HttpsConnectorBuilder::new().with_tls_config(config)
+    }
+
+    /// Adds the certificates of a PEM file; a file that cannot be read is said, not fatal.
+    #[cfg(target_vendor = "apple")]
+    fn add_pem_file(roots: &mut rustls::RootCertStore, path: &std::path::Path) {
+        use rustls::pki_types::{CertificateDer, pem::PemObject as _};
+        match CertificateDer::pem_file_iter(path) {
+            Ok(certificates) => {
+                for certificate in certificates.flatten() {
+                    let _ = roots.add(certificate);
+                }
+            }
+            Err(error) => tracing::warn!(%error, "SSL_CERT_FILE cannot be read: not added"),
+        }
     }
 }
 
@@ -156,11 +221,11 @@ impl RelayClient {
         // Idempotent, and the first request after a sleep may meet a dead pooled connection:
         // one retry on a transport failure.
         let mut result = self
-            .send(self.request(reqwest::Method::GET, &path), None)
+            .send(self.request(Method::GET, &path), None)
             .await;
         if matches!(result, Err(RelayError::Unreachable { .. })) {
             result = self
-                .send(self.request(reqwest::Method::GET, &path), None)
+                .send(self.request(Method::GET, &path), None)
                 .await;
         }
         match result {
@@ -180,7 +245,7 @@ impl RelayClient {
     ) -> Result<PostCallResponse, RelayError> {
         let wait_ms = wait.as_millis();
         let path = format!("/v1/sessions/{session_id}/calls?wait_ms={wait_ms}");
-        self.send_json(reqwest::Method::POST, &path, request, Some(wait))
+        self.send_json(Method::POST, &path, request, Some(wait))
             .await
     }
 
@@ -192,7 +257,7 @@ impl RelayClient {
     ) -> Result<CallStatusResponse, RelayError> {
         let wait_ms = wait.as_millis();
         let path = format!("/v1/calls/{call_id}?wait_ms={wait_ms}");
-        self.send(self.request(reqwest::Method::GET, &path), Some(wait))
+        self.send(self.request(Method::GET, &path), Some(wait))
             .await
     }
 
@@ -203,30 +268,31 @@ impl RelayClient {
         reason: CancelReason,
     ) -> Result<(), RelayError> {
         let path = format!("/v1/calls/{call_id}/cancel");
-        self.send_empty(reqwest::Method::POST, &path, &CancelRequest { reason })
+        self.send_empty(Method::POST, &path, &CancelRequest { reason })
             .await
     }
 
     /// Revokes this plugin's own MCP token.
     pub async fn sign_out(&self) -> Result<(), RelayError> {
         self.send_empty(
-            reqwest::Method::POST,
+            Method::POST,
             "/v1/auth/signout",
             &serde_json::json!({}),
         )
         .await
     }
 
-    fn request(&self, method: reqwest::Method, path: &str) -> reqwest::RequestBuilder {
-        self.http
-            .client
-            .request(method, format!("{}{path}", self.origin))
-            .bearer_auth(self.token.as_str())
+    fn request(&self, method: Method, path: &str) -> Prepared {
+        Prepared {
+            method,
+            url: format!("{}{path}", self.origin),
+            json: None,
+        }
     }
 
     async fn send_json<B: Serialize, T: DeserializeOwned>(
         &self,
-        method: reqwest::Method,
+        method: Method,
         path: &str,
         body: &B,
         wait: Option<Duration>,
@@ -236,7 +302,7 @@ impl RelayClient {
 
     async fn send_empty<B: Serialize>(
         &self,
-        method: reqwest::Method,
+        method: Method,
         path: &str,
         body: &B,
     ) -> Result<(), RelayError> {
@@ -251,7 +317,7 @@ impl RelayClient {
 
     async fn send<T: DeserializeOwned>(
         &self,
-        request: reqwest::RequestBuilder,
+        request: Prepared,
         wait: Option<Duration>,
     ) -> Result<T, RelayError> {
         let (status, bytes, retry_after) = self.exchange(request, wait).await?;
@@ -263,19 +329,16 @@ impl RelayClient {
         })
     }
 
-    /// Sends and reads the body up to [`MAX_RESPONSE_BYTES`], counting as it goes.
+    /// Sends and reads the body up to [`MAX_RESPONSE_BYTES`], counting as it goes; the whole
+    /// exchange, body included, within the wait plus [`REQUEST_SLACK`].
     async fn exchange(
         &self,
-        request: reqwest::RequestBuilder,
+        request: Prepared,
         wait: Option<Duration>,
     ) -> Result<(StatusCode, Vec<u8>, Option<u64>), RelayError> {
-        let unreachable = || RelayError::Unreachable {
-            host: self.host.clone(),
-        };
         let deadline = wait.unwrap_or_default() + REQUEST_SLACK;
-        let request = request.timeout(deadline);
         let mut retries = 0;
-        let (mut response, _place) = loop {
+        loop {
             // A place is held from sending until the body is read, and not while waiting.
             let place = self
                 .http
@@ -283,43 +346,68 @@ impl RelayClient {
                 .acquire()
                 .await
                 .expect("the semaphore is never closed");
-            // The plugin's bodies are JSON bytes, never streams, so a request always clones.
-            let attempt = request.try_clone().expect("request bodies are bytes");
-            let response = attempt.send().await.map_err(|_| unreachable())?;
-            match retry_wait(&response) {
+            let answer = tokio::time::timeout(deadline, self.attempt(&request))
+                .await
+                .unwrap_or_else(|_| Err(self.unreachable()))?;
+            drop(place);
+            let (status, _, asked) = &answer;
+            match retry_wait(*status, *asked) {
                 Some(pause) if retries < RATE_RETRIES => {
                     retries += 1;
                     tracing::debug!(
                         host = %self.host,
-                        status = response.status().as_u16(),
+                        status = status.as_u16(),
                         ?pause,
                         "refused for now: waiting, then again"
                     );
-                    drop((response, place));
                     tokio::time::sleep(pause).await;
                 }
-                _ => break (response, place),
+                _ => return Ok(answer),
             }
-        };
+        }
+    }
+
+    /// One request and its body, read with a running cap.
+    async fn attempt(
+        &self,
+        request: &Prepared,
+    ) -> Result<(StatusCode, Vec<u8>, Option<u64>), RelayError> {
+        let response = self
+            .http
+            .client
+            .request(request.build(&self.token).map_err(|_| self.unreachable())?)
+            .await
+            .map_err(|_| self.unreachable())?;
         let status = response.status();
-        let asked = retry_after(&response);
+        let asked = retry_after(response.headers());
         let too_large = || RelayError::BadResponse {
             host: self.host.clone(),
         };
-        if response
-            .content_length()
-            .is_some_and(|n| n > MAX_RESPONSE_BYTES as u64)
-        {
+        let declared = response
+            .headers()
+            .get(header::CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
+        if declared.is_some_and(|n| n > MAX_RESPONSE_BYTES as u64) {
             return Err(too_large());
         }
-        let mut body = Vec::new();
-        while let Some(chunk) = response.chunk().await.map_err(|_| unreachable())? {
-            if body.len() + chunk.len() > MAX_RESPONSE_BYTES {
-                return Err(too_large());
+        let mut body = response.into_body();
+        let mut bytes = Vec::new();
+        while let Some(frame) = body.frame().await {
+            let frame = frame.map_err(|_| self.unreachable())?;
+            if let Ok(chunk) = frame.into_data() {
+                if bytes.len() + chunk.len() > MAX_RESPONSE_BYTES {
+                    return Err(too_large());
+                }
+                bytes.extend_from_slice(&chunk);
             }
-            body.extend_from_slice(&chunk);
         }
-        Ok((status, body, asked))
+        Ok((status, bytes, asked))
+    }
+
+    fn unreachable(&self) -> RelayError {
+        RelayError::Unreachable {
+            host: self.host.clone(),
+        }
     }
 
     fn refusal(&self, status: StatusCode, body: &[u8], retry_after: Option<u64>) -> RelayError {
@@ -367,24 +455,51 @@ impl RelayError {
     }
 }
 
+/// A request ready to send, as often as a retry needs: the plugin's bodies are JSON bytes.
+#[derive(Debug)]
+struct Prepared {
+    method: Method,
+    url: String,
+    json: Option<Bytes>,
+}
+
+impl Prepared {
+    fn json<B: Serialize>(mut self, body: &B) -> Self {
+        let bytes = serde_json::to_vec(body).expect("request bodies serialise");
+        self.json = Some(bytes.into());
+        self
+    }
+
+    fn build(&self, token: &str) -> Result<http::Request<Full<Bytes>>, http::Error> {
+        let mut request = http::Request::builder()
+            .method(self.method.clone())
+            .uri(self.url.as_str())
+            .header(header::AUTHORIZATION, format!("Bearer {token}"))
+            .header(header::USER_AGENT, USER_AGENT);
+        if self.json.is_some() {
+            request = request.header(header::CONTENT_TYPE, "application/json");
+        }
+        request.body(Full::new(self.json.clone().unwrap_or_default()))
+    }
+}
+
 /// How long to wait before sending again: a 429's or 503's `Retry-After` (whole seconds, as
 /// the relay sends it), when it is no longer than [`RATE_WAIT_MAX`].
-fn retry_wait(response: &reqwest::Response) -> Option<Duration> {
+fn retry_wait(status: StatusCode, retry_after: Option<u64>) -> Option<Duration> {
     if !matches!(
-        response.status(),
+        status,
         StatusCode::TOO_MANY_REQUESTS | StatusCode::SERVICE_UNAVAILABLE
     ) {
         return None;
     }
-    let pause = Duration::from_secs(retry_after(response)?);
+    let pause = Duration::from_secs(retry_after?);
     (pause <= RATE_WAIT_MAX).then_some(pause)
 }
 
 /// A response's `Retry-After`, in whole seconds as the relay sends it.
-fn retry_after(response: &reqwest::Response) -> Option<u64> {
-    response
-        .headers()
-        .get(reqwest::header::RETRY_AFTER)?
+fn retry_after(headers: &http::HeaderMap) -> Option<u64> {
+    headers
+        .get(header::RETRY_AFTER)?
         .to_str()
         .ok()?
         .trim()
