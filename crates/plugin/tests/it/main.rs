@@ -20,8 +20,13 @@ use tokio::io::{
 };
 use tokio::process::{Child, Command};
 
-/// The binary under test.
-pub const SEALPOST: &str = env!("CARGO_BIN_EXE_sealpost");
+/// The binary under test: this build's, or the released one `cargo xtask dist` made
+/// (`SEALPOST_PLUGIN_UNDER_TEST`), which the release checks run the stdio and live suites on.
+pub fn binary_under_test() -> std::path::PathBuf {
+    std::env::var_os("SEALPOST_PLUGIN_UNDER_TEST")
+        .map(Into::into)
+        .unwrap_or_else(|| env!("CARGO_BIN_EXE_sealpost").into())
+}
 
 /// A hang guard, not a timing assertion: far longer than any answer takes.
 pub const PATIENCE: Duration = Duration::from_secs(30);
@@ -36,7 +41,7 @@ pub fn config_dir() -> tempfile::TempDir {
 
 /// `sealpost ARGS` with its own config folder; nothing inherited that could pair it.
 pub fn sealpost(config: &Path) -> Command {
-    let mut command = Command::new(SEALPOST);
+    let mut command = Command::new(binary_under_test());
     command
         .env("SEALPOST_CONFIG_DIR", config)
         .env_remove("SEALPOST_PAIRING_CODE")
