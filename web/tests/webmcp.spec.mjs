@@ -246,8 +246,39 @@ test('with Chromium\'s own WebMCP (--enable-features=WebMCP): its tools are offe
   const native = await launchBrowser({ args: ['--enable-features=WebMCP'] });
   try {
     const { page, mcp } = await served('native', { on: native });
-    assert.equal(await page.evaluate(() => Object.prototype.toString.call(document.modelContext)), '[object ModelContext]');
-    assert.equal(await page.evaluate(() => document.modelContext.__isWebMCPPolyfill), undefined, 'not a polyfill');
+    // The browser's own context, read past anything the page put in front of it.
+    const shape = await page.evaluate(() => {
+      const browsers = Object.getOwnPropertyDescriptor(Navigator.prototype, 'modelContext')?.get.call(navigator);
+      return {
+        kind: Object.prototype.toString.call(browsers),
+        polyfill: browsers?.__isWebMCPPolyfill,
+        readable: typeof browsers?.getTools === 'function' && typeof browsers?.executeTool === 'function',
+        inFront: document.modelContext === browsers,
+      };
+    });
+    assert.equal(shape.kind, '[object ModelContext]', 'this Chromium has its own WebMCP behind the flag');
+    assert.equal(shape.polyfill, undefined, 'not a polyfill');
+    if (shape.readable) {
+      assert.ok(shape.inFront, 'a context Sealpost can read is used as it is');
+    } else {
+      // Chromium 148: `navigator.modelContext.registerTool` alone, no consumer side. Sealpost's
+      // context stands in front and hands each tool on, so the browser holds the page's tools too.
+      assert.ok(!shape.inFront, 'Sealpost\'s context is in front of one it cannot read');
+      const again = () => page.evaluate(async () => {
+        const browsers = Object.getOwnPropertyDescriptor(Navigator.prototype, 'modelContext').get.call(navigator);
+        const controller = new AbortController();
+        try {
+          await browsers.registerTool({ name: 'send_note', description: 'Again.', execute: () => '' }, { signal: controller.signal });
+        } catch (error) {
+          return error.message;
+        }
+        controller.abort();
+        return 'registered';
+      });
+      assert.match(await again(), /Duplicate tool name/, 'the page\'s tool is in the browser\'s own registry');
+      await page.evaluate(() => window.withdraw('send_note'));
+      assert.equal(await again(), 'registered', 'a withdrawn tool leaves the browser\'s registry too');
+    }
     await grant(page, ['list_sources', 'shout']);
     await untilListed(mcp, 'shout');
     const answer = mcp.call('shout', { text: 'native' });

@@ -5,7 +5,9 @@
 // tools with `getTools()`, follows `toolchange`, and runs a call with `executeTool()`. So one
 // bridge serves Chromium's own implementation, `@mcp-b/webmcp-polyfill`, `@mcp-b/global` (which
 // mirrors its tools into the context underneath) and, when a page has none of them, the small
-// conforming context below that this module installs when it loads.
+// conforming context below that this module installs when it loads. A browser context a consumer
+// cannot read (Chromium 148's `navigator.modelContext`: `registerTool` alone) gets that context
+// in front of it, which hands each registration on to the browser's as well.
 //
 // Nothing here decides what the agent may do: every tool is off until the person grants it (the
 // grant bound to the tool's name, description, schema and annotations), and every call waits for
@@ -26,6 +28,14 @@ class SealpostModelContext extends EventTarget {
   // Set while a tab bridges this context: registration then waits for the tab's verdict, so a
   // name Sealpost refuses is refused to the page's own `registerTool` call.
   admit = null;
+  // The browser's own context this one stands in front of, if any: it gets every tool too, so
+  // the browser's agent sees what the page offers.
+  native = null;
+
+  constructor(native = null) {
+    super();
+    this.native = native;
+  }
 
   get ontoolchange() { return this.#ontoolchange; }
   set ontoolchange(handler) {
@@ -44,13 +54,20 @@ class SealpostModelContext extends EventTarget {
     if (typeof execute !== 'function') throw new TypeError('A tool needs an execute function');
     if (this.#tools.has(name)) throw new DOMException(`A tool named "${name}" is already registered`, 'InvalidStateError');
     signal?.throwIfAborted();
+    const mirror = new AbortController();
     const entry = {
-      name, description, execute,
+      name, description, execute, mirror,
       ...(title === undefined ? {} : { title: String(title) }),
       ...(inputSchema === undefined ? {} : { inputSchema: JSON.parse(JSON.stringify(inputSchema)) }),
       ...(annotations === undefined ? {} : { annotations: { ...annotations } }),
     };
-    if (this.admit) await this.admit(this.#described(entry));
+    if (this.native) await this.native.registerTool(tool, { signal: mirror.signal });
+    try {
+      if (this.admit) await this.admit(this.#described(entry));
+    } catch (error) {
+      mirror.abort();
+      throw error;
+    }
     this.#tools.set(name, entry);
     signal?.addEventListener('abort', () => this.#remove(name, entry), { once: true });
     this.#changed();
@@ -78,7 +95,7 @@ class SealpostModelContext extends EventTarget {
   }
 
   #remove(name, entry) {
-    if (entry && this.#tools.get(name) === entry) { this.#tools.delete(name); this.#changed(); }
+    if (entry && this.#tools.get(name) === entry) { this.#tools.delete(name); entry.mirror.abort(); this.#changed(); }
   }
 
   #changed() { queueMicrotask(() => this.dispatchEvent(new Event('toolchange'))); }
@@ -86,11 +103,15 @@ class SealpostModelContext extends EventTarget {
 
 // Installs Sealpost's context where the page has none (and the page is a secure context, as the
 // draft requires). A polyfill loaded later then finds it and stands aside; `@mcp-b/global`
-// wraps it and mirrors its tools into it.
+// wraps it and mirrors its tools into it. A context already there that offers no consumer side
+// (no `getTools`/`executeTool`) keeps its tools from every agent but the browser's, so
+// Sealpost's goes in front of it, at both places the drafts name.
 export function installModelContext() {
   if (typeof document === 'undefined' || !globalThis.isSecureContext) return null;
-  if (document.modelContext || navigator.modelContext) return null;
-  own = new SealpostModelContext();
+  const present = document.modelContext ?? navigator.modelContext ?? null;
+  const readable = typeof present?.getTools === 'function' && typeof present?.executeTool === 'function';
+  if (present && (readable || typeof present.registerTool !== 'function')) return null;
+  own = new SealpostModelContext(present);
   Object.defineProperty(document, 'modelContext', { configurable: true, enumerable: true, get: () => own });
   Object.defineProperty(navigator, 'modelContext', { configurable: true, enumerable: true, get: () => own });
   return own;
