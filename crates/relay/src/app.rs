@@ -316,8 +316,9 @@ pub(crate) async fn serve(config: Config) -> anyhow::Result<()> {
     let shutdown = running.shutdown.clone();
     tokio::spawn(async move {
         signal.await;
-        tracing::info!("shutting down");
+        // Before the log line: shutdown never waits on the log.
         shutdown.cancel();
+        tracing::info!("shutting down");
     });
     running.wait().await
 }

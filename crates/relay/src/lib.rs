@@ -29,6 +29,7 @@ pub mod config;
 pub mod handoff;
 pub mod http;
 pub(crate) mod ids;
+pub(crate) mod logging;
 pub(crate) mod metrics;
 pub mod oidc;
 pub mod origins;
