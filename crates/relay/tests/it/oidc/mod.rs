@@ -4,8 +4,10 @@
 
 mod attacks;
 mod flow;
+mod process;
 mod recheck;
 mod replicas;
+mod settings;
 
 use std::io::{BufRead as _, BufReader};
 use std::path::PathBuf;
