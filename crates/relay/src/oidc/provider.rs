@@ -25,7 +25,7 @@ use tokio::sync::Mutex;
 use super::args::OidcConfig;
 use super::at_rest::AtRest;
 use super::refusal::Refusal;
-use super::verify::{self, VerifiedClaims};
+use super::verify::{self, GOOGLE_ISSUER, VerifiedClaims};
 
 /// A document the provider sends without a cache lifetime is kept this long.
 const DEFAULT_LIFETIME: Duration = Duration::from_secs(3600);
@@ -41,9 +41,6 @@ const JWKS_REFETCH_GAP: Duration = Duration::from_secs(10);
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
 /// The largest document or token response read from the provider.
 const MAX_RESPONSE_BYTES: usize = 1 << 20;
-
-/// Google's issuer, which asks for offline access its own way.
-const GOOGLE_ISSUER: &str = "https://accounts.google.com";
 
 /// The relay's callback path; `PUBLIC_URL` + this is the one redirect URI registered.
 pub const CALLBACK_PATH: &str = "/auth/oidc/callback";

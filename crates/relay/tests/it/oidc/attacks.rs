@@ -116,3 +116,19 @@ async fn a_rotated_signing_key_is_fetched_once_a_token_names_it() {
     tokio::time::sleep(std::time::Duration::from_secs(11)).await;
     sign_in_as(&relay, "alice").await;
 }
+
+#[tokio::test]
+async fn hd_counts_only_from_googles_issuer() {
+    let (provider, relay) = provider_and_relay(|_| {}).await;
+    // An unverified personal address whose token says it is hosted in the allowed domain: only
+    // Google's issuer vouches for a domain through `hd`.
+    let plan = json!({"claims": {
+        "email": "erin@personal.example",
+        "email_verified": false,
+        "hd": "team.example",
+    }});
+    assert_eq!(
+        refused_with(&provider, &relay, plan).await,
+        "domain_not_allowed"
+    );
+}
