@@ -29,3 +29,24 @@ async fn the_required_claim_variable_carries_several_claims_all_of_which_must_ho
         .await;
     assert_eq!(bob.error_code(), "claim_required");
 }
+
+#[tokio::test]
+async fn with_team_sign_in_the_first_start_prints_no_link_that_bypasses_the_provider() {
+    let (provider, addr) = provider_for_process();
+    let db = TestDb::sqlite();
+    let url = db.url.clone();
+    let process = spawn_relay(&provider, addr, db, &[]);
+    let printed = process.printed.join("\n");
+    assert!(!printed.contains("#signin="), "{printed}");
+    assert!(
+        printed.contains("team"),
+        "says how people sign in: {printed}"
+    );
+    // No owner exists until someone signs in through the provider.
+    let store = TestDb::at(url.clone()).open().await;
+    assert!(store.list_owners().await.unwrap().is_empty());
+    sign_in_as(&process.relay, "alice").await;
+    let owners = store.list_owners().await.unwrap();
+    assert_eq!(owners.len(), 1);
+    assert_eq!(owners[0].name, "alice@team.example");
+}
