@@ -10,7 +10,8 @@
 //   POST /_test/tamper            the next ID token the token endpoint issues is replaced by
 //                                 one built from a JSON body: {claims: {...overrides},
 //                                 key: "provider"|"rogue"|"rogue-same-kid", alg: "none"?,
-//                                 replay: true (the last ID token issued, verbatim)}
+//                                 replay: true (the last ID token issued, verbatim),
+//                                 raw: any JSON value sent as the id_token itself}
 //   POST /_test/rotate            a new signing key replaces the old (new kid)
 //   POST /_test/slow?ms=N         the token endpoint answers N ms late (a refresh in flight)
 //   POST /_test/fail?status=S&error=E  the token endpoint answers S {"error": E} until
@@ -135,6 +136,7 @@ async function tamperer(ctx, next) {
 
 async function forge(issued, plan) {
   if (plan.replay) return lastIdToken;
+  if ('raw' in plan) return plan.raw;
   const claims = { ...jose.decodeJwt(issued), ...(plan.claims ?? {}) };
   if (plan.alg === 'none') {
     const part = (value) => Buffer.from(JSON.stringify(value)).toString('base64url');

@@ -8,6 +8,7 @@ mod at_rest;
 mod provider;
 mod recheck;
 mod refusal;
+mod tokens;
 mod verify;
 
 use std::time::Duration;

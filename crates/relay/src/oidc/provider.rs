@@ -12,19 +12,19 @@ use std::pin::Pin;
 use std::time::{Duration, Instant};
 
 use openidconnect::core::{
-    CoreAuthenticationFlow, CoreClient, CoreErrorResponseType, CoreJsonWebKeySet,
-    CoreProviderMetadata, CoreTokenResponse,
+    CoreAuthenticationFlow, CoreErrorResponseType, CoreJsonWebKeySet, CoreProviderMetadata,
 };
 use openidconnect::{
     AsyncHttpClient, AuthorizationCode, ClientId, ClientSecret, CsrfToken, HttpRequest,
     HttpResponse, Nonce, OAuth2TokenResponse as _, PkceCodeChallenge, PkceCodeVerifier,
-    RedirectUrl, RefreshToken, RequestTokenError, Scope, TokenResponse as _,
+    RedirectUrl, RefreshToken, RequestTokenError, Scope,
 };
 use tokio::sync::Mutex;
 
 use super::args::OidcConfig;
 use super::at_rest::AtRest;
 use super::refusal::Refusal;
+use super::tokens::{Client, Tokens};
 use super::verify::{self, GOOGLE_ISSUER, VerifiedClaims};
 
 /// A document the provider sends without a cache lifetime is kept this long.
@@ -272,7 +272,7 @@ impl Provider {
     /// A new sign-in: the authorization URL with a fresh state, nonce and PKCE challenge.
     pub async fn authorize(&self) -> Result<Authorization, Refusal> {
         let documents = self.documents(false).await?;
-        let client = CoreClient::from_provider_metadata(
+        let client = Client::from_provider_metadata(
             documents.metadata,
             self.client_id(),
             self.client_secret(),
@@ -318,13 +318,13 @@ impl Provider {
         nonce: &str,
     ) -> Result<SignedIn, Refusal> {
         let documents = self.documents(false).await?;
-        let client = CoreClient::from_provider_metadata(
+        let client = Client::from_provider_metadata(
             documents.metadata.clone(),
             self.client_id(),
             self.client_secret(),
         )
         .set_redirect_uri(self.redirect_url()?);
-        let response: CoreTokenResponse = client
+        let response: Tokens = client
             .exchange_code(AuthorizationCode::new(code))
             .map_err(|error| {
                 Refusal::ProviderUnavailable(format!("it has no token endpoint: {error}"))
@@ -333,9 +333,10 @@ impl Provider {
             .request_async(&self.http)
             .await
             .map_err(token_error)?;
-        let id_token = response
-            .id_token()
-            .ok_or_else(|| Refusal::IdTokenInvalid("the token response has no ID token".into()))?;
+        let id_token = response.parsed_id_token().ok_or_else(|| {
+            Refusal::IdTokenInvalid("the token response has no ID token".into())
+        })??;
+        let id_token = &id_token;
         let nonce = Nonce::new(nonce.to_owned());
         let claims = match verify::id_token(id_token, &self.config, &documents.jwks, &nonce) {
             Err(Refusal::IdTokenUnknownKey(_)) => {
@@ -360,7 +361,7 @@ impl Provider {
             Ok(documents) => documents,
             Err(refusal) => return Renewal::Unavailable(refusal.to_string()),
         };
-        let client = CoreClient::from_provider_metadata(
+        let client = Client::from_provider_metadata(
             documents.metadata,
             self.client_id(),
             self.client_secret(),
@@ -370,7 +371,7 @@ impl Provider {
             Ok(request) => request,
             Err(error) => return Renewal::Unavailable(format!("no token endpoint: {error}")),
         };
-        let response: CoreTokenResponse = match request.request_async(&self.http).await {
+        let response: Tokens = match request.request_async(&self.http).await {
             Ok(response) => response,
             Err(RequestTokenError::ServerResponse(refused))
                 if *refused.error() == CoreErrorResponseType::InvalidGrant =>
@@ -379,7 +380,14 @@ impl Provider {
             }
             Err(other) => return Renewal::Unavailable(chain(&other)),
         };
-        if let Some(id_token) = response.id_token() {
+        if let Some(id_token) = response.parsed_id_token() {
+            let id_token = match id_token {
+                Ok(id_token) => id_token,
+                Err(refusal) => {
+                    return Renewal::Unavailable(format!("the refreshed ID token: {refusal}"));
+                }
+            };
+            let id_token = &id_token;
             // OpenID Connect Core 1.0, 12.2: the same person, no nonce to hold it to.
             let any_nonce = |_: Option<&Nonce>| Ok(());
             let claims = match verify::id_token(id_token, &self.config, &documents.jwks, any_nonce)
