@@ -15,7 +15,7 @@ use std::time::Duration;
 
 pub use args::{ClientSecret, OidcArgs, OidcConfig, RequiredClaim};
 pub use at_rest::AtRest;
-pub use provider::{Authorization, CALLBACK_PATH, Provider, Renewal, SignedIn};
+pub use provider::{Authorization, CALLBACK_PATH, Provider, Refresh, Refreshed, Renewal, SignedIn};
 pub use recheck::{recheck_loop, renew_due};
 pub use refusal::Refusal;
 pub use verify::{CLOCK_SKEW, VerifiedClaims, admit, id_token_at, identity_tag, name_hint};

@@ -282,6 +282,12 @@ pub enum RenewalOutcome {
         /// When.
         at: UnixMillis,
     },
+    /// The provider rotated the refresh token: the new one replaces the spent one at once,
+    /// before the answer is checked, and the lease stays this replica's.
+    Rotated {
+        /// The refresh token handed back, sealed.
+        sealed_refresh_token: Vec<u8>,
+    },
     /// Not answered: nothing changes but when the renewal is tried again (the lease is held
     /// until then).
     Unanswered {
@@ -306,6 +312,8 @@ const RENEWED: &str = "UPDATE owner_identities SET confirmed_at = $2, refresh_to
      renewing_until = NULL WHERE owner_id = $1 AND renewing_until = $4";
 const REFUSED: &str = "UPDATE owner_identities SET refresh_token = NULL, renewing_until = NULL \
      WHERE owner_id = $1 AND renewing_until = $2";
+const ROTATED: &str = "UPDATE owner_identities SET refresh_token = $2 \
+     WHERE owner_id = $1 AND renewing_until = $3";
 const RETRY_AT: &str = "UPDATE owner_identities SET renewing_until = $3 \
      WHERE owner_id = $1 AND renewing_until = $2";
 const LAPSE_NOW: &str = "UPDATE owners SET confirmed_until = $2 WHERE id = $1";
@@ -415,6 +423,17 @@ where
                 .bind(b(owner_id))
                 .execute(&mut *conn)
                 .await?;
+        }
+        RenewalOutcome::Rotated {
+            sealed_refresh_token,
+        } => {
+            let held = sqlx::query::<DB>(ROTATED)
+                .bind(b(owner_id))
+                .bind(sealed_refresh_token.clone())
+                .bind(time_to_sql(lease_until))
+                .execute(&mut *conn)
+                .await?;
+            return Ok(held.affected() > 0);
         }
         RenewalOutcome::Unanswered { retry_at } => {
             let held = sqlx::query::<DB>(RETRY_AT)
