@@ -71,6 +71,7 @@ pub async fn renew_due(
         let lease_until = now.saturating_add_ms(LEASE.as_millis() as u64);
         let Some(person) = store
             .lease_renewals(RenewalLease {
+                issuer: provider.config().issuer.clone(),
                 confirmed_before: now.saturating_sub_ms(half),
                 now,
                 lease_until,

@@ -239,8 +239,11 @@ fn unique_name(identity: &ConfirmedIdentity) -> String {
 }
 
 /// Which confirmations a replica takes to renew now.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct RenewalLease {
+    /// The configured issuer: only its people are renewed, so a refresh token never goes to
+    /// another issuer than the one that issued it (after the operator changes the issuer).
+    pub issuer: String,
     /// Renew people last confirmed at or before this.
     pub confirmed_before: UnixMillis,
     /// Now: a lease that ended before it is taken again.
@@ -296,14 +299,16 @@ pub enum RenewalOutcome {
     },
 }
 
-/// Only rows still due and unleased are taken (the outer condition, which PostgreSQL checks
-/// again on a row another replica just leased), at most `$4`, the longest unconfirmed first.
+/// Only rows of the issuer `$5` still due and unleased are taken (the outer condition, which
+/// PostgreSQL checks again on a row another replica just leased), at most `$4`, the longest
+/// unconfirmed first.
 const LEASE_RENEWALS: &str = "UPDATE owner_identities SET renewing_until = $3 \
-     WHERE confirmed_at <= $1 AND refresh_token IS NOT NULL \
+     WHERE issuer = $5 AND confirmed_at <= $1 AND refresh_token IS NOT NULL \
      AND (renewing_until IS NULL OR renewing_until <= $2) \
      AND owner_id IN (SELECT id FROM owners WHERE disabled_at IS NULL) \
-     AND owner_id IN (SELECT owner_id FROM owner_identities WHERE confirmed_at <= $1 \
-       AND refresh_token IS NOT NULL AND (renewing_until IS NULL OR renewing_until <= $2) \
+     AND owner_id IN (SELECT owner_id FROM owner_identities WHERE issuer = $5 \
+       AND confirmed_at <= $1 AND refresh_token IS NOT NULL \
+       AND (renewing_until IS NULL OR renewing_until <= $2) \
        ORDER BY confirmed_at LIMIT $4) \
      RETURNING owner_id, issuer, subject, refresh_token";
 /// `$4`, `$2`: the lease this replica took; a sign-in meanwhile (which clears it) or another
@@ -339,12 +344,14 @@ where
     for<'c> &'c mut DB::Connection: Executor<'c, Database = DB>,
     DB::Arguments: IntoArguments<DB>,
     i64: for<'q> Encode<'q, DB> + Type<DB>,
+    String: for<'q> Encode<'q, DB> + Type<DB>,
 {
     let rows = sqlx::query::<DB>(LEASE_RENEWALS)
         .bind(time_to_sql(lease.confirmed_before))
         .bind(time_to_sql(lease.now))
         .bind(time_to_sql(lease.lease_until))
         .bind(lease.limit)
+        .bind(lease.issuer)
         .fetch_all(conn)
         .await?;
     rows.iter()

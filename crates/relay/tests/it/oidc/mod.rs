@@ -4,6 +4,7 @@
 
 mod attacks;
 mod flow;
+mod issuer;
 mod process;
 mod recheck;
 mod replicas;
