@@ -67,7 +67,8 @@ async fn signing_key(store: &dyn Store, config: &Config) -> anyhow::Result<Vec<u
     Ok(store.secret(SIGNING_KEY_NAME, fresh).await?)
 }
 
-/// Creates the first owner when there is none and returns a sign-in link for them.
+/// Creates the first owner when there is none and returns a sign-in link for them (without
+/// team sign-in: with it, people become owners by signing in through the provider).
 pub(crate) async fn bootstrap_owner(
     store: &dyn Store,
     config: &Config,
@@ -302,7 +303,18 @@ async fn metrics_upkeep(state: AppState) {
 pub(crate) async fn serve(config: Config) -> anyhow::Result<()> {
     let signal = shutdown_signal()?;
     let running = start(config.clone()).await?;
-    if let Some(link) = bootstrap_owner(running.store.as_ref(), &config).await? {
+    if let Some(oidc) = &config.oidc {
+        // People sign in through the provider, held to its domain and claim rules; a link for
+        // an owner of the relay's own making would bypass both, so none is made unasked.
+        if running.store.list_owners().await?.is_empty() {
+            println!(
+                "No owner yet. Team sign-in is on: people sign in with their team's account ({}) \
+                 at {}, and each becomes an owner at their first sign-in. `sealpost-relay owner \
+                 add NAME` prints a sign-in link for someone outside the provider.",
+                oidc.issuer, config.public_url
+            );
+        }
+    } else if let Some(link) = bootstrap_owner(running.store.as_ref(), &config).await? {
         // Printed, not logged: the link carries a one-time code and logs keep no codes.
         let validity = crate::accounts::validity_in_words(config.limits.signin_code_ttl_s);
         println!(
@@ -316,8 +328,9 @@ pub(crate) async fn serve(config: Config) -> anyhow::Result<()> {
     let shutdown = running.shutdown.clone();
     tokio::spawn(async move {
         signal.await;
-        tracing::info!("shutting down");
+        // Before the log line: shutdown never waits on the log.
         shutdown.cancel();
+        tracing::info!("shutting down");
     });
     running.wait().await
 }

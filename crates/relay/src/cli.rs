@@ -213,27 +213,17 @@ pub fn main() -> ExitCode {
         eprintln!("error: {renamed}");
         return ExitCode::from(2);
     }
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("SEALPOST_LOG")
-                .unwrap_or_else(|_| "info".into()),
-        )
-        .with_writer(std::io::stderr)
-        .init();
-    let runtime = match tokio::runtime::Runtime::new() {
-        Ok(runtime) => runtime,
-        Err(error) => {
-            eprintln!("error: cannot start the async runtime: {error}");
-            return ExitCode::FAILURE;
-        }
+    let log = crate::logging::Log::install();
+    let outcome = tokio::runtime::Runtime::new()
+        .map_err(|error| anyhow::anyhow!("cannot start the async runtime: {error}"))
+        .and_then(|runtime| runtime.block_on(run(cli)));
+    let code = if outcome.is_ok() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
     };
-    match runtime.block_on(run(cli)) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(error) => {
-            eprintln!("error: {error:#}");
-            ExitCode::FAILURE
-        }
-    }
+    log.finish(outcome.err().map(|error| format!("{error:#}")));
+    code
 }
 
 async fn run(cli: Cli) -> anyhow::Result<()> {

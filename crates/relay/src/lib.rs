@@ -30,6 +30,7 @@ pub mod handoff;
 pub mod healthcheck;
 pub mod http;
 pub(crate) mod ids;
+pub(crate) mod logging;
 pub(crate) mod metrics;
 pub mod oidc;
 pub mod origins;

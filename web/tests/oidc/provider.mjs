@@ -10,8 +10,10 @@
 //   POST /_test/tamper            the next ID token the token endpoint issues is replaced by
 //                                 one built from a JSON body: {claims: {...overrides},
 //                                 key: "provider"|"rogue"|"rogue-same-kid", alg: "none"?,
-//                                 replay: true (the last ID token issued, verbatim)}
-//   POST /_test/rotate            a new signing key replaces the old (new kid)
+//                                 replay: true (the last ID token issued, verbatim),
+//                                 raw: any JSON value sent as the id_token itself}
+//   POST /_test/rotate            a new signing key replaces the old (new kid); grants and
+//                                 refresh tokens stay
 //   POST /_test/slow?ms=N         the token endpoint answers N ms late (a refresh in flight)
 //   POST /_test/fail?status=S&error=E  the token endpoint answers S {"error": E} until
 //                                 /_test/fail without parameters
@@ -19,6 +21,7 @@
 import http from 'node:http';
 import { parseArgs } from 'node:util';
 import Provider from 'oidc-provider';
+import { createMemoryAdapter } from 'oidc-provider/lib/adapters/memory_adapter.js';
 import * as jose from 'jose';
 
 // Stdout carries the one line a test reads; the provider's notices go to stderr.
@@ -51,8 +54,13 @@ const server = http.createServer();
 await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
 const issuer = `http://127.0.0.1:${server.address().port}`;
 
+// One store for every provider instance: a key rotation (a new instance) keeps grants and
+// refresh tokens, as a real provider's database does.
+const adapter = createMemoryAdapter();
+
 function makeProvider() {
   const provider = new Provider(issuer, {
+    adapter,
     clients: [
       {
         client_id: values['client-id'],
@@ -102,6 +110,8 @@ function makeProvider() {
     async issueRefreshToken(ctx, client) {
       return client.grantTypeAllowed('refresh_token');
     },
+    // Each refresh hands back a new refresh token and spends the one presented; a spent one
+    // presented again revokes the whole grant (reuse detection).
     rotateRefreshToken: true,
   });
   provider.use(tamperer);
@@ -135,6 +145,7 @@ async function tamperer(ctx, next) {
 
 async function forge(issued, plan) {
   if (plan.replay) return lastIdToken;
+  if ('raw' in plan) return plan.raw;
   const claims = { ...jose.decodeJwt(issued), ...(plan.claims ?? {}) };
   if (plan.alg === 'none') {
     const part = (value) => Buffer.from(JSON.stringify(value)).toString('base64url');

@@ -35,8 +35,15 @@ pub struct OidcArgs {
     )]
     pub oidc_allowed_domains: Vec<String>,
     /// A claim the ID token must carry with this value (or, for a list such as `groups`,
-    /// contain), e.g. groups=sealpost-users. Repeat the flag for more; all must hold.
-    #[arg(long, value_name = "NAME=VALUE", value_parser = RequiredClaim::parse, requires = "oidc_issuer")]
+    /// contain), e.g. groups=sealpost-users. Repeat the flag or separate claims with commas
+    /// (as the variable does); all must hold.
+    #[arg(
+        long,
+        value_name = "NAME=VALUE",
+        value_parser = RequiredClaim::parse,
+        value_delimiter = ',',
+        requires = "oidc_issuer"
+    )]
     pub oidc_required_claim: Vec<RequiredClaim>,
     /// Confirm every person at the provider at least this often (hours; fractions allowed):
     /// the relay renews each sign-in with the provider's refresh token in the background, and

@@ -8,13 +8,14 @@ mod at_rest;
 mod provider;
 mod recheck;
 mod refusal;
+mod tokens;
 mod verify;
 
 use std::time::Duration;
 
 pub use args::{ClientSecret, OidcArgs, OidcConfig, RequiredClaim};
 pub use at_rest::AtRest;
-pub use provider::{Authorization, CALLBACK_PATH, Provider, Renewal, SignedIn};
+pub use provider::{Authorization, CALLBACK_PATH, Provider, Refresh, Refreshed, Renewal, SignedIn};
 pub use recheck::{recheck_loop, renew_due};
 pub use refusal::Refusal;
 pub use verify::{CLOCK_SKEW, VerifiedClaims, admit, id_token_at, identity_tag, name_hint};

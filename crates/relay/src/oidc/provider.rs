@@ -5,27 +5,28 @@
 //! A provider that does not answer leaves what is cached in use (past its lifetime, with a
 //! warning): existing sign-ins never need it, and a sign-in that needs it fails with
 //! `provider_unavailable`. An ID token signed by a key the cached set lacks refetches the set
-//! once (at most every [`JWKS_REFETCH_GAP`]), so a key rotation is picked up at once.
+//! once (at sign-in at most every [`JWKS_REFETCH_GAP`]; at a renewal at once), so a key
+//! rotation is picked up at once.
 
 use std::future::Future;
 use std::pin::Pin;
 use std::time::{Duration, Instant};
 
 use openidconnect::core::{
-    CoreAuthenticationFlow, CoreClient, CoreErrorResponseType, CoreJsonWebKeySet,
-    CoreProviderMetadata, CoreTokenResponse,
+    CoreAuthenticationFlow, CoreErrorResponseType, CoreJsonWebKeySet, CoreProviderMetadata,
 };
 use openidconnect::{
     AsyncHttpClient, AuthorizationCode, ClientId, ClientSecret, CsrfToken, HttpRequest,
     HttpResponse, Nonce, OAuth2TokenResponse as _, PkceCodeChallenge, PkceCodeVerifier,
-    RedirectUrl, RefreshToken, RequestTokenError, Scope, TokenResponse as _,
+    RedirectUrl, RefreshToken, RequestTokenError, Scope,
 };
 use tokio::sync::Mutex;
 
 use super::args::OidcConfig;
 use super::at_rest::AtRest;
 use super::refusal::Refusal;
-use super::verify::{self, VerifiedClaims};
+use super::tokens::{Client, Tokens};
+use super::verify::{self, GOOGLE_ISSUER, VerifiedClaims};
 
 /// A document the provider sends without a cache lifetime is kept this long.
 const DEFAULT_LIFETIME: Duration = Duration::from_secs(3600);
@@ -41,9 +42,6 @@ const JWKS_REFETCH_GAP: Duration = Duration::from_secs(10);
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
 /// The largest document or token response read from the provider.
 const MAX_RESPONSE_BYTES: usize = 1 << 20;
-
-/// Google's issuer, which asks for offline access its own way.
-const GOOGLE_ISSUER: &str = "https://accounts.google.com";
 
 /// The relay's callback path; `PUBLIC_URL` + this is the one redirect URI registered.
 pub const CALLBACK_PATH: &str = "/auth/oidc/callback";
@@ -71,19 +69,59 @@ pub struct SignedIn {
     pub refresh_token: Option<String>,
 }
 
-/// The outcome of a refresh at the provider.
+/// What a refresh at the provider came to: see [`Provider::refresh`].
+#[derive(Debug)]
+pub enum Refresh {
+    /// The provider answered with tokens; the person is confirmed only once
+    /// [`Provider::confirm`] has checked them.
+    Answered(Refreshed),
+    /// The provider refused the refresh token (`invalid_grant`): the person was removed,
+    /// disabled, or the grant revoked.
+    Refused(String),
+    /// The provider did not answer, or said nothing of the person; try again later.
+    Unavailable(String),
+}
+
+/// The tokens a refresh brought.
+#[derive(Debug)]
+pub struct Refreshed {
+    tokens: Tokens,
+}
+
+impl Refreshed {
+    /// The refresh token the provider handed back in place of the one presented, which is then
+    /// spent: it must be kept before anything else can fail, and the spent one never presented
+    /// again (a provider that detects reuse takes it for theft and revokes the grant).
+    pub fn rotated_refresh_token(&self) -> Option<&str> {
+        self.tokens
+            .refresh_token()
+            .map(|token| token.secret().as_str())
+    }
+}
+
+/// Whether a refresh the provider answered confirms the person.
 #[derive(Debug)]
 pub enum Renewal {
-    /// The provider still vouches for the person: the refresh token to keep (rotated or not).
-    Confirmed {
-        /// The refresh token to keep.
-        refresh_token: String,
-    },
-    /// The provider refused the refresh token (`invalid_grant` and the like): the person was
-    /// removed, disabled, or the grant revoked.
+    /// The provider still vouches for the person.
+    Confirmed,
+    /// The refreshed ID token fails the domain or claim rules: the person may no longer sign in.
     Refused(String),
-    /// The provider did not answer; try again later.
-    Unavailable(String),
+    /// The answer could not be checked (its ID token does not verify, even with the provider's
+    /// keys fetched anew); nothing is said of the person, and the renewal is tried again.
+    Unconfirmed(String),
+}
+
+/// How far the cached key set is trusted to hold an ID token's key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Keys {
+    /// As cached (refetched only past its lifetime).
+    Cached,
+    /// A sign-in's token names a key the set lacks: refetched, at most every
+    /// [`JWKS_REFETCH_GAP`] (callbacks come from anyone, any number of times).
+    Throttled,
+    /// A refreshed token names a key the set lacks: refetched now. That token came straight
+    /// from the token endpoint for the relay's own client credentials, once per renewal.
+    Now,
 }
 
 /// The configured provider, its documents cached.
@@ -142,7 +180,7 @@ impl Provider {
     /// Reads the provider's documents now (at start, so a wrong issuer shows in the log before
     /// anyone tries to sign in).
     pub async fn check(&self) -> Result<(), Refusal> {
-        self.documents(false).await.map(|_| ())
+        self.documents(Keys::Cached).await.map(|_| ())
     }
 
     /// The key refresh tokens are sealed under, when re-checks keep them.
@@ -150,9 +188,9 @@ impl Provider {
         self.at_rest.as_ref()
     }
 
-    /// The provider's documents, refetching what is past its lifetime (or the key set, when
-    /// `new_key` and the last fetch is older than the gap).
-    async fn documents(&self, new_key: bool) -> Result<Documents, Refusal> {
+    /// The provider's documents, refetching what is past its lifetime (or the key set, as
+    /// `keys` says).
+    async fn documents(&self, keys: Keys) -> Result<Documents, Refusal> {
         let mut cached = self.documents.lock().await;
         let now = Instant::now();
         let Some(held) = cached.held.as_mut() else {
@@ -191,7 +229,11 @@ impl Provider {
                 }
             }
         }
-        let rotated = new_key && now.duration_since(held.jwks_fetched_at) >= JWKS_REFETCH_GAP;
+        let rotated = match keys {
+            Keys::Cached => false,
+            Keys::Throttled => now.duration_since(held.jwks_fetched_at) >= JWKS_REFETCH_GAP,
+            Keys::Now => true,
+        };
         if now >= held.jwks_fresh_until || rotated {
             match self.fetch_jwks(&held.metadata).await {
                 Ok((jwks, lifetime)) => {
@@ -274,8 +316,8 @@ impl Provider {
 
     /// A new sign-in: the authorization URL with a fresh state, nonce and PKCE challenge.
     pub async fn authorize(&self) -> Result<Authorization, Refusal> {
-        let documents = self.documents(false).await?;
-        let client = CoreClient::from_provider_metadata(
+        let documents = self.documents(Keys::Cached).await?;
+        let client = Client::from_provider_metadata(
             documents.metadata,
             self.client_id(),
             self.client_secret(),
@@ -320,14 +362,14 @@ impl Provider {
         pkce_verifier: String,
         nonce: &str,
     ) -> Result<SignedIn, Refusal> {
-        let documents = self.documents(false).await?;
-        let client = CoreClient::from_provider_metadata(
+        let documents = self.documents(Keys::Cached).await?;
+        let client = Client::from_provider_metadata(
             documents.metadata.clone(),
             self.client_id(),
             self.client_secret(),
         )
         .set_redirect_uri(self.redirect_url()?);
-        let response: CoreTokenResponse = client
+        let response: Tokens = client
             .exchange_code(AuthorizationCode::new(code))
             .map_err(|error| {
                 Refusal::ProviderUnavailable(format!("it has no token endpoint: {error}"))
@@ -336,13 +378,14 @@ impl Provider {
             .request_async(&self.http)
             .await
             .map_err(token_error)?;
-        let id_token = response
-            .id_token()
-            .ok_or_else(|| Refusal::IdTokenInvalid("the token response has no ID token".into()))?;
+        let id_token = response.parsed_id_token().ok_or_else(|| {
+            Refusal::IdTokenInvalid("the token response has no ID token".into())
+        })??;
+        let id_token = &id_token;
         let nonce = Nonce::new(nonce.to_owned());
         let claims = match verify::id_token(id_token, &self.config, &documents.jwks, &nonce) {
             Err(Refusal::IdTokenUnknownKey(_)) => {
-                let documents = self.documents(true).await?;
+                let documents = self.documents(Keys::Throttled).await?;
                 verify::id_token(id_token, &self.config, &documents.jwks, &nonce)?
             }
             other => other?,
@@ -353,17 +396,16 @@ impl Provider {
         })
     }
 
-    /// Asks the provider whether it still vouches for `subject`, with their refresh token.
-    /// Only `invalid_grant` is a refusal (the grant is gone: the person removed or disabled, or
-    /// the token revoked); any other error says nothing about the person and is retried. A
-    /// fresh ID token in the answer is checked and held to the domain and claim rules again,
-    /// so a person taken out of a required group is refused too.
-    pub async fn renew(&self, refresh_token: &str, subject: &str) -> Renewal {
-        let documents = match self.documents(false).await {
+    /// Presents `refresh_token` to the provider. Only `invalid_grant` is a refusal (the grant
+    /// is gone: the person removed or disabled, or the token revoked); any other error says
+    /// nothing about the person. An answer may carry a rotated refresh token, which the caller
+    /// keeps at once ([`Refreshed::rotated_refresh_token`]) before [`Self::confirm`] checks it.
+    pub async fn refresh(&self, refresh_token: &str) -> Refresh {
+        let documents = match self.documents(Keys::Cached).await {
             Ok(documents) => documents,
-            Err(refusal) => return Renewal::Unavailable(refusal.to_string()),
+            Err(refusal) => return Refresh::Unavailable(refusal.to_string()),
         };
-        let client = CoreClient::from_provider_metadata(
+        let client = Client::from_provider_metadata(
             documents.metadata,
             self.client_id(),
             self.client_secret(),
@@ -371,41 +413,60 @@ impl Provider {
         let token = RefreshToken::new(refresh_token.to_owned());
         let request = match client.exchange_refresh_token(&token) {
             Ok(request) => request,
-            Err(error) => return Renewal::Unavailable(format!("no token endpoint: {error}")),
+            Err(error) => return Refresh::Unavailable(format!("no token endpoint: {error}")),
         };
-        let response: CoreTokenResponse = match request.request_async(&self.http).await {
-            Ok(response) => response,
+        match request.request_async(&self.http).await {
+            Ok(tokens) => Refresh::Answered(Refreshed { tokens }),
             Err(RequestTokenError::ServerResponse(refused))
                 if *refused.error() == CoreErrorResponseType::InvalidGrant =>
             {
-                return Renewal::Refused(refused.to_string());
+                Refresh::Refused(refused.to_string())
             }
-            Err(other) => return Renewal::Unavailable(chain(&other)),
-        };
-        if let Some(id_token) = response.id_token() {
-            // OpenID Connect Core 1.0, 12.2: the same person, no nonce to hold it to.
-            let any_nonce = |_: Option<&Nonce>| Ok(());
-            let claims = match verify::id_token(id_token, &self.config, &documents.jwks, any_nonce)
-            {
-                Ok(claims) if claims.subject == subject => claims,
-                Ok(_) => {
-                    return Renewal::Unavailable(
-                        "the refreshed ID token names another subject".into(),
-                    );
-                }
-                Err(refusal) => {
-                    return Renewal::Unavailable(format!("the refreshed ID token: {refusal}"));
-                }
-            };
-            if let Err(refusal) = verify::admit(&claims, &self.config) {
-                return Renewal::Refused(refusal.to_string());
-            }
+            Err(other) => Refresh::Unavailable(chain(&other)),
         }
-        Renewal::Confirmed {
-            refresh_token: response.refresh_token().map_or_else(
-                || refresh_token.to_owned(),
-                |rotated| rotated.secret().clone(),
-            ),
+    }
+
+    /// Whether a refresh's answer confirms `subject`. A fresh ID token in it is verified (its
+    /// key fetched anew when the cached set lacks it, as at sign-in: a rotation at the
+    /// provider costs nothing) and held to the domain and claim rules again, so a person taken
+    /// out of a required group is refused too.
+    pub async fn confirm(&self, refreshed: &Refreshed, subject: &str) -> Renewal {
+        let Some(id_token) = refreshed.tokens.parsed_id_token() else {
+            return Renewal::Confirmed;
+        };
+        let id_token = match id_token {
+            Ok(id_token) => id_token,
+            Err(refusal) => {
+                return Renewal::Unconfirmed(format!("the refreshed ID token: {refusal}"));
+            }
+        };
+        // OpenID Connect Core 1.0, 12.2: the same person, no nonce to hold it to.
+        let any_nonce = |_: Option<&Nonce>| Ok(());
+        let verified = match self.documents(Keys::Cached).await {
+            Ok(documents) => verify::id_token(&id_token, &self.config, &documents.jwks, any_nonce),
+            Err(refusal) => Err(refusal),
+        };
+        let verified = match verified {
+            Err(Refusal::IdTokenUnknownKey(_)) => match self.documents(Keys::Now).await {
+                Ok(documents) => {
+                    verify::id_token(&id_token, &self.config, &documents.jwks, any_nonce)
+                }
+                Err(refusal) => Err(refusal),
+            },
+            other => other,
+        };
+        let claims = match verified {
+            Ok(claims) if claims.subject == subject => claims,
+            Ok(_) => {
+                return Renewal::Unconfirmed("the refreshed ID token names another subject".into());
+            }
+            Err(refusal) => {
+                return Renewal::Unconfirmed(format!("the refreshed ID token: {refusal}"));
+            }
+        };
+        match verify::admit(&claims, &self.config) {
+            Ok(()) => Renewal::Confirmed,
+            Err(refusal) => Renewal::Refused(refusal.to_string()),
         }
     }
 }

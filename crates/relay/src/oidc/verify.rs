@@ -23,6 +23,10 @@ pub const CLOCK_SKEW: Duration = Duration::from_secs(60);
 /// within it.
 pub const MAX_TOKEN_AGE: Duration = Duration::from_secs(15 * 60);
 
+/// Google's issuer: the only one whose `hd` claim counts, as Google sets it for the accounts of
+/// a Workspace domain it hosts (another provider may let anyone set any claim).
+pub const GOOGLE_ISSUER: &str = "https://accounts.google.com";
+
 /// The signature algorithms accepted: asymmetric only. An HMAC-signed ID token would be signed
 /// with the client secret, which a public client does not keep secret; `none` is never accepted.
 const ALGORITHMS: [CoreJwsSigningAlgorithm; 10] = [
@@ -136,9 +140,10 @@ fn refusal(error: ClaimsVerificationError) -> Refusal {
 /// Whether the person may sign in: in an allowed domain (when any are listed) and carrying
 /// every required claim.
 ///
-/// A domain counts only when the provider vouches for it: `hd` (set by Google Workspace for
-/// its own accounts), or the domain of `email` when `email_verified` is `true`. A bare email
-/// address proves nothing: some providers let anyone set any address.
+/// A domain counts only when the provider vouches for it: `hd` from Google's issuer (set by
+/// Google Workspace for its own accounts), or the domain of `email` when `email_verified` is
+/// `true`. A bare email address proves nothing: some providers let anyone set any address, and
+/// any claim such as `hd`.
 pub fn admit(claims: &VerifiedClaims, config: &OidcConfig) -> Result<(), Refusal> {
     if !config.allowed_domains.is_empty() {
         let listed = |domain: &str| {
@@ -147,7 +152,9 @@ pub fn admit(claims: &VerifiedClaims, config: &OidcConfig) -> Result<(), Refusal
                 .iter()
                 .any(|allowed| allowed.eq_ignore_ascii_case(domain))
         };
-        let hosted = claims.all.get("hd").and_then(Value::as_str);
+        let hosted = (claims.issuer == GOOGLE_ISSUER)
+            .then(|| claims.all.get("hd").and_then(Value::as_str))
+            .flatten();
         let verified_email = (claims.all.get("email_verified") == Some(&Value::Bool(true)))
             .then(|| claims.all.get("email").and_then(Value::as_str))
             .flatten();
@@ -279,7 +286,13 @@ mod tests {
         assert!(admit(&verified, &team).is_ok());
         let upper = claims(json!({"email": "a@TEAM.example", "email_verified": true}));
         assert!(admit(&upper, &team).is_ok());
-        let hosted = claims(json!({"hd": "team.example"}));
+        let mut hosted = claims(json!({"hd": "team.example"}));
+        assert_eq!(
+            admit(&hosted, &team).unwrap_err().code(),
+            "domain_not_allowed",
+            "hd from another issuer than Google's"
+        );
+        hosted.issuer = super::GOOGLE_ISSUER.into();
         assert!(admit(&hosted, &team).is_ok());
         for refused in [
             json!({"email": "a@team.example", "email_verified": false}),

@@ -239,8 +239,11 @@ fn unique_name(identity: &ConfirmedIdentity) -> String {
 }
 
 /// Which confirmations a replica takes to renew now.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct RenewalLease {
+    /// The configured issuer: only its people are renewed, so a refresh token never goes to
+    /// another issuer than the one that issued it (after the operator changes the issuer).
+    pub issuer: String,
     /// Renew people last confirmed at or before this.
     pub confirmed_before: UnixMillis,
     /// Now: a lease that ended before it is taken again.
@@ -282,6 +285,12 @@ pub enum RenewalOutcome {
         /// When.
         at: UnixMillis,
     },
+    /// The provider rotated the refresh token: the new one replaces the spent one at once,
+    /// before the answer is checked, and the lease stays this replica's.
+    Rotated {
+        /// The refresh token handed back, sealed.
+        sealed_refresh_token: Vec<u8>,
+    },
     /// Not answered: nothing changes but when the renewal is tried again (the lease is held
     /// until then).
     Unanswered {
@@ -290,14 +299,16 @@ pub enum RenewalOutcome {
     },
 }
 
-/// Only rows still due and unleased are taken (the outer condition, which PostgreSQL checks
-/// again on a row another replica just leased), at most `$4`, the longest unconfirmed first.
+/// Only rows of the issuer `$5` still due and unleased are taken (the outer condition, which
+/// PostgreSQL checks again on a row another replica just leased), at most `$4`, the longest
+/// unconfirmed first.
 const LEASE_RENEWALS: &str = "UPDATE owner_identities SET renewing_until = $3 \
-     WHERE confirmed_at <= $1 AND refresh_token IS NOT NULL \
+     WHERE issuer = $5 AND confirmed_at <= $1 AND refresh_token IS NOT NULL \
      AND (renewing_until IS NULL OR renewing_until <= $2) \
      AND owner_id IN (SELECT id FROM owners WHERE disabled_at IS NULL) \
-     AND owner_id IN (SELECT owner_id FROM owner_identities WHERE confirmed_at <= $1 \
-       AND refresh_token IS NOT NULL AND (renewing_until IS NULL OR renewing_until <= $2) \
+     AND owner_id IN (SELECT owner_id FROM owner_identities WHERE issuer = $5 \
+       AND confirmed_at <= $1 AND refresh_token IS NOT NULL \
+       AND (renewing_until IS NULL OR renewing_until <= $2) \
        ORDER BY confirmed_at LIMIT $4) \
      RETURNING owner_id, issuer, subject, refresh_token";
 /// `$4`, `$2`: the lease this replica took; a sign-in meanwhile (which clears it) or another
@@ -306,6 +317,8 @@ const RENEWED: &str = "UPDATE owner_identities SET confirmed_at = $2, refresh_to
      renewing_until = NULL WHERE owner_id = $1 AND renewing_until = $4";
 const REFUSED: &str = "UPDATE owner_identities SET refresh_token = NULL, renewing_until = NULL \
      WHERE owner_id = $1 AND renewing_until = $2";
+const ROTATED: &str = "UPDATE owner_identities SET refresh_token = $2 \
+     WHERE owner_id = $1 AND renewing_until = $3";
 const RETRY_AT: &str = "UPDATE owner_identities SET renewing_until = $3 \
      WHERE owner_id = $1 AND renewing_until = $2";
 const LAPSE_NOW: &str = "UPDATE owners SET confirmed_until = $2 WHERE id = $1";
@@ -331,12 +344,14 @@ where
     for<'c> &'c mut DB::Connection: Executor<'c, Database = DB>,
     DB::Arguments: IntoArguments<DB>,
     i64: for<'q> Encode<'q, DB> + Type<DB>,
+    String: for<'q> Encode<'q, DB> + Type<DB>,
 {
     let rows = sqlx::query::<DB>(LEASE_RENEWALS)
         .bind(time_to_sql(lease.confirmed_before))
         .bind(time_to_sql(lease.now))
         .bind(time_to_sql(lease.lease_until))
         .bind(lease.limit)
+        .bind(lease.issuer)
         .fetch_all(conn)
         .await?;
     rows.iter()
@@ -415,6 +430,17 @@ where
                 .bind(b(owner_id))
                 .execute(&mut *conn)
                 .await?;
+        }
+        RenewalOutcome::Rotated {
+            sealed_refresh_token,
+        } => {
+            let held = sqlx::query::<DB>(ROTATED)
+                .bind(b(owner_id))
+                .bind(sealed_refresh_token.clone())
+                .bind(time_to_sql(lease_until))
+                .execute(&mut *conn)
+                .await?;
+            return Ok(held.affected() > 0);
         }
         RenewalOutcome::Unanswered { retry_at } => {
             let held = sqlx::query::<DB>(RETRY_AT)

@@ -15,6 +15,7 @@ mod handoff;
 mod hardening;
 mod isolation;
 mod limits;
+mod log_reader;
 mod migrations;
 mod oidc;
 mod openapi;

@@ -116,3 +116,59 @@ async fn a_rotated_signing_key_is_fetched_once_a_token_names_it() {
     tokio::time::sleep(std::time::Duration::from_secs(11)).await;
     sign_in_as(&relay, "alice").await;
 }
+
+#[tokio::test]
+async fn hd_counts_only_from_googles_issuer() {
+    let (provider, relay) = provider_and_relay(|_| {}).await;
+    // An unverified personal address whose token says it is hosted in the allowed domain: only
+    // Google's issuer vouches for a domain through `hd`.
+    let plan = json!({"claims": {
+        "email": "erin@personal.example",
+        "email_verified": false,
+        "hd": "team.example",
+    }});
+    assert_eq!(
+        refused_with(&provider, &relay, plan).await,
+        "domain_not_allowed"
+    );
+}
+
+#[tokio::test]
+async fn a_malformed_id_token_is_refused_as_invalid_not_as_the_provider_being_down() {
+    let (provider, relay) = provider_and_relay(|_| {}).await;
+    let cases = [
+        (json!({"raw": "not-a-jwt"}), "id_token_invalid"),
+        (json!({"raw": 42}), "id_token_invalid"),
+        // `sub` is who the person is: it must be a string.
+        (json!({"claims": {"sub": 42}}), "id_token_invalid"),
+    ];
+    assert_refused(&provider, &relay, cases).await;
+}
+
+#[tokio::test]
+async fn claims_of_an_unexpected_type_that_admission_does_not_use_do_not_fail_a_sign_in() {
+    let (provider, relay) = provider_and_relay(|config| {
+        let oidc = config.oidc.as_mut().unwrap();
+        oidc.allowed_domains.clear();
+        oidc.required_claims = vec![sealpost_relay::oidc::RequiredClaim {
+            name: "groups".into(),
+            value: "sealpost".into(),
+        }];
+    })
+    .await;
+    // As some providers send them: a boolean as text, a time as an ISO 8601 string.
+    let odd = json!({"claims": {
+        "email_verified": "true",
+        "phone_number_verified": "false",
+        "updated_at": "2026-01-02T03:04:05Z",
+    }});
+    provider.tamper(odd.clone()).await;
+    sign_in_as(&relay, "alice").await;
+    // Where a claim decides admission, only the JSON boolean counts: a refusal with its own
+    // code, never the provider's.
+    let (provider, relay) = provider_and_relay(|_| {}).await;
+    assert_eq!(
+        refused_with(&provider, &relay, odd).await,
+        "domain_not_allowed"
+    );
+}

@@ -4,8 +4,11 @@
 
 mod attacks;
 mod flow;
+mod issuer;
+mod process;
 mod recheck;
 mod replicas;
+mod settings;
 
 use std::io::{BufRead as _, BufReader};
 use std::path::PathBuf;

@@ -16,8 +16,15 @@ use super::{Browser, TestProvider, direct, free_addr, me, pkce, relay_for, sign_
 const RECHECK_HOURS: f64 = 0.001;
 const PERIOD: Duration = Duration::from_millis(3_600);
 
-/// A provider and a relay re-checking every [`PERIOD`], requiring `claim` if given.
+/// A provider and a relay on SQLite re-checking every [`PERIOD`], requiring `claim` if given.
 async fn rechecking(claim: Option<&str>) -> (TestProvider, Relay) {
+    rechecking_on(TestDb::sqlite(), claim).await
+}
+
+/// A provider and a relay on `db` re-checking every [`PERIOD`], requiring `claim` if given.
+/// The provider rotates refresh tokens and takes a spent one presented again for theft: it
+/// revokes the grant (`oidc-provider`'s `rotateRefreshToken`).
+async fn rechecking_on(db: TestDb, claim: Option<&str>) -> (TestProvider, Relay) {
     let addr = free_addr();
     let public_url = format!("http://{addr}");
     let provider = TestProvider::start(&[format!("{public_url}/auth/oidc/callback")]);
@@ -31,7 +38,7 @@ async fn rechecking(claim: Option<&str>) -> (TestProvider, Relay) {
         }];
     }
     let oidc = args.into_config().unwrap().unwrap();
-    let relay = relay_for(&provider, TestDb::sqlite(), addr, &public_url, |config| {
+    let relay = relay_for(&provider, db, addr, &public_url, |config| {
         config.oidc = Some(oidc);
     })
     .await;
@@ -191,4 +198,78 @@ async fn a_person_taken_out_of_a_required_group_is_refused_at_the_next_renewal()
         .await;
     tokio::time::sleep(PERIOD).await;
     assert_eq!(me(&relay, &owner).await.0, StatusCode::UNAUTHORIZED);
+}
+
+/// Polls until the provider has confirmed Alice twice since `since` (each renewal's answer
+/// verified and its refresh token the one in use), failing after a generous bound.
+async fn until_confirmed_twice_since(relay: &Relay, since: UnixMillis) {
+    let start = Instant::now();
+    let mut seen = Vec::new();
+    loop {
+        // A confirmation at `at` lasts until `at + PERIOD`.
+        let until = confirmed_until(relay).await;
+        if until > since.saturating_add_ms(3_600) && !seen.contains(&until) {
+            seen.push(until);
+            if seen.len() == 2 {
+                return;
+            }
+        }
+        assert!(
+            start.elapsed() < PERIOD * 6,
+            "confirmed {} time(s) since, after {:?}",
+            seen.len(),
+            start.elapsed()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// The provider rotates its signing key and drops the old one while Alice is signed in: her
+/// renewals go on (the relay fetches the new key for the refreshed ID token), and no spent
+/// refresh token is ever presented (the provider would revoke her grant).
+async fn a_key_rotation_keeps_people_signed_in(db: TestDb) {
+    let (provider, relay) = rechecking_on(db, None).await;
+    let (owner, _) = alice(&relay).await;
+    let rotated_at = now_ms();
+    provider.rotate_key().await;
+    until_confirmed_twice_since(&relay, rotated_at).await;
+    assert_eq!(me(&relay, &owner).await.0, StatusCode::OK);
+}
+
+#[tokio::test]
+async fn a_key_rotation_at_the_provider_keeps_people_signed_in_on_sqlite() {
+    a_key_rotation_keeps_people_signed_in(TestDb::sqlite()).await;
+}
+
+#[tokio::test]
+async fn a_key_rotation_at_the_provider_keeps_people_signed_in_on_postgres() {
+    let Some(db) = TestDb::postgres().await else {
+        return;
+    };
+    a_key_rotation_keeps_people_signed_in(db).await;
+}
+
+/// A refresh succeeds but the ID token it brings fails its check (signed by a key the provider
+/// does not publish): the renewal is tried again with the refresh token that refresh handed
+/// back, never the spent one, and Alice stays signed in.
+async fn a_failed_check_after_a_refresh_keeps_the_rotated_token(db: TestDb) {
+    let (provider, relay) = rechecking_on(db, None).await;
+    let (owner, _) = alice(&relay).await;
+    let tampered_at = now_ms();
+    provider.tamper(serde_json::json!({"key": "rogue"})).await;
+    until_confirmed_twice_since(&relay, tampered_at).await;
+    assert_eq!(me(&relay, &owner).await.0, StatusCode::OK);
+}
+
+#[tokio::test]
+async fn a_failed_check_after_a_refresh_never_presents_the_spent_refresh_token_on_sqlite() {
+    a_failed_check_after_a_refresh_keeps_the_rotated_token(TestDb::sqlite()).await;
+}
+
+#[tokio::test]
+async fn a_failed_check_after_a_refresh_never_presents_the_spent_refresh_token_on_postgres() {
+    let Some(db) = TestDb::postgres().await else {
+        return;
+    };
+    a_failed_check_after_a_refresh_keeps_the_rotated_token(db).await;
 }
