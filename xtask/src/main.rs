@@ -16,6 +16,8 @@
 //! - `cargo xtask dist [--only PLATFORMS] [--no-image] | dist image-root`  every release
 //!   artifact into `target/dist/` with `SHA256SUMS` (the plugin for Linux, macOS and Windows,
 //!   its npm packages, wheels and bundle; the relay's tarballs and images).
+//! - `cargo xtask dist check`  builds this machine's Linux and the Windows artifacts and uses
+//!   each as people do (npx, uvx, pip, Wine, the image under podman).
 //! - `cargo xtask web`  the browser module and the web app into `target/web/`.
 //! - `cargo xtask package`  the browser module as an npm package,
 //!   `target/npm/sealpost-browser-<version>.tgz`.
@@ -40,7 +42,7 @@ use anyhow::{Context as _, Result, bail};
 
 use crate::cmd::{cargo, cmd, step};
 
-const USAGE: &str = "usage: cargo xtask <test [--no-postgres] | run | bench [seal|relay|executor|plugin|browser|web|all] | fuzz [SECONDS] | mutants [seal|relay|all] | tools | postgres | mcpb [--debug] | dist [--only PLATFORMS] [--no-image] | dist image-root | web | package>";
+const USAGE: &str = "usage: cargo xtask <test [--no-postgres] | run | bench [seal|relay|executor|plugin|browser|web|all] | fuzz [SECONDS] | mutants [seal|relay|all] | tools | postgres | mcpb [--debug] | dist [--only PLATFORMS] [--no-image] | dist image-root | dist check | web | package>";
 
 /// Crates that must build for `wasm32-unknown-unknown` (pure: no I/O, no clock).
 const PURE_CRATES: [&str; 5] = [
@@ -163,12 +165,6 @@ fn test(postgres: Postgres) -> Result<()> {
     step(
         "the web app end to end: Chromium, the relay and the real plugin",
         || web::test(&tools, &tarball),
-    )?;
-    // Last of the long steps: it cross-compiles what it checks (the static Linux plugin and
-    // relay, the Windows plugin) in release, which no earlier step has built.
-    step(
-        "release artifacts: built by `cargo xtask dist`, used as people use them",
-        || dist::check(&tools),
     )?;
     step(
         "an independent implementation (Python, libsodium) agrees with the vectors",

@@ -1,5 +1,5 @@
-//! The release checks `cargo xtask test` runs: `cargo xtask dist` for this machine's Linux and
-//! for Windows (the platforms that run here), then each artifact used as its users use it.
+//! The release checks, `cargo xtask dist check`: `cargo xtask dist` for this machine's Linux
+//! and for Windows (the platforms that run here), then each artifact used as its users use it.
 //!
 //! - `SHA256SUMS` checked by `sha256sum --check`; the bundle by the official `mcpb validate`.
 //! - The static Linux plugin runs the plugin's stdio and live suites (`stdio::`, `live::`).

@@ -7,9 +7,10 @@
 //! - the relay for each Linux architecture as a tarball with the built app (`relay.rs`) and
 //!   as an OCI image built by podman from the Dockerfile's final stage (`image.rs`).
 //!
-//! `cargo xtask dist --only linux-x64,win32-x64 --no-image` builds a subset (the release
-//! checks of `cargo xtask test` build what they run); `cargo xtask dist image-root` lays out
-//! only the image's root folder for this machine's architecture (the Dockerfile's build stage).
+//! `cargo xtask dist --only linux-x64,win32-x64 --no-image` builds a subset; `cargo xtask
+//! dist check` builds what this machine can run and checks it (`check.rs`); `cargo xtask dist
+//! image-root` lays out only the image's root folder for this machine's architecture (the
+//! Dockerfile's build stage).
 
 pub mod archive;
 mod check;
@@ -107,10 +108,11 @@ impl Plugins {
 
 /// `cargo xtask dist [...]`.
 pub fn run(args: &[&str]) -> Result<()> {
-    if args == ["image-root"] {
-        return image_root_only().map(|_| ());
+    match args {
+        ["image-root"] => image_root_only().map(|_| ()),
+        ["check"] => check(&crate::tools::ensure_all(true)?),
+        _ => build(&Plan::parse(args)?).map(|_| ()),
     }
-    build(&Plan::parse(args)?).map(|_| ())
 }
 
 /// Builds `plan` into [`out_dir`], replacing what was there; answers the files written.
