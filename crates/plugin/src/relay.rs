@@ -152,7 +152,8 @@ mod tls {
     /// store; on Linux the system's CA files, `SSL_CERT_FILE` included), so a relay behind a
     /// company's own CA works where the system trusts that CA.
     #[cfg(not(target_vendor = "apple"))]
-    pub fn connector_builder() -> hyper_rustls::HttpsConnectorBuilder<hyper_rustls::builderstates::WantsSchemes> {
+    pub fn connector_builder()
+    -> hyper_rustls::HttpsConnectorBuilder<hyper_rustls::builderstates::WantsSchemes> {
         hyper_rustls::HttpsConnectorBuilder::new()
             .with_provider_and_platform_verifier(std::sync::Arc::new(
                 rustls::crypto::ring::default_provider(),
@@ -165,7 +166,8 @@ mod tls {
     /// may be shipped there); so macOS trusts the public web PKI, and a relay behind a private
     /// CA is reached through `SSL_CERT_FILE`, whose certificates are added to these.
     #[cfg(target_vendor = "apple")]
-    pub fn connector_builder() -> hyper_rustls::HttpsConnectorBuilder<hyper_rustls::builderstates::WantsSchemes> {
+    pub fn connector_builder()
+    -> hyper_rustls::HttpsConnectorBuilder<hyper_rustls::builderstates::WantsSchemes> {
         let mut roots = rustls::RootCertStore::empty();
         roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
         if let Some(path) = std::env::var_os("SSL_CERT_FILE") {
@@ -220,13 +222,9 @@ impl RelayClient {
         let path = format!("/v1/pairings/{pair_id}/session");
         // Idempotent, and the first request after a sleep may meet a dead pooled connection:
         // one retry on a transport failure.
-        let mut result = self
-            .send(self.request(Method::GET, &path), None)
-            .await;
+        let mut result = self.send(self.request(Method::GET, &path), None).await;
         if matches!(result, Err(RelayError::Unreachable { .. })) {
-            result = self
-                .send(self.request(Method::GET, &path), None)
-                .await;
+            result = self.send(self.request(Method::GET, &path), None).await;
         }
         match result {
             Ok(session) => Ok(Some(session)),
@@ -274,12 +272,8 @@ impl RelayClient {
 
     /// Revokes this plugin's own MCP token.
     pub async fn sign_out(&self) -> Result<(), RelayError> {
-        self.send_empty(
-            Method::POST,
-            "/v1/auth/signout",
-            &serde_json::json!({}),
-        )
-        .await
+        self.send_empty(Method::POST, "/v1/auth/signout", &serde_json::json!({}))
+            .await
     }
 
     fn request(&self, method: Method, path: &str) -> Prepared {

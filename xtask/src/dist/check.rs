@@ -23,8 +23,7 @@ use crate::tools::{self, find_in_path};
 
 /// What the checks need that a fresh machine lacks, with the command that installs it.
 fn require_system_tools() -> Result<()> {
-    let packages =
-        "apt-get install -y podman buildah runc wine wine64 gcc-mingw-w64-x86-64 unzip";
+    let packages = "apt-get install -y podman buildah runc wine wine64 gcc-mingw-w64-x86-64 unzip";
     for tool in ["podman", "unzip", "sha256sum", "x86_64-w64-mingw32-gcc"] {
         find_in_path(tool).with_context(|| {
             format!("`{tool}` is needed for the release checks: run `{packages}` (as root)")
@@ -156,7 +155,9 @@ fn ensure_uv() -> Result<PathBuf> {
 fn wine64() -> Result<PathBuf> {
     find_in_path("wine64")
         .or_else(|| Some(PathBuf::from("/usr/lib/wine/wine64")).filter(|p| p.is_file()))
-        .context("Wine is needed for the Windows checks: run `apt-get install -y wine wine64` (as root)")
+        .context(
+            "Wine is needed for the Windows checks: run `apt-get install -y wine wine64` (as root)",
+        )
 }
 
 /// Rust's standard library asks Windows 10+ for randomness through `ProcessPrng` in
@@ -190,7 +191,10 @@ fn ensure_wine_prefix() -> Result<PathBuf> {
         let dir = root().join("target/wine-prng");
         std::fs::create_dir_all(&dir)?;
         std::fs::write(dir.join("prng.c"), PROCESS_PRNG_C)?;
-        std::fs::write(dir.join("prng.def"), "LIBRARY bcryptprimitives.dll\nEXPORTS\nProcessPrng\n")?;
+        std::fs::write(
+            dir.join("prng.def"),
+            "LIBRARY bcryptprimitives.dll\nEXPORTS\nProcessPrng\n",
+        )?;
         cmd(gcc, &["-O2", "-shared", "-o"])
             .arg_path(&dll)
             .arg_path(dir.join("prng.c"))
