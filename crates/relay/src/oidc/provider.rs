@@ -337,12 +337,17 @@ impl Provider {
             // Re-checks renew with a refresh token. Google refuses the standard scope and asks
             // for its own parameters instead; everyone else takes `offline_access` (OpenID
             // Connect Core 1.0, 11).
+            // A strict provider grants `offline_access` only with `prompt=consent`
+            // (`--oidc-prompt-consent`); Google never gives a second refresh token without it.
             if self.config.issuer == GOOGLE_ISSUER {
                 request = request
                     .add_extra_param("access_type", "offline")
                     .add_extra_param("prompt", "consent");
             } else {
                 request = request.add_scope(Scope::new("offline_access".into()));
+                if self.config.prompt_consent {
+                    request = request.add_extra_param("prompt", "consent");
+                }
             }
         }
         let (url, state, nonce) = request.url();
