@@ -142,7 +142,8 @@ pub struct Limits {
     #[arg(long, default_value_t = 10, alias = "max-signin-links")]
     pub max_live_signin_codes_per_owner: u32,
     /// Sign-in attempts per minute per client address (0 = unlimited), per replica; past it
-    /// and the burst, 429 `rate_limited` with `Retry-After`.
+    /// and the burst, 429 `rate_limited` with `Retry-After`. Counted apart for `POST
+    /// /v1/auth/signin`, team sign-in's starts and its callbacks (each its own bucket).
     #[arg(long, default_value_t = 10, alias = "signin-rate-per-address")]
     pub signin_rate_per_address_per_min: u32,
     /// Burst of sign-in attempts an address may make above that rate.

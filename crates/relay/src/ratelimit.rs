@@ -1,7 +1,8 @@
 //! Request rate limits, in memory and per replica, through `governor`'s keyed GCRA limiters:
 //! per token (every request that carries one), per owner (all of an owner's tokens together,
 //! so minting tokens buys no rate) and per client address (sign-in, the one
-//! endpoint without a token; the address honours `--trust-proxy`, see `http::client`).
+//! endpoint without a token, and team sign-in's start and callback pages, each its own bucket;
+//! the address honours `--trust-proxy`, see `http::client`).
 //!
 //! A token is charged only once it has authenticated: its JWT verified under the relay's key,
 //! and, for every endpoint but the call loop's, its row read and found live. So a forged,
@@ -96,6 +97,11 @@ pub struct RateLimits {
     per_token: Option<(TokenLimiter, Forgettable<TokenId>)>,
     per_owner: Option<DefaultKeyedRateLimiter<OwnerId>>,
     signin_per_address: Option<DefaultKeyedRateLimiter<IpAddr>>,
+    /// Team sign-in's starts and callbacks: apart from `POST /v1/auth/signin` and from each
+    /// other, so a flood of one (each start or callback writes to the database) locks no one
+    /// out of the others.
+    oidc_start_per_address: Option<DefaultKeyedRateLimiter<IpAddr>>,
+    oidc_callback_per_address: Option<DefaultKeyedRateLimiter<IpAddr>>,
     clock: DefaultClock,
 }
 
@@ -114,6 +120,13 @@ fn quota(per: Duration, count: u32, burst: u32) -> Option<Quota> {
 
 impl RateLimits {
     pub fn new(limits: &Limits) -> Self {
+        let signin = || {
+            quota(
+                Duration::from_secs(60),
+                limits.signin_rate_per_address_per_min,
+                limits.signin_burst_per_address,
+            )
+        };
         Self {
             per_token: quota(
                 Duration::from_secs(1),
@@ -130,11 +143,9 @@ impl RateLimits {
                 limits.rate_per_owner_per_s,
                 limits.rate_burst_per_owner,
             )),
-            signin_per_address: limiter(quota(
-                Duration::from_secs(60),
-                limits.signin_rate_per_address_per_min,
-                limits.signin_burst_per_address,
-            )),
+            signin_per_address: limiter(signin()),
+            oidc_start_per_address: limiter(signin()),
+            oidc_callback_per_address: limiter(signin()),
             clock: DefaultClock::default(),
         }
     }
@@ -167,6 +178,16 @@ impl RateLimits {
         self.check(self.signin_per_address.as_ref(), &address)
     }
 
+    /// Charges one team sign-in start to a client address.
+    pub fn check_oidc_start(&self, address: IpAddr) -> Result<(), Limited> {
+        self.check(self.oidc_start_per_address.as_ref(), &address)
+    }
+
+    /// Charges one team sign-in callback to a client address.
+    pub fn check_oidc_callback(&self, address: IpAddr) -> Result<(), Limited> {
+        self.check(self.oidc_callback_per_address.as_ref(), &address)
+    }
+
     fn check<K: std::hash::Hash + Eq + Clone>(
         &self,
         limiter: Option<&DefaultKeyedRateLimiter<K>>,
@@ -190,7 +211,14 @@ impl RateLimits {
             limiter.retain_recent();
             limiter.shrink_to_fit();
         }
-        if let Some(limiter) = &self.signin_per_address {
+        for limiter in [
+            &self.signin_per_address,
+            &self.oidc_start_per_address,
+            &self.oidc_callback_per_address,
+        ]
+        .into_iter()
+        .flatten()
+        {
             limiter.retain_recent();
             limiter.shrink_to_fit();
         }

@@ -118,7 +118,7 @@ async fn begin(state: &AppState, client: IpAddr, query: StartQuery) -> Result<Re
     let provider = state.oidc.as_ref().ok_or(Refusal::NotConfigured)?;
     state
         .rate
-        .check_signin(client)
+        .check_oidc_start(client)
         .map_err(|_| Refusal::RateLimited)?;
     let app = AppScope::named(query.app_origin.as_deref(), &state.config.app_origins)
         .map_err(|not_listed| Refusal::AppOriginNotListed(not_listed.to_string()))?;
@@ -168,6 +168,7 @@ async fn begin(state: &AppState, client: IpAddr, query: StartQuery) -> Result<Re
 
 async fn callback(
     State(state): State<AppState>,
+    Extension(ClientAddr(client)): Extension<ClientAddr>,
     headers: HeaderMap,
     query: Result<Query<CallbackQuery>, axum::extract::rejection::QueryRejection>,
 ) -> Response {
@@ -188,6 +189,10 @@ async fn callback(
     });
     let clear = clear.as_deref();
     let mut back = state.config.public_url.clone();
+    // Before the flow is looked up (and deleted): each callback costs the database a write.
+    if state.rate.check_oidc_callback(client).is_err() {
+        return refused(&Refusal::RateLimited, &back, None);
+    }
     match finish(&state, &headers, query, &mut back).await {
         Ok(link) => redirect(&link, clear),
         Err(refusal) => refused(&refusal, &back, clear),

@@ -52,6 +52,11 @@ pub struct OidcArgs {
     /// Needs a confidential client (--oidc-client-secret-file).
     #[arg(long, value_name = "HOURS", requires = "oidc_client_secret_file")]
     pub oidc_recheck_hours: Option<f64>,
+    /// With re-checks, also send prompt=consent when asking for offline access: a provider that
+    /// strictly follows OpenID Connect Core grants a refresh token only then (the person sees
+    /// its consent page at each sign-in). Google always gets it.
+    #[arg(long, requires = "oidc_recheck_hours")]
+    pub oidc_prompt_consent: bool,
 }
 
 /// `NAME=VALUE`: a claim the ID token must carry.
@@ -112,6 +117,8 @@ pub struct OidcConfig {
     pub required_claims: Vec<RequiredClaim>,
     /// How often a person must be confirmed at the provider; `None`: only at sign-in.
     pub recheck: Option<Duration>,
+    /// Whether the sign-in asks for consent (`prompt=consent`) with offline access.
+    pub prompt_consent: bool,
 }
 
 impl OidcArgs {
@@ -160,6 +167,7 @@ impl OidcArgs {
             allowed_domains,
             required_claims: self.oidc_required_claim,
             recheck,
+            prompt_consent: self.oidc_prompt_consent,
         }))
     }
 }

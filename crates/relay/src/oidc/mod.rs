@@ -5,6 +5,7 @@
 
 mod args;
 mod at_rest;
+mod http;
 mod provider;
 mod recheck;
 mod refusal;

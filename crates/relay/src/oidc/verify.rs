@@ -268,6 +268,7 @@ mod tests {
                 })
                 .collect(),
             recheck: None,
+            prompt_consent: false,
         }
     }
 

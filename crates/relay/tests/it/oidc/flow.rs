@@ -274,3 +274,41 @@ async fn two_sign_ins_started_in_one_browser_each_finish() {
         .await
         .unwrap();
 }
+
+#[tokio::test]
+async fn starts_callbacks_and_link_sign_ins_each_have_their_own_bounded_rate() {
+    let (_provider, relay) = provider_and_relay(|config| {
+        config.limits.signin_rate_per_address_per_min = 1;
+        config.limits.signin_burst_per_address = 2;
+    })
+    .await;
+    let http = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap();
+    let status = |url: String| {
+        let http = http.clone();
+        async move { http.get(url).send().await.unwrap().status() }
+    };
+    // A flood of starts from one address spends the starts' bucket …
+    let (_, challenge) = pkce();
+    for _ in 0..2 {
+        assert_eq!(
+            status(start_url(&relay, &challenge)).await,
+            StatusCode::SEE_OTHER
+        );
+    }
+    assert_eq!(
+        status(start_url(&relay, &challenge)).await,
+        StatusCode::TOO_MANY_REQUESTS
+    );
+    // … and not the link sign-in's: a wrong code is refused as such, not rate limited.
+    let (refused, _) = exchange(&relay, "not-a-code", None).await.unwrap_err();
+    assert_ne!(refused, StatusCode::TOO_MANY_REQUESTS);
+    // Callbacks have a bucket of their own, bounded too: each is a write to the database.
+    let callback = |n: usize| format!("{}/auth/oidc/callback?code=x&state=made-up-{n}", relay.base);
+    for n in 0..2 {
+        assert_eq!(status(callback(n)).await, StatusCode::BAD_REQUEST);
+    }
+    assert_eq!(status(callback(2)).await, StatusCode::TOO_MANY_REQUESTS);
+}

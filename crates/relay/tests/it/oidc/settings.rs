@@ -50,3 +50,35 @@ async fn with_team_sign_in_the_first_start_prints_no_link_that_bypasses_the_prov
     assert_eq!(owners.len(), 1);
     assert_eq!(owners[0].name, "alice@team.example");
 }
+
+#[tokio::test]
+async fn prompt_consent_is_sent_with_offline_access_when_set() {
+    for (consent, expected) in [(false, false), (true, true)] {
+        let (_provider, relay) = super::provider_and_relay(|config| {
+            let oidc = config.oidc.as_mut().unwrap();
+            oidc.recheck = Some(std::time::Duration::from_secs(3600));
+            oidc.prompt_consent = consent;
+        })
+        .await;
+        let (_, challenge) = pkce();
+        let response = reqwest::Client::builder()
+            .redirect(reqwest::redirect::Policy::none())
+            .build()
+            .unwrap()
+            .get(start_url(&relay, &challenge))
+            .send()
+            .await
+            .unwrap();
+        let to_provider = reqwest::Url::parse(
+            response.headers()[reqwest::header::LOCATION]
+                .to_str()
+                .unwrap(),
+        )
+        .unwrap();
+        let query: Vec<(String, String)> = to_provider.query_pairs().into_owned().collect();
+        let has =
+            |name: &str, value: &str| query.iter().any(|(n, v)| n == name && v.contains(value));
+        assert!(has("scope", "offline_access"), "{to_provider}");
+        assert_eq!(has("prompt", "consent"), expected, "{to_provider}");
+    }
+}
