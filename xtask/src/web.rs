@@ -218,17 +218,8 @@ pub fn test(tools: &tools::Tools, npm_tarball: &Path) -> Result<()> {
     )
     .dir(root().join("web"))
     .run()?;
-    let specs: Vec<String> = std::fs::read_dir(root().join("web/tests"))?
-        .filter_map(|e| e.ok())
-        .map(|e| e.file_name().to_string_lossy().into_owned())
-        .filter(|name| name.ends_with(".spec.mjs"))
-        .map(|name| format!("tests/{name}"))
-        .collect();
-    // A test that hangs fails on its own after five minutes and names itself, rather than
-    // using up the suite's deadline unnamed.
-    let mut args = vec!["--test", "--test-concurrency=1", "--test-timeout=300000"];
-    args.extend(specs.iter().map(String::as_str));
-    cmd(node, &args)
+    let args = node_test_args("tests")?;
+    cmd(node, &args.iter().map(String::as_str).collect::<Vec<_>>())
         .dir(root().join("web"))
         .env("SEALPOST_RELAY_BIN", debug.join("sealpost-relay"))
         .env("SEALPOST_BIN", debug.join("sealpost"))
@@ -236,6 +227,22 @@ pub fn test(tools: &tools::Tools, npm_tarball: &Path) -> Result<()> {
         .env("SEALPOST_CHROMIUM", &tools.chromium)
         .env("SEALPOST_NPM_TARBALL", npm_tarball)
         .run_within(SUITE_DEADLINE)
+}
+
+/// `node --test` over every `*.spec.mjs` directly in `web/FOLDER`, one file at a time. A test
+/// that hangs fails on its own after five minutes and names itself, rather than using up the
+/// suite's deadline unnamed.
+pub fn node_test_args(folder: &str) -> Result<Vec<String>> {
+    let mut args: Vec<String> = ["--test", "--test-concurrency=1", "--test-timeout=300000"]
+        .map(String::from)
+        .to_vec();
+    for entry in std::fs::read_dir(root().join("web").join(folder))? {
+        let name = entry?.file_name().to_string_lossy().into_owned();
+        if name.ends_with(".spec.mjs") {
+            args.push(format!("{folder}/{name}"));
+        }
+    }
+    Ok(args)
 }
 
 #[cfg(test)]

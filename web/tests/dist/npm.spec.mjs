@@ -4,9 +4,8 @@
 
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import { startRelay, tempDir } from '../harness.mjs';
-import { DIST, servingTab, sdkClient, searchFinds } from './tab.mjs';
+import { DIST, servingTab, sdkClient, searchFinds, run } from './tab.mjs';
 import { startRegistry } from './registry.mjs';
 
 let relay;
@@ -38,15 +37,8 @@ function machine() {
   };
 }
 
-function npx(args, env, stdin) {
-  return new Promise((ok) => {
-    const child = spawn('npx', ['-y', '@sealpost/plugin', ...args], { env: { PATH: process.env.PATH, ...env } });
-    let output = '';
-    child.stdout.on('data', (d) => { output += d; });
-    child.stderr.on('data', (d) => { output += d; });
-    child.on('exit', (status) => ok({ status, output }));
-    child.stdin.end(stdin);
-  });
+function npx(args, env, stdin = '') {
+  return run('npx', ['-y', '@sealpost/plugin', ...args], env, stdin);
 }
 
 test('npx installs the launcher and this platform\'s binary, pairs, lists and answers a call', async () => {

@@ -3,6 +3,7 @@
 // TypeScript MCP SDK's client over stdio, as Claude Desktop, Cursor and VS Code run it.
 
 import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
 import { join, resolve, dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
@@ -59,4 +60,17 @@ export async function searchFinds(client) {
   const text = answer.content.map((c) => c.text).join('\n');
   assert.equal(answer.isError ?? false, false, text);
   assert.ok(text.includes('Key rotation'), text);
+}
+
+// Runs `command args…` with only PATH and `env`, `stdin` written and closed; resolves to its
+// exit status and everything it printed.
+export function run(command, args, env, stdin = '') {
+  return new Promise((ok) => {
+    const child = spawn(command, args, { env: { PATH: process.env.PATH, ...env } });
+    let output = '';
+    child.stdout.on('data', (d) => { output += d; });
+    child.stderr.on('data', (d) => { output += d; });
+    child.on('exit', (status) => ok({ status, output }));
+    child.stdin.end(stdin);
+  });
 }

@@ -5,11 +5,11 @@
 
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn, execFileSync } from 'node:child_process';
+import { execFileSync } from 'node:child_process';
 import { readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { startRelay, tempDir } from '../harness.mjs';
-import { DIST, servingTab, sdkClient, searchFinds } from './tab.mjs';
+import { DIST, servingTab, sdkClient, searchFinds, run } from './tab.mjs';
 
 const UVX = process.env.SEALPOST_UVX ?? 'uvx';
 const UVX_ARGS = ['--no-index', '--find-links', DIST, 'sealpost'];
@@ -32,16 +32,6 @@ function machine() {
   return { HOME: home, UV_CACHE_DIR: `${home}/.cache/uv`, UV_PYTHON_DOWNLOADS: 'never', UV_NO_PROGRESS: '1' };
 }
 
-function run(command, args, env, stdin = '') {
-  return new Promise((ok) => {
-    const child = spawn(command, args, { env: { PATH: process.env.PATH, ...env } });
-    let output = '';
-    child.stdout.on('data', (d) => { output += d; });
-    child.stderr.on('data', (d) => { output += d; });
-    child.on('exit', (status) => ok({ status, output }));
-    child.stdin.end(stdin);
-  });
-}
 
 test('uvx runs the wheel\'s plugin: pairs, lists and answers a call', async () => {
   const env = machine();

@@ -4,11 +4,11 @@
 
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn, execFileSync } from 'node:child_process';
+import { execFileSync } from 'node:child_process';
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { startRelay, tempDir } from '../harness.mjs';
-import { DIST, VERSION, servingTab, sdkClient, searchFinds } from './tab.mjs';
+import { DIST, VERSION, servingTab, sdkClient, searchFinds, run } from './tab.mjs';
 
 const WINE = process.env.SEALPOST_WINE ?? '/usr/lib/wine/wine64';
 
@@ -43,14 +43,7 @@ function machine() {
 }
 
 function wine(args, env, stdin = '') {
-  return new Promise((ok) => {
-    const child = spawn(WINE, [exe, ...args], { env: { PATH: process.env.PATH, ...env } });
-    let output = '';
-    child.stdout.on('data', (d) => { output += d; });
-    child.stderr.on('data', (d) => { output += d; });
-    child.on('exit', (status) => ok({ status, output }));
-    child.stdin.end(stdin);
-  });
+  return run(WINE, [exe, ...args], env, stdin);
 }
 
 test('the Windows plugin pairs, lists and answers a call through the relay', async () => {

@@ -74,16 +74,9 @@ pub fn run(tools: &tools::Tools) -> Result<()> {
     let wine_prefix = ensure_wine_prefix()?;
     let cluster = TestCluster::start().context("the image's check needs PostgreSQL")?;
     let node = find_in_path("node").context("Node.js is not installed")?;
-    let specs: Vec<String> = std::fs::read_dir(root().join("web/tests/dist"))?
-        .filter_map(|e| e.ok())
-        .map(|e| e.file_name().to_string_lossy().into_owned())
-        .filter(|name| name.ends_with(".spec.mjs"))
-        .map(|name| format!("tests/dist/{name}"))
-        .collect();
-    let mut args = vec!["--test", "--test-concurrency=1", "--test-timeout=300000"];
-    args.extend(specs.iter().map(String::as_str));
+    let args = crate::web::node_test_args("tests/dist")?;
     let result = step("the artifacts as people use them (web/tests/dist)", || {
-        cmd(&node, &args)
+        cmd(&node, &args.iter().map(String::as_str).collect::<Vec<_>>())
             .dir(root().join("web"))
             .env("SEALPOST_DIST_DIR", &dist)
             .env("SEALPOST_VERSION", VERSION)
