@@ -37,8 +37,7 @@ WORKDIR /data
 ENV SEALPOST_LISTEN=0.0.0.0:8080 \
     SEALPOST_DATABASE_URL=sqlite:///data/sealpost-relay.db \
     SEALPOST_WEB=/srv/sealpost/web \
-    SEALPOST_LOG=info \
-    SSL_CERT_FILE=/etc/ssl/certs/ca-certificates.crt
+    SEALPOST_LOG=info
 EXPOSE 8080
 VOLUME /data
 HEALTHCHECK --interval=10s --timeout=5s --start-period=5s --retries=3 \

@@ -1,7 +1,8 @@
-//! The deployment files, checked without a Docker engine: every environment variable the
+//! The deployment files, checked without a container: every environment variable the
 //! `Dockerfile` and `docker-compose.yml` set is one the binary reads, and the container's
-//! command, run as a process with the Dockerfile's environment, serves the web app and answers
-//! the health check both files use.
+//! command, run as a process with the Dockerfile's environment, serves the web app, and the
+//! health check both files run (`sealpost-relay healthcheck`) passes against it and fails
+//! without it. The image itself is built and run under podman by `cargo xtask dist check`.
 
 use std::io::{BufRead, BufReader, Read};
 use std::process::{Command, Stdio};
@@ -75,7 +76,7 @@ fn every_variable_the_deployment_files_set_is_one_the_relay_reads() {
     }
     assert_eq!(
         dockerfile_array(&repository_file("Dockerfile"), "ENTRYPOINT"),
-        ["sealpost-relay"]
+        ["/usr/local/bin/sealpost-relay"]
     );
 }
 
@@ -100,7 +101,7 @@ async fn the_container_command_with_its_environment_serves_the_app_and_its_healt
         // The container's paths and port, moved into this test's folder and a free port.
         let value = value
             .replace("/data", &data.display().to_string())
-            .replace("/srv/web", &web.display().to_string())
+            .replace("/srv/sealpost/web", &web.display().to_string())
             .replace("0.0.0.0:8080", "127.0.0.1:0");
         command.env(key, value);
     }
@@ -124,12 +125,33 @@ async fn the_container_command_with_its_environment_serves_the_app_and_its_healt
     std::thread::spawn(move || stdout.read_to_end(&mut Vec::new()));
 
     let http = reqwest::Client::new();
-    // The health check of both files: `curl -fsS http://127.0.0.1:8080/readyz`.
-    assert!(
-        dockerfile.contains("/readyz") && repository_file("docker-compose.yml").contains("/readyz")
-    );
     let ready = http.get(format!("{base}/readyz")).send().await.unwrap();
     assert_eq!(ready.status(), 200);
+    // The health check both files run, with the container's environment: it finds the relay
+    // through SEALPOST_LISTEN, here the address the relay took.
+    let check = r#"["/usr/local/bin/sealpost-relay", "healthcheck"]"#;
+    assert!(dockerfile.contains(check), "the Dockerfile's HEALTHCHECK");
+    let compose = repository_file("docker-compose.yml");
+    assert!(
+        compose.contains(&format!("[\"CMD\", {}", &check[1..])),
+        "compose's healthcheck"
+    );
+    let healthcheck = |listen: &str| {
+        Command::new(env!("CARGO_BIN_EXE_sealpost-relay"))
+            .arg("healthcheck")
+            .env_clear()
+            .env("SEALPOST_LISTEN", listen)
+            .output()
+            .unwrap()
+    };
+    let listen = base.trim_start_matches("http://");
+    let healthy = healthcheck(listen);
+    assert!(healthy.status.success(), "{healthy:?}");
+    let nobody = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let closed = nobody.local_addr().unwrap().to_string();
+    drop(nobody);
+    let unhealthy = healthcheck(&closed);
+    assert!(!unhealthy.status.success(), "no relay answers at {closed}");
     let page = http.get(format!("{base}/")).send().await.unwrap();
     assert_eq!(page.status(), 200);
     let csp = page.headers()["content-security-policy"]
