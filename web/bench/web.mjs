@@ -18,7 +18,7 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
-import { startRelay, launchBrowser, openPage, writeFolder, tempDir, pairPlugin, McpClient } from '../tests/harness.mjs';
+import { grantAllAndServe, startRelay, launchBrowser, openPage, writeFolder, tempDir, pairPlugin, McpClient } from '../tests/harness.mjs';
 import { percentile, ms, ratio, against } from './stats.mjs';
 import { startPeer } from './peer.mjs';
 import { pluginTimings, clearTabMarks, tabCalls, relayTimings, printLegs } from './legs.mjs';
@@ -57,16 +57,7 @@ async function withLoop(relayArgs, measureAll, { database } = {}) {
     await page.waitForSelector(`#import-status:text("Imported ${documents.length} files into bench.")`, { timeout: 600_000 });
     const importMs = performance.now() - importStarted;
 
-    await page.click('nav a[href="#/access"]');
-    await page.waitForSelector('main h2:text-is("AI access")');
-    await page.check('#access-on');
-    await page.check('input[name="grant-source"][value="bench"]');
-    for (const box of await page.$$('input[name="grant-tool"]')) await box.check();
-    await page.click('#save-grants');
-    await page.click('#start-session');
-    await page.waitForSelector('#pairing-code');
-    await page.waitForSelector('#status-pill:text-is("Serving")');
-    const code = (await page.textContent('#pairing-code')).trim();
+    const code = await grantAllAndServe(page, 'bench');
     const config = tempDir('sealpost-bench-plugin-');
     const pairedResult = await pairPlugin(config, code);
     if (pairedResult.status !== 0) throw new Error(`sealpost pair failed: ${pairedResult.output}`);

@@ -149,6 +149,21 @@ export async function openPage(context, url) {
   return page;
 }
 
+// On the app's AI access page: access on, `source` and every tool granted, a session started
+// and serving; answers the pairing code it shows.
+export async function grantAllAndServe(page, source) {
+  await page.click('nav a[href="#/access"]');
+  await page.waitForSelector('main h2:text-is("AI access")');
+  await page.check('#access-on');
+  await page.check(`input[name="grant-source"][value="${source}"]`);
+  for (const box of await page.$$('input[name="grant-tool"]')) await box.check();
+  await page.click('#save-grants');
+  await page.click('#start-session');
+  await page.waitForSelector('#pairing-code');
+  await page.waitForSelector('#status-pill:text-is("Serving")');
+  return (await page.textContent('#pairing-code')).trim();
+}
+
 // Writes a folder of Markdown files; returns its path.
 export function writeFolder(files) {
   const dir = tempDir('sealpost-web-docs-');

@@ -8,7 +8,7 @@ import { join, resolve, dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
-import { launchBrowser, openPage, writeFolder } from '../harness.mjs';
+import { grantAllAndServe, launchBrowser, openPage, writeFolder } from '../harness.mjs';
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), '../../..');
 export const DIST = process.env.SEALPOST_DIST_DIR ?? join(root, 'target/dist');
@@ -25,16 +25,7 @@ export async function servingTab(signinUrl) {
   await page.fill('#source-name', 'notes');
   await page.setInputFiles('#pick-folder', join(notes, 'notes'));
   await page.waitForSelector('#import-status:text("Imported 1 files into notes.")');
-  await page.click('nav a[href="#/access"]');
-  await page.waitForSelector('main h2:text-is("AI access")');
-  await page.check('#access-on');
-  await page.check('input[name="grant-source"][value="notes"]');
-  for (const box of await page.$$('input[name="grant-tool"]')) await box.check();
-  await page.click('#save-grants');
-  await page.click('#start-session');
-  await page.waitForSelector('#pairing-code');
-  await page.waitForSelector('#status-pill:text-is("Serving")');
-  const code = (await page.textContent('#pairing-code')).trim();
+  const code = await grantAllAndServe(page, 'notes');
   const fingerprint = (await page.textContent('#fingerprint')).trim();
   assert.deepEqual(page.cspViolations, [], 'the app runs under its CSP');
   return { code, fingerprint, page, close: () => browser.close() };
