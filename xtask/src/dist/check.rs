@@ -34,6 +34,8 @@ fn require_system_tools() -> Result<()> {
 
 pub fn run(tools: &tools::Tools) -> Result<()> {
     require_system_tools()?;
+    // `mcpb validate`, the TypeScript SDK and the specs' other packages.
+    crate::web::npm_ci()?;
     let native = targets::native_linux();
     let windows = targets::find("win32-x64").expect("a platform");
     super::build(&Plan {
@@ -51,6 +53,20 @@ pub fn run(tools: &tools::Tools) -> Result<()> {
         .join("target")
         .join(native.triple)
         .join("release/sealpost");
+    let cluster = TestCluster::start().context("the release checks need PostgreSQL")?;
+    let result = checks_on(tools, &dist, &native, &plugin, &cluster.url());
+    cluster.stop();
+    result
+}
+
+/// Everything after the build, with a throwaway PostgreSQL at `postgres`.
+fn checks_on(
+    tools: &tools::Tools,
+    dist: &Path,
+    native: &Target,
+    plugin: &Path,
+    postgres: &str,
+) -> Result<()> {
     step(
         "the released Linux plugin runs the stdio and live suites",
         || {
@@ -65,35 +81,33 @@ pub fn run(tools: &tools::Tools) -> Result<()> {
                 "stdio::",
                 "live::",
             ])
-            .env("SEALPOST_PLUGIN_UNDER_TEST", &plugin)
+            .env("SEALPOST_PLUGIN_UNDER_TEST", plugin)
+            .env("SEALPOST_TEST_POSTGRES_URL", postgres)
             .run_within(SUITE_DEADLINE)
         },
     )?;
-    let relay = unpack_relay(&dist, &native)?;
+    let relay = unpack_relay(dist, native)?;
     let uvx = ensure_uv()?;
     let wine_prefix = ensure_wine_prefix()?;
-    let cluster = TestCluster::start().context("the image's check needs PostgreSQL")?;
     let node = find_in_path("node").context("Node.js is not installed")?;
     let args = crate::web::node_test_args("tests/dist")?;
-    let result = step("the artifacts as people use them (web/tests/dist)", || {
+    step("the artifacts as people use them (web/tests/dist)", || {
         cmd(&node, &args.iter().map(String::as_str).collect::<Vec<_>>())
             .dir(root().join("web"))
-            .env("SEALPOST_DIST_DIR", &dist)
+            .env("SEALPOST_DIST_DIR", dist)
             .env("SEALPOST_VERSION", VERSION)
             .env("SEALPOST_RELAY_BIN", relay.join("sealpost-relay"))
             .env("SEALPOST_WEB_DIR", relay.join("web"))
-            .env("SEALPOST_BIN", &plugin)
+            .env("SEALPOST_BIN", plugin)
             .env("SEALPOST_CHROMIUM", &tools.chromium)
             .env("SEALPOST_UVX", &uvx)
             .env("SEALPOST_WINEPREFIX", &wine_prefix)
             .env("SEALPOST_WINE", wine64()?)
-            .env("SEALPOST_IMAGE", image::tag(&native))
+            .env("SEALPOST_IMAGE", image::tag(native))
             .env("CONTAINERS_CONF", image::containers_conf()?)
-            .env("SEALPOST_TEST_POSTGRES_URL", cluster.url())
+            .env("SEALPOST_TEST_POSTGRES_URL", postgres)
             .run_within(SUITE_DEADLINE)
-    });
-    cluster.stop();
-    result
+    })
 }
 
 /// The relay tarball unpacked as an operator would; answers its folder.
