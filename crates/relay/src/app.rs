@@ -33,6 +33,9 @@ pub struct Running {
     pub addr: SocketAddr,
     /// Where `/metrics` is served on its own, if anywhere.
     pub metrics_addr: Option<SocketAddr>,
+    /// The address links and redirects name (`public_url`, with the chosen port when it was
+    /// derived from a `listen` of port 0).
+    pub public_url: String,
     /// The store the relay serves from.
     pub store: Arc<dyn Store>,
     /// Cancel it to shut down gracefully: the listener closes, long-polls answer at once and
@@ -116,6 +119,12 @@ pub(crate) async fn start_with_store(
         .await
         .with_context(|| format!("listen on {}", config.listen))?;
     let addr = listener.local_addr()?;
+    let mut config = config;
+    // A public address derived from `--listen HOST:0` names the port the system chose, so the
+    // links the relay prints and the redirects it makes lead somewhere.
+    if config.listen.port() == 0 && config.public_url == format!("http://{}", config.listen) {
+        config.public_url = format!("http://{addr}");
+    }
     let metrics_listener = bind_metrics(&config).await?;
     let metrics_addr = match &metrics_listener {
         Some(listener) => Some(listener.local_addr()?),
@@ -200,6 +209,7 @@ pub(crate) async fn start_with_store(
             || {},
         ));
     }
+    let public_url = state.config.public_url.clone();
     let router = crate::http::router(state);
     let server = tokio::spawn(crate::serve::serve(
         listener,
@@ -213,6 +223,7 @@ pub(crate) async fn start_with_store(
     Ok(Running {
         addr,
         metrics_addr,
+        public_url,
         store,
         shutdown,
         server,
@@ -302,7 +313,9 @@ async fn metrics_upkeep(state: AppState) {
 /// Runs until SIGINT or SIGTERM, then shuts down gracefully.
 pub(crate) async fn serve(config: Config) -> anyhow::Result<()> {
     let signal = shutdown_signal()?;
+    let mut config = config;
     let running = start(config.clone()).await?;
+    config.public_url.clone_from(&running.public_url);
     if let Some(oidc) = &config.oidc {
         // People sign in through the provider, held to its domain and claim rules; a link for
         // an owner of the relay's own making would bypass both, so none is made unasked.

@@ -30,7 +30,7 @@ pub fn tarball_name(package: &str, version: &str) -> String {
 /// Packs the platform package of `target` holding `binary` into `out`.
 pub fn pack_platform(out: &Path, version: &str, target: &Target, binary: &Path) -> Result<PathBuf> {
     let name = platform_package(target);
-    let stage = staging(out, &name)?;
+    let stage = staging(&name)?;
     std::fs::create_dir_all(stage.join("bin"))?;
     let exe = stage.join("bin").join(target.plugin_exe());
     std::fs::copy(binary, &exe)?;
@@ -54,7 +54,7 @@ pub fn pack_platform(out: &Path, version: &str, target: &Target, binary: &Path) 
 
 /// Packs the launcher, whose optional dependencies are every platform package at `version`.
 pub fn pack_launcher(out: &Path, version: &str) -> Result<PathBuf> {
-    let stage = staging(out, LAUNCHER)?;
+    let stage = staging(LAUNCHER)?;
     let source = root().join("crates/plugin/npm");
     std::fs::create_dir_all(stage.join("bin"))?;
     std::fs::copy(
@@ -85,9 +85,11 @@ pub fn pack_launcher(out: &Path, version: &str) -> Result<PathBuf> {
     pack(&stage, out, LAUNCHER, version)
 }
 
-fn staging(out: &Path, package: &str) -> Result<PathBuf> {
-    let stage = out
-        .join("npm-staging")
+/// A package's folder before `npm pack`, beside `target/dist/` rather than in it: only what
+/// a release uploads goes there.
+fn staging(package: &str) -> Result<PathBuf> {
+    let stage = crate::cmd::root()
+        .join("target/npm-staging")
         .join(package.trim_start_matches('@').replace('/', "-"));
     let _ = std::fs::remove_dir_all(&stage);
     std::fs::create_dir_all(&stage)?;

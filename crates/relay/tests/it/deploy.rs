@@ -112,6 +112,7 @@ async fn the_container_command_with_its_environment_serves_the_app_and_its_healt
         .unwrap();
     let mut stdout = BufReader::new(child.stdout.take().unwrap());
     let mut line = String::new();
+    let mut printed = String::new();
     let base = loop {
         line.clear();
         assert!(
@@ -121,7 +122,15 @@ async fn the_container_command_with_its_environment_serves_the_app_and_its_healt
         if let Some(addr) = line.trim().strip_prefix("sealpost-relay listening on ") {
             break addr.to_owned();
         }
+        printed.push_str(&line);
     };
+    // The first owner's link names the port the relay took, not the `:0` it was given.
+    let link = printed
+        .lines()
+        .map(str::trim)
+        .find(|l| l.starts_with("http"))
+        .unwrap_or_else(|| panic!("no sign-in link in {printed:?}"));
+    assert!(link.starts_with(&format!("{base}/")), "{link} under {base}");
     std::thread::spawn(move || stdout.read_to_end(&mut Vec::new()));
 
     let http = reqwest::Client::new();
