@@ -310,6 +310,19 @@ async fn metrics_upkeep(state: AppState) {
     }
 }
 
+/// Prints a line for the operator on stdout. A supervisor that keeps only stderr, or a reader
+/// that went away, must not stop a relay that is already serving: a failed write is logged
+/// (without the text, which may carry a sign-in code).
+fn announce(line: std::fmt::Arguments<'_>) {
+    use std::io::Write as _;
+    if let Err(error) = writeln!(std::io::stdout().lock(), "{line}") {
+        tracing::warn!(
+            %error,
+            "could not print to stdout; for a sign-in link run `sealpost-relay owner add NAME`"
+        );
+    }
+}
+
 /// Runs until SIGINT or SIGTERM, then shuts down gracefully.
 pub(crate) async fn serve(config: Config) -> anyhow::Result<()> {
     let signal = shutdown_signal()?;
@@ -320,23 +333,26 @@ pub(crate) async fn serve(config: Config) -> anyhow::Result<()> {
         // People sign in through the provider, held to its domain and claim rules; a link for
         // an owner of the relay's own making would bypass both, so none is made unasked.
         if running.store.list_owners().await?.is_empty() {
-            println!(
+            announce(format_args!(
                 "No owner yet. Team sign-in is on: people sign in with their team's account ({}) \
                  at {}, and each becomes an owner at their first sign-in. `sealpost-relay owner \
                  add NAME` prints a sign-in link for someone outside the provider.",
                 oidc.issuer, config.public_url
-            );
+            ));
         }
     } else if let Some(link) = bootstrap_owner(running.store.as_ref(), &config).await? {
         // Printed, not logged: the link carries a one-time code and logs keep no codes.
         let validity = crate::accounts::validity_in_words(config.limits.signin_code_ttl_s);
-        println!(
+        announce(format_args!(
             "No owner existed, so owner '{FIRST_OWNER_NAME}' was created. Sign in (once, within {validity}):\n  {link}"
-        );
+        ));
     }
-    println!("sealpost-relay listening on http://{}", running.addr);
+    announce(format_args!(
+        "sealpost-relay listening on http://{}",
+        running.addr
+    ));
     if let Some(addr) = running.metrics_addr {
-        println!("metrics on http://{addr}/metrics");
+        announce(format_args!("metrics on http://{addr}/metrics"));
     }
     let shutdown = running.shutdown.clone();
     tokio::spawn(async move {

@@ -1,5 +1,6 @@
-//! The relay's log never holds up shutdown: a relay whose stderr reader has gone away, or has
-//! stopped reading, still ends on SIGTERM within its shutdown deadline.
+//! The relay's output never holds up or ends it: a relay whose stderr reader has gone away, or
+//! has stopped reading, still ends on SIGTERM within its shutdown deadline, and one whose
+//! stdout reader has gone away before it printed its address keeps serving.
 
 use std::io::{BufRead as _, BufReader, Write as _};
 use std::process::{Child, Command, Stdio};
@@ -22,6 +23,25 @@ impl Drop for Spawned {
     }
 }
 
+/// `sealpost-relay serve` on a free port of loopback, on `db`, with its key in `dir`.
+fn relay(db: &TestDb, dir: &TempDir) -> Command {
+    let key_file = dir.0.join("signing.key");
+    std::fs::write(&key_file, TEST_KEY).unwrap();
+    let mut command = Command::new(env!("CARGO_BIN_EXE_sealpost-relay"));
+    command
+        .args([
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--metrics-listen",
+            "off",
+        ])
+        .args(["--shutdown-deadline-ms", "1000"])
+        .env("SEALPOST_DATABASE_URL", &db.url)
+        .env("SEALPOST_SIGNING_KEY_FILE", &key_file);
+    command
+}
+
 /// Starts the relay with its log at `level` on `stderr`, waits for its address, runs
 /// `once_listening`, makes a few requests, then sends SIGTERM and returns how it exited.
 fn terminate_with_stderr(
@@ -29,22 +49,9 @@ fn terminate_with_stderr(
     level: &str,
     once_listening: impl FnOnce(),
 ) -> std::process::ExitStatus {
-    let db = TestDb::sqlite();
-    let dir = TempDir::new();
-    let key_file = dir.0.join("signing.key");
-    std::fs::write(&key_file, TEST_KEY).unwrap();
+    let (db, dir) = (TestDb::sqlite(), TempDir::new());
     let mut child = Spawned(
-        Command::new(env!("CARGO_BIN_EXE_sealpost-relay"))
-            .args([
-                "serve",
-                "--listen",
-                "127.0.0.1:0",
-                "--metrics-listen",
-                "off",
-            ])
-            .args(["--shutdown-deadline-ms", "1000"])
-            .env("SEALPOST_DATABASE_URL", &db.url)
-            .env("SEALPOST_SIGNING_KEY_FILE", &key_file)
+        relay(&db, &dir)
             .env("SEALPOST_LOG", level)
             .stdout(Stdio::piped())
             .stderr(stderr)
@@ -78,6 +85,11 @@ fn terminate_with_stderr(
             .unwrap();
         let _ = std::io::Read::read_to_end(&mut connection, &mut Vec::new());
     }
+    terminate(child)
+}
+
+/// Sends SIGTERM and returns how the relay exited.
+fn terminate(mut child: Spawned) -> std::process::ExitStatus {
     let sent = Command::new("kill")
         .args(["-TERM", &child.0.id().to_string()])
         .status()
@@ -119,4 +131,52 @@ fn a_relay_whose_log_reader_stopped_reading_stops_on_sigterm() {
     assert!(exit.success(), "{exit}");
     // Closing the read end ends the filler (its write fails).
     drop(reader);
+}
+
+#[test]
+fn a_relay_whose_stdout_reader_has_gone_keeps_serving_and_stops_on_sigterm() {
+    let (db, dir) = (TestDb::sqlite(), TempDir::new());
+    let (reader, writer) = std::io::pipe().unwrap();
+    // Gone before the relay prints its first owner's link and its address.
+    drop(reader);
+    let mut child = Spawned(
+        relay(&db, &dir)
+            .env("SEALPOST_LOG", "info")
+            .stdout(writer)
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn sealpost-relay"),
+    );
+    let stderr = BufReader::new(child.0.stderr.take().unwrap());
+    let (lines, read) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in stderr.lines().map_while(Result::ok) {
+            let _ = lines.send(line);
+        }
+    });
+    let mut addr = None;
+    // What the relay says about its stdout comes after it listens (colours or not).
+    let said = loop {
+        let line = read
+            .recv_timeout(STARTED_WITHIN)
+            .expect("the relay says what became of its output");
+        if line.contains("relay listening") {
+            let port = line.split("127.0.0.1:").nth(1).expect("the address");
+            let port: String = port.chars().take_while(char::is_ascii_digit).collect();
+            addr = Some(format!("127.0.0.1:{port}"));
+        }
+        if line.contains("stdout") {
+            break line;
+        }
+    };
+    let addr = addr.expect("the relay logged its address");
+    let mut connection = std::net::TcpStream::connect(&addr).unwrap();
+    connection
+        .write_all(b"GET /readyz HTTP/1.1\r\nHost: relay\r\nConnection: close\r\n\r\n")
+        .unwrap();
+    let mut answer = String::new();
+    std::io::Read::read_to_string(&mut connection, &mut answer).unwrap();
+    assert!(answer.starts_with("HTTP/1.1 200"), "{said}\n{answer}");
+    let exit = terminate(child);
+    assert!(exit.success(), "{said}: {exit}");
 }
