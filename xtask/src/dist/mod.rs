@@ -155,9 +155,13 @@ pub fn build(plan: &Plan) -> Result<Vec<PathBuf>> {
                 &out.join("universal"),
             )
         })?;
-        let holds = macho_cpus(&std::fs::read(&fat)?);
+        // In any order: fat-macho sorts its slices by CPU type (x86_64 first).
+        let mut holds = macho_cpus(&std::fs::read(&fat)?);
+        holds.sort_unstable();
+        let mut both = [MACHO_ARM64, MACHO_X86_64];
+        both.sort_unstable();
         anyhow::ensure!(
-            holds == [MACHO_ARM64, MACHO_X86_64],
+            holds == both,
             "the universal binary holds {holds:x?}, not arm64 and x86_64"
         );
         universal = Some(fat);
