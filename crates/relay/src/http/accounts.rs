@@ -8,8 +8,9 @@ use axum::extract::{Extension, Path, Query, State};
 use axum::http::{HeaderMap, StatusCode};
 use sealpost_protocol::api::{
     CreateMcpTokenRequest, CreateMcpTokenResponse, ErrorBody, ErrorCode, McpTokenInfo,
-    McpTokenList, MeResponse, OwnerInfo, OwnerTokenInfo, OwnerTokenList, SigninLinkRequest,
-    SigninLinkResponse, SigninRequest, SigninResponse, TokenKind,
+    McpTokenList, MeResponse, OwnerInfo, OwnerTokenInfo, OwnerTokenList, SigninLinkInfo,
+    SigninLinkList, SigninLinkRequest, SigninLinkResponse, SigninRequest, SigninResponse,
+    TokenKind,
 };
 use sealpost_time::UnixMillis;
 
@@ -19,11 +20,12 @@ use super::client::ClientAddr;
 use super::error::{ApiError, ApiResult};
 use super::path_id;
 use super::state::AppState;
-use crate::accounts::{create_app_signin_link, secret_hash};
+use crate::accounts::{Minter, create_app_signin_link, secret_hash};
 use crate::clock::now_ms;
 use crate::ids::random_id;
 use crate::scope::AppScope;
-use crate::store::{Page, TokenRow};
+use crate::shares::{has_room, refusal};
+use crate::store::{Page, StoreError, TokenRow};
 
 fn small_body_timeout(state: &AppState) -> (usize, Duration) {
     (
@@ -141,8 +143,18 @@ pub async fn signin(
         expires_at: limits.owner_token_expiry(deadline, now),
         app: grant.app,
         lifetime_ends_at: Some(deadline),
+        // The sign-in that made the link: signing it out ends this one too.
+        parent_id: grant.minted_by,
     };
-    state.store.create_token(&row).await?;
+    match state.store.create_token(&row).await {
+        Err(StoreError::TokenNotLive) => {
+            return Err(refused(
+                "The sign-in that made this link has been signed out, and the link with it. \
+                 Ask for a new one.",
+            ));
+        }
+        other => other?,
+    }
     tracing::info!(owner = %row.owner_id, sid = %row.id, app = %row.app, "owner signed in");
     Ok(Json(SigninResponse {
         token: state.keys.sign(&row),
@@ -170,7 +182,7 @@ fn answers_challenge(verifier: &str, challenge: &[u8; 32]) -> bool {
     tag = "accounts",
     security(("bearer" = [])),
     responses(
-        (status = 204, description = "The token used is revoked."),
+        (status = 204, description = "The token used is revoked, and with an owner token everything it made: the sign-ins made from its links (and from theirs), their unused links, and the sessions any of them started."),
         (status = 401, description = "`unauthorized`", body = ErrorBody),
         (status = 429, description = "`rate_limited`, `owner_rate_limited`", body = ErrorBody),
         (status = 503, description = "`unavailable`", body = ErrorBody),
@@ -178,11 +190,14 @@ fn answers_challenge(verifier: &str, challenge: &[u8; 32]) -> bool {
 )]
 pub async fn signout(State(state): State<AppState>, auth: AnyAuth) -> ApiResult<StatusCode> {
     let token = auth.row();
-    state
+    let ended = state
         .store
-        .revoke_token(auth.owner_id(), &token.app, token.id, None, now_ms())
-        .await?;
-    tracing::info!(sid = %token.id, kind = token.kind.as_str(), "token revoked by its holder");
+        .sign_out(auth.owner_id(), &token.app, token.id, None, now_ms())
+        .await?
+        .unwrap_or_default();
+    // The sessions it started answer `session_ended` to their waiters now.
+    ended.wake(&state.hub);
+    tracing::info!(sid = %token.id, kind = token.kind.as_str(), ended_sessions = ended.sessions.len(), "token revoked by its holder");
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -277,25 +292,36 @@ pub async fn signin_link(
     }
     let now = now_ms();
     let quota = state.config.limits.max_live_signin_codes_per_owner;
-    let held = state.store.live_grants(auth.owner_id(), now).await?;
-    if held.signin_codes >= i64::from(quota) {
+    // A link counts against the app it signs in to.
+    let held = state
+        .store
+        .live_grants(auth.owner_id(), now)
+        .await?
+        .signin_codes_by_app();
+    if !has_room(quota, &held, &target) {
         return Err(ApiError::quota(
             ErrorCode::TooManySigninLinks,
             format!(
-                "You already have {quota} unused sign-in links; use one, or wait for them to expire."
+                "{} Use one, revoke one on the Tokens page of the relay's own app, or wait for \
+                 them to expire.",
+                refusal("unused sign-in links", quota, &held, &target)
             ),
             SIGNIN_LINKS_RETRY_S,
         ));
     }
     // The sign-in made from the link keeps this one's absolute end: chaining links never
-    // lengthens a sign-in's life.
+    // lengthens a sign-in's life. It is this one's child: signing this one out ends it.
+    let minter = Minter {
+        token: auth.row().id,
+        lifetime_ends_at: deadline(&state, auth.row()),
+    };
     let (link, expires_at) = create_app_signin_link(
         state.store.as_ref(),
         &state.config.public_url,
         auth.owner_id(),
         &target,
         state.config.limits.signin_code_ttl_s,
-        Some(deadline(&state, auth.row())),
+        Some(minter),
     )
     .await?;
     Ok(Json(SigninLinkResponse { link, expires_at }))
@@ -343,16 +369,18 @@ pub async fn create_mcp_token(
     }
     let now = now_ms();
     let quota = limits.max_live_mcp_tokens_per_owner;
-    if state
+    let held = state
         .store
         .live_grants(auth.owner_id(), now)
         .await?
-        .mcp_tokens
-        >= i64::from(quota)
-    {
+        .mcp_tokens_by_app();
+    if !has_room(quota, &held, auth.app_scope()) {
         return Err(ApiError::quota(
             ErrorCode::TooManyTokens,
-            format!("You already hold {quota} plugin tokens; revoke one on the Tokens page."),
+            format!(
+                "{} Revoke one on the Tokens page (the relay's own app lists every app's).",
+                refusal("plugin tokens", quota, &held, auth.app_scope())
+            ),
             TOKENS_RETRY_S,
         ));
     }
@@ -367,6 +395,7 @@ pub async fn create_mcp_token(
         // The pairing is the app's that made it: its plugin reaches that app's sessions alone.
         app: auth.app_scope().clone(),
         lifetime_ends_at: None,
+        parent_id: None,
     };
     state.store.create_token(&row).await?;
     tracing::info!(sid = %row.id, pair = %request.pair_id, app = %row.app, "MCP token created");
@@ -511,6 +540,7 @@ pub async fn list_owner_tokens(
             expires_at: row.expires_at,
             current: row.id == auth.row().id,
             app_origin: app_origin(&row.app),
+            parent_id: row.parent_id,
         })
         .collect();
     Ok(Json(OwnerTokenList { tokens }))
@@ -540,8 +570,8 @@ pub async fn revoke_owner_token(
     revoke_own(&state, &auth, &id, TokenKind::Owner).await
 }
 
-/// An owner revokes one of their own tokens of `kind` that its app reaches; any other id
-/// answers 404.
+/// An owner revokes one of their own tokens of `kind` that its app reaches, and what it made
+/// (see [`signout`]); any other id answers 404.
 async fn revoke_own(
     state: &AppState,
     auth: &OwnerAuth,
@@ -549,13 +579,83 @@ async fn revoke_own(
     kind: TokenKind,
 ) -> ApiResult<StatusCode> {
     let id = path_id(id, "token")?;
+    let Some(ended) = state
+        .store
+        .sign_out(auth.owner_id(), auth.app_scope(), id, Some(kind), now_ms())
+        .await?
+    else {
+        return Err(ApiError::not_found("token"));
+    };
+    ended.wake(&state.hub);
+    tracing::info!(sid = %id, kind = kind.as_str(), ended_sessions = ended.sessions.len(), "token revoked by its owner");
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// `GET /v1/signin-links`: the owner's unused sign-in links, so one kept in reserve by a
+/// stolen sign-in can be found and voided.
+#[utoipa::path(
+    get,
+    path = "/v1/signin-links",
+    tag = "accounts",
+    security(("bearer" = [])),
+    responses(
+        (status = 200, description = "The owner's unused, unexpired sign-in links (never their codes), with the app each signs in to and the sign-in that made it: every app's for a token of the relay's own app, its own app's for a host app's token.", body = SigninLinkList),
+        (status = 401, description = "`unauthorized`", body = ErrorBody),
+        (status = 403, description = "`wrong_token_kind`: an MCP token.", body = ErrorBody),
+        (status = 429, description = "`rate_limited`, `owner_rate_limited`", body = ErrorBody),
+        (status = 503, description = "`unavailable`", body = ErrorBody),
+    )
+)]
+pub async fn list_signin_links(
+    State(state): State<AppState>,
+    auth: OwnerAuth,
+) -> ApiResult<Json<SigninLinkList>> {
+    let rows = state
+        .store
+        .list_signin_links(auth.owner_id(), auth.app_scope(), now_ms())
+        .await?;
+    let links = rows
+        .into_iter()
+        .map(|row| SigninLinkInfo {
+            id: row.id,
+            app_origin: app_origin(&row.app),
+            minted_by: row.minted_by,
+            created_at: row.created_at,
+            expires_at: row.expires_at,
+        })
+        .collect();
+    Ok(Json(SigninLinkList { links }))
+}
+
+/// `DELETE /v1/signin-links/{id}`: voids one unused sign-in link.
+#[utoipa::path(
+    delete,
+    path = "/v1/signin-links/{id}",
+    tag = "accounts",
+    security(("bearer" = [])),
+    params(("id" = String, Path, description = "The link's id.")),
+    responses(
+        (status = 204, description = "Voided: the link signs no one in."),
+        (status = 401, description = "`unauthorized`", body = ErrorBody),
+        (status = 403, description = "`wrong_token_kind`: an MCP token.", body = ErrorBody),
+        (status = 404, description = "`not_found`", body = ErrorBody),
+        (status = 429, description = "`rate_limited`, `owner_rate_limited`", body = ErrorBody),
+        (status = 503, description = "`unavailable`", body = ErrorBody),
+    )
+)]
+pub async fn revoke_signin_link(
+    State(state): State<AppState>,
+    auth: OwnerAuth,
+    Path(id): Path<String>,
+) -> ApiResult<StatusCode> {
+    let id = path_id(&id, "link")?;
     if !state
         .store
-        .revoke_token(auth.owner_id(), auth.app_scope(), id, Some(kind), now_ms())
+        .revoke_signin_link(auth.owner_id(), auth.app_scope(), id)
         .await?
     {
-        return Err(ApiError::not_found("token"));
+        return Err(ApiError::not_found("link"));
     }
-    tracing::info!(sid = %id, kind = kind.as_str(), "token revoked by its owner");
+    tracing::info!(link = %id, "sign-in link revoked by its owner");
     Ok(StatusCode::NO_CONTENT)
 }

@@ -63,6 +63,8 @@ fn routes() -> OpenApiRouter<AppState> {
         .routes(routes!(accounts::revoke_mcp_token))
         .routes(routes!(accounts::list_owner_tokens))
         .routes(routes!(accounts::revoke_owner_token))
+        .routes(routes!(accounts::list_signin_links))
+        .routes(routes!(accounts::revoke_signin_link))
         .routes(routes!(sessions::create))
         .routes(routes!(sessions::end))
         .routes(routes!(sessions::live))

@@ -8,6 +8,7 @@ use sqlx::sqlite::SqliteConnection;
 
 use super::SqliteStore;
 use crate::scope::AppScope;
+use crate::shares::has_room;
 use crate::store::bound;
 use crate::store::rows;
 use crate::store::{
@@ -24,8 +25,9 @@ impl SqliteStore {
         let s = session.clone();
         self.write_atomic(move |conn| {
             Box::pin(async move {
-                let others = bound::count_other_live(&s).fetch_one(&mut *conn).await?;
-                if others >= i64::from(max_live) {
+                super::accounts::require_unrevoked(conn, s.owner_id, s.started_by).await?;
+                let others = bound::count_other_live(&s).fetch_all(&mut *conn).await?;
+                if !has_room(max_live, &rows::app_sessions(&others)?, &s.app) {
                     return Err(StoreError::TooManySessions);
                 }
                 let replaced = bound::end_pairing_sessions(&s)

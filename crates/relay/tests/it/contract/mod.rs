@@ -100,6 +100,7 @@ async fn app_token(
         expires_at: T0.saturating_add_ms(1_000 * HOUR),
         app: app.clone(),
         lifetime_ends_at: None,
+        parent_id: None,
     };
     store.create_token(&row).await.unwrap();
     Bearer {
@@ -113,12 +114,15 @@ async fn app_token(
 /// A sign-in code (hash `[n; 32]`) to the relay's own app, as the CLI makes one.
 fn signin_code(n: u8, owner: OwnerId, expires_at: UnixMillis) -> NewSigninCode {
     NewSigninCode {
+        id: id(),
         code_hash: [n; 32],
         owner_id: owner,
         app: RELAY_APP.clone(),
         expires_at,
         lifetime_ends_at: None,
         pkce_challenge: None,
+        minted_by: None,
+        created_at: T0,
     }
 }
 
@@ -136,6 +140,7 @@ fn new_session(
         hello: b"hello".to_vec(),
         created_at: T0,
         expires_at,
+        started_by: None,
     }
 }
 
