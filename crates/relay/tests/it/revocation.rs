@@ -104,6 +104,11 @@ async fn signing_out_a_sign_in_ends_every_sign_in_from_its_links_and_voids_its_u
         )
         .await;
     assert_eq!(status, StatusCode::NO_CONTENT, "{body}");
+    // Its links and its children's are void: listed no more (before anyone tries them).
+    let (_, links) = relay
+        .send(Method::GET, "/v1/signin-links", Some(&own), None)
+        .await;
+    assert_eq!(links["links"], json!([]), "{links}");
     for (token, who) in [(&t, "T"), (&c2, "C2"), (&g2, "C2's child")] {
         assert_eq!(me(&relay, token).await, StatusCode::UNAUTHORIZED, "{who}");
     }
