@@ -34,6 +34,7 @@ macro_rules! token_app {
 mod bound;
 mod hot_path;
 mod identities;
+mod lineage;
 mod postgres;
 mod rows;
 mod sql;

@@ -4,6 +4,7 @@
 use sealpost_protocol::api::TokenKind;
 use sealpost_protocol::ids::{OwnerId, TokenId};
 use sealpost_time::UnixMillis;
+use sqlx::Postgres;
 use sqlx::postgres::{PgConnection, PgPool};
 
 use super::sessions::cancel_open_calls;
@@ -13,7 +14,7 @@ use crate::store::{
     EndedSessions, NewSigninCode, OwnerRow, Page, SigninGrant, StoreError, StoreResult, TokenRow,
     b, is_unique_violation, rows, time_to_sql,
 };
-use crate::store::{bound, sql};
+use crate::store::{bound, lineage, sql};
 
 pub(super) async fn secret(pool: &PgPool, name: &str, fresh: Vec<u8>) -> StoreResult<Vec<u8>> {
     sqlx::query(sql::INSERT_SECRET)
@@ -120,18 +121,14 @@ pub(super) async fn require_unrevoked(
     owner_id: OwnerId,
     parent: Option<TokenId>,
 ) -> StoreResult<()> {
-    let Some(parent) = parent else { return Ok(()) };
+    if parent.is_none() {
+        return Ok(());
+    }
     sqlx::query("SELECT 1 FROM owners WHERE id = $1 FOR SHARE")
         .bind(b(owner_id))
         .execute(&mut *conn)
         .await?;
-    match bound::select_unrevoked(owner_id, parent)
-        .fetch_optional(&mut *conn)
-        .await?
-    {
-        Some(_) => Ok(()),
-        None => Err(StoreError::TokenNotLive),
-    }
+    lineage::require_unrevoked::<Postgres>(conn, owner_id, parent).await
 }
 
 pub(super) async fn active_token(
@@ -182,27 +179,11 @@ pub(super) async fn sign_out(
         .bind(b(owner_id))
         .execute(&mut *tx)
         .await?;
-    let done = sqlx::query(sql::REVOKE_TOKEN)
-        .bind(b(id))
-        .bind(b(owner_id))
-        .bind(time_to_sql(now))
-        .bind(kind.map(TokenKind::as_str))
-        .bind(reach.stored())
-        .execute(&mut *tx)
-        .await?;
-    if done.rows_affected() != 1 {
+    let Some(ended) =
+        lineage::sign_out::<Postgres>(&mut tx, owner_id, reach, id, kind, now).await?
+    else {
         return Ok(None);
-    }
-    bound::revoke_lineage(owner_id, id, now)
-        .execute(&mut *tx)
-        .await?;
-    bound::void_lineage_links(owner_id, id)
-        .execute(&mut *tx)
-        .await?;
-    let ended = bound::end_lineage_sessions(owner_id, id, now)
-        .fetch_all(&mut *tx)
-        .await?;
-    let ended = rows::owner_sessions(&ended)?;
+    };
     let ended = cancel_open_calls(&mut tx, ended).await?;
     tx.commit().await.map_err(StoreError::NotCommitted)?;
     Ok(Some(ended))

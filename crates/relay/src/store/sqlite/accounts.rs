@@ -5,7 +5,7 @@ use sealpost_protocol::api::TokenKind;
 use sealpost_protocol::ids::{OwnerId, TokenId};
 use sealpost_time::UnixMillis;
 
-use sqlx::sqlite::SqliteConnection;
+use sqlx::Sqlite;
 
 use super::SqliteStore;
 use super::sessions::cancel_open_calls;
@@ -14,7 +14,7 @@ use crate::store::{
     EndedSessions, NewSigninCode, OwnerRow, Page, SigninGrant, StoreError, StoreResult, TokenRow,
     b, is_unique_violation, rows, time_to_sql,
 };
-use crate::store::{bound, sql};
+use crate::store::{bound, lineage, sql};
 
 impl SqliteStore {
     pub(super) async fn secret_impl(&self, name: &str, fresh: Vec<u8>) -> StoreResult<Vec<u8>> {
@@ -112,7 +112,7 @@ impl SqliteStore {
         // be split by a sign-out.
         self.write_atomic(move |conn| {
             Box::pin(async move {
-                require_unrevoked(conn, c.owner_id, c.minted_by).await?;
+                lineage::require_unrevoked::<Sqlite>(conn, c.owner_id, c.minted_by).await?;
                 bound::insert_signin_code(&c).execute(&mut *conn).await?;
                 Ok(())
             })
@@ -142,7 +142,7 @@ impl SqliteStore {
         let t = token.clone();
         self.write_atomic(move |conn| {
             Box::pin(async move {
-                require_unrevoked(conn, t.owner_id, t.parent_id).await?;
+                lineage::require_unrevoked::<Sqlite>(conn, t.owner_id, t.parent_id).await?;
                 bound::insert_token(&t).execute(&mut *conn).await?;
                 Ok(())
             })
@@ -194,31 +194,15 @@ impl SqliteStore {
         kind: Option<TokenKind>,
         now: UnixMillis,
     ) -> StoreResult<Option<EndedSessions>> {
-        let reach = reach.stored().to_owned();
+        let reach = reach.clone();
         self.write_atomic(move |conn| {
             Box::pin(async move {
-                let done = sqlx::query(sql::REVOKE_TOKEN)
-                    .bind(b(id))
-                    .bind(b(owner_id))
-                    .bind(time_to_sql(now))
-                    .bind(kind.map(TokenKind::as_str))
-                    .bind(&reach)
-                    .execute(&mut *conn)
-                    .await?;
-                if done.rows_affected() != 1 {
-                    return Ok(None);
+                let ended =
+                    lineage::sign_out::<Sqlite>(conn, owner_id, &reach, id, kind, now).await?;
+                match ended {
+                    Some(ended) => Ok(Some(cancel_open_calls(conn, ended).await?)),
+                    None => Ok(None),
                 }
-                bound::revoke_lineage(owner_id, id, now)
-                    .execute(&mut *conn)
-                    .await?;
-                bound::void_lineage_links(owner_id, id)
-                    .execute(&mut *conn)
-                    .await?;
-                let ended = bound::end_lineage_sessions(owner_id, id, now)
-                    .fetch_all(&mut *conn)
-                    .await?;
-                let ended = rows::owner_sessions(&ended)?;
-                Ok(Some(cancel_open_calls(conn, ended).await?))
             })
         })
         .await
@@ -235,22 +219,5 @@ impl SqliteStore {
             .fetch_all(&self.readers)
             .await?;
         rows.iter().map(rows::token).collect()
-    }
-}
-
-/// [`StoreError::TokenNotLive`] unless `parent` (when there is one) is an unrevoked token of
-/// the owner: what a signed-out sign-in would make is refused.
-pub(super) async fn require_unrevoked(
-    conn: &mut SqliteConnection,
-    owner_id: OwnerId,
-    parent: Option<TokenId>,
-) -> StoreResult<()> {
-    let Some(parent) = parent else { return Ok(()) };
-    match bound::select_unrevoked(owner_id, parent)
-        .fetch_optional(&mut *conn)
-        .await?
-    {
-        Some(_) => Ok(()),
-        None => Err(StoreError::TokenNotLive),
     }
 }

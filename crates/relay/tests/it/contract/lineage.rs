@@ -8,7 +8,7 @@ use sealpost_protocol::api::TokenKind;
 use sealpost_protocol::ids::{OwnerId, TokenId};
 use sealpost_relay::store::{Inspect, NewSession, NewSigninCode, Store, StoreError, TokenRow};
 
-use super::{HOUR, RELAY_APP, T0, World, new_session, world};
+use super::{HOUR, RELAY_APP, T0, World, new_session, signin_code, world};
 use sealpost_testkit::id;
 
 /// A sign-in of the owner's made from a link `parent` minted (none: the operator's link).
@@ -36,15 +36,8 @@ async fn sign_in(store: &dyn Store, owner: OwnerId, parent: Option<TokenId>) -> 
 /// A link `minter` mints, with code hash `[n; 32]`.
 fn link(owner: OwnerId, minter: TokenId, n: u8) -> NewSigninCode {
     NewSigninCode {
-        id: id(),
-        code_hash: [n; 32],
-        owner_id: owner,
-        app: RELAY_APP.clone(),
-        expires_at: T0.saturating_add_ms(HOUR),
-        lifetime_ends_at: Some(T0.saturating_add_ms(HOUR)),
-        pkce_challenge: None,
         minted_by: Some(minter),
-        created_at: T0,
+        ..signin_code(n, owner, T0.saturating_add_ms(HOUR))
     }
 }
 
