@@ -1,10 +1,11 @@
 //! One app's share of an owner's quotas (live sessions, MCP tokens, unused sign-in links).
 //!
 //! Every app of an owner draws on the same per-owner quotas. A host app may hold at most half
-//! of each (and at least one), so no one app can take all of it; the relay's own app is bound
-//! by the whole quota alone, so it keeps room while fewer than two host apps are full, and it
-//! is where the person sees and ends every app's sign-ins, plugin tokens and links. A refusal
-//! names what each app holds, so the person knows where to free a place.
+//! of each (and at least one), so no one app can take all of it, and the host apps together at
+//! most all but a quarter (rounded down), which the relay's own app always keeps: the app where
+//! the person sees and ends every app's sign-ins, plugin tokens and links. The relay's own app
+//! is bound by the whole quota alone. A refusal names what each app holds, so the person knows
+//! where to free a place.
 
 use crate::scope::AppScope;
 
@@ -13,10 +14,44 @@ pub fn app_share(quota: u32) -> i64 {
     i64::from((quota / 2).max(1))
 }
 
+/// The most of a quota of `quota` that the host apps together may hold: all but the quarter
+/// (rounded down) the relay's own app keeps.
+pub fn host_apps_share(quota: u32) -> i64 {
+    i64::from(quota - quota / 4)
+}
+
 /// Whether `app` may hold one more of a quota of `quota` of which `held` is held per app.
 pub fn has_room(quota: u32, held: &[(AppScope, i64)], app: &AppScope) -> bool {
+    refused(quota, held, app).is_none()
+}
+
+/// Which bound `app` is at, if any.
+fn refused(quota: u32, held: &[(AppScope, i64)], app: &AppScope) -> Option<Bound> {
     let total: i64 = held.iter().map(|(_, n)| n).sum();
-    total < i64::from(quota) && (app.origin().is_none() || held_by(held, app) < app_share(quota))
+    if total >= i64::from(quota) {
+        return Some(Bound::Owner);
+    }
+    // The relay's own app is bound by the whole quota alone.
+    app.origin()?;
+    if held_by(held, app) >= app_share(quota) {
+        return Some(Bound::App);
+    }
+    let hosts: i64 = held
+        .iter()
+        .filter(|(a, _)| a.origin().is_some())
+        .map(|(_, n)| n)
+        .sum();
+    (hosts >= host_apps_share(quota)).then_some(Bound::HostApps)
+}
+
+/// The bound a refusal is for.
+enum Bound {
+    /// The owner's whole quota.
+    Owner,
+    /// The asking host app's share.
+    App,
+    /// The host apps' share together.
+    HostApps,
 }
 
 fn held_by(held: &[(AppScope, i64)], app: &AppScope) -> i64 {
@@ -32,15 +67,21 @@ pub fn refusal(what: &str, quota: u32, held: &[(AppScope, i64)], app: &AppScope)
         .map(|(a, n)| format!("{n} for {a}"))
         .collect::<Vec<_>>()
         .join(", ");
-    let total: i64 = held.iter().map(|(_, n)| n).sum();
-    if total >= i64::from(quota) {
-        format!("You already hold {quota} {what}, the most allowed ({holders}).")
-    } else {
-        format!(
+    match refused(quota, held, app) {
+        Some(Bound::Owner) | None => {
+            format!("You already hold {quota} {what}, the most allowed ({holders}).")
+        }
+        Some(Bound::App) => format!(
             "{app} already holds {} {what}, the most one app may hold (half of your {quota}; \
              {holders}).",
             held_by(held, app)
-        )
+        ),
+        Some(Bound::HostApps) => format!(
+            "Apps on other origins than the relay's already hold {} {what}, the most they may \
+             together (the relay's own app keeps {} of your {quota}; {holders}).",
+            host_apps_share(quota),
+            i64::from(quota) - host_apps_share(quota)
+        ),
     }
 }
 
@@ -66,6 +107,13 @@ mod tests {
             !has_room(20, &full, &AppScope::RelayApp),
             "the whole quota binds all"
         );
+        let hosts = [(a.clone(), 10), (b.clone(), 5)];
+        assert!(
+            !has_room(20, &hosts, &b),
+            "host apps together keep a quarter free"
+        );
+        assert!(has_room(20, &hosts, &AppScope::RelayApp));
+        assert_eq!(host_apps_share(1), 1, "a quota of one is not all reserved");
         assert_eq!(app_share(1), 1, "at least one");
         assert!(
             refusal("plugin tokens", 20, &held, &a).contains("10 for https://a.example"),

@@ -1,6 +1,7 @@
 //! An owner's quotas are shared by their apps, and no host app takes them all: one may hold at
-//! most half of the owner's live sessions, plugin tokens and unused sign-in links; the relay's
-//! own app is bound by the whole quota alone; a refusal names what each app holds.
+//! most half of the owner's live sessions, plugin tokens and unused sign-in links, and the host
+//! apps together all but the quarter the relay's own app keeps; the relay's own app is bound by
+//! the whole quota alone; a refusal names what each app holds.
 
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
@@ -56,7 +57,9 @@ fn assert_refused_naming(answer: (StatusCode, Value), code: &str, names: &[&str]
     }
 }
 
-async fn one_app_holds_at_most_half_of_the_owners_live_sessions(db: TestDb) {
+async fn a_host_app_holds_half_of_the_owners_live_sessions_and_the_relays_own_app_keeps_a_quarter(
+    db: TestDb,
+) {
     let relay = Relay::start(db, |c| {
         c.app_origins = listed(&[A, B]);
         c.limits.max_live_sessions_per_owner = 6;
@@ -74,38 +77,52 @@ async fn one_app_holds_at_most_half_of_the_owners_live_sessions(db: TestDb) {
         "too_many_sessions",
         &["3 for https://a.example"],
     );
-    // Another app and the relay's own app still start theirs, up to the owner's quota.
-    let (status, body) = new_session(&relay, &b).await;
-    assert_eq!(status, StatusCode::CREATED, "{body}");
+    // Another app starts its own, until the host apps together hold all but the quarter the
+    // relay's own app keeps (1 of 6); the relay's own app starts its own up to the quota.
     for _ in 0..2 {
-        let (status, body) = new_session(&relay, &own).await;
+        let (status, body) = new_session(&relay, &b).await;
         assert_eq!(status, StatusCode::CREATED, "{body}");
     }
+    assert_refused_naming(
+        new_session(&relay, &b).await,
+        "too_many_sessions",
+        &["the relay's own app keeps 1", "2 for http://localhost:5173"],
+    );
+    let (status, body) = new_session(&relay, &own).await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
     assert_refused_naming(
         new_session(&relay, &own).await,
         "too_many_sessions",
         &[
             "3 for https://a.example",
-            "1 for http://localhost:5173",
-            "2 for the relay's own app",
+            "2 for http://localhost:5173",
+            "1 for the relay's own app",
         ],
     );
 }
 
 #[tokio::test]
-async fn one_app_holds_at_most_half_of_the_owners_live_sessions_on_sqlite() {
-    one_app_holds_at_most_half_of_the_owners_live_sessions(TestDb::sqlite()).await;
+async fn a_host_app_holds_half_of_the_owners_live_sessions_and_the_relays_own_app_keeps_a_quarter_on_sqlite()
+ {
+    a_host_app_holds_half_of_the_owners_live_sessions_and_the_relays_own_app_keeps_a_quarter(
+        TestDb::sqlite(),
+    )
+    .await;
 }
 
 #[tokio::test]
-async fn one_app_holds_at_most_half_of_the_owners_live_sessions_on_postgres() {
+async fn a_host_app_holds_half_of_the_owners_live_sessions_and_the_relays_own_app_keeps_a_quarter_on_postgres()
+ {
     let Some(db) = TestDb::postgres().await else {
         return;
     };
-    one_app_holds_at_most_half_of_the_owners_live_sessions(db).await;
+    a_host_app_holds_half_of_the_owners_live_sessions_and_the_relays_own_app_keeps_a_quarter(db)
+        .await;
 }
 
-async fn one_app_holds_at_most_half_of_the_owners_plugin_tokens_and_sign_in_links(db: TestDb) {
+async fn a_host_app_holds_half_of_the_owners_plugin_tokens_and_links_and_the_relays_own_app_keeps_a_quarter(
+    db: TestDb,
+) {
     let relay = Relay::start(db, |c| {
         c.app_origins = listed(&[A, B]);
         c.limits.max_live_mcp_tokens_per_owner = 4;
@@ -116,7 +133,8 @@ async fn one_app_holds_at_most_half_of_the_owners_plugin_tokens_and_sign_in_link
     let a = signed_in(&relay, &own, A).await;
     let b = signed_in(&relay, &own, B).await;
 
-    // Plugin tokens: A takes its half; B still pairs; then the owner's whole quota is held.
+    // Plugin tokens: A takes its half; B still pairs, until the host apps hold all but the
+    // relay's own app's quarter (1 of 4); then the owner's whole quota is held.
     let mut a_tokens = Vec::new();
     for _ in 0..2 {
         let (status, body) = new_mcp_token(&relay, &a).await;
@@ -128,14 +146,23 @@ async fn one_app_holds_at_most_half_of_the_owners_plugin_tokens_and_sign_in_link
         "too_many_tokens",
         &["2 for https://a.example"],
     );
-    for _ in 0..2 {
-        let (status, body) = new_mcp_token(&relay, &b).await;
-        assert_eq!(status, StatusCode::CREATED, "{body}");
-    }
+    let (status, body) = new_mcp_token(&relay, &b).await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+    assert_refused_naming(
+        new_mcp_token(&relay, &b).await,
+        "too_many_tokens",
+        &["the relay's own app keeps 1", "1 for http://localhost:5173"],
+    );
+    let (status, body) = new_mcp_token(&relay, &own).await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
     assert_refused_naming(
         new_mcp_token(&relay, &own).await,
         "too_many_tokens",
-        &["2 for https://a.example", "2 for http://localhost:5173"],
+        &[
+            "2 for https://a.example",
+            "1 for http://localhost:5173",
+            "1 for the relay's own app",
+        ],
     );
     // The relay's own app sees A's and revokes one; a place is free.
     let (_, listed) = relay
@@ -173,15 +200,17 @@ async fn one_app_holds_at_most_half_of_the_owners_plugin_tokens_and_sign_in_link
 }
 
 #[tokio::test]
-async fn one_app_holds_at_most_half_of_the_owners_plugin_tokens_and_sign_in_links_on_sqlite() {
-    one_app_holds_at_most_half_of_the_owners_plugin_tokens_and_sign_in_links(TestDb::sqlite())
+async fn a_host_app_holds_half_of_the_owners_plugin_tokens_and_links_and_the_relays_own_app_keeps_a_quarter_on_sqlite()
+ {
+    a_host_app_holds_half_of_the_owners_plugin_tokens_and_links_and_the_relays_own_app_keeps_a_quarter(TestDb::sqlite())
         .await;
 }
 
 #[tokio::test]
-async fn one_app_holds_at_most_half_of_the_owners_plugin_tokens_and_sign_in_links_on_postgres() {
+async fn a_host_app_holds_half_of_the_owners_plugin_tokens_and_links_and_the_relays_own_app_keeps_a_quarter_on_postgres()
+ {
     let Some(db) = TestDb::postgres().await else {
         return;
     };
-    one_app_holds_at_most_half_of_the_owners_plugin_tokens_and_sign_in_links(db).await;
+    a_host_app_holds_half_of_the_owners_plugin_tokens_and_links_and_the_relays_own_app_keeps_a_quarter(db).await;
 }
