@@ -166,6 +166,9 @@ id_kinds! {
     CallId,
     /// A proposal: a note change (create, append, edit) waiting for the person's review.
     ProposalId,
+    /// An unused sign-in link: its one-time code is never stored, so lists and revocations
+    /// name it by this id.
+    LinkId,
 }
 
 #[cfg(feature = "serde")]
@@ -229,6 +232,7 @@ mod tests {
             SessionId::from_bytes(bytes).to_string(),
             CallId::from_bytes(bytes).to_string(),
             ProposalId::from_bytes(bytes).to_string(),
+            LinkId::from_bytes(bytes).to_string(),
         ] {
             assert_eq!(other, text);
         }

@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 use strum::{IntoStaticStr, VariantArray};
 
 use crate::content::CancelReason;
-use crate::ids::{Base64Bytes, CallId, OwnerId, PairId, SessionId, TokenId};
+use crate::ids::{Base64Bytes, CallId, LinkId, OwnerId, PairId, SessionId, TokenId};
 
 pub mod channel;
 mod errors;
@@ -225,6 +225,10 @@ pub struct OwnerTokenInfo {
     /// The host app's origin the sign-in is scoped to; absent for the relay's own app.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub app_origin: Option<String>,
+    /// The sign-in whose link this one was made from: signing that one out ends this one
+    /// too. Absent for a sign-in from the operator's link or a team sign-in.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent_id: Option<TokenId>,
 }
 
 /// `GET /v1/owner-tokens`.
@@ -233,6 +237,36 @@ pub struct OwnerTokenInfo {
 pub struct OwnerTokenList {
     /// The owner's live sign-ins, oldest first.
     pub tokens: Vec<OwnerTokenInfo>,
+}
+
+/// One unused sign-in link as listed (never its code, which the relay does not keep).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct SigninLinkInfo {
+    /// The link's id, for revoking it.
+    pub id: LinkId,
+    /// The host app's origin the link signs in to; absent for the relay's own app.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub app_origin: Option<String>,
+    /// The sign-in that made it: signing that one out voids the link. Absent for the
+    /// operator's links (`owner add|link`, the first start) and a team sign-in's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub minted_by: Option<TokenId>,
+    /// When it was made, Unix ms; absent for links made before the relay recorded it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<u64>))]
+    pub created_at: Option<UnixMillis>,
+    /// When it lapses unused, Unix ms.
+    #[cfg_attr(feature = "openapi", schema(value_type = u64))]
+    pub expires_at: UnixMillis,
+}
+
+/// `GET /v1/signin-links`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct SigninLinkList {
+    /// The owner's unused, unexpired sign-in links, soonest to lapse first.
+    pub links: Vec<SigninLinkInfo>,
 }
 
 /// `POST /v1/sessions`. The hello is stored and returned byte for byte, never parsed.

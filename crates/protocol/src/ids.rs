@@ -7,7 +7,7 @@ use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 pub use sealpost_ids::{
-    BadId, CallId, ID_LEN, ID_TEXT_LEN, Id, OwnerId, PairId, ProposalId, SessionId, TokenId,
+    BadId, CallId, ID_LEN, ID_TEXT_LEN, Id, LinkId, OwnerId, PairId, ProposalId, SessionId, TokenId,
 };
 
 /// Bytes carried in JSON as unpadded base64url (envelopes, hellos).

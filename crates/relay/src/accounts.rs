@@ -1,11 +1,12 @@
 //! Account operations that more than one front end needs: the admin CLI, the first start and
 //! the `/v1` API all hand out one-time sign-in links the same way.
 
-use sealpost_protocol::ids::OwnerId;
+use sealpost_protocol::ids::{LinkId, OwnerId, TokenId};
 use sealpost_time::UnixMillis;
 use sha2::{Digest, Sha256};
 
 use crate::clock::now_ms;
+use crate::ids::random_id;
 use crate::scope::AppScope;
 use crate::store::{NewSigninCode, Store, StoreResult};
 
@@ -46,14 +47,18 @@ pub async fn create_bound_signin_link(
     pkce_challenge: [u8; 32],
 ) -> StoreResult<String> {
     let code = new_code();
+    let now = now_ms();
     store
         .create_signin_code(&NewSigninCode {
+            id: random_id(),
             code_hash: secret_hash(&code),
             owner_id,
             app: app.clone(),
-            expires_at: now_ms().saturating_add_ms(ttl_s.saturating_mul(1000)),
+            expires_at: now.saturating_add_ms(ttl_s.saturating_mul(1000)),
             lifetime_ends_at: None,
             pkce_challenge: Some(pkce_challenge),
+            minted_by: None,
+            created_at: now,
         })
         .await?;
     Ok(signin_link(public_url, app, &code))
@@ -66,10 +71,20 @@ pub(crate) fn new_code() -> String {
     base64::Engine::encode(&base64::engine::general_purpose::URL_SAFE_NO_PAD, bytes)
 }
 
+/// The signed-in token that asks for a sign-in link, and that sign-in's absolute end.
+#[derive(Debug, Clone, Copy)]
+pub struct Minter {
+    /// The token: the sign-in made from the link is its child, and signing it out voids the
+    /// link and ends that sign-in.
+    pub token: TokenId,
+    /// Its absolute end, which the sign-in made from the link keeps (and the code expires by
+    /// it too).
+    pub lifetime_ends_at: UnixMillis,
+}
+
 /// Creates a one-time sign-in code for `owner_id` to `app`, valid `ttl_s` seconds, and returns
-/// the link that carries it ([`signin_link`]) with its expiry. `lifetime_ends_at`: the absolute
-/// end of the sign-in that asks for the link, which the sign-in made from it keeps (and the
-/// code expires by it too); `None` for the CLI and the first start. Whether `app` may be asked
+/// the link that carries it ([`signin_link`]) with its expiry and id. `minter`: the sign-in
+/// that asks for the link; `None` for the CLI and the first start. Whether `app` may be asked
 /// for is the caller's to decide (the list, and [`AppScope::may_link_to`]).
 pub async fn create_app_signin_link(
     store: &dyn Store,
@@ -77,21 +92,26 @@ pub async fn create_app_signin_link(
     owner_id: OwnerId,
     app: &AppScope,
     ttl_s: u64,
-    lifetime_ends_at: Option<UnixMillis>,
+    minter: Option<Minter>,
 ) -> StoreResult<(String, UnixMillis)> {
     let code = new_code();
-    let mut expires_at = now_ms().saturating_add_ms(ttl_s.saturating_mul(1000));
-    if let Some(end) = lifetime_ends_at {
-        expires_at = expires_at.min(end);
+    let now = now_ms();
+    let mut expires_at = now.saturating_add_ms(ttl_s.saturating_mul(1000));
+    if let Some(minter) = minter {
+        expires_at = expires_at.min(minter.lifetime_ends_at);
     }
+    let id: LinkId = random_id();
     store
         .create_signin_code(&NewSigninCode {
+            id,
             code_hash: secret_hash(&code),
             owner_id,
             app: app.clone(),
             expires_at,
-            lifetime_ends_at,
+            lifetime_ends_at: minter.map(|m| m.lifetime_ends_at),
             pkce_challenge: None,
+            minted_by: minter.map(|m| m.token),
+            created_at: now,
         })
         .await?;
     Ok((signin_link(public_url, app, &code), expires_at))

@@ -108,7 +108,8 @@ pub struct Limits {
     /// Pending calls one session may hold; past it, a post gets 429 `too_many_pending_calls`.
     #[arg(long, default_value_t = 1_000, alias = "max-pending-calls")]
     pub max_pending_calls_per_session: u32,
-    /// Live sessions one owner may hold (one per pairing); past it, 429 `too_many_sessions`.
+    /// Live sessions one owner may hold (one per pairing), a host app at most half (host apps
+    /// together three quarters); past it, 429 `too_many_sessions`.
     #[arg(long, default_value_t = 20, alias = "max-live-sessions")]
     pub max_live_sessions_per_owner: u32,
     /// Sustained requests per second per token (0 = unlimited), per replica; past it and the
@@ -132,13 +133,14 @@ pub struct Limits {
     /// it, 429 `bytes_quota_exceeded` with `Retry-After` the sweep interval.
     #[arg(long, default_value_t = 256 * 1024 * 1024, alias = "max-bytes-per-owner")]
     pub max_bytes_held_per_owner: u64,
-    /// Live (unrevoked, unexpired) MCP tokens one owner may hold; past it, 429
-    /// `too_many_tokens` with `Retry-After: 60`.
+    /// Live (unrevoked, unexpired) MCP tokens one owner may hold, a host app at most half
+    /// (host apps together three quarters); past it, 429 `too_many_tokens` with
+    /// `Retry-After: 60`.
     #[arg(long, default_value_t = 100, alias = "max-mcp-tokens")]
     pub max_live_mcp_tokens_per_owner: u32,
-    /// Unused, unexpired sign-in links one owner may hold, made through the API (the CLI's
-    /// `owner link` is not counted); past it, 429 `too_many_signin_links` with
-    /// `Retry-After: 60`.
+    /// Unused, unexpired sign-in links one owner may hold, a host app at most half (host apps
+    /// together three quarters), made through the API (the CLI's `owner link` is not
+    /// counted); past it, 429 `too_many_signin_links` with `Retry-After: 60`.
     #[arg(long, default_value_t = 10, alias = "max-signin-links")]
     pub max_live_signin_codes_per_owner: u32,
     /// Sign-in attempts per minute per client address (0 = unlimited), per replica; past it

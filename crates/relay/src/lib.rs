@@ -38,5 +38,6 @@ pub(crate) mod quota;
 pub(crate) mod ratelimit;
 pub mod scope;
 pub(crate) mod serve;
+pub(crate) mod shares;
 pub mod store;
 pub mod wake;

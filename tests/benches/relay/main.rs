@@ -214,6 +214,7 @@ async fn bearer(store: &dyn Store, owner: OwnerId, pair_id: Option<PairId>) -> B
         expires_at: now().saturating_add_ms(3_600_000),
         app: AppScope::RelayApp,
         lifetime_ends_at: None,
+        parent_id: None,
     };
     store.create_token(&row).await.unwrap();
     Bearer {
@@ -239,6 +240,7 @@ async fn store_client(store: &dyn Store, owner: OwnerId) -> (SessionId, Bearer, 
         created_at: t,
         expires_at: t.saturating_add_ms(3_600_000),
         app: AppScope::RelayApp,
+        started_by: None,
     };
     store.create_session(&session, 1_000).await.unwrap();
     let mcp = bearer(store, owner, Some(pair_id)).await;

@@ -90,15 +90,21 @@ pub enum ErrorCode {
     StaleCatalogUpdate,
     /// 429: the session already holds the most pending calls allowed.
     TooManyPendingCalls,
-    /// 429: the owner already has the most live sessions allowed.
+    /// 429: the owner already has the most live sessions allowed, or the host app asking
+    /// already holds its share of them (half; host apps together three quarters); the
+    /// message names the apps holding them.
     TooManySessions,
     /// 429: this token sent requests faster than allowed.
     RateLimited,
     /// 429: this owner's tokens together sent requests faster than the owner may.
     OwnerRateLimited,
-    /// 429: the owner already holds the most live MCP tokens allowed.
+    /// 429: the owner already holds the most live MCP tokens allowed, or the host app asking
+    /// already holds its share of them (half; host apps together three quarters); the
+    /// message names the apps holding them.
     TooManyTokens,
-    /// 429: the owner already holds the most unused sign-in links allowed.
+    /// 429: the owner already holds the most unused sign-in links allowed, or the host app
+    /// they are for already holds its share of them (half; host apps together three
+    /// quarters); the message names the apps.
     TooManySigninLinks,
     /// 429: the owner's calls and replies already hold the most bytes allowed.
     BytesQuotaExceeded,

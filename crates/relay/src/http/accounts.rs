@@ -1,4 +1,4 @@
-//! Sign-in, sign-out, `me`, sign-in links, and MCP tokens.
+//! Sign-in, sign-out, `me`, owner tokens and MCP tokens (sign-in links: `links`).
 
 use std::time::Duration;
 
@@ -8,31 +8,32 @@ use axum::extract::{Extension, Path, Query, State};
 use axum::http::{HeaderMap, StatusCode};
 use sealpost_protocol::api::{
     CreateMcpTokenRequest, CreateMcpTokenResponse, ErrorBody, ErrorCode, McpTokenInfo,
-    McpTokenList, MeResponse, OwnerInfo, OwnerTokenInfo, OwnerTokenList, SigninLinkRequest,
-    SigninLinkResponse, SigninRequest, SigninResponse, TokenKind,
+    McpTokenList, MeResponse, OwnerInfo, OwnerTokenInfo, OwnerTokenList, SigninRequest,
+    SigninResponse, TokenKind,
 };
 use sealpost_time::UnixMillis;
 
 use super::auth::{AnyAuth, OwnerAuth};
-use super::body::{read_json, read_optional_json};
+use super::body::read_json;
 use super::client::ClientAddr;
 use super::error::{ApiError, ApiResult};
 use super::path_id;
 use super::state::AppState;
-use crate::accounts::{create_app_signin_link, secret_hash};
+use crate::accounts::secret_hash;
 use crate::clock::now_ms;
 use crate::ids::random_id;
 use crate::scope::AppScope;
-use crate::store::{Page, TokenRow};
+use crate::shares::{has_room, refusal};
+use crate::store::{Page, StoreError, TokenRow};
 
-fn small_body_timeout(state: &AppState) -> (usize, Duration) {
+pub(super) fn small_body_timeout(state: &AppState) -> (usize, Duration) {
     (
         state.config.limits.max_small_body_bytes,
         Duration::from_millis(state.config.limits.body_read_timeout_ms),
     )
 }
 
-async fn owner_info(
+pub(super) async fn owner_info(
     state: &AppState,
     owner_id: sealpost_protocol::ids::OwnerId,
 ) -> ApiResult<OwnerInfo> {
@@ -48,20 +49,18 @@ async fn owner_info(
 }
 
 /// The origin a scope names on the wire (`app_origin`): absent for the relay's own app.
-fn app_origin(app: &AppScope) -> Option<String> {
+pub(super) fn app_origin(app: &AppScope) -> Option<String> {
     app.origin().map(ToString::to_string)
 }
 
 /// The latest an owner token's row lets it be renewed to (see `Limits::owner_token_deadline`).
-fn deadline(state: &AppState, token: &TokenRow) -> UnixMillis {
+pub(super) fn deadline(state: &AppState, token: &TokenRow) -> UnixMillis {
     state
         .config
         .limits
         .owner_token_deadline(token.created_at, token.lifetime_ends_at)
 }
 
-/// `Retry-After` of `too_many_signin_links`: unused links expire within their TTL.
-const SIGNIN_LINKS_RETRY_S: u64 = 60;
 /// `Retry-After` of `too_many_tokens`: a place frees only when the person revokes a token.
 const TOKENS_RETRY_S: u64 = 60;
 
@@ -141,8 +140,18 @@ pub async fn signin(
         expires_at: limits.owner_token_expiry(deadline, now),
         app: grant.app,
         lifetime_ends_at: Some(deadline),
+        // The sign-in that made the link: signing it out ends this one too.
+        parent_id: grant.minted_by,
     };
-    state.store.create_token(&row).await?;
+    match state.store.create_token(&row).await {
+        Err(StoreError::TokenNotLive) => {
+            return Err(refused(
+                "The sign-in that made this link has been signed out, and the link with it. \
+                 Ask for a new one.",
+            ));
+        }
+        other => other?,
+    }
     tracing::info!(owner = %row.owner_id, sid = %row.id, app = %row.app, "owner signed in");
     Ok(Json(SigninResponse {
         token: state.keys.sign(&row),
@@ -170,7 +179,7 @@ fn answers_challenge(verifier: &str, challenge: &[u8; 32]) -> bool {
     tag = "accounts",
     security(("bearer" = [])),
     responses(
-        (status = 204, description = "The token used is revoked."),
+        (status = 204, description = "The token used is revoked, and with an owner token everything it made: the sign-ins made from its links (and from theirs), their unused links, and the sessions any of them started."),
         (status = 401, description = "`unauthorized`", body = ErrorBody),
         (status = 429, description = "`rate_limited`, `owner_rate_limited`", body = ErrorBody),
         (status = 503, description = "`unavailable`", body = ErrorBody),
@@ -178,11 +187,14 @@ fn answers_challenge(verifier: &str, challenge: &[u8; 32]) -> bool {
 )]
 pub async fn signout(State(state): State<AppState>, auth: AnyAuth) -> ApiResult<StatusCode> {
     let token = auth.row();
-    state
+    let ended = state
         .store
-        .revoke_token(auth.owner_id(), &token.app, token.id, None, now_ms())
-        .await?;
-    tracing::info!(sid = %token.id, kind = token.kind.as_str(), "token revoked by its holder");
+        .sign_out(auth.owner_id(), &token.app, token.id, None, now_ms())
+        .await?
+        .unwrap_or_default();
+    // The sessions it started answer `session_ended` to their waiters now.
+    ended.wake(&state.hub);
+    tracing::info!(sid = %token.id, kind = token.kind.as_str(), ended_sessions = ended.sessions.len(), "token revoked by its holder");
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -231,76 +243,6 @@ pub async fn me(State(state): State<AppState>, auth: OwnerAuth) -> ApiResult<Jso
     }))
 }
 
-/// `POST /v1/auth/signin-links`: a signed-in owner links another device of their own, to the
-/// relay's own app or a listed host app.
-#[utoipa::path(
-    post,
-    path = "/v1/auth/signin-links",
-    tag = "accounts",
-    security(("bearer" = [])),
-    request_body(content = Option<SigninLinkRequest>, description = "Optional: the app the link signs in to; without a body, the relay's own app."),
-    responses(
-        (status = 200, description = "A one-time sign-in link for another device: `ORIGIN/#signin=CODE&relay=RELAY` for a host app. The sign-in it makes keeps the absolute end of the sign-in that asked for it.", body = SigninLinkResponse),
-        (status = 400, description = "`bad_request`, `app_origin_not_listed`: an origin the relay does not list.", body = ErrorBody),
-        (status = 401, description = "`unauthorized`", body = ErrorBody),
-        (status = 403, description = "`wrong_token_kind`: an MCP token. `outside_app_scope`: a host app's token asked for the relay's own app or another origin.", body = ErrorBody),
-        (status = 408, description = "`body_timeout`", body = ErrorBody),
-        (status = 413, description = "`body_too_large`", body = ErrorBody),
-        (status = 429, description = "`rate_limited`, `owner_rate_limited`, `too_many_signin_links`", body = ErrorBody),
-        (status = 503, description = "`unavailable`", body = ErrorBody),
-    )
-)]
-pub async fn signin_link(
-    State(state): State<AppState>,
-    auth: OwnerAuth,
-    headers: HeaderMap,
-    body: Body,
-) -> ApiResult<Json<SigninLinkResponse>> {
-    let (cap, timeout) = small_body_timeout(&state);
-    let request: SigninLinkRequest = read_optional_json(&headers, body, cap, timeout).await?;
-    let target = AppScope::named(request.app_origin.as_deref(), &state.config.app_origins)
-        .map_err(|not_listed| {
-            ApiError::new(
-                ErrorCode::AppOriginNotListed,
-                format!("{not_listed}. Leave app_origin out for the relay's own app."),
-            )
-        })?;
-    let own = auth.app_scope();
-    if !own.may_link_to(&target) {
-        return Err(ApiError::new(
-            ErrorCode::OutsideAppScope,
-            format!(
-                "This sign-in belongs to {own}, which makes sign-in links for itself only \
-                 (app_origin \"{own}\"); a link for {target} is made from the relay's own app."
-            ),
-        ));
-    }
-    let now = now_ms();
-    let quota = state.config.limits.max_live_signin_codes_per_owner;
-    let held = state.store.live_grants(auth.owner_id(), now).await?;
-    if held.signin_codes >= i64::from(quota) {
-        return Err(ApiError::quota(
-            ErrorCode::TooManySigninLinks,
-            format!(
-                "You already have {quota} unused sign-in links; use one, or wait for them to expire."
-            ),
-            SIGNIN_LINKS_RETRY_S,
-        ));
-    }
-    // The sign-in made from the link keeps this one's absolute end: chaining links never
-    // lengthens a sign-in's life.
-    let (link, expires_at) = create_app_signin_link(
-        state.store.as_ref(),
-        &state.config.public_url,
-        auth.owner_id(),
-        &target,
-        state.config.limits.signin_code_ttl_s,
-        Some(deadline(&state, auth.row())),
-    )
-    .await?;
-    Ok(Json(SigninLinkResponse { link, expires_at }))
-}
-
 /// `POST /v1/mcp-tokens`
 #[utoipa::path(
     post,
@@ -343,16 +285,18 @@ pub async fn create_mcp_token(
     }
     let now = now_ms();
     let quota = limits.max_live_mcp_tokens_per_owner;
-    if state
+    let held = state
         .store
         .live_grants(auth.owner_id(), now)
         .await?
-        .mcp_tokens
-        >= i64::from(quota)
-    {
+        .mcp_tokens_by_app();
+    if !has_room(quota, &held, auth.app_scope()) {
         return Err(ApiError::quota(
             ErrorCode::TooManyTokens,
-            format!("You already hold {quota} plugin tokens; revoke one on the Tokens page."),
+            format!(
+                "{} Revoke one on the Tokens page (the relay's own app lists every app's).",
+                refusal("plugin tokens", quota, &held, auth.app_scope())
+            ),
             TOKENS_RETRY_S,
         ));
     }
@@ -367,6 +311,7 @@ pub async fn create_mcp_token(
         // The pairing is the app's that made it: its plugin reaches that app's sessions alone.
         app: auth.app_scope().clone(),
         lifetime_ends_at: None,
+        parent_id: None,
     };
     state.store.create_token(&row).await?;
     tracing::info!(sid = %row.id, pair = %request.pair_id, app = %row.app, "MCP token created");
@@ -511,6 +456,7 @@ pub async fn list_owner_tokens(
             expires_at: row.expires_at,
             current: row.id == auth.row().id,
             app_origin: app_origin(&row.app),
+            parent_id: row.parent_id,
         })
         .collect();
     Ok(Json(OwnerTokenList { tokens }))
@@ -540,8 +486,8 @@ pub async fn revoke_owner_token(
     revoke_own(&state, &auth, &id, TokenKind::Owner).await
 }
 
-/// An owner revokes one of their own tokens of `kind` that its app reaches; any other id
-/// answers 404.
+/// An owner revokes one of their own tokens of `kind` that its app reaches, and what it made
+/// (see [`signout`]); any other id answers 404.
 async fn revoke_own(
     state: &AppState,
     auth: &OwnerAuth,
@@ -549,13 +495,14 @@ async fn revoke_own(
     kind: TokenKind,
 ) -> ApiResult<StatusCode> {
     let id = path_id(id, "token")?;
-    if !state
+    let Some(ended) = state
         .store
-        .revoke_token(auth.owner_id(), auth.app_scope(), id, Some(kind), now_ms())
+        .sign_out(auth.owner_id(), auth.app_scope(), id, Some(kind), now_ms())
         .await?
-    {
+    else {
         return Err(ApiError::not_found("token"));
-    }
-    tracing::info!(sid = %id, kind = kind.as_str(), "token revoked by its owner");
+    };
+    ended.wake(&state.hub);
+    tracing::info!(sid = %id, kind = kind.as_str(), ended_sessions = ended.sessions.len(), "token revoked by its owner");
     Ok(StatusCode::NO_CONTENT)
 }

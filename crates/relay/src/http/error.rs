@@ -13,7 +13,7 @@ use crate::ratelimit::Limited;
 use crate::store::StoreError;
 
 /// `Retry-After` of `too_many_sessions`: a slot frees only when a session ends.
-const TOO_MANY_SESSIONS_RETRY_S: u64 = 60;
+pub(super) const TOO_MANY_SESSIONS_RETRY_S: u64 = 60;
 
 /// Longest text from elsewhere (a parser's message) that an error message repeats: a parser
 /// may quote what it was sent (an unknown field's name), and that can be of any length.

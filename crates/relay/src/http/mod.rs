@@ -28,6 +28,7 @@ pub(crate) mod cors;
 #[cfg(feature = "documented-errors")]
 mod documented;
 pub mod error;
+pub(crate) mod links;
 pub(crate) mod oidc;
 mod oidc_page;
 mod openapi;
@@ -53,7 +54,7 @@ fn routes() -> OpenApiRouter<AppState> {
     OpenApiRouter::with_openapi(openapi::ApiDoc::openapi())
         .routes(routes!(accounts::signin))
         .routes(routes!(accounts::signout))
-        .routes(routes!(accounts::signin_link))
+        .routes(routes!(links::signin_link))
         .routes(routes!(accounts::me))
         .routes(routes!(oidc::providers))
         .routes(routes!(
@@ -63,6 +64,8 @@ fn routes() -> OpenApiRouter<AppState> {
         .routes(routes!(accounts::revoke_mcp_token))
         .routes(routes!(accounts::list_owner_tokens))
         .routes(routes!(accounts::revoke_owner_token))
+        .routes(routes!(links::list_signin_links))
+        .routes(routes!(links::revoke_signin_link))
         .routes(routes!(sessions::create))
         .routes(routes!(sessions::end))
         .routes(routes!(sessions::live))

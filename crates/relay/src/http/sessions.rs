@@ -14,10 +14,11 @@ use sealpost_protocol::ids::{Base64Bytes, SessionId};
 
 use super::auth::{AnyAuth, OwnerAuth};
 use super::body::read_json;
-use super::error::{ApiError, ApiResult};
+use super::error::{ApiError, ApiResult, TOO_MANY_SESSIONS_RETRY_S};
 use super::path_id;
 use super::state::AppState;
 use crate::clock::now_ms;
+use crate::shares::refusal;
 use crate::store::{CatalogUpdate, NewSession, StoreError};
 
 /// `POST /v1/sessions` (owner)
@@ -81,6 +82,8 @@ pub async fn create(
         hello: request.hello.0,
         created_at: now,
         expires_at: now.saturating_add_ms(request.ttl_s.saturating_mul(1000)),
+        // Signing this sign-in out ends the session.
+        started_by: Some(auth.row().id),
     };
     let ended = match state
         .store
@@ -91,6 +94,22 @@ pub async fn create(
             return Err(ApiError::new(
                 ErrorCode::DuplicateSession,
                 "A session with this session_id already exists.",
+            ));
+        }
+        Err(StoreError::TooManySessions) => {
+            let quota = limits.max_live_sessions_per_owner;
+            let held = state
+                .store
+                .live_sessions_by_app(auth.owner_id(), now)
+                .await?;
+            return Err(ApiError::quota(
+                ErrorCode::TooManySessions,
+                format!(
+                    "{} End one in the web app; signing out a sign-in on the Tokens page of the \
+                     relay's own app ends the sessions it started.",
+                    refusal("live sessions", quota, &held, auth.app_scope())
+                ),
+                TOO_MANY_SESSIONS_RETRY_S,
             ));
         }
         other => other?,

@@ -6,32 +6,44 @@
 //! flow: SQLite runs these on its writer or its readers, PostgreSQL on its pool or in a
 //! transaction that also locks and notifies.
 
-use sealpost_protocol::ids::{OwnerId, PairId, SessionId};
+use sealpost_protocol::ids::{LinkId, OwnerId, PairId, SessionId, TokenId};
 use sealpost_time::UnixMillis;
-use sqlx::query::{Query, QueryAs, QueryScalar};
+use sqlx::query::{Query, QueryScalar};
 use sqlx::{Database, Encode, Type};
 
 use super::sql;
-use super::{CatalogUpdate, NewSession, Page, b, time_to_sql};
+use super::{CatalogUpdate, NewSession, NewSigninCode, Page, TokenRow, b, time_to_sql};
 use crate::scope::AppScope;
 
 /// A statement of `DB` with its values bound.
 type Bound<DB> = Query<'static, DB, <DB as Database>::Arguments>;
 
-/// How many live sessions the owner has, in every app, but the one this session replaces.
-pub(crate) fn count_other_live<DB>(s: &NewSession) -> QueryScalar<'static, DB, i64, DB::Arguments>
+/// How many live sessions the owner has in each app (`app_origin, n`), but the one this
+/// session replaces.
+pub(crate) fn count_other_live<DB>(s: &NewSession) -> Bound<DB>
 where
     DB: Database,
     Vec<u8>: for<'q> Encode<'q, DB> + Type<DB>,
     i64: for<'q> Encode<'q, DB> + Type<DB>,
     String: for<'q> Encode<'q, DB> + Type<DB>,
-    (i64,): for<'r> sqlx::FromRow<'r, DB::Row>,
 {
-    sqlx::query_scalar(sql::COUNT_OTHER_LIVE_SESSIONS)
+    sqlx::query(sql::COUNT_OTHER_LIVE_SESSIONS)
         .bind(b(s.owner_id))
         .bind(b(s.pair_id))
         .bind(time_to_sql(s.created_at))
         .bind(app(&s.app))
+}
+
+/// How many live sessions the owner has in each app at `now` (`app_origin, n`).
+pub(crate) fn count_live_sessions<DB>(owner_id: OwnerId, now: UnixMillis) -> Bound<DB>
+where
+    DB: Database,
+    Vec<u8>: for<'q> Encode<'q, DB> + Type<DB>,
+    i64: for<'q> Encode<'q, DB> + Type<DB>,
+{
+    sqlx::query(sql::COUNT_LIVE_SESSIONS)
+        .bind(b(owner_id))
+        .bind(time_to_sql(now))
 }
 
 /// An app as its column holds it, owned so a statement can keep it.
@@ -62,6 +74,8 @@ where
     Vec<u8>: for<'q> Encode<'q, DB> + Type<DB>,
     i64: for<'q> Encode<'q, DB> + Type<DB>,
     String: for<'q> Encode<'q, DB> + Type<DB>,
+    Option<Vec<u8>>: for<'q> Encode<'q, DB> + Type<DB>,
+    Option<i64>: for<'q> Encode<'q, DB> + Type<DB>,
 {
     sqlx::query(sql::INSERT_SESSION)
         .bind(b(s.owner_id))
@@ -71,6 +85,7 @@ where
         .bind(time_to_sql(s.created_at))
         .bind(time_to_sql(s.expires_at))
         .bind(app(&s.app))
+        .bind(s.started_by.map(b))
 }
 
 /// The pairing's live session of `scope` at `now`, as [`super::rows::live_session`] reads it.
@@ -235,20 +250,147 @@ where
     sqlx::query(sql::DELETE_OWNER_SIGNIN_CODES).bind(owner_id.to_vec())
 }
 
-/// How many live MCP tokens and unused sign-in codes the owner holds at `now`.
-pub(crate) fn count_live_grants<DB>(
-    owner_id: OwnerId,
-    now: UnixMillis,
-) -> QueryAs<'static, DB, (i64, i64), DB::Arguments>
+/// How many live MCP tokens and unused sign-in codes the owner holds at `now`, per app
+/// (`app_origin, mcp, codes`).
+pub(crate) fn count_live_grants<DB>(owner_id: OwnerId, now: UnixMillis) -> Bound<DB>
 where
     DB: Database,
     Vec<u8>: for<'q> Encode<'q, DB> + Type<DB>,
     i64: for<'q> Encode<'q, DB> + Type<DB>,
-    (i64, i64): for<'r> sqlx::FromRow<'r, DB::Row>,
 {
-    sqlx::query_as(sql::COUNT_LIVE_GRANTS)
+    sqlx::query(sql::COUNT_LIVE_GRANTS)
         .bind(b(owner_id))
         .bind(time_to_sql(now))
+}
+
+/// Stores a token row.
+pub(crate) fn insert_token<DB>(t: &TokenRow) -> Bound<DB>
+where
+    DB: Database,
+    Vec<u8>: for<'q> Encode<'q, DB> + Type<DB>,
+    i64: for<'q> Encode<'q, DB> + Type<DB>,
+    String: for<'q> Encode<'q, DB> + Type<DB>,
+    Option<Vec<u8>>: for<'q> Encode<'q, DB> + Type<DB>,
+    Option<i64>: for<'q> Encode<'q, DB> + Type<DB>,
+{
+    sqlx::query(sql::INSERT_TOKEN)
+        .bind(b(t.id))
+        .bind(b(t.owner_id))
+        .bind(t.kind.as_str().to_owned())
+        .bind(t.pair_id.map(b))
+        .bind(t.label.clone())
+        .bind(time_to_sql(t.created_at))
+        .bind(time_to_sql(t.expires_at))
+        .bind(app(&t.app))
+        .bind(t.lifetime_ends_at.map(time_to_sql))
+        .bind(t.parent_id.map(b))
+}
+
+/// Stores a sign-in code (its hash).
+pub(crate) fn insert_signin_code<DB>(c: &NewSigninCode) -> Bound<DB>
+where
+    DB: Database,
+    Vec<u8>: for<'q> Encode<'q, DB> + Type<DB>,
+    i64: for<'q> Encode<'q, DB> + Type<DB>,
+    String: for<'q> Encode<'q, DB> + Type<DB>,
+    Option<Vec<u8>>: for<'q> Encode<'q, DB> + Type<DB>,
+    Option<i64>: for<'q> Encode<'q, DB> + Type<DB>,
+{
+    sqlx::query(sql::INSERT_SIGNIN_CODE)
+        .bind(c.code_hash.to_vec())
+        .bind(b(c.owner_id))
+        .bind(time_to_sql(c.expires_at))
+        .bind(app(&c.app))
+        .bind(c.lifetime_ends_at.map(time_to_sql))
+        .bind(c.pkce_challenge.map(|challenge| challenge.to_vec()))
+        .bind(b(c.id))
+        .bind(c.minted_by.map(b))
+        .bind(time_to_sql(c.created_at))
+}
+
+/// Whether the owner's token `id` is unrevoked: a row comes back then.
+pub(crate) fn select_unrevoked<DB>(owner_id: OwnerId, id: TokenId) -> Bound<DB>
+where
+    DB: Database,
+    Vec<u8>: for<'q> Encode<'q, DB> + Type<DB>,
+{
+    sqlx::query(sql::SELECT_UNREVOKED_TOKEN)
+        .bind(b(id))
+        .bind(b(owner_id))
+}
+
+/// Signing out `root`: revokes it and its descendants.
+pub(crate) fn revoke_lineage<DB>(owner_id: OwnerId, root: TokenId, now: UnixMillis) -> Bound<DB>
+where
+    DB: Database,
+    Vec<u8>: for<'q> Encode<'q, DB> + Type<DB>,
+    i64: for<'q> Encode<'q, DB> + Type<DB>,
+{
+    sqlx::query(sql::REVOKE_LINEAGE)
+        .bind(b(root))
+        .bind(b(owner_id))
+        .bind(time_to_sql(now))
+}
+
+/// Signing out `root`: voids the unused links it and its descendants minted.
+pub(crate) fn void_lineage_links<DB>(owner_id: OwnerId, root: TokenId) -> Bound<DB>
+where
+    DB: Database,
+    Vec<u8>: for<'q> Encode<'q, DB> + Type<DB>,
+{
+    sqlx::query(sql::VOID_LINEAGE_LINKS)
+        .bind(b(root))
+        .bind(b(owner_id))
+}
+
+/// Signing out `root`: ends the live sessions it and its descendants started; returns
+/// `owner_id, session_id` of each.
+pub(crate) fn end_lineage_sessions<DB>(
+    owner_id: OwnerId,
+    root: TokenId,
+    now: UnixMillis,
+) -> Bound<DB>
+where
+    DB: Database,
+    Vec<u8>: for<'q> Encode<'q, DB> + Type<DB>,
+    i64: for<'q> Encode<'q, DB> + Type<DB>,
+{
+    sqlx::query(sql::END_LINEAGE_SESSIONS)
+        .bind(b(root))
+        .bind(b(owner_id))
+        .bind(time_to_sql(now))
+}
+
+/// The owner's unused links that `reach` may see at `now`, as [`super::rows::signin_link`]
+/// reads them.
+pub(crate) fn select_signin_links<DB>(
+    owner_id: OwnerId,
+    reach: &AppScope,
+    now: UnixMillis,
+) -> Bound<DB>
+where
+    DB: Database,
+    Vec<u8>: for<'q> Encode<'q, DB> + Type<DB>,
+    i64: for<'q> Encode<'q, DB> + Type<DB>,
+    String: for<'q> Encode<'q, DB> + Type<DB>,
+{
+    sqlx::query(sql::SELECT_SIGNIN_LINKS)
+        .bind(b(owner_id))
+        .bind(time_to_sql(now))
+        .bind(app(reach))
+}
+
+/// Voids one unused link of the owner that `reach` reaches.
+pub(crate) fn delete_signin_link<DB>(owner_id: OwnerId, reach: &AppScope, id: LinkId) -> Bound<DB>
+where
+    DB: Database,
+    Vec<u8>: for<'q> Encode<'q, DB> + Type<DB>,
+    String: for<'q> Encode<'q, DB> + Type<DB>,
+{
+    sqlx::query(sql::DELETE_SIGNIN_LINK)
+        .bind(b(id))
+        .bind(b(owner_id))
+        .bind(app(reach))
 }
 
 /// The owner's live sign-ins that `reach` may see at `now`, as [`super::rows::token`] reads

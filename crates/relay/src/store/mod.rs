@@ -12,7 +12,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use sealpost_protocol::api::{CallState, TokenKind};
 use sealpost_protocol::content::CancelReason;
-use sealpost_protocol::ids::{CallId, Id, OwnerId, PairId, SessionId, TokenId};
+use sealpost_protocol::ids::{CallId, Id, LinkId, OwnerId, PairId, SessionId, TokenId};
 use sealpost_time::UnixMillis;
 
 use crate::scope::AppScope;
@@ -34,6 +34,7 @@ macro_rules! token_app {
 mod bound;
 mod hot_path;
 mod identities;
+mod lineage;
 mod postgres;
 mod rows;
 mod sql;
@@ -155,11 +156,16 @@ pub struct TokenRow {
     /// absolute lifetime, or sooner when its link came from another sign-in); `None` for MCP
     /// tokens and for sign-ins made before it was recorded.
     pub lifetime_ends_at: Option<UnixMillis>,
+    /// For a sign-in made from a link another sign-in minted, that sign-in: signing it out
+    /// ends this one too. The store makes such a row only while that sign-in is unrevoked.
+    pub parent_id: Option<TokenId>,
 }
 
 /// A one-time sign-in code to store (its SHA-256: the code itself is never stored).
 #[derive(Debug, Clone, PartialEq)]
 pub struct NewSigninCode {
+    /// The link's id, by which it is listed and revoked.
+    pub id: LinkId,
     /// SHA-256 of the code.
     pub code_hash: [u8; 32],
     /// The owner it signs in.
@@ -174,6 +180,12 @@ pub struct NewSigninCode {
     /// For a code a team sign-in hands an app, the SHA-256 of the PKCE verifier the app must
     /// show to use it; `None` for links.
     pub pkce_challenge: Option<[u8; 32]>,
+    /// The sign-in that minted the link: signing it out voids the link, and the store makes
+    /// the row only while it is unrevoked. `None` for the operator's links and a team
+    /// sign-in's code.
+    pub minted_by: Option<TokenId>,
+    /// When the link was made.
+    pub created_at: UnixMillis,
 }
 
 /// What a sign-in code grants once used.
@@ -187,6 +199,23 @@ pub struct SigninGrant {
     pub lifetime_ends_at: Option<UnixMillis>,
     /// The PKCE challenge the exchange must answer, if any (see [`NewSigninCode`]).
     pub pkce_challenge: Option<[u8; 32]>,
+    /// The sign-in that minted the link, which becomes the new sign-in's parent.
+    pub minted_by: Option<TokenId>,
+}
+
+/// An unused sign-in link as listed (never its code, which is not stored).
+#[derive(Debug, Clone, PartialEq)]
+pub struct SigninLinkRow {
+    /// The link's id.
+    pub id: LinkId,
+    /// The app it signs in to.
+    pub app: AppScope,
+    /// The sign-in that minted it, if one did.
+    pub minted_by: Option<TokenId>,
+    /// When it was made; `None` for links made before it was recorded.
+    pub created_at: Option<UnixMillis>,
+    /// When it lapses unused.
+    pub expires_at: UnixMillis,
 }
 
 /// A session to create. The hello is opaque bytes stored as given.
@@ -207,6 +236,9 @@ pub struct NewSession {
     pub created_at: UnixMillis,
     /// When it ends unless ended sooner.
     pub expires_at: UnixMillis,
+    /// The owner token that starts it: signing that token out ends the session. The store
+    /// starts it only while that token is unrevoked.
+    pub started_by: Option<TokenId>,
 }
 
 /// What a plugin sees of a pairing's live session.
@@ -398,13 +430,47 @@ pub struct SweepStats {
     pub ended: EndedSessions,
 }
 
-/// What an owner holds against their per-owner quotas.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// What an owner holds against their per-owner quotas, per app.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct LiveGrants {
+    /// Each app that holds any, by origin (the relay's own app first).
+    pub by_app: Vec<AppGrants>,
+}
+
+/// What one app holds against the owner's quotas.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AppGrants {
+    /// The app.
+    pub app: AppScope,
     /// Unrevoked, unexpired MCP tokens (`max_live_mcp_tokens_per_owner`).
     pub mcp_tokens: i64,
     /// Unused, unexpired sign-in codes (`max_live_signin_codes_per_owner`).
     pub signin_codes: i64,
+}
+
+impl LiveGrants {
+    /// Live MCP tokens in all apps.
+    pub fn mcp_tokens(&self) -> i64 {
+        self.by_app.iter().map(|a| a.mcp_tokens).sum()
+    }
+    /// Unused sign-in codes in all apps.
+    pub fn signin_codes(&self) -> i64 {
+        self.by_app.iter().map(|a| a.signin_codes).sum()
+    }
+    /// Live MCP tokens per app.
+    pub fn mcp_tokens_by_app(&self) -> Vec<(AppScope, i64)> {
+        self.by_app
+            .iter()
+            .map(|a| (a.app.clone(), a.mcp_tokens))
+            .collect()
+    }
+    /// Unused sign-in codes per app.
+    pub fn signin_codes_by_app(&self) -> Vec<(AppScope, i64)> {
+        self.by_app
+            .iter()
+            .map(|a| (a.app.clone(), a.signin_codes))
+            .collect()
+    }
 }
 
 /// The relay's storage. Both backends pass the same contract suite (`tests/it/contract/`).
@@ -435,7 +501,26 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     async fn enable_owner(&self, name: &str) -> StoreResult<bool>;
 
     /// Stores a one-time sign-in code (its hash), with the app and absolute end it grants.
+    /// A code a sign-in mints is stored only while that sign-in is unrevoked
+    /// ([`StoreError::TokenNotLive`] otherwise), in one step with that check, so a link is
+    /// never minted past its sign-in's sign-out.
     async fn create_signin_code(&self, code: &NewSigninCode) -> StoreResult<()>;
+    /// The owner's unused, unexpired sign-in links that a token of app `reach` reaches
+    /// ([`AppScope::reaches_tokens_of`]), soonest to lapse first.
+    async fn list_signin_links(
+        &self,
+        owner_id: OwnerId,
+        reach: &AppScope,
+        now: UnixMillis,
+    ) -> StoreResult<Vec<SigninLinkRow>>;
+    /// Voids one of the owner's unused links that a token of app `reach` reaches. False if
+    /// there is no such link.
+    async fn revoke_signin_link(
+        &self,
+        owner_id: OwnerId,
+        reach: &AppScope,
+        id: LinkId,
+    ) -> StoreResult<bool>;
     /// Uses a sign-in code up: returns what it grants if the code existed, was unexpired and
     /// the owner is enabled. A code works once, even under concurrent attempts.
     async fn consume_signin_code(
@@ -472,6 +557,8 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     async fn apply_recheck(&self, every_ms: Option<i64>) -> StoreResult<()>;
 
     /// Stores a new token row (a sign-in or an MCP token), live until it expires or is revoked.
+    /// A sign-in with a parent is stored only while the parent is unrevoked
+    /// ([`StoreError::TokenNotLive`] otherwise), in one step with that check.
     async fn create_token(&self, token: &TokenRow) -> StoreResult<()>;
     /// The token row if it is unrevoked, unexpired and its owner is enabled.
     async fn active_token(&self, id: TokenId, now: UnixMillis) -> StoreResult<Option<TokenRow>>;
@@ -483,7 +570,8 @@ pub trait Store: Send + Sync + std::fmt::Debug {
         now: UnixMillis,
     ) -> StoreResult<bool>;
     /// Revokes one of the owner's tokens (of `kind`, if given) that a token of app `reach`
-    /// reaches ([`AppScope::reaches_tokens_of`]). False if there is no such token.
+    /// reaches ([`AppScope::reaches_tokens_of`]), as [`Store::sign_out`] does. False if there
+    /// is no such token.
     async fn revoke_token(
         &self,
         owner_id: OwnerId,
@@ -491,7 +579,25 @@ pub trait Store: Send + Sync + std::fmt::Debug {
         id: TokenId,
         kind: Option<TokenKind>,
         now: UnixMillis,
-    ) -> StoreResult<bool>;
+    ) -> StoreResult<bool> {
+        Ok(self
+            .sign_out(owner_id, reach, id, kind, now)
+            .await?
+            .is_some())
+    }
+    /// Revokes one of the owner's tokens (of `kind`, if given) that a token of app `reach`
+    /// reaches, and in the same transaction everything it made: every sign-in made from its
+    /// links (and from theirs, to any depth) is revoked, their unused links are voided, and
+    /// the sessions any of them started end (their open calls `session_ended`). Returns those
+    /// sessions and calls, or `None` if there is no such token.
+    async fn sign_out(
+        &self,
+        owner_id: OwnerId,
+        reach: &AppScope,
+        id: TokenId,
+        kind: Option<TokenKind>,
+        now: UnixMillis,
+    ) -> StoreResult<Option<EndedSessions>>;
     /// The owner's live MCP tokens that a token of app `reach` reaches, in id order: at most
     /// `page.limit`, after `page.after`.
     async fn list_mcp_tokens(
@@ -516,11 +622,20 @@ pub trait Store: Send + Sync + std::fmt::Debug {
 
     /// Creates a session, ending the pairing's previous one in the same app. Returns the
     /// sessions it ended and the calls that were cancelled (`session_ended`) with them.
+    /// [`StoreError::TooManySessions`] when the owner's other live sessions reach `max_live`,
+    /// or, for a host app, when that app's reach its share ([`crate::shares`]). A session whose
+    /// `started_by` is revoked is not started ([`StoreError::TokenNotLive`]).
     async fn create_session(
         &self,
         session: &NewSession,
         max_live: u32,
     ) -> StoreResult<EndedSessions>;
+    /// How many live sessions the owner holds in each app at `now` (what a refusal names).
+    async fn live_sessions_by_app(
+        &self,
+        owner_id: OwnerId,
+        now: UnixMillis,
+    ) -> StoreResult<Vec<(AppScope, i64)>>;
     /// The pairing's session of `app` that is unended and unexpired at `now` (the newest,
     /// should there be more than one).
     async fn live_session(

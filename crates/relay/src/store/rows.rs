@@ -9,10 +9,12 @@ use sealpost_protocol::ids::{Id, OwnerId, PairId, SessionId};
 use sealpost_time::UnixMillis;
 use sqlx::{ColumnIndex, Decode, Row, Type};
 
+use crate::scope::AppScope;
+
 use super::{
-    CallView, ClaimedRow, HeldBytes, LiveSession, OwnerRow, SigninGrant, StoreError, StoreResult,
-    TokenRow, call_view, effective_state, id_from, parse_app, parse_kind, parse_reason,
-    parse_state, time_from_sql,
+    AppGrants, CallView, ClaimedRow, HeldBytes, LiveGrants, LiveSession, OwnerRow, SigninGrant,
+    SigninLinkRow, StoreError, StoreResult, TokenRow, call_view, effective_state, id_from,
+    parse_app, parse_kind, parse_reason, parse_state, time_from_sql,
 };
 
 /// Typed reads of a row's columns by name.
@@ -100,10 +102,12 @@ pub(crate) fn token(row: &impl Columns) -> StoreResult<TokenRow> {
         expires_at: row.time("expires_at")?,
         app: parse_app(&row.text("app_origin")?)?,
         lifetime_ends_at: row.opt_time("lifetime_ends_at")?,
+        parent_id: row.opt_id("parent_id")?,
     })
 }
 
-/// `owner_id, app_origin, lifetime_ends_at, pkce_challenge` of a sign-in code just used.
+/// `owner_id, app_origin, lifetime_ends_at, pkce_challenge, minted_by` of a sign-in code just
+/// used.
 pub(crate) fn signin_grant(row: &impl Columns) -> StoreResult<SigninGrant> {
     Ok(SigninGrant {
         owner_id: row.id("owner_id")?,
@@ -117,7 +121,41 @@ pub(crate) fn signin_grant(row: &impl Columns) -> StoreResult<SigninGrant> {
                 })
             })
             .transpose()?,
+        minted_by: row.opt_id("minted_by")?,
     })
+}
+
+/// `id, app_origin, minted_by, created_at, expires_at` of an unused sign-in link.
+pub(crate) fn signin_link(row: &impl Columns) -> StoreResult<SigninLinkRow> {
+    Ok(SigninLinkRow {
+        id: row.id("id")?,
+        app: parse_app(&row.text("app_origin")?)?,
+        minted_by: row.opt_id("minted_by")?,
+        created_at: row.opt_time("created_at")?,
+        expires_at: row.time("expires_at")?,
+    })
+}
+
+/// `app_origin, n`: how many live sessions an app holds.
+pub(crate) fn app_sessions(rows: &[impl Columns]) -> StoreResult<Vec<(AppScope, i64)>> {
+    rows.iter()
+        .map(|row| Ok((parse_app(&row.text("app_origin")?)?, row.int("n")?)))
+        .collect()
+}
+
+/// `app_origin, mcp, codes`: what an app holds against the owner's quotas.
+pub(crate) fn live_grants(rows: &[impl Columns]) -> StoreResult<LiveGrants> {
+    let by_app = rows
+        .iter()
+        .map(|row| {
+            Ok(AppGrants {
+                app: parse_app(&row.text("app_origin")?)?,
+                mcp_tokens: row.int("mcp")?,
+                signin_codes: row.int("codes")?,
+            })
+        })
+        .collect::<StoreResult<Vec<_>>>()?;
+    Ok(LiveGrants { by_app })
 }
 
 /// `session_id, hello, expires_at, claimer_seen_at, plugin_seen_at` of a live session.

@@ -30,20 +30,62 @@ pub(crate) const REVOKE_OWNER_TOKENS: &str =
 pub(crate) const DELETE_OWNER_SIGNIN_CODES: &str = "DELETE FROM signin_codes WHERE owner_id = $1";
 
 /// `$1` code hash, `$2` owner id, `$3` expires_at, `$4` app, `$5` inherited lifetime end, `$6`
-/// the PKCE challenge the code is bound to.
+/// the PKCE challenge the code is bound to, `$7` link id, `$8` the minting sign-in, `$9` now.
 pub(crate) const INSERT_SIGNIN_CODE: &str = "INSERT INTO signin_codes \
-     (code_hash, owner_id, expires_at, app_origin, lifetime_ends_at, pkce_challenge) \
-     VALUES ($1, $2, $3, $4, $5, $6)";
+     (code_hash, owner_id, expires_at, app_origin, lifetime_ends_at, pkce_challenge, id, \
+     minted_by, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)";
 /// `$1` code hash, `$2` now: uses the code up (one statement, so it works once) and returns
 /// what it grants.
 pub(crate) const CONSUME_SIGNIN_CODE: &str = "DELETE FROM signin_codes WHERE code_hash = $1 AND expires_at > $2 \
      AND owner_id IN (SELECT id FROM owners WHERE disabled_at IS NULL) \
-     RETURNING owner_id, app_origin, lifetime_ends_at, pkce_challenge";
+     RETURNING owner_id, app_origin, lifetime_ends_at, pkce_challenge, minted_by";
 
-/// `$1` id … `$9` lifetime_ends_at, in the column order.
+/// `$1` id … `$10` parent_id, in the column order.
 pub(crate) const INSERT_TOKEN: &str = "INSERT INTO tokens \
-     (id, owner_id, kind, pair_id, label, created_at, expires_at, app_origin, lifetime_ends_at) \
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)";
+     (id, owner_id, kind, pair_id, label, created_at, expires_at, app_origin, lifetime_ends_at, \
+     parent_id) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)";
+/// `$1` token id, `$2` owner id: whether the owner's token is unrevoked (a row that would
+/// descend from it is made only then: a signed-out sign-in makes nothing more).
+pub(crate) const SELECT_UNREVOKED_TOKEN: &str =
+    "SELECT id FROM tokens WHERE id = $1 AND owner_id = $2 AND revoked_at IS NULL";
+
+/// The sign-in `$1` of owner `$2` and every sign-in made, link by link, from it: what signing
+/// it out ends. `UNION` (not `ALL`) stops at a row already reached.
+macro_rules! lineage {
+    () => {
+        "WITH RECURSIVE lineage(id) AS (SELECT id FROM tokens WHERE id = $1 AND owner_id = $2 \
+         UNION SELECT t.id FROM tokens t JOIN lineage l ON t.parent_id = l.id) "
+    };
+}
+/// `$1` the signed-out token, `$2` owner id, `$3` now: revokes it and its descendants.
+pub(crate) const REVOKE_LINEAGE: &str = concat!(
+    lineage!(),
+    "UPDATE tokens SET revoked_at = COALESCE(revoked_at, $3) \
+     WHERE owner_id = $2 AND id IN (SELECT id FROM lineage)"
+);
+/// `$1` the signed-out token, `$2` owner id: voids the unused links it and its descendants
+/// minted.
+pub(crate) const VOID_LINEAGE_LINKS: &str = concat!(
+    lineage!(),
+    "DELETE FROM signin_codes WHERE owner_id = $2 AND minted_by IN (SELECT id FROM lineage)"
+);
+/// `$1` the signed-out token, `$2` owner id, `$3` now: ends the live sessions it and its
+/// descendants started; returns `owner_id, session_id` of each.
+pub(crate) const END_LINEAGE_SESSIONS: &str = concat!(
+    lineage!(),
+    "UPDATE sessions SET ended_at = $3, hello = NULL, catalog_update = NULL \
+     WHERE owner_id = $2 AND ended_at IS NULL AND started_by IN (SELECT id FROM lineage) \
+     RETURNING owner_id, session_id"
+);
+
+/// `$1` owner id, `$2` now, `$3` the app of the token that asks (as for
+/// [`SELECT_OWNER_TOKENS`]): the owner's unused sign-in links, soonest to lapse first.
+pub(crate) const SELECT_SIGNIN_LINKS: &str = "SELECT id, app_origin, minted_by, created_at, \
+     expires_at FROM signin_codes WHERE owner_id = $1 AND expires_at > $2 AND id IS NOT NULL \
+     AND ($3 = '' OR app_origin = $3) ORDER BY expires_at, id";
+/// `$1` link id, `$2` owner id, `$3` the app of the token that asks: voids one unused link.
+pub(crate) const DELETE_SIGNIN_LINK: &str = "DELETE FROM signin_codes WHERE id = $1 \
+     AND owner_id = $2 AND ($3 = '' OR app_origin = $3)";
 /// `$1` id, `$2` now.
 pub(crate) const SELECT_ACTIVE_TOKEN: &str = "SELECT t.* FROM tokens t JOIN owners o ON o.id = t.owner_id \
      WHERE t.id = $1 AND t.revoked_at IS NULL AND t.expires_at > $2 AND o.disabled_at IS NULL \
@@ -57,11 +99,13 @@ pub(crate) const SELECT_OWNER_TOKENS: &str = "SELECT * FROM tokens WHERE owner_i
 pub(crate) const BYTES_HELD_BY_OWNER: &str = "SELECT owner_id, \
      SUM(COALESCE(LENGTH(envelope), 0) + COALESCE(LENGTH(reply), 0)) AS held FROM calls \
      WHERE envelope IS NOT NULL OR reply IS NOT NULL GROUP BY owner_id";
-/// `$1` owner id, `$2` now: the owner's live MCP tokens and unused sign-in codes.
-pub(crate) const COUNT_LIVE_GRANTS: &str = "SELECT \
-     (SELECT COUNT(*) FROM tokens WHERE owner_id = $1 AND kind = 'mcp' AND revoked_at IS NULL \
-      AND expires_at > $2), \
-     (SELECT COUNT(*) FROM signin_codes WHERE owner_id = $1 AND expires_at > $2)";
+/// `$1` owner id, `$2` now: the owner's live MCP tokens and unused sign-in codes, per app.
+pub(crate) const COUNT_LIVE_GRANTS: &str = "SELECT app_origin, SUM(mcp) AS mcp, \
+     SUM(codes) AS codes FROM (\
+     SELECT app_origin, 1 AS mcp, 0 AS codes FROM tokens WHERE owner_id = $1 AND kind = 'mcp' \
+      AND revoked_at IS NULL AND expires_at > $2 \
+     UNION ALL SELECT app_origin, 0 AS mcp, 1 AS codes FROM signin_codes \
+      WHERE owner_id = $1 AND expires_at > $2) held GROUP BY app_origin ORDER BY app_origin";
 /// `$1` owner name: enables the owner (their old tokens stay revoked).
 pub(crate) const ENABLE_OWNER: &str =
     "UPDATE owners SET disabled_at = NULL WHERE name = $1 RETURNING id";
@@ -77,19 +121,24 @@ pub(crate) const REVOKE_TOKEN: &str = "UPDATE tokens SET revoked_at = COALESCE(r
      WHERE id = $1 AND owner_id = $2 AND (CAST($4 AS TEXT) IS NULL OR kind = $4) \
      AND ($5 = '' OR app_origin = $5)";
 
-/// `$1` owner id, `$2` pair id, `$3` now, `$4` app: the owner's live sessions, in every app,
-/// but the one this pairing's new session of this app replaces.
-pub(crate) const COUNT_OTHER_LIVE_SESSIONS: &str = "SELECT COUNT(*) FROM sessions WHERE owner_id = $1 \
-     AND NOT (pair_id = $2 AND app_origin = $4) AND ended_at IS NULL AND expires_at > $3";
+/// `$1` owner id, `$2` pair id, `$3` now, `$4` app: the owner's live sessions per app, but the
+/// one this pairing's new session of this app replaces.
+pub(crate) const COUNT_OTHER_LIVE_SESSIONS: &str = "SELECT app_origin, COUNT(*) AS n FROM sessions \
+     WHERE owner_id = $1 AND NOT (pair_id = $2 AND app_origin = $4) AND ended_at IS NULL \
+     AND expires_at > $3 GROUP BY app_origin ORDER BY app_origin";
+/// `$1` owner id, `$2` now: the owner's live sessions per app.
+pub(crate) const COUNT_LIVE_SESSIONS: &str = "SELECT app_origin, COUNT(*) AS n FROM sessions \
+     WHERE owner_id = $1 AND ended_at IS NULL AND expires_at > $2 \
+     GROUP BY app_origin ORDER BY app_origin";
 /// `$1` owner id, `$2` pair id, `$3` now, `$4` app: ends the pairing's live session in that app
 /// (a new one replaces it); another app's session of the same pairing goes on.
 pub(crate) const END_PAIRING_SESSIONS: &str = "UPDATE sessions SET ended_at = $3, hello = NULL, \
      catalog_update = NULL WHERE owner_id = $1 AND pair_id = $2 AND app_origin = $4 \
      AND ended_at IS NULL RETURNING owner_id, session_id";
-/// `$1` owner id … `$6` expires_at, `$7` app, in the column order.
+/// `$1` owner id … `$6` expires_at, `$7` app, `$8` started_by, in the column order.
 pub(crate) const INSERT_SESSION: &str = "INSERT INTO sessions \
-     (owner_id, session_id, pair_id, hello, created_at, expires_at, app_origin) \
-     VALUES ($1, $2, $3, $4, $5, $6, $7)";
+     (owner_id, session_id, pair_id, hello, created_at, expires_at, app_origin, started_by) \
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8)";
 /// `$1` owner id, `$2` pair id, `$3` now, `$4` app.
 pub(crate) const SELECT_LIVE_SESSION: &str = "SELECT session_id, hello, expires_at, claimer_seen_at, plugin_seen_at, \
      catalog_update FROM sessions \
@@ -162,9 +211,12 @@ pub(crate) const SWEEP_DELETE_SIGNIN_CODES: &str =
     "DELETE FROM signin_codes WHERE expires_at <= $1";
 /// `$1` now: team sign-ins never finished.
 pub(crate) const SWEEP_DELETE_OIDC_FLOWS: &str = "DELETE FROM oidc_flows WHERE expires_at <= $1";
-/// `$1` now − grace.
-pub(crate) const SWEEP_DELETE_TOKENS: &str =
-    "DELETE FROM tokens WHERE expires_at <= $1 OR revoked_at <= $1";
+/// `$1` now − grace. A row something still descends from (a sign-in, an unused link) stays:
+/// signing it out must still reach them, and what it would have made is refused without it.
+pub(crate) const SWEEP_DELETE_TOKENS: &str = "DELETE FROM tokens \
+     WHERE (expires_at <= $1 OR revoked_at <= $1) \
+     AND NOT EXISTS (SELECT 1 FROM tokens c WHERE c.parent_id = tokens.id) \
+     AND NOT EXISTS (SELECT 1 FROM signin_codes s WHERE s.minted_by = tokens.id)";
 
 pub(crate) const COUNT_CALLS_BY_STATE: &str =
     "SELECT state, COUNT(*) AS n FROM calls GROUP BY state";

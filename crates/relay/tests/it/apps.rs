@@ -17,12 +17,12 @@ use sealpost_testkit::{Pairing, Relay, TestDb, b64, id, pairing};
 use crate::catalog::update;
 
 /// The listed app origins.
-const A: &str = "https://a.example";
-const B: &str = "http://localhost:5173";
+pub(crate) const A: &str = "https://a.example";
+pub(crate) const B: &str = "http://localhost:5173";
 /// An origin no relay here lists.
 const ELSEWHERE: &str = "https://elsewhere.example";
 
-fn listed(origins: &[&str]) -> Vec<AppOrigin> {
+pub(crate) fn listed(origins: &[&str]) -> Vec<AppOrigin> {
     origins
         .iter()
         .map(|origin| AppOrigin::parse(origin).unwrap())
@@ -41,7 +41,7 @@ async fn relay_listing_a_and_b() -> Relay {
 }
 
 /// `POST /v1/auth/signin-links` with `token`, for `app` (none: no body, the relay's own app).
-async fn link(relay: &Relay, token: &str, app: Option<&str>) -> (StatusCode, Value) {
+pub(crate) async fn link(relay: &Relay, token: &str, app: Option<&str>) -> (StatusCode, Value) {
     let body = app.map(|app| json!({ "app_origin": app }));
     relay
         .send(Method::POST, "/v1/auth/signin-links", Some(token), body)
@@ -49,7 +49,7 @@ async fn link(relay: &Relay, token: &str, app: Option<&str>) -> (StatusCode, Val
 }
 
 /// The one-time code a sign-in link carries in its fragment.
-fn code_of(link: &str) -> &str {
+pub(crate) fn code_of(link: &str) -> &str {
     let fragment = link.split_once('#').expect("a fragment").1;
     fragment
         .split('&')
@@ -58,7 +58,7 @@ fn code_of(link: &str) -> &str {
 }
 
 /// Signs in with the code of `link`; the sign-in's answer.
-async fn sign_in(relay: &Relay, link: &str) -> Value {
+pub(crate) async fn sign_in(relay: &Relay, link: &str) -> Value {
     let (status, body) = relay
         .send(
             Method::POST,
@@ -72,7 +72,7 @@ async fn sign_in(relay: &Relay, link: &str) -> Value {
 }
 
 /// A sign-in of `p`'s owner to the host app `app`, through a link the relay's own app made.
-async fn app_sign_in(relay: &Relay, p: &Pairing, app: &str) -> String {
+pub(crate) async fn app_sign_in(relay: &Relay, p: &Pairing, app: &str) -> String {
     let (status, made) = link(relay, &p.owner, Some(app)).await;
     assert_eq!(status, StatusCode::OK, "{made}");
     let signed_in = sign_in(relay, made["link"].as_str().unwrap()).await;
@@ -194,7 +194,7 @@ async fn an_app_token_makes_sign_in_links_for_its_own_app_only() {
 }
 
 /// The id of the sign-in `token` is (as its own listing marks it).
-async fn own_sign_in_id(relay: &Relay, token: &str) -> String {
+pub(crate) async fn own_sign_in_id(relay: &Relay, token: &str) -> String {
     let (status, list) = relay
         .send(Method::GET, "/v1/owner-tokens", Some(token), None)
         .await;

@@ -108,11 +108,23 @@ async fn a_post_claims_for_the_claim_standing_here_and_the_call_goes_round() {
 async fn a_standing_claim_whose_token_was_revoked_gets_nothing_and_the_call_waits() {
     on_both(|relay| async move {
         let p = pairing(&relay, "alice").await;
-        let claim = claiming(&relay, &p, 30_000);
+        // The tab claims with a sign-in other than the one that started the session (signing
+        // that one out would end the session too), made from its link.
+        let (_, made) = crate::apps::link(&relay, &p.owner, None).await;
+        let tab = crate::apps::sign_in(&relay, made["link"].as_str().unwrap()).await["token"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        let claim = relay.send(
+            Method::POST,
+            format!("/v1/sessions/{}/claims?wait_ms=30000", p.session),
+            Some(&tab),
+            None,
+        );
         let revoke_then_post = async {
             relay.wait_for_metric(STANDING, 1.0).await;
             let (status, _) = relay
-                .send(Method::POST, "/v1/auth/signout", Some(&p.owner), None)
+                .send(Method::POST, "/v1/auth/signout", Some(&tab), None)
                 .await;
             assert_eq!(status, StatusCode::NO_CONTENT);
             relay.post_call(&p.mcp, p.session, b"for a live tab").await

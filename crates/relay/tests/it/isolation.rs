@@ -133,6 +133,15 @@ async fn every_endpoint_refuses_every_wrong_token_and_leaks_nothing() {
         .send(Method::GET, "/v1/owner-tokens", Some(&a.owner), None)
         .await;
     let alice_sign_in = mine["tokens"][0]["id"].as_str().unwrap().to_owned();
+    // An unused sign-in link of Alice's, which the link routes name.
+    let (status, _) = relay
+        .send(Method::POST, "/v1/auth/signin-links", Some(&a.owner), None)
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    let (_, links) = relay
+        .send(Method::GET, "/v1/signin-links", Some(&a.owner), None)
+        .await;
+    let alice_link = links["links"][0]["id"].as_str().unwrap().to_owned();
     let s = a.session;
     let p = a.pair;
     let endpoints = endpoints(&Alice {
@@ -140,6 +149,7 @@ async fn every_endpoint_refuses_every_wrong_token_and_leaks_nothing() {
         pair: p.to_string(),
         mcp_id: a.mcp_id.to_string(),
         sign_in: alice_sign_in.clone(),
+        link: alice_link.clone(),
         calls: [call.to_string(), answered.to_string()],
     });
     let bad_tokens: Vec<(&str, Option<&str>)> = vec![
@@ -195,7 +205,8 @@ async fn every_endpoint_refuses_every_wrong_token_and_leaks_nothing() {
                 || path.contains(&call.to_string())
                 || path.contains(&answered.to_string())
                 || path.contains(&a.mcp_id.to_string())
-                || path.contains(&alice_sign_in);
+                || path.contains(&alice_sign_in)
+                || path.contains(&alice_link);
             if names_alice {
                 assert!(
                     matches!(status, StatusCode::NOT_FOUND | StatusCode::FORBIDDEN),
@@ -261,6 +272,7 @@ struct Alice {
     pair: String,
     mcp_id: String,
     sign_in: String,
+    link: String,
     calls: [String; 2],
 }
 
@@ -369,6 +381,7 @@ fn paths_of(template: &str, alice: &Alice) -> Vec<String> {
             let id = match template {
                 "/v1/owner-tokens/{id}" => &alice.sign_in,
                 "/v1/mcp-tokens/{id}" => &alice.mcp_id,
+                "/v1/signin-links/{id}" => &alice.link,
                 _ => "{id}",
             };
             let path = path

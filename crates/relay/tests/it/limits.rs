@@ -372,6 +372,7 @@ async fn bad_tokens_never_enter_the_rate_table_and_a_good_token_is_still_limited
         expires_at: now.saturating_add_ms(3_600_000),
         app: AppScope::RelayApp,
         lifetime_ends_at: None,
+        parent_id: None,
     };
     // Signed with the relay's key but naming no row, signed with another key, and not a JWT.
     let unknown = Keys::new(sealpost_testkit::TEST_KEY).sign(&row(TokenKind::Owner));

@@ -4,6 +4,7 @@
 mod admitted;
 mod admitted_channel;
 mod api;
+mod app_shares;
 mod apps;
 mod boundaries;
 mod catalog;
@@ -24,6 +25,7 @@ mod owner_tokens;
 mod post_wait;
 mod processes;
 mod quotas;
+mod revocation;
 mod session_end;
 mod shares;
 mod sqlite_wal;

@@ -1,5 +1,6 @@
 //! Ending a session answers the claims waiting on it at once with 410 `session_ended`: when a
-//! new session for the same pairing replaces it, when the tab ends it, and when it expires. On
+//! new session for the same pairing replaces it, when the tab ends it, when it expires, and
+//! when the sign-in that started it is signed out. On
 //! both backends, with no fallback re-check, so only a wake-up can answer the claim early.
 
 use std::time::Duration;
@@ -23,6 +24,8 @@ enum Ending {
     Deleted,
     /// The session's TTL runs out and the sweeper ends it.
     Expired,
+    /// The sign-in that started it is signed out from another (`DELETE /v1/owner-tokens/{id}`).
+    SignedOut,
 }
 
 async fn a_waiting_claim_answers_session_ended_when(db: TestDb, ending: Ending) {
@@ -34,6 +37,17 @@ async fn a_waiting_claim_answers_session_ended_when(db: TestDb, ending: Ending) 
     })
     .await;
     let (_, owner) = relay.owner("alice").await;
+    // The session is started by a sign-in of its own where it is to be signed out; the claim
+    // is the owner's first sign-in's, which goes on.
+    let starter = if ending == Ending::SignedOut {
+        let (_, made) = crate::apps::link(&relay, &owner, None).await;
+        crate::apps::sign_in(&relay, made["link"].as_str().unwrap()).await["token"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    } else {
+        owner.clone()
+    };
     let pair = id();
     let session = id::<SessionId>();
     let ttl_s = if ending == Ending::Expired { 1 } else { 3_600 };
@@ -41,7 +55,7 @@ async fn a_waiting_claim_answers_session_ended_when(db: TestDb, ending: Ending) 
         .send(
             Method::POST,
             "/v1/sessions",
-            Some(&owner),
+            Some(&starter),
             Some(json!({"session_id": session, "pair_id": pair, "hello": b64(b"hello"), "ttl_s": ttl_s})),
         )
         .await;
@@ -75,6 +89,18 @@ async fn a_waiting_claim_answers_session_ended_when(db: TestDb, ending: Ending) 
             }
             // The sweeper ends it once its TTL has run out.
             Ending::Expired => {}
+            Ending::SignedOut => {
+                let id = crate::apps::own_sign_in_id(&relay, &starter).await;
+                let (status, _) = relay
+                    .send(
+                        Method::DELETE,
+                        format!("/v1/owner-tokens/{id}"),
+                        Some(&owner),
+                        None,
+                    )
+                    .await;
+                assert_eq!(status, StatusCode::NO_CONTENT);
+            }
         }
     };
     let ((status, body), ()) = tokio::time::timeout(HANG_GUARD, async { tokio::join!(claim, end) })
@@ -124,4 +150,19 @@ async fn a_claim_waiting_on_an_expired_session_answers_session_ended_on_postgres
         return;
     };
     a_waiting_claim_answers_session_ended_when(db, Ending::Expired).await;
+}
+
+#[tokio::test]
+async fn a_claim_waiting_on_a_session_whose_sign_in_was_signed_out_answers_session_ended_on_sqlite()
+{
+    a_waiting_claim_answers_session_ended_when(TestDb::sqlite(), Ending::SignedOut).await;
+}
+
+#[tokio::test]
+async fn a_claim_waiting_on_a_session_whose_sign_in_was_signed_out_answers_session_ended_on_postgres()
+ {
+    let Some(db) = TestDb::postgres().await else {
+        return;
+    };
+    a_waiting_claim_answers_session_ended_when(db, Ending::SignedOut).await;
 }

@@ -23,6 +23,7 @@ async fn live_session(store: &dyn Store, name: &str) -> (OwnerId, SessionId, Bea
         created_at: now,
         expires_at: now.saturating_add_ms(3_600_000),
         app: AppScope::RelayApp,
+        started_by: None,
     };
     store.create_session(&session_row, 10).await.unwrap();
     let token = TokenRow {
@@ -35,6 +36,7 @@ async fn live_session(store: &dyn Store, name: &str) -> (OwnerId, SessionId, Bea
         expires_at: now.saturating_add_ms(3_600_000),
         app: AppScope::RelayApp,
         lifetime_ends_at: None,
+        parent_id: None,
     };
     store.create_token(&token).await.unwrap();
     let bearer = Bearer {

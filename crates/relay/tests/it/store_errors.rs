@@ -243,6 +243,7 @@ impl OnePairing {
             created_at: now,
             expires_at: now.saturating_add_ms(HOUR_MS),
             app: AppScope::RelayApp,
+            started_by: None,
         };
         store.create_session(&new_session, 10).await.unwrap();
         let mut bearers = Vec::new();
@@ -257,6 +258,7 @@ impl OnePairing {
                 expires_at: now.saturating_add_ms(HOUR_MS),
                 app: AppScope::RelayApp,
                 lifetime_ends_at: None,
+                parent_id: None,
             };
             store.create_token(&token).await.unwrap();
             bearers.push(Bearer {

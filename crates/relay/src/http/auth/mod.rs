@@ -159,6 +159,7 @@ mod tests {
             expires_at: UnixMillis::from_ms(4_000_000_000_456),
             app: crate::scope::AppScope::RelayApp,
             lifetime_ends_at: None,
+            parent_id: None,
         }
     }
 

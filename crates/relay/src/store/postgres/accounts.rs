@@ -4,14 +4,17 @@
 use sealpost_protocol::api::TokenKind;
 use sealpost_protocol::ids::{OwnerId, TokenId};
 use sealpost_time::UnixMillis;
-use sqlx::postgres::PgPool;
+use sqlx::Postgres;
+use sqlx::postgres::{PgConnection, PgPool};
+
+use super::sessions::cancel_open_calls;
 
 use crate::scope::AppScope;
 use crate::store::{
-    NewSigninCode, OwnerRow, Page, SigninGrant, StoreError, StoreResult, TokenRow, b,
-    is_unique_violation, rows, time_to_sql,
+    EndedSessions, NewSigninCode, OwnerRow, Page, SigninGrant, StoreError, StoreResult, TokenRow,
+    b, is_unique_violation, rows, time_to_sql,
 };
-use crate::store::{bound, sql};
+use crate::store::{bound, lineage, sql};
 
 pub(super) async fn secret(pool: &PgPool, name: &str, fresh: Vec<u8>) -> StoreResult<Vec<u8>> {
     sqlx::query(sql::INSERT_SECRET)
@@ -81,15 +84,10 @@ pub(super) async fn disable_owner(pool: &PgPool, name: &str, now: UnixMillis) ->
 }
 
 pub(super) async fn create_signin_code(pool: &PgPool, c: &NewSigninCode) -> StoreResult<()> {
-    sqlx::query(sql::INSERT_SIGNIN_CODE)
-        .bind(c.code_hash.to_vec())
-        .bind(b(c.owner_id))
-        .bind(time_to_sql(c.expires_at))
-        .bind(c.app.stored())
-        .bind(c.lifetime_ends_at.map(time_to_sql))
-        .bind(c.pkce_challenge.map(|challenge| challenge.to_vec()))
-        .execute(pool)
-        .await?;
+    let mut tx = pool.begin().await?;
+    require_unrevoked(&mut tx, c.owner_id, c.minted_by).await?;
+    bound::insert_signin_code(c).execute(&mut *tx).await?;
+    tx.commit().await.map_err(StoreError::NotCommitted)?;
     Ok(())
 }
 
@@ -107,19 +105,30 @@ pub(super) async fn consume_signin_code(
 }
 
 pub(super) async fn create_token(pool: &PgPool, t: &TokenRow) -> StoreResult<()> {
-    sqlx::query(sql::INSERT_TOKEN)
-        .bind(b(t.id))
-        .bind(b(t.owner_id))
-        .bind(t.kind.as_str())
-        .bind(t.pair_id.map(b))
-        .bind(&t.label)
-        .bind(time_to_sql(t.created_at))
-        .bind(time_to_sql(t.expires_at))
-        .bind(t.app.stored())
-        .bind(t.lifetime_ends_at.map(time_to_sql))
-        .execute(pool)
-        .await?;
+    let mut tx = pool.begin().await?;
+    require_unrevoked(&mut tx, t.owner_id, t.parent_id).await?;
+    bound::insert_token(t).execute(&mut *tx).await?;
+    tx.commit().await.map_err(StoreError::NotCommitted)?;
     Ok(())
+}
+
+/// [`StoreError::TokenNotLive`] unless `parent` (when there is one) is an unrevoked token of
+/// the owner. The owner's row is locked for share first: a sign-out holds it for update
+/// ([`sign_out`]), so the check and what the caller then writes either both come before a
+/// sign-out, which then finds and ends that write, or both after it, and the check fails.
+pub(super) async fn require_unrevoked(
+    conn: &mut PgConnection,
+    owner_id: OwnerId,
+    parent: Option<TokenId>,
+) -> StoreResult<()> {
+    if parent.is_none() {
+        return Ok(());
+    }
+    sqlx::query("SELECT 1 FROM owners WHERE id = $1 FOR SHARE")
+        .bind(b(owner_id))
+        .execute(&mut *conn)
+        .await?;
+    lineage::require_unrevoked::<Postgres>(conn, owner_id, parent).await
 }
 
 pub(super) async fn active_token(
@@ -153,23 +162,31 @@ pub(super) async fn extend_token(
     Ok(done.rows_affected() == 1)
 }
 
-pub(super) async fn revoke_token(
+/// Revokes the token and what descends from it in one transaction, holding the owner's row
+/// for update so that no sign-in, link or session can be made from a token of the lineage
+/// meanwhile (see [`require_unrevoked`]); the ended sessions' waiters are woken on every
+/// replica when it commits.
+pub(super) async fn sign_out(
     pool: &PgPool,
     owner_id: OwnerId,
     reach: &AppScope,
     id: TokenId,
     kind: Option<TokenKind>,
     now: UnixMillis,
-) -> StoreResult<bool> {
-    let done = sqlx::query(sql::REVOKE_TOKEN)
-        .bind(b(id))
+) -> StoreResult<Option<EndedSessions>> {
+    let mut tx = pool.begin().await?;
+    sqlx::query("SELECT 1 FROM owners WHERE id = $1 FOR UPDATE")
         .bind(b(owner_id))
-        .bind(time_to_sql(now))
-        .bind(kind.map(TokenKind::as_str))
-        .bind(reach.stored())
-        .execute(pool)
+        .execute(&mut *tx)
         .await?;
-    Ok(done.rows_affected() == 1)
+    let Some(ended) =
+        lineage::sign_out::<Postgres>(&mut tx, owner_id, reach, id, kind, now).await?
+    else {
+        return Ok(None);
+    };
+    let ended = cancel_open_calls(&mut tx, ended).await?;
+    tx.commit().await.map_err(StoreError::NotCommitted)?;
+    Ok(Some(ended))
 }
 
 pub(super) async fn list_mcp_tokens(

@@ -15,7 +15,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use sealpost_protocol::api::{CallState, TokenKind};
 use sealpost_protocol::content::CancelReason;
-use sealpost_protocol::ids::{CallId, OwnerId, PairId, SessionId, TokenId};
+use sealpost_protocol::ids::{CallId, LinkId, OwnerId, PairId, SessionId, TokenId};
 use sealpost_time::UnixMillis;
 use sqlx::postgres::{PgPool, PgPoolOptions};
 use tokio_util::sync::CancellationToken;
@@ -27,7 +27,8 @@ use super::sql;
 use super::{
     Bearer, CallView, CatalogUpdate, ClaimFor, ClaimedRow, EndedSessions, HeldBytes, Inspect,
     LiveGrants, LiveSession, NewCall, NewSession, NewSigninCode, OwnerRow, Page, ReadFor,
-    SigninGrant, Store, StoreError, StoreResult, SweepStats, TokenRow, b, time_to_sql,
+    SigninGrant, SigninLinkRow, Store, StoreError, StoreResult, SweepStats, TokenRow, b,
+    time_to_sql,
 };
 use super::{ConfirmedIdentity, DueRenewal, OidcFlow, RenewalLease, RenewalOutcome, identities};
 use crate::scope::AppScope;
@@ -336,15 +337,39 @@ impl Store for PgStore {
         accounts::extend_token(&self.pool, id, expires_at, now).await
     }
 
-    async fn revoke_token(
+    async fn sign_out(
         &self,
         owner_id: OwnerId,
         reach: &AppScope,
         id: TokenId,
         kind: Option<TokenKind>,
         now: UnixMillis,
+    ) -> StoreResult<Option<EndedSessions>> {
+        accounts::sign_out(&self.pool, owner_id, reach, id, kind, now).await
+    }
+
+    async fn list_signin_links(
+        &self,
+        owner_id: OwnerId,
+        reach: &AppScope,
+        now: UnixMillis,
+    ) -> StoreResult<Vec<SigninLinkRow>> {
+        let rows = bound::select_signin_links(owner_id, reach, now)
+            .fetch_all(&self.pool)
+            .await?;
+        rows.iter().map(rows::signin_link).collect()
+    }
+
+    async fn revoke_signin_link(
+        &self,
+        owner_id: OwnerId,
+        reach: &AppScope,
+        id: LinkId,
     ) -> StoreResult<bool> {
-        accounts::revoke_token(&self.pool, owner_id, reach, id, kind, now).await
+        let done = bound::delete_signin_link(owner_id, reach, id)
+            .execute(&self.pool)
+            .await?;
+        Ok(done.rows_affected() == 1)
     }
 
     async fn list_mcp_tokens(
@@ -365,13 +390,21 @@ impl Store for PgStore {
     }
 
     async fn live_grants(&self, owner_id: OwnerId, now: UnixMillis) -> StoreResult<LiveGrants> {
-        let (mcp_tokens, signin_codes) = bound::count_live_grants(owner_id, now)
-            .fetch_one(&self.pool)
+        let rows = bound::count_live_grants(owner_id, now)
+            .fetch_all(&self.pool)
             .await?;
-        Ok(LiveGrants {
-            mcp_tokens,
-            signin_codes,
-        })
+        rows::live_grants(&rows)
+    }
+
+    async fn live_sessions_by_app(
+        &self,
+        owner_id: OwnerId,
+        now: UnixMillis,
+    ) -> StoreResult<Vec<(AppScope, i64)>> {
+        let rows = bound::count_live_sessions(owner_id, now)
+            .fetch_all(&self.pool)
+            .await?;
+        rows::app_sessions(&rows)
     }
 
     async fn list_owner_tokens(

@@ -8,6 +8,7 @@ use sqlx::postgres::{PgConnection, PgPool};
 
 use super::notify;
 use crate::scope::AppScope;
+use crate::shares::has_room;
 use crate::store::bound;
 use crate::store::rows::{self, Columns};
 use crate::store::{
@@ -26,8 +27,9 @@ pub(super) async fn create_session(
         .bind(b(s.owner_id))
         .execute(&mut *tx)
         .await?;
-    let others = bound::count_other_live(s).fetch_one(&mut *tx).await?;
-    if others >= i64::from(max_live) {
+    super::accounts::require_unrevoked(&mut tx, s.owner_id, s.started_by).await?;
+    let others = bound::count_other_live(s).fetch_all(&mut *tx).await?;
+    if !has_room(max_live, &rows::app_sessions(&others)?, &s.app) {
         return Err(StoreError::TooManySessions);
     }
     let replaced = bound::end_pairing_sessions(s).fetch_all(&mut *tx).await?;

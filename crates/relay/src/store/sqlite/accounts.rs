@@ -5,13 +5,16 @@ use sealpost_protocol::api::TokenKind;
 use sealpost_protocol::ids::{OwnerId, TokenId};
 use sealpost_time::UnixMillis;
 
+use sqlx::Sqlite;
+
 use super::SqliteStore;
+use super::sessions::cancel_open_calls;
 use crate::scope::AppScope;
 use crate::store::{
-    NewSigninCode, OwnerRow, Page, SigninGrant, StoreError, StoreResult, TokenRow, b,
-    is_unique_violation, rows, time_to_sql,
+    EndedSessions, NewSigninCode, OwnerRow, Page, SigninGrant, StoreError, StoreResult, TokenRow,
+    b, is_unique_violation, rows, time_to_sql,
 };
-use crate::store::{bound, sql};
+use crate::store::{bound, lineage, sql};
 
 impl SqliteStore {
     pub(super) async fn secret_impl(&self, name: &str, fresh: Vec<u8>) -> StoreResult<Vec<u8>> {
@@ -105,17 +108,12 @@ impl SqliteStore {
 
     pub(super) async fn create_signin_code_impl(&self, code: &NewSigninCode) -> StoreResult<()> {
         let c = code.clone();
-        self.write(move |conn| {
+        // The writer runs one operation at a time: the minter's check and the insert cannot
+        // be split by a sign-out.
+        self.write_atomic(move |conn| {
             Box::pin(async move {
-                sqlx::query(sql::INSERT_SIGNIN_CODE)
-                    .bind(c.code_hash.to_vec())
-                    .bind(b(c.owner_id))
-                    .bind(time_to_sql(c.expires_at))
-                    .bind(c.app.stored())
-                    .bind(c.lifetime_ends_at.map(time_to_sql))
-                    .bind(c.pkce_challenge.map(|challenge| challenge.to_vec()))
-                    .execute(&mut *conn)
-                    .await?;
+                lineage::require_unrevoked::<Sqlite>(conn, c.owner_id, c.minted_by).await?;
+                bound::insert_signin_code(&c).execute(&mut *conn).await?;
                 Ok(())
             })
         })
@@ -142,20 +140,10 @@ impl SqliteStore {
 
     pub(super) async fn create_token_impl(&self, token: &TokenRow) -> StoreResult<()> {
         let t = token.clone();
-        self.write(move |conn| {
+        self.write_atomic(move |conn| {
             Box::pin(async move {
-                sqlx::query(sql::INSERT_TOKEN)
-                    .bind(b(t.id))
-                    .bind(b(t.owner_id))
-                    .bind(t.kind.as_str())
-                    .bind(t.pair_id.map(b))
-                    .bind(&t.label)
-                    .bind(time_to_sql(t.created_at))
-                    .bind(time_to_sql(t.expires_at))
-                    .bind(t.app.stored())
-                    .bind(t.lifetime_ends_at.map(time_to_sql))
-                    .execute(&mut *conn)
-                    .await?;
+                lineage::require_unrevoked::<Sqlite>(conn, t.owner_id, t.parent_id).await?;
+                bound::insert_token(&t).execute(&mut *conn).await?;
                 Ok(())
             })
         })
@@ -198,26 +186,23 @@ impl SqliteStore {
         .await
     }
 
-    pub(super) async fn revoke_token_impl(
+    pub(super) async fn sign_out_impl(
         &self,
         owner_id: OwnerId,
         reach: &AppScope,
         id: TokenId,
         kind: Option<TokenKind>,
         now: UnixMillis,
-    ) -> StoreResult<bool> {
-        let reach = reach.stored().to_owned();
-        self.write(move |conn| {
+    ) -> StoreResult<Option<EndedSessions>> {
+        let reach = reach.clone();
+        self.write_atomic(move |conn| {
             Box::pin(async move {
-                let done = sqlx::query(sql::REVOKE_TOKEN)
-                    .bind(b(id))
-                    .bind(b(owner_id))
-                    .bind(time_to_sql(now))
-                    .bind(kind.map(TokenKind::as_str))
-                    .bind(&reach)
-                    .execute(&mut *conn)
-                    .await?;
-                Ok(done.rows_affected() == 1)
+                let ended =
+                    lineage::sign_out::<Sqlite>(conn, owner_id, &reach, id, kind, now).await?;
+                match ended {
+                    Some(ended) => Ok(Some(cancel_open_calls(conn, ended).await?)),
+                    None => Ok(None),
+                }
             })
         })
         .await

@@ -20,7 +20,7 @@ use async_trait::async_trait;
 use futures_util::future::BoxFuture;
 use sealpost_protocol::api::{CallState, TokenKind};
 use sealpost_protocol::content::CancelReason;
-use sealpost_protocol::ids::{CallId, OwnerId, PairId, SessionId, TokenId};
+use sealpost_protocol::ids::{CallId, LinkId, OwnerId, PairId, SessionId, TokenId};
 use sealpost_time::UnixMillis;
 use sqlx::Connection;
 use sqlx::sqlite::{
@@ -36,8 +36,8 @@ use super::hot_path::SeenThrottle;
 use super::rows;
 use super::{
     Bearer, CallView, CatalogUpdate, ClaimFor, ClaimedRow, EndedSessions, HeldBytes, LiveGrants,
-    LiveSession, NewCall, NewSession, NewSigninCode, OwnerRow, Page, ReadFor, SigninGrant, Store,
-    StoreResult, SweepStats, TokenRow, b,
+    LiveSession, NewCall, NewSession, NewSigninCode, OwnerRow, Page, ReadFor, SigninGrant,
+    SigninLinkRow, Store, StoreResult, SweepStats, TokenRow, b,
 };
 use super::{
     ConfirmedIdentity, DueRenewal, OidcFlow, RenewalLease, RenewalOutcome, bound, identities, sql,
@@ -287,15 +287,45 @@ impl Store for SqliteStore {
         self.extend_token_impl(id, expires_at, now).await
     }
 
-    async fn revoke_token(
+    async fn sign_out(
         &self,
         owner_id: OwnerId,
         reach: &AppScope,
         id: TokenId,
         kind: Option<TokenKind>,
         now: UnixMillis,
+    ) -> StoreResult<Option<EndedSessions>> {
+        self.sign_out_impl(owner_id, reach, id, kind, now).await
+    }
+
+    async fn list_signin_links(
+        &self,
+        owner_id: OwnerId,
+        reach: &AppScope,
+        now: UnixMillis,
+    ) -> StoreResult<Vec<SigninLinkRow>> {
+        let rows = bound::select_signin_links(owner_id, reach, now)
+            .fetch_all(&self.readers)
+            .await?;
+        rows.iter().map(rows::signin_link).collect()
+    }
+
+    async fn revoke_signin_link(
+        &self,
+        owner_id: OwnerId,
+        reach: &AppScope,
+        id: LinkId,
     ) -> StoreResult<bool> {
-        self.revoke_token_impl(owner_id, reach, id, kind, now).await
+        let reach = reach.clone();
+        self.write(move |conn| {
+            Box::pin(async move {
+                let done = bound::delete_signin_link(owner_id, &reach, id)
+                    .execute(&mut *conn)
+                    .await?;
+                Ok(done.rows_affected() == 1)
+            })
+        })
+        .await
     }
 
     async fn list_mcp_tokens(
@@ -316,13 +346,21 @@ impl Store for SqliteStore {
     }
 
     async fn live_grants(&self, owner_id: OwnerId, now: UnixMillis) -> StoreResult<LiveGrants> {
-        let (mcp_tokens, signin_codes) = bound::count_live_grants(owner_id, now)
-            .fetch_one(&self.readers)
+        let rows = bound::count_live_grants(owner_id, now)
+            .fetch_all(&self.readers)
             .await?;
-        Ok(LiveGrants {
-            mcp_tokens,
-            signin_codes,
-        })
+        rows::live_grants(&rows)
+    }
+
+    async fn live_sessions_by_app(
+        &self,
+        owner_id: OwnerId,
+        now: UnixMillis,
+    ) -> StoreResult<Vec<(AppScope, i64)>> {
+        let rows = bound::count_live_sessions(owner_id, now)
+            .fetch_all(&self.readers)
+            .await?;
+        rows::app_sessions(&rows)
     }
 
     async fn list_owner_tokens(

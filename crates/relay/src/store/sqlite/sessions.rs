@@ -4,16 +4,18 @@
 
 use sealpost_protocol::ids::{OwnerId, PairId, SessionId};
 use sealpost_time::UnixMillis;
+use sqlx::Sqlite;
 use sqlx::sqlite::SqliteConnection;
 
 use super::SqliteStore;
 use crate::scope::AppScope;
-use crate::store::bound;
+use crate::shares::has_room;
 use crate::store::rows;
 use crate::store::{
     CatalogUpdate, EndedSessions, LiveSession, NewSession, StoreError, StoreResult,
     is_unique_violation,
 };
+use crate::store::{bound, lineage};
 
 impl SqliteStore {
     pub(super) async fn create_session_impl(
@@ -24,8 +26,9 @@ impl SqliteStore {
         let s = session.clone();
         self.write_atomic(move |conn| {
             Box::pin(async move {
-                let others = bound::count_other_live(&s).fetch_one(&mut *conn).await?;
-                if others >= i64::from(max_live) {
+                lineage::require_unrevoked::<Sqlite>(conn, s.owner_id, s.started_by).await?;
+                let others = bound::count_other_live(&s).fetch_all(&mut *conn).await?;
+                if !has_room(max_live, &rows::app_sessions(&others)?, &s.app) {
                     return Err(StoreError::TooManySessions);
                 }
                 let replaced = bound::end_pairing_sessions(&s)

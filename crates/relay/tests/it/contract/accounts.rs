@@ -29,6 +29,7 @@ pub(super) async fn check_mcp_tokens_list_in_pages_by_id_live_ones_only(store: A
             expires_at: T0.saturating_add_ms(HOUR),
             app: RELAY_APP.clone(),
             lifetime_ends_at: None,
+            parent_id: None,
         };
         store.create_token(&token).await.unwrap();
         live.push(token.id);
@@ -85,6 +86,7 @@ pub(super) async fn check_signin_codes_work_once_and_tokens_are_revocable(store:
             app: RELAY_APP.clone(),
             lifetime_ends_at: None,
             pkce_challenge: None,
+            minted_by: None,
         })
     );
     assert_eq!(
@@ -110,6 +112,7 @@ pub(super) async fn check_signin_codes_work_once_and_tokens_are_revocable(store:
         expires_at: T0.saturating_add_ms(HOUR),
         app: RELAY_APP.clone(),
         lifetime_ends_at: None,
+        parent_id: None,
     };
     store.create_token(&token).await.unwrap();
     assert_eq!(

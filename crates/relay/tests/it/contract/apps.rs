@@ -29,12 +29,15 @@ pub(super) async fn check_a_sign_in_code_carries_its_app_and_end_to_its_sign_in(
     let end = T0.saturating_add_ms(HOUR);
     store
         .create_signin_code(&NewSigninCode {
+            id: id(),
             code_hash: [7; 32],
             owner_id: owner,
             app: a.clone(),
             expires_at: T0.saturating_add_ms(1_000),
             lifetime_ends_at: Some(end),
             pkce_challenge: None,
+            minted_by: None,
+            created_at: T0,
         })
         .await
         .unwrap();
@@ -45,6 +48,7 @@ pub(super) async fn check_a_sign_in_code_carries_its_app_and_end_to_its_sign_in(
             app: a.clone(),
             lifetime_ends_at: Some(end),
             pkce_challenge: None,
+            minted_by: None,
         })
     );
     let token = TokenRow {
@@ -57,6 +61,7 @@ pub(super) async fn check_a_sign_in_code_carries_its_app_and_end_to_its_sign_in(
         expires_at: T0.saturating_add_ms(1_000),
         app: a,
         lifetime_ends_at: Some(end),
+        parent_id: None,
     };
     store.create_token(&token).await.unwrap();
     assert_eq!(

@@ -127,6 +127,7 @@ pub(super) async fn check_an_expired_token_changes_nothing(store: Arc<dyn Inspec
                 expires_at: T0.saturating_add_ms(100),
                 app: RELAY_APP.clone(),
                 lifetime_ends_at: None,
+                parent_id: None,
             };
             w.store.create_token(&row).await.unwrap();
             bearer.token_id = row.id;

@@ -1,6 +1,6 @@
 //! The store contract: every property here holds on SQLite and on PostgreSQL alike.
 //! Each `check_*` function (in `calls`, `handoff`, `sessions`, `sweeper`, `accounts`, `apps`,
-//! `bearer` and `together`) states one property; the macro at the bottom runs it on both
+//! `lineage`, `bearer` and `together`) states one property; the macro at the bottom runs it on both
 //! backends.
 
 use std::sync::Arc;
@@ -18,6 +18,7 @@ mod apps;
 mod bearer;
 mod calls;
 mod handoff;
+mod lineage;
 mod sessions;
 mod sweeper;
 mod together;
@@ -27,6 +28,7 @@ use apps::*;
 use bearer::*;
 use calls::*;
 use handoff::*;
+use lineage::*;
 use sessions::*;
 use sweeper::*;
 use together::*;
@@ -100,6 +102,7 @@ async fn app_token(
         expires_at: T0.saturating_add_ms(1_000 * HOUR),
         app: app.clone(),
         lifetime_ends_at: None,
+        parent_id: None,
     };
     store.create_token(&row).await.unwrap();
     Bearer {
@@ -113,12 +116,15 @@ async fn app_token(
 /// A sign-in code (hash `[n; 32]`) to the relay's own app, as the CLI makes one.
 fn signin_code(n: u8, owner: OwnerId, expires_at: UnixMillis) -> NewSigninCode {
     NewSigninCode {
+        id: id(),
         code_hash: [n; 32],
         owner_id: owner,
         app: RELAY_APP.clone(),
         expires_at,
         lifetime_ends_at: None,
         pkce_challenge: None,
+        minted_by: None,
+        created_at: T0,
     }
 }
 
@@ -136,6 +142,7 @@ fn new_session(
         hello: b"hello".to_vec(),
         created_at: T0,
         expires_at,
+        started_by: None,
     }
 }
 
@@ -225,4 +232,6 @@ contract!(
     check_a_reply_then_read_for_a_dead_reader_reads_nothing,
     check_a_reply_then_read_for_another_pairing_or_app_finds_no_call,
     check_a_refused_reply_then_read_tells_the_reader_where_the_call_is,
+    check_signing_out_ends_the_lineage_its_links_and_its_sessions,
+    check_a_signed_out_sign_in_makes_no_sign_in_link_or_session,
 );
