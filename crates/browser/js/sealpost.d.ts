@@ -92,6 +92,9 @@ export type SealpostEvent =
   | { type: 'tool_refused'; name: string; message: string }
   | { type: 'warning'; message: string };
 
+/** What `open({ onWarning })` hears and `tab.warnings` keeps. */
+export type WarningEvent = Extract<SealpostEvent, { type: 'warning' | 'tool_refused' }>;
+
 export interface AuditRecord {
   at_ms: number;
   call_id: string | null;
@@ -140,10 +143,15 @@ export declare class Sealpost {
   /** Goes to the provider's login page by way of the relay; comes back with `#signin=`. */
   static startTeamSignIn(relayOrigin?: string | null): Promise<void>;
   /** `webmcp: false` leaves the page's WebMCP tools out (default: offered once granted);
-   *  `confirmWithinMs` shortens how long a page tool's call waits for the person (at most 20 s).
+   *  `confirmWithinMs` shortens how long a page tool's call waits for the person (at most 20 s);
+   *  `onWarning` hears every `warning` and `tool_refused` event from the start, those raised
+   *  while `open()` runs included.
    *  Rejects with a {@link SealpostError} (`passphrase_required`, `wrong_passphrase`) when a passphrase protects the workspace. */
-  static open(options: { ownerToken: string; relayOrigin?: string; workspace?: string; workerUrl?: string | URL; passphrase?: string; webmcp?: boolean; confirmWithinMs?: number }): Promise<Sealpost>;
+  static open(options: { ownerToken: string; relayOrigin?: string; workspace?: string; workerUrl?: string | URL; passphrase?: string; webmcp?: boolean; confirmWithinMs?: number; onWarning?: (event: WarningEvent) => void }): Promise<Sealpost>;
   restored: Restored;
+  /** Every `warning` and `tool_refused` event this tab raised, oldest first (the last 100),
+   *  those raised while `open()` ran included, before any listener could be added. */
+  readonly warnings: WarningEvent[];
   on<T extends SealpostEvent['type'] | '*'>(
     type: T,
     listener: (event: T extends '*' ? SealpostEvent : Extract<SealpostEvent, { type: T }>) => void,
