@@ -104,8 +104,16 @@ class FirefoxPage {
     return typeof fn === 'string' ? await this.page.evaluate(fn) : await this.page.evaluate(fn, arg);
   }
 
+  // Polls from here, as Playwright does: puppeteer's own waiting makes a function from text in
+  // the page, which the relay's CSP forbids.
   async waitForFunction(fn, arg, { timeout = 30_000 } = {}) {
-    return await this.page.waitForFunction(fn, { timeout, polling: 100 }, arg);
+    const deadline = Date.now() + timeout;
+    for (;;) {
+      const value = typeof fn === 'string' ? await this.page.evaluate(fn) : await this.page.evaluate(fn, arg);
+      if (value) return value;
+      if (Date.now() > deadline) throw new Error(`waitForFunction: not true within ${timeout} ms: ${String(fn).slice(0, 200)}`);
+      await new Promise((ok) => setTimeout(ok, 100));
+    }
   }
 
   async #handle(selector) {
@@ -124,22 +132,25 @@ class FirefoxPage {
     return [...properties.values()].map((handle) => handle.asElement()).filter(Boolean).map((element) => new FirefoxElement(element));
   }
 
+  // The search as an expression: the driver evaluates it outside the page's CSP, which may
+  // forbid the page itself to make a function from text.
+  static #found(selector, test) {
+    return `((element) => ${test})((${deepFind})(${JSON.stringify(selector)}, false))`;
+  }
+
   async waitForSelector(selector, { timeout = 30_000, state = 'visible' } = {}) {
-    await this.page.waitForFunction((selector, state, find) => {
-      const element = new Function(`return (${find})`)()(selector, false);
-      if (state === 'detached') return element === null;
-      if (state === 'hidden') return element === null || !element.checkVisibility();
-      if (state === 'attached') return element !== null;
-      return element !== null && element.checkVisibility();
-    }, { timeout, polling: 100 }, selector, state, deepFind.toString());
+    const test = {
+      detached: 'element === null',
+      hidden: 'element === null || !element.checkVisibility()',
+      attached: 'element !== null',
+      visible: 'element !== null && element.checkVisibility()',
+    }[state];
+    await this.waitForFunction(FirefoxPage.#found(selector, test), undefined, { timeout });
     return state === 'visible' || state === 'attached' ? await this.$(selector) : null;
   }
 
   async isVisible(selector) {
-    return await this.page.evaluate((selector, find) => {
-      const element = new Function(`return (${find})`)()(selector, false);
-      return element !== null && element.checkVisibility();
-    }, selector, deepFind.toString());
+    return await this.page.evaluate(FirefoxPage.#found(selector, 'element !== null && element.checkVisibility()'));
   }
 
   async textContent(selector) {
@@ -151,7 +162,7 @@ class FirefoxPage {
   async click(selector) {
     const element = await this.waitForSelector(selector);
     // As Playwright does, only once the control is enabled.
-    await this.page.waitForFunction((e) => !e.disabled, { polling: 100 }, element);
+    for (let i = 0; i < 300 && await element.evaluate((e) => e.disabled); i += 1) await new Promise((ok) => setTimeout(ok, 100));
     await element.click();
   }
 
