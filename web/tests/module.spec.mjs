@@ -485,6 +485,50 @@ for (const kind of ['chromium', 'firefox']) test(`a relay that offers no channel
   }
 });
 
+test('after close() every method rejects at once with code closed, a call waiting then too', async () => {
+  const page = await hostPage();
+  await openTab(page, 'shut', 'closed');
+  const outcome = await page.evaluate(async () => {
+    const tab = window.tabs.shut;
+    // Settles or not: a call that never settles is reported as such, not waited for.
+    const settled = (promise) => Promise.race([
+      promise.then(() => 'resolved', (error) => `${error.name} ${error.code}`),
+      new Promise((ok) => setTimeout(() => ok('never settled'), 5000)),
+    ]);
+    const waiting = tab.serve();
+    tab.close();
+    const after = {};
+    const calls = {
+      registerTool: () => tab.registerTool({ name: 'late', description: 'Late.', inputSchema: { type: 'object' }, kind: 'read' }, () => 'x'),
+      addSource: () => tab.addSource('late'), putDocuments: () => tab.putDocuments([]), removeDocument: () => tab.removeDocument('d_x'),
+      saveIndex: () => tab.saveIndex(), document: () => tab.document('d_x'), documents: () => tab.documents(), sources: () => tab.sources(),
+      setGrants: () => tab.setGrants({ access: 'off', sources: [], tools: [] }), grants: () => tab.grants(), allTools: () => tab.allTools(),
+      pairing: () => tab.pairing(), newPairing: () => tab.newPairing(), unpair: () => tab.unpair(), startSession: () => tab.startSession(60),
+      resume: () => tab.resume(Date.now() + 60_000), session: () => tab.session(), servedElsewhere: () => tab.servedElsewhere(),
+      liveStatus: () => tab.liveStatus(), endSession: () => tab.endSession(), serve: () => tab.serve(), stop: () => tab.stop('signed_out'),
+      lock: () => tab.lock(), pendingProposals: () => tab.pendingProposals(), applyProposal: () => tab.applyProposal('p'),
+      rejectProposal: () => tab.rejectProposal('p'), auditLog: () => tab.auditLog(), setPassphrase: () => tab.setPassphrase(null),
+      unlock: () => tab.unlock('x'), setOwnerToken: () => tab.setOwnerToken('t'),
+    };
+    for (const [name, call] of Object.entries(calls)) after[name] = await settled(call());
+    return { waiting: await settled(waiting), after };
+  });
+  assert.equal(outcome.waiting, 'SealpostError closed', 'the call waiting at close');
+  for (const [name, settled] of Object.entries(outcome.after)) assert.equal(settled, 'SealpostError closed', name);
+});
+
+test('registering a tool tells a grant picker at once (tools_changed), with no polling', async () => {
+  const page = await hostPage();
+  await openTab(page, 'picker', 'picker');
+  const seen = await page.evaluate(async () => {
+    const tab = window.tabs.picker;
+    const changed = new Promise((ok) => tab.on('tools_changed', () => ok('changed')));
+    await tab.registerTool({ name: 'word_count', description: 'Counts words.', inputSchema: { type: 'object' }, kind: 'read' }, () => '1');
+    return await Promise.race([changed, new Promise((ok) => setTimeout(() => ok('never said'), 5000))]);
+  });
+  assert.equal(seen, 'changed');
+});
+
 test('a tool granted during a live session reaches the paired plugin at once, and a call in flight still answers', async () => {
   const page = await hostPage();
   await openTab(page, 'g', 'catalog');

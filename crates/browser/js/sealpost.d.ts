@@ -90,6 +90,9 @@ export type SealpostEvent =
   | { type: 'index_saved'; bytes: number }
   /** A page's WebMCP tool Sealpost does not offer (its name breaks the rules or is taken). */
   | { type: 'tool_refused'; name: string; message: string }
+  /** What `allTools()` lists changed (a tool registered or withdrawn, the page's WebMCP tools
+   *  included): a grant picker reads it again. */
+  | { type: 'tools_changed' }
   | { type: 'warning'; message: string };
 
 /** What `open({ onWarning })` hears and `tab.warnings` keeps. */
@@ -126,9 +129,12 @@ export interface Restored {
   passphrase: boolean;
 }
 
-/** An error from the module; `code` is set where the page can act on it. */
+/** An error from the module; `code` is set where the page can act on it. `closed`: the tab
+ *  was closed (every method after `close()` rejects at once with it); `origin_not_allowed`:
+ *  the relay is up but does not list this page's origin (--app-origin); `network`: the relay
+ *  could not be reached. */
 export interface SealpostError extends Error {
-  code?: 'passphrase_required' | 'wrong_passphrase' | 'weak_passphrase' | 'damaged';
+  code?: 'passphrase_required' | 'wrong_passphrase' | 'weak_passphrase' | 'damaged' | 'closed' | 'origin_not_allowed' | 'network';
 }
 
 export declare class Sealpost {
@@ -195,6 +201,7 @@ export declare class Sealpost {
   unlock(passphrase: string): Promise<void>;
   setOwnerToken(token: string): Promise<void>;
   endOnPagehide(): void;
-  /** Ends the worker and every key it held (after sign-out or lock). */
+  /** Ends the worker and every key it held (after sign-out or lock). A call still waiting, and
+   *  every call after, rejects at once with a {@link SealpostError} of code `closed`. */
   close(): void;
 }

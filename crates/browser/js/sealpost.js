@@ -28,6 +28,10 @@ export { AuthError };
 // How many warnings `tab.warnings` keeps (the oldest go first).
 const MAX_WARNINGS_KEPT = 100;
 
+function closedError() {
+  return Object.assign(new Error('This Sealpost tab is closed: open another with Sealpost.open.'), { name: 'SealpostError', code: 'closed' });
+}
+
 export class Sealpost {
   constructor(worker) {
     this.worker = worker;
@@ -132,15 +136,22 @@ export class Sealpost {
   }
 
   call(method, ...args) {
+    if (this.closed) return Promise.reject(closedError());
     const id = this.nextId++;
-    return new Promise((resolve, reject) => {
+    const answered = new Promise((resolve, reject) => {
       this.pending.set(id, { resolve, reject });
       this.worker.postMessage({ id, method, args });
     });
+    // The tools a grant picker lists changed: it need not poll.
+    if (method === 'registerTool' || method === 'unregisterTool') {
+      return answered.then((result) => { this.dispatch({ type: 'tools_changed' }); return result; });
+    }
+    return answered;
   }
 
   // Subscribes to events: 'audit', 'serving', 'ready', 'claimed', 'retrying', 'retrying_answer',
-  // 'transport', 'stopped', 'elsewhere', 'index_saved', 'warning', 'tool_refused', or '*' for all. Returns a function that unsubscribes.
+  // 'transport', 'stopped', 'elsewhere', 'index_saved', 'warning', 'tool_refused',
+  // 'tools_changed', or '*' for all. Returns a function that unsubscribes.
   on(type, listener) {
     if (!this.listeners.has(type)) this.listeners.set(type, new Set());
     this.listeners.get(type).add(listener);
@@ -183,8 +194,16 @@ export class Sealpost {
   unlock(passphrase) { return this.call('unlock', passphrase); }
   setOwnerToken(token) { this.ownerToken = token; return this.call('setOwnerToken', token); }
 
-  // Ends the worker: every key it held is gone with it. Use after sign-out or lock.
-  close() { this.bridge?.stop(); this.confirmations?.declineAll('the tab closed'); this.worker.terminate(); for (const { reject } of this.pending.values()) reject(new Error('closed')); this.pending.clear(); }
+  // Ends the worker: every key it held is gone with it. Use after sign-out or lock. A call
+  // waiting then, and every call after, rejects at once with `code: 'closed'`.
+  close() {
+    this.closed = true;
+    this.bridge?.stop();
+    this.confirmations?.declineAll('the tab closed');
+    this.worker.terminate();
+    for (const { reject } of this.pending.values()) reject(closedError());
+    this.pending.clear();
+  }
 
   // Ends the session when the page goes away, so the plugin says "tab not open" at once. The
   // page sends the request itself (keepalive): the worker may be gone before it could.
