@@ -3,8 +3,9 @@
 // use, so one spec runs in either browser (`launch(name)`). Playwright's own Firefox needs a
 // patched build; the stock one speaks BiDi.
 //
-// Selectors are Playwright's as the specs write them: CSS, with `:text-is("…")` (whole text)
-// or `:text("…")` (part of it) on the last compound, matched through open shadow roots.
+// Selectors are Playwright's as the specs write them: CSS, with `:text-is("…")` (whole text),
+// `:not(:text-is("…"))` or `:text("…")` (part of it) ending a compound, matched through open
+// shadow roots.
 
 import { existsSync } from 'node:fs';
 import puppeteer from 'puppeteer-core';
@@ -59,16 +60,13 @@ function deepFind(selector, all) {
   };
   let scopes = [document];
   for (const [index, compound] of parts.entries()) {
-    const text = compound.match(/^(.*?):text(-is)?\((["'])(.*)\3\)$/);
-    const css = text ? (text[1] || '*') : compound;
+    const not = compound.match(/^(.*?):not\(:text-is\((["'])(.*)\2\)\)$/);
+    const text = not ? null : compound.match(/^(.*?):text(-is)?\((["'])(.*)\3\)$/);
+    const css = not ? (not[1] || '*') : text ? (text[1] || '*') : compound;
+    const shown = (element) => element.textContent.replace(/\s+/g, ' ').trim();
     let found = scopes.flatMap((scope) => within(scope, css));
-    if (text) {
-      const wanted = text[4];
-      found = found.filter((element) => {
-        const shown = element.textContent.replace(/\s+/g, ' ').trim();
-        return text[2] ? shown === wanted : shown.includes(wanted);
-      });
-    }
+    if (not) found = found.filter((element) => shown(element) !== not[3]);
+    if (text) found = found.filter((element) => (text[2] ? shown(element) === text[4] : shown(element).includes(text[4])));
     if (index === parts.length - 1) {
       const visible = found.filter((element) => element.checkVisibility());
       return all ? found : (visible[0] ?? found[0] ?? null);
