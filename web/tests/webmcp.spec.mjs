@@ -118,6 +118,17 @@ async function untilListed(mcp, name, wanted = true) {
 const PROMPT = '[data-sealpost-confirm] dialog';
 const button = (label) => `[data-sealpost-confirm] button:text-is("${label}")`;
 
+// Grants `tools`, waits until the plugin lists `name`, calls it and allows the call: the answer.
+async function allowedCall(page, mcp, tools, name, args) {
+  await grant(page, tools);
+  await untilListed(mcp, name);
+  const answer = mcp.call(name, args);
+  await page.click(button('Allow once'));
+  return await answer;
+}
+
+const shoutAllowed = (page, mcp, text) => allowedCall(page, mcp, ['list_sources', 'shout'], 'shout', { text });
+
 test('with @mcp-b/webmcp-polyfill: invisible until granted, every call confirmed by the person', async () => {
   const { page, mcp } = await served('polyfill', { confirmWithinMs: 3000 });
   const tools = await page.evaluate(() => window.tab.allTools());
@@ -238,11 +249,7 @@ test('with no polyfill: Sealpost\'s own context refuses a shadowing name to the 
 test('with @mcp-b/global loaded after Sealpost: its tools are offered the same way', async () => {
   const { page, mcp } = await served('global');
   assert.equal(await page.evaluate(() => typeof document.modelContext.listTools), 'function', '@mcp-b/global is in front');
-  await grant(page, ['list_sources', 'shout']);
-  await untilListed(mcp, 'shout');
-  const answer = mcp.call('shout', { text: 'global' });
-  await page.click(button('Allow once'));
-  assert.match((await answer).text, /GLOBAL/);
+  assert.match((await shoutAllowed(page, mcp, 'global')).text, /GLOBAL/);
   mcp.close();
 });
 
@@ -283,11 +290,7 @@ test('with Chromium\'s own WebMCP (--enable-features=WebMCP): its tools are offe
       await page.evaluate(() => window.withdraw('send_note'));
       assert.equal(await again(), 'registered', 'a withdrawn tool leaves the browser\'s registry too');
     }
-    await grant(page, ['list_sources', 'shout']);
-    await untilListed(mcp, 'shout');
-    const answer = mcp.call('shout', { text: 'native' });
-    await page.click(button('Allow once'));
-    const result = await answer;
+    const result = await shoutAllowed(page, mcp, 'native');
     assert.equal(result.isError, false, result.text);
     assert.match(result.text, /NATIVE/);
     mcp.close();
@@ -324,11 +327,7 @@ async function withFirefoxShape(on) {
     inputSchema: { type: 'object', properties: { text: { type: 'string' } }, required: ['text'] },
     execute: async ({ text }) => text.toLowerCase(),
   }));
-  await grant(page, ['list_sources', 'shout', 'whisper']);
-  await untilListed(mcp, 'whisper');
-  const answer = mcp.call('whisper', { text: 'QUIET' });
-  await page.click(button('Allow once'));
-  const result = await answer;
+  const result = await allowedCall(page, mcp, ['list_sources', 'shout', 'whisper'], 'whisper', { text: 'QUIET' });
   assert.equal(result.isError, false, result.text);
   assert.match(result.text, /quiet/);
   await page.evaluate(() => navigator.modelContext.unregisterTool('whisper'));
@@ -370,11 +369,7 @@ test('Firefox with dom.modelcontext.enabled: its own WebMCP, when it has one, of
     assert.equal(native.registerTool, 'function');
     const { page, mcp } = await served('native', { on: firefox });
     assert.equal(await page.evaluate(() => typeof document.modelContext.getTools), 'function', 'Sealpost\'s context is in front');
-    await grant(page, ['list_sources', 'shout']);
-    await untilListed(mcp, 'shout');
-    const answer = mcp.call('shout', { text: 'firefox' });
-    await page.click(button('Allow once'));
-    assert.match((await answer).text, /FIREFOX/);
+    assert.match((await shoutAllowed(page, mcp, 'firefox')).text, /FIREFOX/);
     mcp.close();
   } finally {
     await firefox.close();
