@@ -320,7 +320,9 @@ async function withFirefoxShape(on) {
   assert.equal(await page.evaluate(() => window.registerShout().then(() => 'registered', (error) => error.message)), 'registered');
 
   // A tool registered the Firefox way (no signal) is offered once granted, each call
-  // confirmed; `unregisterTool` withdraws it everywhere.
+  // confirmed; `unregisterTool` withdraws it everywhere. A grant picker hears of both.
+  const changes = () => page.evaluate(() => window.tab.events.filter((e) => e.type === 'tools_changed').length);
+  const before = await changes();
   await page.evaluate(() => navigator.modelContext.registerTool({
     name: 'whisper',
     description: 'Whispers the text back in small letters.',
@@ -330,8 +332,11 @@ async function withFirefoxShape(on) {
   const result = await allowedCall(page, mcp, ['list_sources', 'shout', 'whisper'], 'whisper', { text: 'QUIET' });
   assert.equal(result.isError, false, result.text);
   assert.match(result.text, /quiet/);
+  assert.ok(await changes() > before, 'tools_changed when the page registered a tool');
+  const registered = await changes();
   await page.evaluate(() => navigator.modelContext.unregisterTool('whisper'));
   await untilListed(mcp, 'whisper', false);
+  assert.ok(await changes() > registered, 'tools_changed when the page withdrew it');
   assert.ok(!(await page.evaluate(() => window.__browserTools())).includes('whisper'));
   assert.deepEqual(await page.evaluate(() => window.tab.warnings), [], 'nothing to warn of');
   mcp.close();
