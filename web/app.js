@@ -73,7 +73,11 @@ function onEvent(event) {
       state.timeline.unshift({ at: r.at_ms, tool: r.tool ?? '(unopened call)', outcome });
       state.timeline.length = Math.min(state.timeline.length, 10);
     }
-  } else if (['serving', 'ready', 'claimed'].includes(event.type)) {
+  } else if (event.type === 'serving') {
+    // The loop runs, but a call made before the relay has seen it claim is answered "tab not
+    // open": "Serving" waits for `ready`.
+    if (state.serving !== 'serving') state.serving = 'starting';
+  } else if (['ready', 'claimed'].includes(event.type)) {
     state.serving = 'serving';
   } else if (event.type === 'stopped') {
     state.serving = 'stopped';

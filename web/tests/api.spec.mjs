@@ -28,7 +28,7 @@ function members(body) {
 }
 
 // The class's own plumbing: not part of the page's API.
-const PLUMBING = new Set(['constructor', 'receive', 'dispatch', 'runTool', 'call', 'remember']);
+const PLUMBING = new Set(['constructor', 'receive', 'dispatch', 'warn', 'runTool', 'call', 'remember']);
 // Worker methods the class reaches without `this.call` (a tool's result is posted directly).
 const POSTED = new Set(['toolResult']);
 

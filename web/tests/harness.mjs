@@ -3,13 +3,14 @@
 // MCP client speaks to it. xtask passes the binaries' paths; defaults suit a debug build.
 
 import { spawn, execFile } from 'node:child_process';
-import { mkdtempSync, rmSync, writeFileSync, mkdirSync, cpSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync, mkdirSync, cpSync, appendFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve, dirname } from 'node:path';
 import { createInterface } from 'node:readline';
 import { after } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { chromium } from 'playwright-core';
+import { launchFirefox } from './firefox.mjs';
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
 export const RELAY_BIN = process.env.SEALPOST_RELAY_BIN ?? join(root, 'target/debug/sealpost-relay');
@@ -17,6 +18,14 @@ export const PLUGIN_BIN = process.env.SEALPOST_BIN ?? join(root, 'target/debug/s
 export const WEB_DIR = process.env.SEALPOST_WEB_DIR ?? join(root, 'target/web');
 export const CHROMIUM = process.env.SEALPOST_CHROMIUM ?? '/usr/bin/chromium';
 export const SCREENSHOTS = join(root, 'target/screenshots');
+
+// A test that cannot run here says so where `cargo xtask test` counts it: `SKIPPED: WHAT TEST`
+// on stderr and in the file SEALPOST_SKIP_LOG names (xtask's skips.rs reads both ways).
+export function skipped(what, why) {
+  const line = `SKIPPED: ${what} ${why}\n`;
+  process.stderr.write(line);
+  if (process.env.SEALPOST_SKIP_LOG) appendFileSync(process.env.SEALPOST_SKIP_LOG, line);
+}
 
 export function tempDir(prefix) {
   return mkdtempSync(join(tmpdir(), prefix));
@@ -120,8 +129,10 @@ export function decodePairingCode(code) {
   return { origin, mcpToken: bytes.subarray(at, at + tokenLength).toString() };
 }
 
-// `args`: more Chromium switches (for example `--enable-features=WebMCP`).
-export async function launchBrowser({ args = [] } = {}) {
+// `args`: more Chromium switches (for example `--enable-features=WebMCP`). `browser: 'firefox'`
+// starts Firefox ESR instead (firefox.mjs), with `prefs` set in its profile.
+export async function launchBrowser({ args = [], browser = 'chromium', prefs = {} } = {}) {
+  if (browser === 'firefox') return await launchFirefox({ prefs });
   return await chromium.launch({
     executablePath: CHROMIUM,
     headless: true,

@@ -443,11 +443,22 @@ test('a reload starts from the search index snapshot; a damaged or out-of-date o
   assert.deepEqual(page.consoleErrors, []);
 });
 
-test('a relay that offers no channel is served over HTTP alone', async () => {
+// In both browsers. Firefox reports the refused WebSocket as a script error of the page's
+// (which its driver calls a page error) where Chromium logs it: the page's own `error` and
+// `unhandledrejection` listeners hear nothing either way, the Worker does not fail, and the
+// loop serves over HTTP.
+for (const kind of ['chromium', 'firefox']) test(`a relay that offers no channel is served over HTTP alone, in ${kind}`, async () => {
   const plain = await startRelay({ web: webWithHostFixture(), args: ['--max-channels-per-owner', '0'] });
+  const other = kind === 'firefox' ? await launchBrowser({ browser: 'firefox' }) : null;
   try {
-    const page = await openPage(context, `${plain.base}/host/index.html`);
+    const page = await openPage(other ? await other.newContext() : context, `${plain.base}/host/index.html`);
+    page.on('pageerror', (error) => page.consoleErrors.push(`uncaught: ${error.message}`));
     await page.waitForSelector('html[data-ready="yes"]');
+    await page.evaluate(() => {
+      window.heard = [];
+      addEventListener('error', (event) => window.heard.push(`error: ${event.message}`));
+      addEventListener('unhandledrejection', (event) => window.heard.push(`unhandled: ${event.reason}`));
+    });
     const ownerToken = await plain.ownerToken();
     await page.evaluate(async ({ ownerToken }) => {
       window.tabs ??= {};
@@ -464,9 +475,58 @@ test('a relay that offers no channel is served over HTTP alone', async () => {
     await tabCall(page, 'plain', 'endSession');
     assert.equal(await served(page, 'plain', AT_ONCE_MS), 'session_ended');
     assert.deepEqual(page.cspViolations, []);
+    assert.deepEqual(await page.evaluate(() => window.heard), [], 'the page hears no error');
+    const browsersOwn = /^uncaught: Firefox can.t establish a connection to the server at ws:\/\/[^ ]+\/v1\/channel\.$/;
+    assert.deepEqual(page.consoleErrors.filter((error) => error.startsWith('uncaught') && !(kind === 'firefox' && browsersOwn.test(error))), [], 'nothing uncaught but Firefox\'s own report of the refusal');
+    assert.deepEqual(await page.evaluate(() => window.tabs.plain.warnings.filter((w) => /worker failed/.test(w.message))), [], 'the Worker did not fail');
   } finally {
+    await other?.close();
     await plain.stop();
   }
+});
+
+test('after close() every method rejects at once with code closed, a call waiting then too', async () => {
+  const page = await hostPage();
+  await openTab(page, 'shut', 'closed');
+  const outcome = await page.evaluate(async () => {
+    const tab = window.tabs.shut;
+    // Settles or not: a call that never settles is reported as such, not waited for.
+    const settled = (promise) => Promise.race([
+      promise.then(() => 'resolved', (error) => `${error.name} ${error.code}`),
+      new Promise((ok) => setTimeout(() => ok('never settled'), 5000)),
+    ]);
+    const waiting = tab.serve();
+    tab.close();
+    const after = {};
+    const calls = {
+      registerTool: () => tab.registerTool({ name: 'late', description: 'Late.', inputSchema: { type: 'object' }, kind: 'read' }, () => 'x'),
+      addSource: () => tab.addSource('late'), putDocuments: () => tab.putDocuments([]), removeDocument: () => tab.removeDocument('d_x'),
+      saveIndex: () => tab.saveIndex(), document: () => tab.document('d_x'), documents: () => tab.documents(), sources: () => tab.sources(),
+      setGrants: () => tab.setGrants({ access: 'off', sources: [], tools: [] }), grants: () => tab.grants(), allTools: () => tab.allTools(),
+      pairing: () => tab.pairing(), newPairing: () => tab.newPairing(), unpair: () => tab.unpair(), startSession: () => tab.startSession(60),
+      resume: () => tab.resume(Date.now() + 60_000), session: () => tab.session(), servedElsewhere: () => tab.servedElsewhere(),
+      liveStatus: () => tab.liveStatus(), endSession: () => tab.endSession(), serve: () => tab.serve(), stop: () => tab.stop('signed_out'),
+      lock: () => tab.lock(), pendingProposals: () => tab.pendingProposals(), applyProposal: () => tab.applyProposal('p'),
+      rejectProposal: () => tab.rejectProposal('p'), auditLog: () => tab.auditLog(), setPassphrase: () => tab.setPassphrase(null),
+      unlock: () => tab.unlock('x'), setOwnerToken: () => tab.setOwnerToken('t'),
+    };
+    for (const [name, call] of Object.entries(calls)) after[name] = await settled(call());
+    return { waiting: await settled(waiting), after };
+  });
+  assert.equal(outcome.waiting, 'SealpostError closed', 'the call waiting at close');
+  for (const [name, settled] of Object.entries(outcome.after)) assert.equal(settled, 'SealpostError closed', name);
+});
+
+test('registering a tool tells a grant picker at once (tools_changed), with no polling', async () => {
+  const page = await hostPage();
+  await openTab(page, 'picker', 'picker');
+  const seen = await page.evaluate(async () => {
+    const tab = window.tabs.picker;
+    const changed = new Promise((ok) => tab.on('tools_changed', () => ok('changed')));
+    await tab.registerTool({ name: 'word_count', description: 'Counts words.', inputSchema: { type: 'object' }, kind: 'read' }, () => '1');
+    return await Promise.race([changed, new Promise((ok) => setTimeout(() => ok('never said'), 5000))]);
+  });
+  assert.equal(seen, 'changed');
 });
 
 test('a tool granted during a live session reaches the paired plugin at once, and a call in flight still answers', async () => {

@@ -98,20 +98,46 @@ test('a page of an origin the relay does not list is refused, over HTTP and on t
   const outcome = await page.evaluate(async ({ ownerToken, relayOrigin }) => {
     const tab = await window.openTab({ ownerToken, relayOrigin, workspace: 'stranger' });
     let started = null;
+    let code = null;
     try {
       await tab.startSession(3600);
       started = 'started';
     } catch (error) {
       started = `refused: ${error.message}`;
+      code = error.code;
     }
+    // Signing in from here fails for the same cause, and says the same.
+    const signIn = await window.Sealpost.signIn('no-such-code', relayOrigin).then(() => 'signed in', (error) => `${error.name} ${error.code}`);
     const channel = await new Promise((done) => {
       const socket = new WebSocket(`${relayOrigin.replace('http', 'ws')}/v1/channel`, ['sealpost.v1', `sealpost.bearer.${ownerToken}`]);
       socket.onopen = () => { socket.close(); done('opened'); };
       socket.onerror = () => done('refused');
     });
-    return { started, channel };
+    return { started, code, signIn, channel };
   }, { ownerToken, relayOrigin: relay.base });
   assert.match(outcome.started, /^refused/, 'no session from an unlisted origin');
   assert.match(outcome.started, /does not list this page's origin http:\/\/127\.0\.0\.1:\d+: its operator adds it with --app-origin/, 'the error names the likely cause');
   assert.equal(outcome.channel, 'refused', 'no channel from an unlisted origin');
+  assert.equal(outcome.code, 'origin_not_allowed', 'a code names the cause, apart from a relay that is down');
+  assert.equal(outcome.signIn, 'AuthError origin_not_allowed');
+});
+
+test('a relay that is down is told apart from one that does not list the origin: code network, for a session and a sign-in', async () => {
+  const away = await startRelay({ args: ['--app-origin', app.origin] });
+  const page = await hostPage(app.origin);
+  const ownerToken = await away.ownerToken();
+  await page.evaluate(async ({ ownerToken, relayOrigin }) => {
+    window.tab = await window.openTab({ ownerToken, relayOrigin, workspace: 'away' });
+  }, { ownerToken, relayOrigin: away.base });
+  await away.down();
+  try {
+    const outcome = await page.evaluate(async (relayOrigin) => ({
+      session: await window.tab.startSession(3600).then(() => 'started', (error) => error.code),
+      signIn: await window.Sealpost.signIn('no-such-code', relayOrigin).then(() => 'signed in', (error) => `${error.name} ${error.code}`),
+    }), away.base);
+    assert.deepEqual(outcome, { session: 'network', signIn: 'AuthError network' });
+  } finally {
+    await away.up();
+    await away.stop();
+  }
 });

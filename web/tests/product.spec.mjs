@@ -130,6 +130,16 @@ test('a person signs in, imports, grants one source of two, pairs, and an MCP cl
 });
 
 async function person(page) {
+  const { mcp } = await firstAnswers(page);
+  await chromiumOnward(page, mcp);
+}
+
+// The main flow as far as every browser goes: signed in from the link, two folders imported,
+// one of them and every tool granted, a session paired with the real plugin, answers, a
+// proposal approved, and a reload that resumes serving without pairing again. `clipboard`:
+// the copy button is checked too (Chromium grants the spec the clipboard); `folders`: imported
+// through the folder picker.
+async function firstAnswers(page, { clipboard = true, folders = true } = {}) {
   await signedIn(page);
   assert.ok(!page.url().includes('signin='), 'the sign-in code leaves the address bar at once');
 
@@ -138,12 +148,15 @@ async function person(page) {
     'notes/rotation.md': '# Key rotation\nRotate the signing keys every ninety days.\n',
     'notes/lunch.md': '# Lunch\nThe lunch menu rotation is weekly.\n',
   });
+  // A folder's picker, or where the driver cannot pick a folder (Firefox over BiDi), the
+  // folder's files through the files' picker.
+  const pick = (dir, names) => (folders ? page.setInputFiles('#pick-folder', dir) : page.setInputFiles('#pick-files', names.map((name) => join(dir, name))));
   await page.fill('#source-name', 'notes');
-  await page.setInputFiles('#pick-folder', join(notes, 'notes'));
+  await pick(join(notes, 'notes'), ['rotation.md', 'lunch.md']);
   await page.waitForSelector('#import-status:text("Imported 2 files into notes.")');
   const secret = writeFolder({ 'private/salary.md': '# Salary\nThe rotation of salaries is secret.\n' });
   await page.fill('#source-name', 'private');
-  await page.setInputFiles('#pick-folder', join(secret, 'private'));
+  await pick(join(secret, 'private'), ['salary.md']);
   await page.waitForSelector('#import-status:text("Imported 1 files into private.")');
 
   // AI access: on, one source, every tool.
@@ -154,8 +167,10 @@ async function person(page) {
   await page.click('#save-grants');
   const code = await startSession(page);
   assert.match(code, /^sppair1_/);
-  await page.click('#copy-code');
-  assert.equal(await page.evaluate(() => navigator.clipboard.readText()), code);
+  if (clipboard) {
+    await page.click('#copy-code');
+    assert.equal(await page.evaluate(() => navigator.clipboard.readText()), code);
+  }
   const shownFingerprint = (await page.textContent('#fingerprint')).trim();
 
   // The real plugin pairs with the code and is driven over stdio.
@@ -186,6 +201,10 @@ async function person(page) {
   await page.waitForSelector('#status-pill:text-is("Serving")');
   const again = await mcp.call('search_workspace', { query: 'lunch' });
   assert.equal(again.isError, false, again.text);
+  return { mcp };
+}
+
+async function chromiumOnward(page, mcp) {
 
   // Only the relay knows when the plugin last looked the session up; AI access shows it.
   await go(page, '#/access', 'AI access');
@@ -306,6 +325,40 @@ async function person(page) {
   assert.deepEqual(foreign, [], 'requests only to its own relay');
   assert.deepEqual(page.cspViolations, [], 'no CSP violation');
 }
+
+test('in Firefox ESR: the main flow, and a tool the app\'s page offers through WebMCP, called once the person confirms', async () => {
+  const firefox = await launchBrowser({ browser: 'firefox' });
+  try {
+    const page = await openPage(await firefox.newContext(), await relay.newSigninUrl());
+    page.on('pageerror', (error) => page.consoleErrors.push(`uncaught: ${error.message}`));
+    const { mcp } = await firstAnswers(page, { clipboard: false, folders: false });
+
+    // A tool the page registers through WebMCP (Sealpost's context, as Firefox ESR has none):
+    // granted on AI access, and run only once the person allows it in the page.
+    await page.evaluate(() => document.modelContext.registerTool({
+      name: 'shout',
+      description: 'Shouts the text back in capitals.',
+      inputSchema: { type: 'object', properties: { text: { type: 'string' } }, required: ['text'] },
+      execute: async ({ text }) => text.toUpperCase(),
+    }));
+    await go(page, '#/workspace', 'Workspace');
+    await go(page, '#/access', 'AI access');
+    await page.check('input[name="grant-tool"][value="shout"]');
+    await page.click('#save-grants');
+    for (let i = 0; i < 100 && !(await mcp.request('tools/list')).result.tools.some((tool) => tool.name === 'shout'); i += 1) {
+      await new Promise((ok) => setTimeout(ok, 100));
+    }
+    const answer = mcp.call('shout', { text: 'from firefox' });
+    await page.click('[data-sealpost-confirm] button:text-is("Allow once")');
+    const shouted = await answer;
+    assert.equal(shouted.isError, false, shouted.text);
+    assert.match(shouted.text, /FROM FIREFOX/);
+    mcp.close();
+    assert.deepEqual(page.consoleErrors.filter((error) => error.startsWith('uncaught')), [], 'nothing uncaught');
+  } finally {
+    await firefox.close();
+  }
+});
 
 // Presses Tab until the focused element matches `selector`; fails if it is never reached.
 async function tabTo(page, selector, most = 80) {

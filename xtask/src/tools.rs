@@ -1,7 +1,8 @@
 //! Prerequisites: installs what can be installed without root-level package changes (the wasm
 //! target, the toolchain `rust-version` names, wasm-bindgen-cli pinned to Cargo.lock,
 //! cargo-fuzz, cargo-deny; cargo-mutants when `cargo xtask mutants` first runs) and names the
-//! command for what cannot (Chromium, ChromeDriver, PostgreSQL, the nightly toolchain).
+//! command for what cannot (Chromium, ChromeDriver, Firefox ESR, PostgreSQL, the nightly
+//! toolchain).
 //!
 //! Cargo-installed tools go to a cache outside the checkout (`$SEALPOST_TOOLS_DIR`, default
 //! `~/.cache/sealpost`) so fresh clones of the repository reuse them.
@@ -18,6 +19,9 @@ pub struct Tools {
     pub wasm_bindgen_test_runner: PathBuf,
     pub chromedriver: PathBuf,
     pub chromium: PathBuf,
+    /// The web specs run the app and the WebMCP bridge in Firefox too; without it the suite
+    /// fails here rather than passing on Chromium alone.
+    pub firefox: PathBuf,
     pub cargo_fuzz: PathBuf,
     pub cargo_deny: PathBuf,
     /// A Python with PyNaCl, for the independent implementation of the protocol.
@@ -37,6 +41,7 @@ pub fn ensure_all(postgres: bool) -> Result<Tools> {
         )?;
         let chromium =
             require_system_binary("chromium", "apt-get install -y chromium chromium-driver")?;
+        let firefox = require_system_binary("firefox-esr", "apt-get install -y firefox-esr")?;
         require_system_binary("node", "apt-get install -y nodejs npm")?;
         require_system_binary("npm", "apt-get install -y nodejs npm")?;
         if postgres {
@@ -50,6 +55,7 @@ pub fn ensure_all(postgres: bool) -> Result<Tools> {
             wasm_bindgen_test_runner,
             chromedriver,
             chromium,
+            firefox,
             cargo_fuzz,
             cargo_deny,
             python,

@@ -13,6 +13,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context as _, Result};
 
 use crate::cmd::{SUITE_DEADLINE, cargo, cmd, root};
+use crate::skips;
 use crate::tools::{self, find_in_path};
 
 /// Installs `web/`'s pinned packages (playwright-core, axe-core, binaryen, oidc-provider) when
@@ -199,7 +200,9 @@ fn bound_and_optimised(bindgen: &Path) -> Result<bool> {
 /// `target/screenshots/`. First, `tsc` checks the typed host-app example (`web/tests/typed/`).
 /// `npm_tarball` is the packed module (`cargo xtask package`), which `package.spec.mjs`
 /// installs into `examples/host-app/` and builds with Vite.
-pub fn test(tools: &tools::Tools, npm_tarball: &Path) -> Result<()> {
+/// Answers what the specs skipped (`SKIPPED:` lines, as the native tests write them): a spec
+/// that needs what this browser lacks says so, and the run's summary repeats it.
+pub fn test(tools: &tools::Tools, npm_tarball: &Path) -> Result<skips::Skips> {
     npm_ci()?;
     let debug = root().join("target/debug");
     // The native step has just built both binaries; building them alone would rebuild their
@@ -219,14 +222,20 @@ pub fn test(tools: &tools::Tools, npm_tarball: &Path) -> Result<()> {
     .dir(root().join("web"))
     .run()?;
     let args = node_test_args("tests")?;
+    let log = root().join("target/xtask/web-skipped.log");
+    std::fs::create_dir_all(log.parent().expect("the log has a folder"))?;
+    let _ = std::fs::remove_file(&log);
     cmd(node, &args.iter().map(String::as_str).collect::<Vec<_>>())
         .dir(root().join("web"))
         .env("SEALPOST_RELAY_BIN", debug.join("sealpost-relay"))
         .env("SEALPOST_BIN", debug.join("sealpost"))
         .env("SEALPOST_WEB_DIR", out_dir())
         .env("SEALPOST_CHROMIUM", &tools.chromium)
+        .env("SEALPOST_FIREFOX", &tools.firefox)
         .env("SEALPOST_NPM_TARBALL", npm_tarball)
-        .run_within(SUITE_DEADLINE)
+        .env(skips::LOG_VAR, &log)
+        .run_within(SUITE_DEADLINE)?;
+    skips::Skips::read(&log)
 }
 
 /// `node --test` over every `*.spec.mjs` directly in `web/FOLDER`, one file at a time. A test

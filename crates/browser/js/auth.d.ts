@@ -8,8 +8,11 @@ export type AuthErrorCode =
   | 'wrong_token_kind'
   | 'rate_limited'
   | 'owner_rate_limited'
+  /** The relay refused this page's origin; also when its CORS gate did (status 0): the relay
+   *  is up and does not list the origin (--app-origin). */
   | 'origin_not_allowed'
   | 'unavailable'
+  /** The relay could not be reached. */
   | 'network'
   | 'bad_response'
   | 'bad_relay_origin'

@@ -158,6 +158,23 @@ function base(relayOrigin) {
   return url.href.replace(/\/+$/, '');
 }
 
+// Why a request to the relay got no answer the page may read. A browser reports a relay that
+// is down and one whose CORS gate refused this page's origin alike; a request the page cannot
+// read (`no-cors`, no credentials) still tells them apart: it gets through only when the relay
+// is up. `origin_not_allowed`: the relay is up and does not list this origin (--app-origin);
+// `network`: it could not be reached.
+export async function unansweredCause(relay) {
+  let page = null;
+  try { page = globalThis.location?.origin ?? null; } catch { page = null; }
+  if (!page || !relay || new URL(relay, page).origin === page) return 'network';
+  try {
+    await fetch(`${relay}/`, { mode: 'no-cors', credentials: 'omit', cache: 'no-store' });
+    return 'origin_not_allowed';
+  } catch {
+    return 'network';
+  }
+}
+
 async function request(relayOrigin, path, init) {
   const relay = base(relayOrigin);
   let response;
@@ -165,6 +182,9 @@ async function request(relayOrigin, path, init) {
     // A bearer token only: no cookie or other credential of the page goes with it.
     response = await fetch(`${relay}${path}`, { ...init, credentials: 'omit', cache: 'no-store' });
   } catch (error) {
+    if (await unansweredCause(relay) === 'origin_not_allowed') {
+      throw new AuthError(`The relay at ${relay} answers, but does not list this page's origin ${location.origin}: its operator adds it with --app-origin.`, { code: 'origin_not_allowed' });
+    }
     throw new AuthError(`The relay at ${relay} could not be reached (${error.message}). Check the connection, and that the relay lists this page's origin (--app-origin).`, { code: 'network' });
   }
   let body = null;

@@ -90,7 +90,13 @@ export type SealpostEvent =
   | { type: 'index_saved'; bytes: number }
   /** A page's WebMCP tool Sealpost does not offer (its name breaks the rules or is taken). */
   | { type: 'tool_refused'; name: string; message: string }
+  /** What `allTools()` lists changed (a tool registered or withdrawn, the page's WebMCP tools
+   *  included): a grant picker reads it again. */
+  | { type: 'tools_changed' }
   | { type: 'warning'; message: string };
+
+/** What `open({ onWarning })` hears and `tab.warnings` keeps. */
+export type WarningEvent = Extract<SealpostEvent, { type: 'warning' | 'tool_refused' }>;
 
 export interface AuditRecord {
   at_ms: number;
@@ -123,9 +129,12 @@ export interface Restored {
   passphrase: boolean;
 }
 
-/** An error from the module; `code` is set where the page can act on it. */
+/** An error from the module; `code` is set where the page can act on it. `closed`: the tab
+ *  was closed (every method after `close()` rejects at once with it); `origin_not_allowed`:
+ *  the relay is up but does not list this page's origin (--app-origin); `network`: the relay
+ *  could not be reached. */
 export interface SealpostError extends Error {
-  code?: 'passphrase_required' | 'wrong_passphrase' | 'weak_passphrase' | 'damaged';
+  code?: 'passphrase_required' | 'wrong_passphrase' | 'weak_passphrase' | 'damaged' | 'closed' | 'origin_not_allowed' | 'network';
 }
 
 export declare class Sealpost {
@@ -140,10 +149,15 @@ export declare class Sealpost {
   /** Goes to the provider's login page by way of the relay; comes back with `#signin=`. */
   static startTeamSignIn(relayOrigin?: string | null): Promise<void>;
   /** `webmcp: false` leaves the page's WebMCP tools out (default: offered once granted);
-   *  `confirmWithinMs` shortens how long a page tool's call waits for the person (at most 20 s).
+   *  `confirmWithinMs` shortens how long a page tool's call waits for the person (at most 20 s);
+   *  `onWarning` hears every `warning` and `tool_refused` event from the start, those raised
+   *  while `open()` runs included.
    *  Rejects with a {@link SealpostError} (`passphrase_required`, `wrong_passphrase`) when a passphrase protects the workspace. */
-  static open(options: { ownerToken: string; relayOrigin?: string; workspace?: string; workerUrl?: string | URL; passphrase?: string; webmcp?: boolean; confirmWithinMs?: number }): Promise<Sealpost>;
+  static open(options: { ownerToken: string; relayOrigin?: string; workspace?: string; workerUrl?: string | URL; passphrase?: string; webmcp?: boolean; confirmWithinMs?: number; onWarning?: (event: WarningEvent) => void }): Promise<Sealpost>;
   restored: Restored;
+  /** Every `warning` and `tool_refused` event this tab raised, oldest first (the last 100),
+   *  those raised while `open()` ran included, before any listener could be added. */
+  readonly warnings: WarningEvent[];
   on<T extends SealpostEvent['type'] | '*'>(
     type: T,
     listener: (event: T extends '*' ? SealpostEvent : Extract<SealpostEvent, { type: T }>) => void,
@@ -187,6 +201,7 @@ export declare class Sealpost {
   unlock(passphrase: string): Promise<void>;
   setOwnerToken(token: string): Promise<void>;
   endOnPagehide(): void;
-  /** Ends the worker and every key it held (after sign-out or lock). */
+  /** Ends the worker and every key it held (after sign-out or lock). A call still waiting, and
+   *  every call after, rejects at once with a {@link SealpostError} of code `closed`. */
   close(): void;
 }

@@ -25,6 +25,13 @@ installModelContext();
 
 export { AuthError };
 
+// How many warnings `tab.warnings` keeps (the oldest go first).
+const MAX_WARNINGS_KEPT = 100;
+
+function closedError() {
+  return Object.assign(new Error('This Sealpost tab is closed: open another with Sealpost.open.'), { name: 'SealpostError', code: 'closed' });
+}
+
 export class Sealpost {
   constructor(worker) {
     this.worker = worker;
@@ -32,6 +39,9 @@ export class Sealpost {
     this.pending = new Map();
     this.listeners = new Map();
     this.handlers = new Map();
+    // Every warning and refused page tool, from the start: those raised while `open()` ran
+    // came before any listener could be added.
+    this.warnings = [];
     worker.onmessage = (message) => this.receive(message.data);
     worker.onerror = (error) => this.dispatch({ type: 'warning', message: `the Sealpost worker failed: ${error.message}` });
   }
@@ -48,7 +58,9 @@ export class Sealpost {
   // Starts the worker and opens the workspace. `relayOrigin` defaults to this page's origin.
   // A workspace protected by a passphrase opens only with it: without it the promise rejects
   // with `error.code === 'passphrase_required'`, with a wrong one `'wrong_passphrase'`.
-  static async open({ ownerToken, relayOrigin = location.origin, workspace = 'default', workerUrl, passphrase, webmcp = true, confirmWithinMs } = {}) {
+  // `onWarning` hears every `warning` and `tool_refused` event, those raised during `open()`
+  // included (they are also kept in `tab.warnings`).
+  static async open({ ownerToken, relayOrigin = location.origin, workspace = 'default', workerUrl, passphrase, webmcp = true, confirmWithinMs, onWarning } = {}) {
     // Written out in full so that bundlers (Vite) see the Worker and bundle it with the wasm.
     const worker = workerUrl
       ? new Worker(workerUrl, { type: 'module' })
@@ -56,9 +68,14 @@ export class Sealpost {
     const tab = new Sealpost(worker);
     tab.relayOrigin = relayOrigin;
     tab.ownerToken = ownerToken;
+    if (typeof onWarning === 'function') {
+      tab.on('warning', onWarning);
+      tab.on('tool_refused', onWarning);
+    }
     try {
       tab.restored = await tab.call('open', { relayOrigin, ownerToken, workspace, passphrase });
-      const context = webmcp ? pageModelContext() : null;
+      const { context, problem } = webmcp ? pageModelContext() : { context: null };
+      if (problem) tab.warn(problem);
       if (context) {
         tab.confirmations = new Confirmations({ withinMs: confirmWithinMs });
         tab.bridge = new WebMcpBridge(context, tab);
@@ -82,9 +99,19 @@ export class Sealpost {
   }
 
   dispatch(event) {
+    if (event.type === 'warning' || event.type === 'tool_refused') {
+      this.warnings.push(event);
+      if (this.warnings.length > MAX_WARNINGS_KEPT) this.warnings.shift();
+    }
     for (const listener of [...(this.listeners.get(event.type) ?? []), ...(this.listeners.get('*') ?? [])]) {
       try { listener(event); } catch (error) { console.error(error); }
     }
+  }
+
+  // A warning of the page's side, also said on the console (a host may not listen).
+  warn(message) {
+    console.warn(`Sealpost: ${message}`);
+    this.dispatch({ type: 'warning', message });
   }
 
   async runTool({ call, name, args, session }) {
@@ -109,15 +136,22 @@ export class Sealpost {
   }
 
   call(method, ...args) {
+    if (this.closed) return Promise.reject(closedError());
     const id = this.nextId++;
-    return new Promise((resolve, reject) => {
+    const answered = new Promise((resolve, reject) => {
       this.pending.set(id, { resolve, reject });
       this.worker.postMessage({ id, method, args });
     });
+    // The tools a grant picker lists changed: it need not poll.
+    if (method === 'registerTool' || method === 'unregisterTool') {
+      return answered.then((result) => { this.dispatch({ type: 'tools_changed' }); return result; });
+    }
+    return answered;
   }
 
   // Subscribes to events: 'audit', 'serving', 'ready', 'claimed', 'retrying', 'retrying_answer',
-  // 'transport', 'stopped', 'elsewhere', 'index_saved', 'warning', 'tool_refused', or '*' for all. Returns a function that unsubscribes.
+  // 'transport', 'stopped', 'elsewhere', 'index_saved', 'warning', 'tool_refused',
+  // 'tools_changed', or '*' for all. Returns a function that unsubscribes.
   on(type, listener) {
     if (!this.listeners.has(type)) this.listeners.set(type, new Set());
     this.listeners.get(type).add(listener);
@@ -160,8 +194,16 @@ export class Sealpost {
   unlock(passphrase) { return this.call('unlock', passphrase); }
   setOwnerToken(token) { this.ownerToken = token; return this.call('setOwnerToken', token); }
 
-  // Ends the worker: every key it held is gone with it. Use after sign-out or lock.
-  close() { this.bridge?.stop(); this.confirmations?.declineAll('the tab closed'); this.worker.terminate(); for (const { reject } of this.pending.values()) reject(new Error('closed')); this.pending.clear(); }
+  // Ends the worker: every key it held is gone with it. Use after sign-out or lock. A call
+  // waiting then, and every call after, rejects at once with `code: 'closed'`.
+  close() {
+    this.closed = true;
+    this.bridge?.stop();
+    this.confirmations?.declineAll('the tab closed');
+    this.worker.terminate();
+    for (const { reject } of this.pending.values()) reject(closedError());
+    this.pending.clear();
+  }
 
   // Ends the session when the page goes away, so the plugin says "tab not open" at once. The
   // page sends the request itself (keepalive): the worker may be gone before it could.

@@ -6,8 +6,10 @@
 // bridge serves Chromium's own implementation, `@mcp-b/webmcp-polyfill`, `@mcp-b/global` (which
 // mirrors its tools into the context underneath) and, when a page has none of them, the small
 // conforming context below that this module installs when it loads. A browser context a consumer
-// cannot read (Chromium 148's `navigator.modelContext`: `registerTool` alone) gets that context
-// in front of it, which hands each registration on to the browser's as well.
+// cannot read (Chromium 148's `navigator.modelContext`: `registerTool` alone, withdrawn through
+// a signal; Firefox's, behind `dom.modelcontext.enabled`: `registerTool` and `unregisterTool`,
+// an earlier draft's) gets that context in front of it, which hands each registration, and each
+// withdrawal, on to the browser's as well.
 //
 // Nothing here decides what the agent may do: every tool is off until the person grants it (the
 // grant bound to the tool's name, description, schema and annotations), and every call waits for
@@ -65,7 +67,7 @@ class SealpostModelContext extends EventTarget {
     try {
       if (this.admit) await this.admit(this.#described(entry));
     } catch (error) {
-      mirror.abort();
+      this.#withdrawNative(name, mirror);
       throw error;
     }
     this.#tools.set(name, entry);
@@ -95,7 +97,20 @@ class SealpostModelContext extends EventTarget {
   }
 
   #remove(name, entry) {
-    if (entry && this.#tools.get(name) === entry) { this.#tools.delete(name); entry.mirror.abort(); this.#changed(); }
+    if (entry && this.#tools.get(name) === entry) { this.#tools.delete(name); this.#withdrawNative(name, entry.mirror); this.#changed(); }
+  }
+
+  // The browser's context forgets the tool too, whichever way its draft withdraws one: the
+  // signal (Chromium) or `unregisterTool(name)` (Firefox, which takes no signal). Else its own
+  // agent could still run a withdrawn tool, and the page could not register the name again.
+  #withdrawNative(name, mirror) {
+    mirror.abort();
+    if (typeof this.native?.unregisterTool !== 'function') return;
+    try {
+      Promise.resolve(this.native.unregisterTool(name)).catch(() => {});
+    } catch {
+      // Already gone: the signal withdrew it.
+    }
   }
 
   #changed() { queueMicrotask(() => this.dispatchEvent(new Event('toolchange'))); }
@@ -109,18 +124,32 @@ class SealpostModelContext extends EventTarget {
 export function installModelContext() {
   if (typeof document === 'undefined' || !globalThis.isSecureContext) return null;
   const present = document.modelContext ?? navigator.modelContext ?? null;
-  const readable = typeof present?.getTools === 'function' && typeof present?.executeTool === 'function';
-  if (present && (readable || typeof present.registerTool !== 'function')) return null;
+  if (present && (readable(present) || typeof present.registerTool !== 'function')) return null;
   own = new SealpostModelContext(present);
   Object.defineProperty(document, 'modelContext', { configurable: true, enumerable: true, get: () => own });
   Object.defineProperty(navigator, 'modelContext', { configurable: true, enumerable: true, get: () => own });
   return own;
 }
 
+// Whether a consumer can list and run a context's tools (the current draft's consumer side).
+function readable(context) {
+  return typeof context?.getTools === 'function' && typeof context?.executeTool === 'function';
+}
+
 // The context whose tools the person sees: Sealpost's own when it installed one (a wrapper put
-// in front of it later mirrors into it), else the page's.
+// in front of it later mirrors into it), else the page's when Sealpost can read it. Otherwise
+// `{ context: null, problem }`: why the page's tools cannot be offered, for the host to hear.
 export function pageModelContext() {
-  return own ?? document.modelContext ?? navigator.modelContext ?? null;
+  if (own) return { context: own };
+  const present = document.modelContext ?? navigator.modelContext ?? null;
+  if (readable(present)) return { context: present };
+  if (!globalThis.isSecureContext) {
+    return { context: null, problem: 'WebMCP needs a secure context (HTTPS, or loopback): this page is not one, so the page offers no tools through it' };
+  }
+  if (present) {
+    return { context: null, problem: 'the page\'s WebMCP context offers no way to list and run its tools (no getTools or executeTool), and Sealpost could not stand in front of it: its tools are not offered' };
+  }
+  return { context: null };
 }
 
 // What the executor needs of a page tool; `key` changes whenever what a grant is bound to does.
@@ -183,7 +212,7 @@ export class WebMcpBridge {
   // schema or hints changed registered afresh (its grant, bound to the old one, does not carry).
   sync() {
     this.#syncing = this.#syncing.then(() => this.#sync()).catch((error) => {
-      this.#tab.dispatch({ type: 'warning', message: `the page's WebMCP tools could not be read: ${error?.message ?? error}` });
+      this.#tab.warn(`the page's WebMCP tools could not be read: ${error?.message ?? error}`);
     });
     return this.#syncing;
   }

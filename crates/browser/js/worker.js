@@ -9,6 +9,7 @@
 
 import init, { TabCore } from './pkg/sealpost_browser.js';
 import { Store } from './store.js';
+import { unansweredCause } from './auth.js';
 
 // How long the index must be left unchanged before its snapshot is written: an import or an
 // edit session writes it once, not at every document or keystroke.
@@ -16,6 +17,7 @@ const INDEX_SAVE_DELAY_MS = 2000;
 
 const ready = init();
 let core = null;
+let relay = null;
 let store = null;
 let serving = null;
 let nextToolCall = 1;
@@ -70,6 +72,7 @@ const methods = {
     await ready;
     store = await Store.open(workspace ?? 'default', passphrase);
     core = new TabCore(relayOrigin, ownerToken);
+    relay = relayOrigin;
     const problems = [];
     core.onEvent((event) => {
       if (event.type === 'audit') {
@@ -210,6 +213,12 @@ self.onmessage = async (message) => {
     const result = await methods[method](...(args ?? []));
     self.postMessage({ id, ok: true, result });
   } catch (error) {
-    self.postMessage({ id, ok: false, error: String(error?.message ?? error), code: error?.code });
+    const message = String(error?.message ?? error);
+    // TabCore's "the relay did not answer": say which of the two causes it was.
+    const code = error?.code ?? (message.startsWith(UNANSWERED) && relay ? await unansweredCause(relay) : undefined);
+    self.postMessage({ id, ok: false, error: message, code });
   }
 };
+
+// How TabCore's error begins when a request got no answer the page may read.
+const UNANSWERED = 'the relay did not answer';
