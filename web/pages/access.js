@@ -124,7 +124,7 @@ export async function renderPairing() {
     h('p', { class: 'code', id: 'pairing-code', text: code }),
     h('div', { class: 'row' }, h('button', { id: 'copy-code', onclick: async () => { await navigator.clipboard.writeText(code); say('Pairing code copied.'); } }, 'Copy pairing code')),
     h('p', {}, 'Check that the plugin shows the same fingerprint: ', h('span', { class: 'fingerprint', id: 'fingerprint', text: `${pairing.fingerprint.slice(0, 3)} ${pairing.fingerprint.slice(3)}` })),
-    h('p', { class: 'muted', text: 'The fingerprint is a short check that the plugin paired with this tab and this relay: `sealpost pair` prints the same letters. If they differ, do not use that plugin.' }),
+    h('p', { class: 'muted' }, 'The fingerprint is a short check that the plugin paired with this tab and this relay: ', h('code', { text: 'sealpost pair' }), ' prints the same six digits. If they differ, do not use that plugin.'),
   );
 }
 

@@ -12,7 +12,7 @@ export async function pairingRevoked() {
   state.session = null; state.pluginSeen = null; state.showCode = false;
   await state.tab.unpair().catch(() => {});
   sessionStorage.removeItem(SESSION_KEY);
-  say('The paired plugin’s token is revoked, and its pairing is gone. To pair again: start a session under AI access for a new pairing code, then run `sealpost pair --replace` with it on the plugin’s computer.');
+  say('The paired plugin’s token is revoked, and its pairing is gone. To pair again: start a session under AI access for a new pairing code, then run “sealpost pair --replace” with it on the plugin’s computer.');
   if (location.hash === '#/access') render();
 }
 

@@ -172,6 +172,10 @@ async function firstAnswers(page, { clipboard = true, folders = true } = {}) {
     assert.equal(await page.evaluate(() => navigator.clipboard.readText()), code);
   }
   const shownFingerprint = (await page.textContent('#fingerprint')).trim();
+  // Commands are set as code, not in Markdown's backticks, and named for what they print.
+  const pairingHelp = await page.textContent('#pairing');
+  assert.ok(!pairingHelp.includes('`'), pairingHelp);
+  assert.match(pairingHelp, /prints the same six digits/);
 
   // The real plugin pairs with the code and is driven over stdio.
   const { mcp, output } = await paired(code);
@@ -555,6 +559,8 @@ test('revoking the paired plugin\'s token ends its pairing; the step the plugin 
   assert.match(await page.textContent('tr:has-text("this tab’s pairing")'), /The sealpost plugin, paired from a browser tab/);
   await page.click('tr:has-text("this tab’s pairing") button:text-is("Revoke")');
   await page.waitForSelector('#notice:text("its pairing is gone")');
+  const notice = await page.textContent('#notice');
+  assert.ok(!notice.includes('`'), notice);
   // Focus stays on the page, on the next thing to revoke, not dropped to the top.
   await page.waitForFunction(() => document.activeElement !== document.body && document.querySelector('main').contains(document.activeElement));
   const told = await mcp.call('list_sources');
