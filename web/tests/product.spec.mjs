@@ -542,8 +542,17 @@ test('a running session is not started over: Start waits until it ends, and the 
   assert.equal(await page.isVisible('#pairing-code'), false);
   await page.click('#show-code');
   await page.waitForSelector('#pairing-code');
+  // Disabled looks disabled: not the enabled button's look, nor its pointer.
+  const look = () => page.evaluate(() => {
+    const style = getComputedStyle(document.querySelector('#start-session'));
+    return `${style.opacity} ${style.cursor} ${style.backgroundColor} ${style.color}`;
+  });
+  const whileRunning = await look();
   await page.click('#end-session');
   await page.waitForFunction(() => !document.querySelector('#start-session').disabled);
+  const enabled = await look();
+  assert.notEqual(whileRunning, enabled, `disabled: ${whileRunning}; enabled: ${enabled}`);
+  assert.doesNotMatch(whileRunning, / pointer /, whileRunning);
   mcp.close();
   await fresh.close();
 });
