@@ -25,7 +25,7 @@ export async function renderActivity() {
   const body = h('tbody');
   const fill = () => body.replaceChildren(...entries
     .filter((e) => (!toolFilter.value || e.tool === toolFilter.value) && (!outcomeFilter.value || outcomeOf(e) === outcomeFilter.value))
-    .map((e) => h('tr', {}, h('td', { text: when(e.at_ms) }), h('td', { text: e.tool ? toolLabel(e.tool) : '—' }), h('td', { text: outcomeText(e) }), h('td', { text: e.reply_bytes ? `${e.reply_bytes.toLocaleString()} bytes` : '—' }))));
+    .map((e) => h('tr', {}, h('td', { text: when(e.at_ms) }), h('td', { class: 'free', text: e.tool ? toolLabel(e.tool) : '—' }), h('td', { text: outcomeText(e) }), h('td', { text: e.reply_bytes ? `${e.reply_bytes.toLocaleString()} bytes` : '—' }))));
   toolFilter.addEventListener('change', fill); outcomeFilter.addEventListener('change', fill);
   fill();
   setChildren(main, h('h2', { text: 'Activity' }),

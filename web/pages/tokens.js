@@ -50,7 +50,7 @@ export async function renderTokens() {
   main.replaceChildren(h('h2', { text: 'Tokens' }),
     h('p', { class: 'muted', text: 'Each paired plugin holds one token. Revoking one stops that plugin at its next call.' }),
     tokens.length ? h('table', {}, h('thead', {}, h('tr', {}, h('th', { text: 'Label' }), h('th', { text: 'App' }), h('th', { text: 'Created' }), h('th', { text: 'Expires' }), h('th', { text: '' }))),
-      h('tbody', {}, tokens.map((t) => h('tr', {}, h('td', {}, t.label, t.id === pairing?.tokenId ? h('span', { class: 'muted', text: ' (this tab\u2019s pairing)' }) : ''), h('td', { text: appName(t.app_origin) }), h('td', { text: when(t.created_at) }), h('td', { text: when(t.expires_at) }),
+      h('tbody', {}, tokens.map((t) => h('tr', {}, h('td', { class: 'free' }, t.label, t.id === pairing?.tokenId ? h('span', { class: 'muted', text: ' (this tab\u2019s pairing)' }) : ''), h('td', { text: appName(t.app_origin) }), h('td', { text: when(t.created_at) }), h('td', { text: when(t.expires_at) }),
         h('td', {}, h('button', { 'aria-label': `Revoke ${t.label}`, onclick: async () => {
           await api('DELETE', `/v1/mcp-tokens/${t.id}`);
           if ((await state.tab.pairing())?.tokenId === t.id) await pairingRevoked();

@@ -92,7 +92,7 @@ export async function renderWorkspace() {
   const rows = (needle) => documents
     .filter((d) => !needle || d.title.toLowerCase().includes(needle.toLowerCase()))
     .sort((a, b) => a.source.localeCompare(b.source) || a.title.localeCompare(b.title))
-    .map((d) => h('tr', {}, h('td', {}, h('a', { href: '#/workspace', onclick: (e) => { e.preventDefault(); showDocument(d.id); } }, d.title)), h('td', { text: d.source }), h('td', { text: `${d.chars}` })));
+    .map((d) => h('tr', {}, h('td', {}, h('a', { href: '#/workspace', onclick: (e) => { e.preventDefault(); showDocument(d.id); } }, d.title)), h('td', { class: 'free', text: d.source }), h('td', { text: `${d.chars}` })));
   const body = h('tbody', {}, rows(''));
   filter.addEventListener('input', () => body.replaceChildren(...rows(filter.value)));
   // A new workspace says how to get going; once it has documents, the card goes.

@@ -687,7 +687,30 @@ test('the status counters add up: each call is answered, answered with the tool\
   await fresh.close();
 });
 
-test('no page overflows sideways on a phone (390 × 844) or a laptop (1280 × 800)', async () => {
+// The words of the app's own table cells (headings, states, buttons) that the layout breaks over
+// two lines. Text of the person's or a page's making (`.free`, links) may break anywhere.
+function wordsBrokenInTables(page) {
+  return page.evaluate(() => {
+    const broken = [];
+    for (const cell of document.querySelectorAll('main th, main td')) {
+      const walker = document.createTreeWalker(cell, NodeFilter.SHOW_TEXT);
+      for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+        if (node.parentElement.closest('.free, a')) continue;
+        // A hyphen is a place to break ("sign-/in"), as in print.
+        for (const word of node.data.matchAll(/[^\s-]+/g)) {
+          const range = document.createRange();
+          range.setStart(node, word.index);
+          range.setEnd(node, word.index + word[0].length);
+          const lines = new Set([...range.getClientRects()].map((r) => Math.round(r.top)));
+          if (lines.size > 1) broken.push(word[0]);
+        }
+      }
+    }
+    return broken;
+  });
+}
+
+test('no page overflows sideways on a phone (390 × 844) or a laptop (1280 × 800), nor breaks a table\'s words', async () => {
   const fresh = await browser.newContext({ viewport: { width: 1280, height: 800 } });
   const page = await openPage(fresh, await relay.newSigninUrl());
   await signedIn(page);
@@ -707,6 +730,7 @@ test('no page overflows sideways on a phone (390 × 844) or a laptop (1280 × 80
   await mcp.call('propose_append_note', { doc_id: docId, text: `appended ${long}` });
   const pages = [['#/workspace', 'Workspace'], ['#/access', 'AI access'], ['#/review', 'Review'], ['#/activity', 'Activity'], ['#/tokens', 'Tokens'], ['#/leaves', 'What leaves this tab']];
   const overflowing = [];
+  const split = [];
   for (const [width, height] of [[1280, 800], [390, 844]]) {
     await page.setViewportSize({ width, height });
     for (const [route, heading] of pages) {
@@ -715,9 +739,11 @@ test('no page overflows sideways on a phone (390 × 844) or a laptop (1280 × 80
       await page.waitForTimeout(200);
       const wide = await page.evaluate(() => document.documentElement.scrollWidth - document.documentElement.clientWidth);
       if (wide > 0) overflowing.push(`${route} at ${width} px: ${wide} px too wide`);
+      for (const word of await wordsBrokenInTables(page)) split.push(`${route} at ${width} px: ${word}`);
     }
   }
   assert.deepEqual(overflowing, []);
+  assert.deepEqual(split, [], 'a table breaks no word of its own over two lines');
   mcp.close();
   await fresh.close();
 });
