@@ -8,7 +8,9 @@ const DIFF_CONTEXT = 2;
 // A line diff showing the changes with a little context: a one-line append to a long note is a
 // few lines, not the whole note.
 function diffLines(before, after) {
-  const a = before ? before.split('\n') : []; const b = after.split('\n');
+  // A final newline ends the last line; it does not start an empty one.
+  const lines = (text) => (text ? text.replace(/\n$/, '').split('\n') : []);
+  const a = lines(before); const b = lines(after);
   const ops = [];
   let i = 0; let j = 0;
   while (i < a.length || j < b.length) {
@@ -53,7 +55,10 @@ export async function renderReview() {
       const doc = await state.tab.document(change.doc_id);
       before = doc?.body ?? '';
       what = `${change.type === 'append_note' ? 'Append to' : 'Edit'} “${doc?.title ?? change.doc_id}”`;
-      after = change.type === 'append_note' ? `${before}${before.endsWith('\n') || !before ? '' : '\n'}${change.text}` : before.replace(change.find, change.replace);
+      // As the executor appends: on a new line, keeping the final newline the body had.
+      after = change.type === 'append_note'
+        ? `${before}${before.endsWith('\n') || !before ? '' : '\n'}${change.text}${before.endsWith('\n') && !change.text.endsWith('\n') ? '\n' : ''}`
+        : before.replace(change.find, change.replace);
     }
     items.push(h('article', { class: 'card', 'aria-label': what },
       h('h3', { text: what }),

@@ -618,6 +618,8 @@ test('review shows a change with a little context, Approve at the top, and the c
   const diff = await page.textContent('article pre.diff');
   assert.match(diff, /\+ One more line\./);
   assert.match(diff, /unchanged lines/);
+  // An append removes nothing: no struck-out line for the note's final newline.
+  assert.equal(await page.locator('main article').first().locator('pre.diff del').count(), 0, diff);
   assert.ok(diff.split('\n').length < 10, `a few lines, not the whole note: ${diff.length} characters`);
   assert.ok(await page.evaluate(() => {
     const article = document.querySelector('main article');

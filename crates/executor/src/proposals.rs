@@ -149,13 +149,29 @@ pub fn document_digest(document: &Document) -> String {
 }
 
 /// The body after appending `text`: on a new line unless the body is empty or already ends
-/// with one.
+/// with one. A body that ended with a newline (as text files do) still ends with one.
 pub fn appended(body: &str, text: &str) -> String {
-    let mut out = String::with_capacity(body.len() + text.len() + 1);
+    let mut out = String::with_capacity(body.len() + text.len() + 2);
     out.push_str(body);
     if !body.is_empty() && !body.ends_with('\n') {
         out.push('\n');
     }
     out.push_str(text);
+    if body.ends_with('\n') && !text.ends_with('\n') {
+        out.push('\n');
+    }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::appended;
+
+    #[test]
+    fn an_append_goes_on_a_new_line_and_keeps_the_final_newline_the_body_had() {
+        assert_eq!(appended("a\nb\n", "c"), "a\nb\nc\n");
+        assert_eq!(appended("a\nb\n", "c\n"), "a\nb\nc\n");
+        assert_eq!(appended("a\nb", "c"), "a\nb\nc");
+        assert_eq!(appended("", "c"), "c");
+    }
 }
