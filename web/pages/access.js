@@ -204,7 +204,7 @@ export function renderStatus() {
     h('table', {}, h('tbody', {}, rows.map(([k, v]) => h('tr', {}, h('th', { scope: 'row', text: k }), h('td', { text: String(v) }))))),
     state.elsewhere ? h('p', {}, 'Another Sealpost tab served this pairing. ', h('button', { onclick: () => serve({ takeOver: true }) }, 'Serve from this tab')) : null,
     h('h3', { text: 'Recent calls' }),
-    state.timeline.length ? h('ol', { id: 'timeline' }, state.timeline.map((t) => h('li', {}, `${new Date(t.at).toLocaleTimeString()} — ${t.tool}: ${t.outcome.replaceAll('_', ' ')}`))) : h('p', { class: 'muted', text: 'No calls yet.' }),
+    state.timeline.length ? h('ol', { id: 'timeline' }, state.timeline.map((t) => h('li', {}, `${new Date(t.at).toLocaleTimeString()} — ${toolLabel(t.tool)}: ${t.outcome.replaceAll('_', ' ')}`))) : h('p', { class: 'muted', text: 'No calls yet.' }),
   );
 }
 

@@ -20,7 +20,7 @@ export async function renderActivity() {
   const { entries, unreadable } = await state.tab.auditLog();
   const tools = [...new Set(entries.map((e) => e.tool).filter(Boolean))].sort();
   const outcomes = [...new Set(entries.map(outcomeOf))].sort();
-  const toolFilter = h('select', { id: 'filter-tool' }, h('option', { value: '' }, 'All tools'), tools.map((t) => h('option', { value: t }, t)));
+  const toolFilter = h('select', { id: 'filter-tool' }, h('option', { value: '' }, 'All tools'), tools.map((t) => h('option', { value: t }, toolLabel(t))));
   const outcomeFilter = h('select', { id: 'filter-outcome' }, h('option', { value: '' }, 'All outcomes'), outcomes.map((o) => h('option', { value: o }, o.replaceAll('_', ' '))));
   const body = h('tbody');
   const fill = () => body.replaceChildren(...entries

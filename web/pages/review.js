@@ -62,7 +62,7 @@ export async function renderReview() {
     }
     items.push(h('article', { class: 'card', 'aria-label': what },
       h('h3', { text: what }),
-      h('p', { class: 'muted', text: `Proposed by an AI agent (${toolLabel(p.tool).toLowerCase()}) at ${when(p.created_at_ms)}` }),
+      h('p', { class: 'muted', text: `Proposed by an AI agent at ${when(p.created_at_ms)}, with “${toolLabel(p.tool).replace(/ \(you review it\)$/, '')}”` }),
       h('div', { class: 'row' },
         h('button', { class: 'primary approve', onclick: async () => { try { await state.tab.applyProposal(p.id); say('Applied.'); } catch (e) { say(`Not applied: ${e.message}`, { error: true }); } reviewed(); } }, 'Approve'),
         h('button', { onclick: async () => { await state.tab.rejectProposal(p.id); say('Rejected.'); reviewed(); } }, 'Reject')),

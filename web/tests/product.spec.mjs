@@ -615,6 +615,8 @@ test('review shows a change with a little context, Approve at the top, and the c
   assert.equal(second.isError, false, second.text);
   await page.waitForSelector('nav a[href="#/review"]:text-is("Review (2)")');
   await go(page, '#/review', 'Review');
+  const byline = await page.textContent('main article p.muted');
+  assert.doesNotMatch(byline, /\([^)]*\(/, `no brackets within brackets: ${byline}`);
   const diff = await page.textContent('article pre.diff');
   assert.match(diff, /\+ One more line\./);
   assert.match(diff, /unchanged lines/);
@@ -683,8 +685,14 @@ test('the status counters add up: each call is answered, answered with the tool\
   await page.waitForFunction(() => document.querySelectorAll('#timeline li').length === 3);
   const counts = [await row('Calls answered'), await row('Answered with the tool\u2019s error'), await row('Calls refused or not delivered')];
   assert.deepEqual(counts, ['1', '1', '1']);
+  // Tools are named in a person's words here too, not by their ids.
+  const recent = await page.textContent('#timeline');
+  assert.match(recent, /See the names of your sources/);
+  assert.doesNotMatch(recent, /list_sources|search_workspace/, recent);
   await go(page, '#/activity', 'Activity');
   await page.waitForSelector('td:text("answered: the tool reported an error")');
+  const filter = await page.$$eval('#filter-tool option', (options) => options.map((o) => `${o.value}=${o.textContent}`));
+  assert.ok(filter.includes('search_workspace=Search your documents'), filter.join(', '));
   mcp.close();
   await fresh.close();
 });
