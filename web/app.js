@@ -24,7 +24,7 @@ async function signInFromLink() {
     const signed = await signIn(match[1], location.origin);
     localStorage.setItem(TOKEN_KEY, signed.token);
   } catch (error) {
-    const why = error.code === 'invalid_signin_code' ? 'it is unknown, used or expired (each link works once, for a short time).' : error.message;
+    const why = error.code === 'invalid_signin_code' ? 'it is unknown, used or expired.' : error.message;
     say(`This sign-in link did not work: ${why} Ask whoever runs this relay for a new one (sealpost-relay owner link NAME prints it).`, { error: true });
   }
 }
@@ -51,7 +51,7 @@ function renderSignIn() {
   main.replaceChildren(
     h('h2', { text: 'Sign in' }),
     team,
-    h('p', { id: 'signin-help' }, 'Open the sign-in link you were given, or paste it here. Whoever runs this relay makes one with ', h('code', { text: 'sealpost-relay owner add NAME' }), '; each link works once, for a short time.'),
+    h('p', { id: 'signin-help' }, 'Open the sign-in link you were given, or paste it here; each link works once, for a short time. Whoever runs this relay makes one with ', h('code', { text: 'sealpost-relay owner link NAME' }), ' for someone already signed up, or ', h('code', { text: 'sealpost-relay owner add NAME' }), ' for someone new.'),
     h('form', { onsubmit: (event) => { event.preventDefault(); const value = input.value.trim(); const code = value.includes('#signin=') ? value.split('#signin=')[1] : value; location.hash = `signin=${code}`; boot(); } },
       h('label', { for: 'signin-link' }, 'Sign-in link'), ' ', input, ' ', h('button', { type: 'submit', class: 'primary' }, 'Sign in')),
   );

@@ -782,6 +782,11 @@ test('a used sign-in link is refused once, in plain words that say what to do', 
   assert.ok(/unknown, used or expired/.test(notice), notice);
   assert.equal((notice.match(/new (one|link)/g) ?? []).length, 1, `one request for a new link: ${notice}`);
   assert.ok(notice.includes('sealpost-relay owner link'), notice);
+  // The help beneath says what the notice does not, once, and which command is for whom.
+  const help = await again.textContent('#signin-help');
+  assert.equal((`${notice} ${help}`.match(/works once/g) ?? []).length, 1, `${notice} | ${help}`);
+  assert.match(help, /owner link NAME[^.;]*already/, help);
+  assert.match(help, /owner add NAME[^.;]*new/, help);
   await second.close();
 });
 
