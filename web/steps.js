@@ -12,6 +12,11 @@ async function steps() {
   ];
 }
 
+// The first step not yet done, or none.
+export async function nextStep() {
+  return (await steps()).find((step) => !step.done) ?? null;
+}
+
 // The steps as a card, the next one marked and linked; nothing once all are done.
 export async function stepsCard(heading) {
   const list = await steps();

@@ -2,7 +2,7 @@
 // the workspace's passphrase.
 
 import { focusNext, h, main, plural, say, setChildren, state } from '../ui.js';
-import { stepsCard } from '../steps.js';
+import { nextStep, stepsCard } from '../steps.js';
 import { currentRoute } from '../app.js';
 
 async function docId(source, path) {
@@ -66,6 +66,7 @@ export async function renderWorkspace() {
     progress.value = done;
     state.importStatus = `Imported ${done} files into ${source}.`;
     state.lastSource = source;
+    state.importedJustNow = true;
     state.focusNext = '#filter';
     // A person who went to another page meanwhile stays there; the status waits for them.
     if (currentRoute() === '#/workspace') renderWorkspace();
@@ -97,6 +98,13 @@ export async function renderWorkspace() {
   filter.addEventListener('input', () => body.replaceChildren(...rows(filter.value)));
   // A new workspace says how to get going; once it has documents, the card goes.
   const firstSteps = documents.length ? null : await stepsCard('Getting started: three steps');
+  // Right after an import, focus is on the documents' filter; the way on is the next Tab, not
+  // one past every document.
+  const next = state.importedJustNow ? await nextStep() : null;
+  state.importedJustNow = false;
+  const importNext = next && next.href !== '#/workspace'
+    ? h('p', { id: 'import-next' }, h('strong', { text: 'Next: ' }), h('a', { href: next.href, text: next.text }))
+    : null;
   setChildren(main,
     h('h2', { text: 'Workspace' }),
     h('p', { class: 'muted' }, 'Your documents live only in this browser. Nothing here leaves it unless you turn on AI access, and then only what you grant, sealed.'),
@@ -111,7 +119,7 @@ export async function renderWorkspace() {
     h('section', { 'aria-labelledby': 'docs-heading' },
       h('h3', { id: 'docs-heading', text: `Documents (${documents.length}) in ${plural(sources.length, 'source')}` }),
       documents.length ? [
-        h('div', { class: 'row' }, filter),
+        h('div', { class: 'row' }, filter), importNext,
         h('table', {}, h('thead', {}, h('tr', {}, h('th', { text: 'Title' }), h('th', { text: 'Source' }), h('th', { text: 'Characters' }))), body),
       ] : h('p', { class: 'muted', text: 'No documents yet: import some above.' })),
   );

@@ -858,6 +858,11 @@ test('a new workspace shows the three steps to a first answer, and AI access wha
   await page.setInputFiles('#pick-folder', join(folder, 'notes'));
   await page.waitForSelector('#import-status:text("Imported 1 files")');
   assert.equal(await page.$('#first-steps'), null, 'a workspace with documents is not new');
+  // The next step is one Tab from where the import left the keyboard, not one past every document.
+  await page.waitForFunction(() => document.activeElement?.id === 'filter');
+  await page.keyboard.press('Tab');
+  assert.ok(await page.evaluate(() => document.activeElement?.matches('#import-next a[href="#/access"]')), 'the next step is the next Tab');
+  assert.match(await page.textContent('#import-next'), /^Next: Choose what an AI agent may use/);
 
   await go(page, '#/access', 'AI access');
   shown = await steps();
