@@ -7,7 +7,7 @@
 import { Sealpost } from './sealpost/sealpost.js';
 import { signIn, startTeamSignIn, teamSignInOffered } from './sealpost/auth.js';
 import { SESSION_KEY, TOKEN_KEY, api, h, main, phase, phaseWords, say, setChildren, state } from './ui.js';
-import { keepSession, refreshPluginSeen, renderAccess, renderPairing, renderStatus, serve, showExpiryWarning, statusSoon } from './pages/access.js';
+import { followPlugin, keepSession, renderAccess, renderPairing, serve, showExpiryWarning, statusSoon } from './pages/access.js';
 import { outcomeOf, renderActivity } from './pages/activity.js';
 import { renderLeaves } from './pages/leaves.js';
 import { renderReview, updateReviewCount } from './pages/review.js';
@@ -258,13 +258,6 @@ addEventListener('hashchange', () => { if (location.hash.startsWith('#signin='))
 // The session's clock moves the phase on its own (serving, ending soon, stopped).
 setInterval(() => { updatePill(); showExpiryWarning(); }, 1000);
 
-setInterval(async () => {
-  if (location.hash !== '#/access') return;
-  const paired = !!state.pluginSeen;
-  await refreshPluginSeen();
-  if (location.hash !== '#/access') return;
-  renderStatus();
-  if (!paired && state.pluginSeen && document.getElementById('pairing-code')) renderPairing();
-}, 5000);
+setInterval(() => { if (location.hash === '#/access') followPlugin(); }, 5000);
 
 boot();

@@ -90,7 +90,17 @@ export async function renderAccess() {
   await renderPairing();
   renderStatus();
   focusNext();
-  refreshPluginSeen().then(() => { if (location.hash === '#/access') renderStatus(); });
+  followPlugin();
+}
+
+// Asks the relay when the plugin last looked the session up and redraws what depends on it: the
+// status, and the pairing card, whose secret code goes once the plugin has paired (unless the
+// person asked to see it again), wherever the person was when that happened.
+export async function followPlugin() {
+  await refreshPluginSeen();
+  if (location.hash !== '#/access') return;
+  renderStatus();
+  if (state.pluginSeen && !state.showCode && document.getElementById('pairing-code')) await renderPairing();
 }
 
 export async function renderPairing() {

@@ -557,6 +557,21 @@ test('a running session is not started over: Start waits until it ends, and the 
   await fresh.close();
 });
 
+test('a plugin that pairs while the person is on another page: AI access no longer shows the code or the pairing step on return', async () => {
+  const { fresh, page } = await signedInWithEveryTool();
+  const code = await startSession(page);
+  await go(page, '#/workspace', 'Workspace');
+  const { mcp } = await paired(code);
+  assert.equal((await mcp.call('list_sources')).isError, false);
+  await go(page, '#/access', 'AI access');
+  // Once the relay says the plugin looked the session up: no secret code, no "Next: … pair".
+  await page.waitForSelector('#show-code', { timeout: 15_000 });
+  assert.equal(await page.isVisible('#pairing-code'), false);
+  await page.waitForFunction(() => /✓ Start a session[^✓]*\(done\)/.test(document.querySelector('#first-steps')?.textContent ?? ''), null, { timeout: 5000 });
+  mcp.close();
+  await fresh.close();
+});
+
 test('revoking the paired plugin\'s token ends its pairing; the step the plugin asks for recovers it', async () => {
   const { fresh, page } = await signedInWithEveryTool();
   const firstCode = await startSession(page);
