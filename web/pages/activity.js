@@ -12,7 +12,7 @@ function outcomeText(record) {
   const o = record.outcome ?? {};
   // An error the tool itself answered (no such document, say) is an answer, not a refusal.
   const type = o.type === 'answered_with_error' ? 'answered: the tool reported an error' : (o.type ?? 'unknown').replaceAll('_', ' ');
-  const decided = type + (o.code ? ` (${o.code})` : '') + (o.reason ? ` (${o.reason})` : '');
+  const decided = type + (o.code ? ` (${o.code.replaceAll('_', ' ')})` : '') + (o.reason ? ` (${o.reason})` : '');
   return record.delivery?.type === 'not_delivered' ? `not delivered: ${record.delivery.why} (the tab had ${decided})` : decided;
 }
 

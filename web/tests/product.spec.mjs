@@ -184,6 +184,10 @@ async function firstAnswers(page, { clipboard = true, folders = true } = {}) {
   assert.equal(found.isError, false, found.text);
   assert.ok(found.text.includes('Key rotation'), found.text);
   assert.ok(!found.text.includes('Salary'), 'an ungranted source never answers');
+  // Asked for by name, it answers as a missing one would; the person sees a refusal.
+  const hidden = await mcp.call('get_workspace_outline', { source: 'private' });
+  assert.equal(hidden.isError, true, hidden.text);
+  assert.match(hidden.text, /No source named "private"/);
 
   // A proposal shows in Review; approving changes the document; Activity shows it.
   const docId = found.text.match(/"doc_id":\s*"(d_[0-9a-f]+)"/)?.[1] ?? found.text.match(/(d_[0-9a-f]{24})/)[1];
@@ -198,6 +202,7 @@ async function firstAnswers(page, { clipboard = true, folders = true } = {}) {
   assert.ok(excerpt.text.includes('thirty days'), excerpt.text);
   await go(page, '#/activity', 'Activity');
   await page.waitForSelector('td:text("proposal applied")');
+  await page.waitForSelector('td:text-is("refused (not granted)")');
 
   // A reload keeps serving, without pairing again.
   await page.reload();

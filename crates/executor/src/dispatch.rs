@@ -111,6 +111,12 @@ impl Executor {
                 match answer {
                     Err(message) => refusal(RefusalCode::BadArguments, message),
                     Ok(BuiltinAnswer::Answer(result)) => answered(result),
+                    Ok(BuiltinAnswer::Withheld(result)) => Decision {
+                        reply: Reply::Result(result),
+                        outcome: AuditOutcome::Refused {
+                            code: RefusalCode::NotGranted,
+                        },
+                    },
                     Ok(BuiltinAnswer::Propose {
                         change,
                         base_digest,

@@ -42,6 +42,9 @@ pub enum BuiltinTool {
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) enum BuiltinAnswer {
     Answer(ToolResult),
+    /// The same answer as for something missing, for something that exists but is not granted:
+    /// the agent cannot tell the two apart, and the person's Activity records a refusal.
+    Withheld(ToolResult),
     Propose {
         change: ProposedChange,
         base_digest: Option<String>,
@@ -177,20 +180,38 @@ impl View<'_> {
     }
 }
 
-/// The one answer for a document that is missing or not granted.
-fn no_such_document(id: &str) -> BuiltinAnswer {
-    error_answer(format!(
+/// The one answer for a document that is missing or not granted: the agent cannot tell them
+/// apart; the person's Activity records an ungranted one as refused.
+fn no_such_document(view: &View<'_>, id: &str) -> BuiltinAnswer {
+    let answer = error_answer(format!(
         "No document with id {id:?} in the sources this session may read. Use search_workspace \
          or get_workspace_outline to find document ids."
-    ))
+    ));
+    let exists = DocId::new(id)
+        .ok()
+        .is_some_and(|id| view.workspace.get(&id).is_some());
+    if exists { withheld(answer) } else { answer }
 }
 
-/// The one answer for a source that is missing or not granted.
-fn no_such_source(name: &str) -> BuiltinAnswer {
-    error_answer(format!(
+/// The one answer for a source that is missing or not granted (as for documents).
+fn no_such_source(view: &View<'_>, name: &str) -> BuiltinAnswer {
+    let answer = error_answer(format!(
         "No source named {name:?} among the sources this session may read. Use list_sources to \
          see them."
-    ))
+    ));
+    if view.workspace.has_source(name) {
+        withheld(answer)
+    } else {
+        answer
+    }
+}
+
+/// `answer`, recorded as a refusal: what was asked for exists but is not granted.
+fn withheld(answer: BuiltinAnswer) -> BuiltinAnswer {
+    match answer {
+        BuiltinAnswer::Answer(result) => BuiltinAnswer::Withheld(result),
+        other => other,
+    }
 }
 
 fn error_answer(message: String) -> BuiltinAnswer {

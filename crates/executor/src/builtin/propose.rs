@@ -26,7 +26,7 @@ pub(super) struct CreateArgs {
 
 pub(super) fn create(view: &View<'_>, args: CreateArgs) -> Result<BuiltinAnswer, String> {
     if !view.source(&args.source) {
-        return Ok(no_such_source(&args.source));
+        return Ok(no_such_source(view, &args.source));
     }
     Ok(BuiltinAnswer::Propose {
         change: ProposedChange::CreateNote {
@@ -51,7 +51,7 @@ pub(super) struct AppendArgs {
 
 pub(super) fn append(view: &View<'_>, args: AppendArgs) -> Result<BuiltinAnswer, String> {
     let Some(doc) = view.document(&args.doc_id) else {
-        return Ok(no_such_document(&args.doc_id));
+        return Ok(no_such_document(view, &args.doc_id));
     };
     Ok(BuiltinAnswer::Propose {
         change: ProposedChange::AppendNote {
@@ -77,7 +77,7 @@ pub(super) struct EditArgs {
 
 pub(super) fn edit(view: &View<'_>, args: EditArgs) -> Result<BuiltinAnswer, String> {
     let Some(doc) = view.document(&args.doc_id) else {
-        return Ok(no_such_document(&args.doc_id));
+        return Ok(no_such_document(view, &args.doc_id));
     };
     // One occurrence only: a reviewer must see exactly which passage changes.
     match doc.body.matches(args.find.as_str()).take(2).count() {

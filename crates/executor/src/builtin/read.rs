@@ -51,7 +51,7 @@ pub(super) fn search(view: &View<'_>, args: SearchArgs) -> Result<BuiltinAnswer,
     if let Some(source) = &args.source
         && !view.source(source)
     {
-        return Ok(no_such_source(source));
+        return Ok(no_such_source(view, source));
     }
     let limit = args.limit.unwrap_or(DEFAULT_SEARCH_LIMIT) as usize;
     let only = args.source.as_deref();
@@ -108,7 +108,7 @@ struct Excerpt<'a> {
 
 pub(super) fn excerpt(view: &View<'_>, args: ExcerptArgs) -> Result<BuiltinAnswer, String> {
     let Some(doc) = view.document(&args.doc_id) else {
-        return Ok(no_such_document(&args.doc_id));
+        return Ok(no_such_document(view, &args.doc_id));
     };
     let total_chars = doc.body.chars().count();
     let start = usize::try_from(args.start.unwrap_or(0)).unwrap_or(usize::MAX);
@@ -154,7 +154,7 @@ pub(super) fn outline(view: &View<'_>, args: OutlineArgs) -> Result<BuiltinAnswe
     if let Some(source) = &args.source
         && !view.source(source)
     {
-        return Ok(no_such_source(source));
+        return Ok(no_such_source(view, source));
     }
     let mut sources: BTreeMap<&str, Vec<OutlineEntry<'_>>> = view
         .workspace

@@ -2,7 +2,8 @@
 //! results, which documents match and what a snippet highlights all come from granted documents
 //! only, so a session cannot count or detect words it may not read.
 
-use sealpost_executor::{Access, DocId, Document, Grants, Workspace};
+use sealpost_executor::{Access, AuditOutcome, DocId, Document, Grants, Workspace};
+use sealpost_protocol::content::RefusalCode;
 use serde_json::{Value, json};
 
 use crate::support::*;
@@ -206,4 +207,47 @@ fn a_source_grant_removed_mid_session_stops_counting_at_once() {
         .map(|arguments| h.call_bytes("search_workspace", arguments))
         .collect();
     assert_same_replies(&without, &after, "grant removed");
+}
+
+/// A document or source that exists but is not granted gets the very bytes a missing one gets
+/// (the agent cannot tell them apart), and the person's Activity records it as refused.
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
+fn an_ungranted_document_or_source_answers_as_a_missing_one_and_is_recorded_as_refused() {
+    let with_hr = Harness::with_workspace(workspace(&ungranted_docs(), &[]), grants());
+    let without = Harness::with_workspace(workspace(&[], &[]), grants());
+    let asks = [
+        ("get_source_excerpt", json!({"doc_id": "h1"})),
+        ("get_workspace_outline", json!({"source": "hr"})),
+        (
+            "search_workspace",
+            json!({"query": "alice", "source": "hr"}),
+        ),
+        ("propose_append_note", json!({"doc_id": "h1", "text": "x"})),
+        (
+            "propose_create_note",
+            json!({"source": "hr", "title": "t", "body": "b"}),
+        ),
+    ];
+    for (tool, arguments) in asks {
+        let withheld = with_hr.call_bytes(tool, arguments.clone());
+        let missing = without.call_bytes(tool, arguments.clone());
+        assert_eq!(
+            String::from_utf8_lossy(&withheld),
+            String::from_utf8_lossy(&missing),
+            "{tool} {arguments}"
+        );
+        assert_eq!(
+            with_hr.audit.last().unwrap().outcome,
+            AuditOutcome::Refused {
+                code: RefusalCode::NotGranted
+            },
+            "{tool} {arguments}"
+        );
+        assert_eq!(
+            without.audit.last().unwrap().outcome,
+            AuditOutcome::AnsweredWithError,
+            "{tool} {arguments}"
+        );
+    }
 }
