@@ -322,7 +322,11 @@ async function chromiumOnward(page, mcp) {
   await signedIn(page);
   await startSession(page);
   assert.equal((await second.mcp.call('list_sources')).isError, false);
+  // With `runBeforeUnload` the close does not wait for the page to go: until it has, the tab
+  // may still claim and answer a call, so the call below waits for the page to be gone.
+  const gone = page.waitForEvent('close');
   await page.close({ runBeforeUnload: true });
+  await gone;
   // The page's last request (ending the session) may land just before or just after the call.
   const closed = await second.mcp.call('list_sources');
   assert.equal(closed.isError, true);

@@ -115,6 +115,18 @@ async function untilListed(mcp, name, wanted = true) {
   assert.fail(`${name} ${wanted ? 'never listed' : 'still listed'}`);
 }
 
+// Waits until the tab's audit log records `outcome` for its newest call (written just after the
+// reply leaves), and fails with what it holds instead.
+async function untilAudited(page, outcome) {
+  let newest;
+  for (let i = 0; i < 50; i += 1) {
+    newest = await page.evaluate(async () => (await window.tab.auditLog()).entries[0]?.outcome);
+    if (JSON.stringify(newest) === JSON.stringify(outcome)) return;
+    await new Promise((ok) => setTimeout(ok, 100));
+  }
+  assert.deepEqual(newest, outcome, 'the outcome Activity records');
+}
+
 const PROMPT = '[data-sealpost-confirm] dialog';
 const button = (label) => `[data-sealpost-confirm] button:text-is("${label}")`;
 
@@ -157,7 +169,10 @@ test('with @mcp-b/webmcp-polyfill: invisible until granted, every call confirmed
   await page.click(button('Decline'));
   let result = await answer;
   assert.equal(result.isError, true);
-  assert.match(result.text, /declined this call of "shout"/);
+  // The plugin's own sentence says what happened, then the tab's words: never "not granted".
+  assert.match(result.text, /^The person declined this call in the Sealpost tab[^]*declined this call of "shout"/);
+  assert.doesNotMatch(result.text, /not granted/);
+  await untilAudited(page, { type: 'refused', code: 'declined' });
 
   // The person allows once: the tool runs with the arguments shown.
   answer = mcp.call('shout', { text: 'hi' });
@@ -169,7 +184,9 @@ test('with @mcp-b/webmcp-polyfill: invisible until granted, every call confirmed
   // Nobody answers: the call lapses, and says so.
   result = await mcp.call('shout', { text: 'hi' });
   assert.equal(result.isError, true);
-  assert.match(result.text, /did not confirm this call of "shout" within 3 s/);
+  assert.match(result.text, /^The call did not get the person's confirmation in the Sealpost tab[^]*did not confirm this call of "shout" within 3 s/);
+  assert.doesNotMatch(result.text, /not granted|declined/);
+  await untilAudited(page, { type: 'refused', code: 'not_confirmed' });
 
   // "Allow without asking": this call and the next run, the next without a prompt.
   answer = mcp.call('shout', { text: 'one' });
@@ -468,7 +485,7 @@ test('the confirmation takes only the person\'s own input: armed after a delay, 
   await frame.waitForSelector('html[data-ready="yes"]');
   await frame.evaluate(() => window.ask());
   await frame.waitForFunction(() => window.outcome !== 'waiting');
-  assert.match(await frame.evaluate(() => window.outcome), /^declined: .*runs in a frame/);
+  assert.match(await frame.evaluate(() => window.outcome), /^not_confirmed: .*runs in a frame/);
   assert.equal(await frame.$(PROMPT), null, 'no prompt in a frame');
   await context.close();
 });
@@ -521,6 +538,7 @@ test('the confirmation shows every argument whole: a padded field does not hide 
   const refused = await mcp.call('send_note', { body: 'x'.repeat(25_000), to: 'a@b.example' });
   assert.equal(refused.isError, true);
   assert.match(refused.text, /more than the 20000 the Sealpost tab shows the person in full.*split long text/s);
+  assert.match(refused.text, /^The call did not get the person's confirmation/);
   mcp.close();
   assert.deepEqual(page.consoleErrors, []);
 });

@@ -54,8 +54,14 @@ export const MAX_CONFIRMED_ARGUMENT_CHARS = 20_000;
 // A value this short (and on one line) is shown in the list of arguments itself.
 const INLINE_VALUE_CHARS = 80;
 
+// The person declined the call.
 function declined(message) {
   return Object.assign(new Error(message), { code: 'declined' });
+}
+
+// The call did not get the person's confirmation: it lapsed, or they could not be asked.
+function notConfirmed(message) {
+  return Object.assign(new Error(message), { code: 'not_confirmed' });
 }
 
 const STYLE = `
@@ -97,15 +103,15 @@ export class Confirmations {
   }
 
   // Resolves when the person allows the call; rejects with `code: 'declined'` when they decline,
-  // when it lapses, or when they cannot be asked.
+  // and with `code: 'not_confirmed'` when it lapses or they cannot be asked.
   confirm({ session, tool, description, args }) {
     if (!this.needed(session, tool)) return Promise.resolve();
     if (window.top !== window) {
-      return Promise.reject(declined(`The page offering "${tool}" runs in a frame, where Sealpost cannot ask the person to confirm a call, so it did not run.`));
+      return Promise.reject(notConfirmed(`The page offering "${tool}" runs in a frame, where Sealpost cannot ask the person to confirm a call, so it did not run.`));
     }
     const length = JSON.stringify(args ?? {}).length;
     if (length > MAX_CONFIRMED_ARGUMENT_CHARS) {
-      return Promise.reject(declined(`The arguments of this call of "${tool}" are ${length} characters as JSON, more than the ${MAX_CONFIRMED_ARGUMENT_CHARS} the Sealpost tab shows the person in full before they allow a call, so it did not run. Pass less in one call (split long text over several calls).`));
+      return Promise.reject(notConfirmed(`The arguments of this call of "${tool}" are ${length} characters as JSON, more than the ${MAX_CONFIRMED_ARGUMENT_CHARS} the Sealpost tab shows the person in full before they allow a call, so it did not run. Pass less in one call (split long text over several calls).`));
     }
     return new Promise((resolve, reject) => {
       const waiting = { tool, description, args, resolve, reject };
@@ -140,8 +146,8 @@ export class Confirmations {
     if (choice === 'once' || choice === 'always') waiting.resolve();
     else if (choice === 'declined') waiting.reject(declined(`The person declined this call of "${tool}" in the Sealpost tab.`));
     else if (choice === 'lapsed') {
-      waiting.reject(declined(`The person did not confirm this call of "${tool}" within ${Math.round(this.#withinMs / 1000)} s, so it did not run. Ask them to watch the tab, or to allow the tool without asking for this session.`));
-    } else waiting.reject(declined(`This call of "${tool}" was not confirmed: ${why}.`));
+      waiting.reject(notConfirmed(`The person did not confirm this call of "${tool}" within ${Math.round(this.#withinMs / 1000)} s, so it did not run. Ask them to watch the tab, or to allow the tool without asking for this session.`));
+    } else waiting.reject(notConfirmed(`This call of "${tool}" was not confirmed: ${why}.`));
     // Other calls of a tool just allowed for the session need no prompt either.
     if (choice === 'always') for (const other of this.#queue.filter((w) => w.tool === tool)) this.#settle(other, 'once');
     if (this.#shown === waiting) { this.#shown = null; this.#showNext(); }

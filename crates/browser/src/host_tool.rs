@@ -45,13 +45,15 @@ fn failure(message: impl Into<String>) -> ToolFailure {
 }
 
 /// What a handler's rejection says. The module's confirmation rejects with `code: "declined"`
-/// when the person declines or lets the call lapse: sealed back as the person's refusal.
+/// when the person declines, and `code: "not_confirmed"` when the call lapses or they cannot
+/// be asked: sealed back as that refusal.
 fn failure_from(value: &JsValue) -> ToolFailure {
     let code = js_sys::Reflect::get(value, &JsValue::from_str("code"))
         .ok()
         .and_then(|code| code.as_string());
     match code.as_deref() {
         Some("declined") => ToolFailure::declined(error_text(value)),
+        Some("not_confirmed") => ToolFailure::not_confirmed(error_text(value)),
         _ => failure(error_text(value)),
     }
 }

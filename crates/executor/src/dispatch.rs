@@ -15,7 +15,7 @@ use crate::clock::Clock;
 use crate::grants::Access;
 use crate::limits::MAX_PENDING_PROPOSALS;
 use crate::proposals::{Proposal, ProposedChange};
-use crate::registry::{Action, HostTool};
+use crate::registry::{Action, HostTool, PersonsAnswer, ToolFailure};
 
 /// The executor's answer to one call, before sealing.
 #[derive(Debug, Clone, PartialEq)]
@@ -141,9 +141,16 @@ impl Executor {
                 }
                 match result {
                     Ok(result) => answered(result),
-                    Err(failure) if failure.declined => {
-                        refusal(RefusalCode::NotGranted, failure.message)
-                    }
+                    Err(ToolFailure {
+                        message,
+                        person: Some(answer),
+                    }) => refusal(
+                        match answer {
+                            PersonsAnswer::Declined => RefusalCode::Declined,
+                            PersonsAnswer::NotConfirmed => RefusalCode::NotConfirmed,
+                        },
+                        message,
+                    ),
                     Err(failure) => refusal(
                         RefusalCode::ToolFailed,
                         format!("The tool {:?} failed: {}", call.name, failure.message),

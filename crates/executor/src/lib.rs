@@ -39,7 +39,7 @@ pub use executor::{
 };
 pub use grants::{Access, Grants, GrantsHandle};
 pub use proposals::{Applied, ApplyError, Proposal, ProposedChange, document_digest};
-pub use registry::{HostTool, RegistryError, ToolFailure, ToolFuture, ToolSpec};
+pub use registry::{HostTool, PersonsAnswer, RegistryError, ToolFailure, ToolFuture, ToolSpec};
 pub use review::CREATED_NOTE_ID_PREFIX;
 pub use workspace::{
     DocId, Document, DocumentStore, IndexOrigin, MemoryStore, Restored, Workspace, WorkspaceError,

@@ -35,9 +35,18 @@ pub trait HostTool {
 pub struct ToolFailure {
     /// What went wrong, in words the model can act on.
     pub message: String,
-    /// Whether the person declined the call (or did not confirm it in time), rather than the
-    /// tool failing: sealed back as `not_granted` with the message as it is.
-    pub declined: bool,
+    /// What the person answered when the tab asked them to confirm the call, when that is why
+    /// it did not run rather than the tool failing: sealed back as that refusal, message as it is.
+    pub person: Option<PersonsAnswer>,
+}
+
+/// Why a call that waited for the person's confirmation did not run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PersonsAnswer {
+    /// They declined it.
+    Declined,
+    /// They did not confirm it: it lapsed, or they could not be asked.
+    NotConfirmed,
 }
 
 impl ToolFailure {
@@ -45,15 +54,23 @@ impl ToolFailure {
     pub fn new(message: impl Into<String>) -> Self {
         Self {
             message: message.into(),
-            declined: false,
+            person: None,
         }
     }
 
-    /// The person declined the call, or did not confirm it before its time ran out.
+    /// The person declined the call.
     pub fn declined(message: impl Into<String>) -> Self {
         Self {
             message: message.into(),
-            declined: true,
+            person: Some(PersonsAnswer::Declined),
+        }
+    }
+
+    /// The person did not confirm the call: it lapsed, or they could not be asked.
+    pub fn not_confirmed(message: impl Into<String>) -> Self {
+        Self {
+            message: message.into(),
+            person: Some(PersonsAnswer::NotConfirmed),
         }
     }
 }

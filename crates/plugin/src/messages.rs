@@ -233,6 +233,14 @@ pub fn refusal_sentence(code: RefusalCode) -> &'static str {
             "The result was too large to send back. Ask for less (a narrower query or a \
              shorter excerpt)."
         }
+        RefusalCode::Declined => {
+            "The person declined this call in the Sealpost tab, so it did not run. Do not \
+             repeat it unless they ask you to."
+        }
+        RefusalCode::NotConfirmed => {
+            "The call did not get the person's confirmation in the Sealpost tab, so it did not \
+             run; the tab's explanation below says why."
+        }
         // A code from a newer tab: say what we can rather than fail the call.
         _ => {
             "The Sealpost tab refused the call for a reason this plugin does not know. \

@@ -105,6 +105,12 @@ pub enum RefusalCode {
     ToolFailed,
     /// The result would not fit in a reply.
     TooLarge,
+    /// The person declined the call when the tab asked them to confirm it.
+    Declined,
+    /// The call waited for the person's confirmation and did not get it: it lapsed, the
+    /// session ended while it waited, or the tab could not ask them (a framed page, arguments
+    /// too long to show).
+    NotConfirmed,
     /// A code this build does not know (a newer browser sent it). Only ever read, never sent.
     #[serde(other)]
     Unknown,

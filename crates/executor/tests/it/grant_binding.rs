@@ -1,10 +1,10 @@
 //! A grant of a host tool is bound to the tool as it was registered: the same name registered
 //! again with other text, schema or hints is not granted; names that read alike (case,
-//! separators, look-alike characters) are refused; a call the person declines is sealed back as `not_granted`.
+//! separators, look-alike characters) are refused; a call the person declines, or that lapses, is sealed back as `declined` or `not_confirmed`.
 
 use std::rc::Rc;
 
-use sealpost_executor::{HostTool, RegistryError, ToolFailure, ToolFuture, ToolSpec};
+use sealpost_executor::{AuditOutcome, HostTool, RegistryError, ToolFailure, ToolFuture, ToolSpec};
 use sealpost_protocol::content::{RefusalCode, Reply, ToolKind, ToolResult};
 use serde_json::{Value, json};
 
@@ -139,24 +139,48 @@ fn names_that_collide_in_any_case_are_refused() {
     }
 }
 
+/// A decline, a lapse and a missing grant are three answers, each with its own refusal code and
+/// Activity outcome, in the person's (the tab's) words.
 #[cfg_attr(not(target_arch = "wasm32"), test)]
 #[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
-fn a_declined_call_is_refused_as_not_granted_in_the_persons_words() {
+fn a_declined_a_lapsed_and_an_ungranted_call_are_three_refusals() {
+    let declined = "The person declined this call of \"shout\" in the Sealpost tab.";
+    let lapsed =
+        "The person did not confirm this call of \"shout\" within 20 s, so it did not run.";
+    for (failure, code) in [
+        (ToolFailure::declined(declined), RefusalCode::Declined),
+        (
+            ToolFailure::not_confirmed(lapsed),
+            RefusalCode::NotConfirmed,
+        ),
+    ] {
+        let h = Harness::new();
+        let message = failure.message.clone();
+        h.executor
+            .register_tool(page_tool("Shouts."), Rc::new(Answers(Err(failure))))
+            .unwrap();
+        h.grant_tool("shout");
+        let refusal = h.refusal("shout", empty());
+        assert_eq!((refusal.code, refusal.message), (code, message));
+        let outcome = h.audit.records().pop().unwrap().outcome;
+        assert_eq!(outcome, AuditOutcome::Refused { code });
+    }
+
+    // Not granted at all: the tool never runs, and says so with its own code.
     let h = Harness::new();
     h.executor
         .register_tool(
             page_tool("Shouts."),
-            Rc::new(Answers(Err(ToolFailure::declined(
-                "The person declined this call of \"shout\" in the Sealpost tab.",
-            )))),
+            Rc::new(Answers(Err(ToolFailure::declined(declined)))),
         )
         .unwrap();
-    h.grant_tool("shout");
-    let refusal = h.refusal("shout", empty());
-    assert_eq!(refusal.code, RefusalCode::NotGranted);
+    assert_eq!(h.refusal_code("shout", empty()), RefusalCode::NotGranted);
+    let outcome = h.audit.records().pop().unwrap().outcome;
     assert_eq!(
-        refusal.message,
-        "The person declined this call of \"shout\" in the Sealpost tab."
+        outcome,
+        AuditOutcome::Refused {
+            code: RefusalCode::NotGranted
+        }
     );
 }
 
