@@ -53,6 +53,8 @@ const WAIT_BUCKETS: [f64; 14] = [
 pub enum LongPoll {
     Claim,
     Read,
+    /// A plugin's watch of its pairing's session.
+    Watch,
 }
 
 /// Which cap refused a connection.
@@ -112,7 +114,7 @@ pub struct Metrics {
     claim_wait: Histogram,
     calls_by_state: Vec<(CallState, Gauge)>,
     longpoll_waiters: Gauge,
-    longpolls_open: [Gauge; 2],
+    longpolls_open: [Gauge; 3],
     rate_limit_token_keys: Gauge,
     connections_open: Gauge,
     connections_refused: [Counter; 2],
@@ -245,6 +247,7 @@ impl Metrics {
             longpolls_open: [
                 gauge(LONGPOLLS_OPEN, Some(("kind", "claim"))),
                 gauge(LONGPOLLS_OPEN, Some(("kind", "read"))),
+                gauge(LONGPOLLS_OPEN, Some(("kind", "watch"))),
             ],
             rate_limit_token_keys: gauge(RATE_LIMIT_KEYS, Some(("kind", "token"))),
             connections_open: gauge(CONNECTIONS_OPEN, None),

@@ -9,7 +9,7 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use sealpost_protocol::ids::{CallId, OwnerId, SessionId};
+use sealpost_protocol::ids::{CallId, OwnerId, PairId, SessionId};
 use tokio::sync::Notify;
 
 /// What a waiter waits for.
@@ -19,6 +19,9 @@ pub enum Topic {
     Session(OwnerId, SessionId),
     /// A call's state changed (answered or cancelled).
     Call(OwnerId, CallId),
+    /// A pairing may have a new live session (woken on this replica only: a plugin's watch
+    /// re-checks the store every `fallback_poll_ms` for the others).
+    Pairing(OwnerId, PairId),
 }
 
 impl Topic {
@@ -27,6 +30,7 @@ impl Topic {
         match self {
             Topic::Session(owner, id) => format!("s{owner}{id}"),
             Topic::Call(owner, id) => format!("c{owner}{id}"),
+            Topic::Pairing(owner, id) => format!("p{owner}{id}"),
         }
     }
 
@@ -39,6 +43,7 @@ impl Topic {
         match &text[..1] {
             "s" => Some(Topic::Session(owner, id.parse().ok()?)),
             "c" => Some(Topic::Call(owner, id.parse().ok()?)),
+            "p" => Some(Topic::Pairing(owner, id.parse().ok()?)),
             _ => None,
         }
     }
@@ -138,6 +143,8 @@ mod tests {
         let topic = Topic::Call(OwnerId::from_bytes([1; 16]), CallId::from_bytes([2; 16]));
         assert_eq!(Topic::decode(&topic.encode()), Some(topic));
         let topic = Topic::Session(OwnerId::from_bytes([3; 16]), SessionId::from_bytes([4; 16]));
+        assert_eq!(Topic::decode(&topic.encode()), Some(topic));
+        let topic = Topic::Pairing(OwnerId::from_bytes([5; 16]), PairId::from_bytes([6; 16]));
         assert_eq!(Topic::decode(&topic.encode()), Some(topic));
         assert_eq!(Topic::decode("x"), None);
     }

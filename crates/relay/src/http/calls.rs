@@ -38,21 +38,25 @@ use crate::store::{Bearer, ClaimFor, ClaimedRow, NewCall, StoreError, StoreResul
 use crate::wake::Topic;
 
 /// Reads `name=value` (an unsigned number) from a query string.
-fn query_number(query: &Option<String>, name: &str) -> ApiResult<Option<u64>> {
-    let Some(query) = query else { return Ok(None) };
-    for pair in query.split('&') {
-        if let Some((key, value)) = pair.split_once('=')
-            && key == name
-        {
-            return value.parse().map(Some).map_err(|_| {
+pub(crate) fn query_number(query: &Option<String>, name: &str) -> ApiResult<Option<u64>> {
+    query_value(query, name)
+        .map(|value| {
+            value.parse().map_err(|_| {
                 ApiError::new(
                     ErrorCode::BadRequest,
                     format!("{name} must be a whole number."),
                 )
-            });
-        }
-    }
-    Ok(None)
+            })
+        })
+        .transpose()
+}
+
+/// The first value of `name` in a query string, as sent (ids and numbers need no decoding).
+pub(crate) fn query_value<'q>(query: &'q Option<String>, name: &str) -> Option<&'q str> {
+    query.as_deref()?.split('&').find_map(|pair| {
+        let (key, value) = pair.split_once('=')?;
+        (key == name).then_some(value)
+    })
 }
 
 pub(crate) fn wait_ms(state: &AppState, query: &Option<String>) -> ApiResult<u64> {

@@ -33,6 +33,7 @@ pub(crate) mod oidc;
 mod oidc_page;
 mod openapi;
 pub(crate) mod reads;
+pub(crate) mod session_watch;
 pub(crate) mod sessions;
 pub(crate) mod state;
 

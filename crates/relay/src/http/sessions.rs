@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use axum::Json;
 use axum::body::Body;
-use axum::extract::{Path, State};
+use axum::extract::{Path, RawQuery, State};
 use axum::http::{HeaderMap, StatusCode};
 use sealpost_protocol::api::{
     CatalogUpdateRequest, CreateSessionRequest, CreateSessionResponse, ErrorBody, ErrorCode,
@@ -16,10 +16,12 @@ use super::auth::{AnyAuth, OwnerAuth};
 use super::body::read_json;
 use super::error::{ApiError, ApiResult, TOO_MANY_SESSIONS_RETRY_S};
 use super::path_id;
+use super::session_watch::Watch;
 use super::state::AppState;
 use crate::clock::now_ms;
 use crate::shares::refusal;
 use crate::store::{CatalogUpdate, NewSession, StoreError};
+use crate::wake::Topic;
 
 /// `POST /v1/sessions` (owner)
 #[utoipa::path(
@@ -116,6 +118,9 @@ pub async fn create(
     };
     // The replaced session's claimers answer `session_ended` now, not at their next re-check.
     ended.wake(&state.hub);
+    state
+        .hub
+        .wake(Topic::Pairing(session.owner_id, session.pair_id));
     tracing::info!(session = %session.session_id, pair = %session.pair_id, hello_bytes = session.hello.len(), ttl_s = request.ttl_s, replaced_calls = ended.cancelled_calls.len(), "session created");
     Ok((
         StatusCode::CREATED,
@@ -168,12 +173,18 @@ pub async fn end(
     path = "/v1/pairings/{pair_id}/session",
     tag = "sessions",
     security(("bearer" = [])),
-    params(("pair_id" = String, Path, description = "The pairing's id.")),
+    params(
+        ("pair_id" = String, Path, description = "The pairing's id."),
+        ("wait_ms" = Option<u64>, Query, description = "Watch: long-poll up to this long while the live session is still the one named by `session_id` and `catalog_seq` (default 0: answer at once)."),
+        ("session_id" = Option<String>, Query, description = "Watch: the live session the caller knows; absent, it knows of none."),
+        ("catalog_seq" = Option<u64>, Query, description = "Watch: the number of that session's newest catalog update the caller knows (0 or absent: none)."),
+    ),
     responses(
         (status = 200, description = "The pairing's live session and its hello, byte for byte.", body = LiveSessionResponse),
+        (status = 400, description = "`bad_request`, `wait_too_long`", body = ErrorBody),
         (status = 401, description = "`unauthorized`", body = ErrorBody),
         (status = 404, description = "`not_found`, `no_live_session`", body = ErrorBody),
-        (status = 429, description = "`rate_limited`, `owner_rate_limited`", body = ErrorBody),
+        (status = 429, description = "`rate_limited`, `owner_rate_limited`, `too_many_long_polls`", body = ErrorBody),
         (status = 503, description = "`unavailable`", body = ErrorBody),
     )
 )]
@@ -181,15 +192,21 @@ pub async fn live(
     State(state): State<AppState>,
     auth: AnyAuth,
     Path(pair_id): Path<String>,
+    RawQuery(query): RawQuery,
 ) -> ApiResult<Json<LiveSessionResponse>> {
     let pair_id = path_id(&pair_id, "pairing")?;
     let token = auth.row();
     if token.kind == TokenKind::Mcp && token.pair_id != Some(pair_id) {
         return Err(ApiError::not_found("pairing"));
     }
+    let watch = Watch::from_query(&state, &query)?;
+    let session = watch.until_changed(&state, &auth, pair_id).await?;
     let now = now_ms();
-    let session = state.store.live_session(auth.owner_id(), auth.app_scope(), pair_id, now).await?.ok_or_else(|| {
-        ApiError::new(ErrorCode::NoLiveSession, "No browser session is live for this pairing. Open the web app and start a session.")
+    let session = session.ok_or_else(|| {
+        ApiError::new(
+            ErrorCode::NoLiveSession,
+            "No browser session is live for this pairing. Open the web app and start a session.",
+        )
     })?;
     let mut plugin_seen_at = session.plugin_seen_at;
     if token.kind == TokenKind::Mcp {
@@ -219,7 +236,7 @@ pub async fn live(
 /// The session and number a catalog update's clear header names (docs/PROTOCOL.md, "Catalog
 /// update": version 1, then `session_id` at 1..17 and `seq` at 33..41); `None` when the bytes
 /// are not laid out as one. The rest is sealed and never read here.
-fn catalog_update_header(update: &[u8]) -> Option<(SessionId, u64)> {
+pub(super) fn catalog_update_header(update: &[u8]) -> Option<(SessionId, u64)> {
     const MIN_LEN: usize = 49 + 24 + 16;
     if update.len() < MIN_LEN || update[0] != 1 {
         return None;
@@ -309,6 +326,9 @@ pub async fn update_catalog(
         }
         other => other?,
     }
+    // A plugin watching the pairing hears of it (claims waiting on the session re-check and
+    // wait on: catalog updates are rare).
+    state.hub.wake(Topic::Session(auth.owner_id(), session_id));
     tracing::info!(session = %session_id, seq, bytes, "catalog updated");
     Ok(StatusCode::NO_CONTENT)
 }

@@ -27,6 +27,7 @@ mod processes;
 mod quotas;
 mod revocation;
 mod session_end;
+mod session_watch;
 mod shares;
 mod sqlite_wal;
 mod store_errors;
