@@ -12,18 +12,30 @@ export interface ToolSpec {
   description: string;
   /** JSON Schema of the arguments object. */
   inputSchema: Record<string, unknown>;
+  /** `read`: the handler runs and answers the call. `proposal`: the handler is never called;
+   *  the call is saved for review, and `applyProposal` hands its arguments back to the host. */
   kind: ToolKind;
 }
 
+/** A string, or at least one of `text` and `structured`. The MCP client gets the text (or,
+ *  without one, `structured` as JSON), fenced by the plugin, with `isError` as given;
+ *  `structured` itself is not passed on. A handler that throws answers refusal `tool_failed`
+ *  with its message; one that rejects with `code: 'declined'` or `'not_confirmed'`, that
+ *  refusal. */
 export type ToolAnswer = string | { text?: string; structured?: unknown; isError?: boolean };
 export type ToolHandler = (args: Record<string, unknown>) => ToolAnswer | Promise<ToolAnswer>;
 
+/** What the person allows; the module keeps it in the workspace. */
 export interface Grants {
   access: 'on' | 'off';
+  /** Sources whose documents the built-in tools may read and propose changes to. */
   sources: string[];
+  /** Tools the agent may call, built-in ones included, by name. */
   tools: string[];
-  /** Each granted host tool's digest as it was when granted (set by the module; pass it back
-   *  unchanged). A tool registered again with other text, schema or hints is not granted. */
+  /** Each granted host tool's digest as it was when granted, filled in by the module. Leave it
+   *  out when passing what the person just chose (each tool is bound to the one registered
+   *  now), or pass back what `grants()` gave. A tool registered again with other text, schema
+   *  or hints is not granted. */
   pins?: Record<string, string>;
 }
 
@@ -66,11 +78,18 @@ export interface PairingInfo {
 
 export interface SessionStarted {
   sessionId: string;
+  /** Unix ms. Keep it to `resume(until)` after a reload: the module does not remember it. */
   expiresAt: number;
+  /** `sppair1_…` for `sealpost pair`: a secret, it carries the plugin's token. */
   pairingCode: string;
+  /** Six digits (`986846`); the plugin prints the same digits grouped (`986 846`). */
   fingerprint: string;
 }
 
+/** `locked`: `lock()`. `signed_out`: `stop('signed_out')`. `session_ended`: `endSession()`, the
+ *  page gone, or a newer session of the pairing (another tab or device). `expired`: its time ran
+ *  out. `token_revoked`: the relay refused the owner token. `taken_over`: another tab of this
+ *  origin took serving over (`serve({ takeOver: true })`). */
 export type StopReason = 'locked' | 'signed_out' | 'session_ended' | 'expired' | 'token_revoked' | 'taken_over';
 
 export type SealpostEvent =
@@ -102,7 +121,13 @@ export interface AuditRecord {
   at_ms: number;
   call_id: string | null;
   tool: string | null;
+  /** SHA-256 (hex) of the arguments' JSON: the arguments themselves are never kept. */
   arguments_digest: string | null;
+  /** `answered`, `answered_with_error`, `proposal_saved` {proposal_id}, `refused` {code:
+   *  `not_granted`, `unknown_tool`, `bad_arguments`, `locked`, `tool_failed`, `too_large`,
+   *  `declined`, `not_confirmed`}, `cancelled` {reason: `client_cancelled`, `undecryptable`,
+   *  `replayed`, `expired`, `session_ended`}; review decisions: `proposal_applied`,
+   *  `proposal_rejected`, `proposal_apply_refused` {proposal_id}. */
   outcome: { type: string; [key: string]: unknown };
   reply_bytes: number;
   /** For a call: whether the relay took its answer. `not_delivered` means the agent never got it. */
@@ -177,8 +202,12 @@ export declare class Sealpost {
   pairing(): Promise<PairingInfo | null>;
   newPairing(label?: string): Promise<PairingInfo>;
   unpair(): Promise<void>;
+  /** Starts a session of `ttlS` seconds (making the pairing first when there is none); a
+   *  session already served is replaced, and `serve()` carries on into the new one. */
   startSession(ttlS: number): Promise<SessionStarted>;
-  /** Starts a fresh session on the remembered pairing lasting until `until` (Unix ms). */
+  /** After a reload: starts a fresh session on the remembered pairing lasting until `until`
+   *  (Unix ms), the `expiresAt` the page kept; null when there is no pairing or under a second
+   *  is left. Serve it with `takeOver: true`. */
   resume(until: number): Promise<SessionStarted | null>;
   session(): Promise<{ sessionId: string; expiresAt: number } | null>;
   /** Whether another tab of this origin serves this pairing now (it holds the serving lock). */
@@ -188,12 +217,20 @@ export declare class Sealpost {
    *  `null` when no session is live there. */
   liveStatus(): Promise<{ tabSeenAgoMs: number | null; pluginSeenAgoMs: number | null; expiresAt: number } | null>;
   endSession(options?: { keepalive?: boolean }): Promise<void>;
+  /** Serves calls until a stop. One tab of an origin serves a pairing at a time: without
+   *  `takeOver` this resolves `served_elsewhere` at once when another tab serves it; with it,
+   *  that tab stops with `taken_over`. Start or resume a session in this tab first. */
   serve(options?: { takeOver?: boolean }): Promise<StopReason | 'already_serving' | 'served_elsewhere'>;
   stop(reason: 'locked' | 'signed_out' | 'session_ended' | 'taken_over'): Promise<void>;
   lock(): Promise<void>;
+  /** Proposals waiting for review, each `{ id, created_at_ms, tool, change, base_digest }`;
+   *  `change.type` is `create_note`, `append_note`, `edit_note` or `host_tool` {tool, arguments}. */
   pendingProposals(): Promise<unknown[]>;
+  /** A built-in's change is written (`docId`); rejects when the document changed since. A host
+   *  proposal tool's is handed back (`hostTool`) for the host to carry out. */
   applyProposal(id: string): Promise<{ docId: string } | { hostTool: { tool: string; arguments: unknown } }>;
   rejectProposal(id: string): Promise<void>;
+  /** Every audit record kept, newest first; `unreadable` counts those that did not open. */
   auditLog(): Promise<{ entries: AuditRecord[]; unreadable: number }>;
   /** Protects the workspace at rest (PBKDF2-HMAC-SHA-256, 600,000 iterations, per-workspace salt), or with null goes back to the device key. Answers whether a passphrase now protects it. */
   setPassphrase(passphrase: string | null): Promise<boolean>;
