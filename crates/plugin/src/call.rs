@@ -7,7 +7,7 @@
 use std::future::Future;
 use std::time::{Duration, Instant};
 
-use sealpost_protocol::api::{CallState, PostCallRequest};
+use sealpost_protocol::api::{CallState, LiveSessionResponse, PostCallRequest};
 use sealpost_protocol::content::{CancelReason, Reply, ToolCall};
 use sealpost_protocol::ids::{Base64Bytes, CallId};
 use sealpost_protocol::limits::MAX_CALL_ENVELOPE_BYTES;
@@ -18,6 +18,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::Plugin;
 use crate::fence;
+use crate::follow::Followed;
 use crate::messages::Failure;
 use crate::relay::{RelayClient, RelayError};
 use crate::session::TrustedSession;
@@ -113,23 +114,40 @@ impl Plugin {
         code: &PairingCode,
         relay: &RelayClient,
     ) -> Result<TrustedSession, Failure> {
-        let pair_id = code.secret().pair_id();
-        let trusted = async {
-            let live = relay
-                .live_session(pair_id)
-                .await?
-                .ok_or_else(|| Failure::NoSession {
+        let live = relay
+            .live_session(code.secret().pair_id())
+            .await
+            .inspect_err(|_| self.keys.forget_look_up())?
+            .ok_or_else(|| {
+                self.keys.forget_look_up();
+                Failure::NoSession {
                     origin: code.relay_origin().clone(),
-                })?;
-            self.keys
-                .trust(code.secret(), &live, local_now_ms())
-                .map_err(|e| Failure::untrusted(relay.host(), &e))
-        };
-        let mut session = trusted.await.inspect_err(|_| self.keys.forget_look_up())?;
+                }
+            })?;
+        self.trust_live(code, relay, &live)
+    }
+
+    /// Checks a live session the relay sent and refreshes the cached catalog from it.
+    pub(crate) fn trust_live(
+        &self,
+        code: &PairingCode,
+        relay: &RelayClient,
+        live: &LiveSessionResponse,
+    ) -> Result<TrustedSession, Failure> {
+        let pair_id = code.secret().pair_id();
+        let mut session = self
+            .keys
+            .trust(code.secret(), live, local_now_ms())
+            .map_err(|e| Failure::untrusted(relay.host(), &e))
+            .inspect_err(|_| self.keys.forget_look_up())?;
         if let Err(error) = self.remember_catalog(pair_id, &mut session) {
             self.keys.forget_look_up();
             return Err(Failure::untrusted(relay.host(), &error));
         }
+        self.followed.send_replace(Some(Followed {
+            pair_id,
+            session: Some((session.session_id, session.catalog_seq)),
+        }));
         Ok(session)
     }
 

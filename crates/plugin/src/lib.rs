@@ -18,6 +18,7 @@ pub(crate) mod call;
 pub mod commands;
 pub mod config;
 pub(crate) mod fence;
+pub(crate) mod follow;
 pub(crate) mod messages;
 pub(crate) mod relay;
 pub mod server;
@@ -75,6 +76,8 @@ pub struct Plugin {
     keys: SessionKeysCache,
     /// Bumped whenever the cached catalog changes, so the MCP layer can send `list_changed`.
     catalog_changed: tokio::sync::watch::Sender<u64>,
+    /// The session this process last trusted: what its watch of the pairing names as known.
+    followed: tokio::sync::watch::Sender<Option<follow::Followed>>,
     /// The catalog this process last settled (for a pairing of this process alone, the one
     /// it lists).
     known_catalog: std::sync::Mutex<Option<CachedCatalog>>,
@@ -101,6 +104,7 @@ impl Plugin {
             options,
             keys: SessionKeysCache::default(),
             catalog_changed: tokio::sync::watch::Sender::new(0),
+            followed: tokio::sync::watch::Sender::new(None),
             known_catalog: std::sync::Mutex::new(None),
             process_pairing: None,
         }

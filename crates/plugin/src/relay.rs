@@ -233,6 +233,29 @@ impl RelayClient {
         }
     }
 
+    /// Watches the live session of `pair_id`: the relay answers once it is no longer `known`
+    /// (another session, none, or a newer catalog update), or after `wait` with what it is.
+    pub async fn watch_session(
+        &self,
+        pair_id: PairId,
+        known: Option<(SessionId, u64)>,
+        wait: Duration,
+    ) -> Result<Option<LiveSessionResponse>, RelayError> {
+        let wait_ms = wait.as_millis();
+        let knows = known.map_or_else(String::new, |(session, seq)| {
+            format!("&session_id={session}&catalog_seq={seq}")
+        });
+        let path = format!("/v1/pairings/{pair_id}/session?wait_ms={wait_ms}{knows}");
+        match self
+            .send(self.request(Method::GET, &path), Some(wait))
+            .await
+        {
+            Ok(session) => Ok(Some(session)),
+            Err(RelayError::NotFound) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
     /// Posts a sealed call; once it is stored, the relay waits up to `wait` for its answer and
     /// sends it back with the acknowledgement (`status`, absent from a relay that does not).
     pub async fn post_call(

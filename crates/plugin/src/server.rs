@@ -1,8 +1,9 @@
 //! `sealpost mcp`: the MCP server a client spawns, on rmcp over [`crate::stdio`].
 //!
 //! `tools/list` answers from the cached catalog and never touches the network; a refresh of
-//! the catalog runs in the background and sends `list_changed` when it changed, for the
-//! clients that honour it. Every failure of a tab tool is an `isError` result with a sentence,
+//! the catalog runs in the background, and a watch of the pairing's session follows the tab
+//! (`crate::follow`): either sends `list_changed` when the list changed, for the clients that
+//! honour it. Every failure of a tab tool is an `isError` result with a sentence,
 //! never a JSON-RPC error, so the model's turn goes on.
 
 use std::sync::Arc;
@@ -171,11 +172,13 @@ pub async fn serve_stdio(plugin: Arc<Plugin>) -> anyhow::Result<()> {
         () = stdin_closed.cancelled() => return Ok(()),
     };
     forward_catalog_changes(&plugin, running.peer().clone());
+    let following = tokio::spawn(crate::follow::follow_the_tab(plugin.clone()));
     // rmcp waits a while for in-flight responses after the input ends; the client that would
     // read them is gone, so the end of stdin ends the server at once.
     tokio::select! {
         reason = running.waiting() => tracing::debug!(?reason, "MCP connection ended"),
         () = stdin_closed.cancelled() => tracing::debug!("stdin closed"),
     }
+    following.abort();
     Ok(())
 }

@@ -4,6 +4,7 @@
 
 mod clients;
 mod commands;
+mod follow;
 mod hostile;
 mod live;
 mod rates;
