@@ -12,9 +12,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
     ListToolsResult, PaginatedRequestParams, ProgressNotificationParam, ServerCapabilities,
-    ServerConfig,
+    ServerConfig, SubscriptionFilter,
 };
-use rmcp::service::{Peer, RequestContext};
+use rmcp::service::{Peer, RequestContext, SubscriptionContext};
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler, ServiceExt as _};
 use serde_json::Value;
 
@@ -100,6 +100,34 @@ impl ServerHandler for McpServer {
         .with_instructions(INSTRUCTIONS)
     }
 
+    /// A 2026-07-28 client follows the tool list through `subscriptions/listen`: the only
+    /// change this server has to tell is the tool list's.
+    fn accepted_subscription_filter(
+        &self,
+        _requested: &SubscriptionFilter,
+    ) -> Option<SubscriptionFilter> {
+        Some(SubscriptionFilter::builder().tools_list_changed().build())
+    }
+
+    /// Sends `list_changed` on the subscription whenever the tab's tools change, until the
+    /// client cancels it or the connection ends.
+    async fn listen(&self, context: SubscriptionContext) -> Result<(), McpError> {
+        let mut changes = self.plugin.catalog_changes();
+        // Look the session up, so that following the tab starts without a `tools/list` first.
+        self.refresh_catalog_in_background();
+        let sink = context.sink().clone();
+        loop {
+            tokio::select! {
+                () = context.cancelled() => return Ok(()),
+                changed = changes.changed() => {
+                    if changed.is_err() || sink.notify_tool_list_changed().await.is_err() {
+                        return Ok(());
+                    }
+                }
+            }
+        }
+    }
+
     async fn list_tools(
         &self,
         _request: Option<PaginatedRequestParams>,
@@ -149,11 +177,15 @@ impl ServerHandler for McpServer {
     }
 }
 
-/// Sends `list_changed` whenever the cached catalog changes, until the connection ends.
+/// Sends `list_changed` whenever the cached catalog changes, until the connection ends, to a
+/// client of the `initialize` era (a 2026-07-28 client hears of changes on its subscription).
 fn forward_catalog_changes(plugin: &Plugin, peer: Peer<RoleServer>) {
     let mut changes = plugin.catalog_changes();
     tokio::spawn(async move {
         while changes.changed().await.is_ok() {
+            if peer.peer_info().is_none() {
+                continue;
+            }
             if let Err(error) = peer.notify_tool_list_changed().await {
                 tracing::debug!(%error, "list_changed not sent");
             }

@@ -201,9 +201,9 @@ pub struct Limits {
     /// Large replies one token may be sent at once; past it, 503 `busy` with `Retry-After: 1`.
     #[arg(long, default_value_t = 4)]
     pub max_large_replies_per_token: u32,
-    /// Claims and reads waiting (a `wait_ms` above 0, over HTTP or a channel) with one token at
-    /// once (0 = no cap); past it, 429 `too_many_long_polls` with `Retry-After: 1` and
-    /// `Connection: close`, at once.
+    /// Claims, reads and session watches waiting (a `wait_ms` above 0, over HTTP or a channel)
+    /// with one token at once (0 = no cap); past it, 429 `too_many_long_polls` with
+    /// `Retry-After: 1` and `Connection: close`, at once (a watch is answered at once instead).
     #[arg(long, default_value_t = 32)]
     pub max_long_polls_per_token: u32,
     /// Claims and reads waiting with all of one owner's tokens together (0 = no cap), so one

@@ -28,7 +28,8 @@ async fn both_eras_of_initialize_are_answered_with_the_version_asked_for() {
     }
 }
 
-fn modern_meta() -> Value {
+/// A 2026-07-28 request's `_meta` (no `initialize`).
+pub(crate) fn modern_meta() -> Value {
     json!({
         "io.modelcontextprotocol/protocolVersion": "2026-07-28",
         "io.modelcontextprotocol/clientInfo": {"name": "raw-test-client", "version": "1"},
