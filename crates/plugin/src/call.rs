@@ -151,6 +151,43 @@ impl Plugin {
         Ok(session)
     }
 
+    /// The tab's tools as they are now, for `sealpost_call`: the live session looked up afresh,
+    /// each tool as `tools/list` would show it (cleaned, attributed), fenced; or the sentence
+    /// that says why not.
+    pub(crate) async fn current_tools(&self) -> Result<String, String> {
+        let listing = async {
+            let code = self.pairing()?;
+            let relay = RelayClient::new(self.http.clone(), code.relay_origin(), code.mcp_token());
+            let session = self.trusted_session(&code, &relay).await?;
+            Ok::<_, Failure>((session, code.relay_origin().host().to_owned()))
+        };
+        let (session, host) = listing.await.map_err(|failure| failure.sentence())?;
+        let tools: Vec<Value> = crate::tools::accepted(&session.tools)
+            .values()
+            .map(|entry| {
+                let tool = crate::tools::listed_tool(entry, &host);
+                serde_json::json!({
+                    "name": tool.name,
+                    "description": tool.description,
+                    "inputSchema": tool.input_schema,
+                })
+            })
+            .collect();
+        let listed = serde_json::to_string_pretty(&tools).expect("JSON values serialise");
+        let source = format!("the list of tools of the Sealpost browser tab served by {host}");
+        let fenced = fence::fence(
+            &listed,
+            &source,
+            &fence::nonce(),
+            self.options.max_result_chars,
+        );
+        Ok(format!(
+            "The Sealpost tab offers {} tools now. Call one with sealpost_call, giving \
+             {{\"tool\": its name, \"arguments\": {{...}}}}.\n\n{fenced}",
+            tools.len()
+        ))
+    }
+
     /// `Some(seconds since seen)` when the tab has not polled within the configured window.
     pub(crate) fn tab_absent(&self, session: &TrustedSession) -> Option<Option<u64>> {
         let window = self.options.tab_absent_after.as_millis() as u64;

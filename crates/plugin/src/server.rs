@@ -22,7 +22,7 @@ use crate::Plugin;
 use crate::call::{CallOutcome, Waiting};
 use crate::relay::RelayClient;
 use crate::stdio::{LineTransport, MAX_LINE_BYTES};
-use crate::tools::{self, STATUS_TOOL};
+use crate::tools::{self, CALL_TOOL, STATUS_TOOL};
 
 /// What the server tells clients about itself.
 const INSTRUCTIONS: &str = "Tools from the person's Sealpost browser tab: their own documents, \
@@ -36,6 +36,8 @@ const INSTRUCTIONS: &str = "Tools from the person's Sealpost browser tab: their 
 pub struct McpServer {
     plugin: Arc<Plugin>,
     refreshing: Arc<AtomicBool>,
+    /// The client subscribed to tool-list changes, so it needs no `sealpost_call`.
+    follows_changes: Arc<AtomicBool>,
 }
 
 impl McpServer {
@@ -44,6 +46,7 @@ impl McpServer {
         Self {
             plugin,
             refreshing: Arc::new(AtomicBool::new(false)),
+            follows_changes: Arc::new(AtomicBool::new(false)),
         }
     }
 
@@ -69,12 +72,77 @@ impl McpServer {
     }
 
     fn listed_tools(&self) -> Vec<rmcp::model::Tool> {
+        let with_call = !self.follows_changes.load(Ordering::Acquire);
         match self.plugin.pairing() {
             Ok(code) => {
                 let entries = self.plugin.listed_catalog(code.secret().pair_id());
-                tools::list(&entries, code.relay_origin().host())
+                tools::list(&entries, code.relay_origin().host(), with_call)
             }
-            Err(_) => tools::own_tools(),
+            Err(_) => tools::own_tools(with_call),
+        }
+    }
+
+    /// Runs the tab's tool `name`, with progress for the request and its cancellation.
+    async fn call_tab_tool(
+        &self,
+        name: &str,
+        arguments: Value,
+        context: &RequestContext<RoleServer>,
+    ) -> CallToolResult {
+        let peer = context.peer.clone();
+        let token = context.meta.get_progress_token();
+        let progress = move |polls: u32| {
+            let peer = peer.clone();
+            let token = token.clone();
+            async move {
+                if let Some(token) = token {
+                    let param = ProgressNotificationParam::new(token, f64::from(polls))
+                        .with_message("Waiting for the Sealpost tab to answer");
+                    if let Err(error) = peer.notify_progress(param).await {
+                        tracing::debug!(%error, "progress not sent");
+                    }
+                }
+            }
+        };
+        let waiting = Waiting {
+            progress,
+            cancelled: context.ct.clone(),
+        };
+        match self.plugin.call(name, arguments, waiting).await {
+            CallOutcome::Answered { text, is_error } => text_result(text, is_error),
+            CallOutcome::Failed(sentence) => text_result(sentence, true),
+            // rmcp drops the response of a cancelled request; this is never sent.
+            CallOutcome::Cancelled => text_result("The call was cancelled.".into(), true),
+        }
+    }
+
+    /// `sealpost_call`: with `tool`, that tool of the tab; without, the tab's tools as they
+    /// are now (looked up afresh), fenced like anything else from the tab.
+    async fn generic_call(
+        &self,
+        arguments: serde_json::Map<String, Value>,
+        context: &RequestContext<RoleServer>,
+    ) -> CallToolResult {
+        match arguments.get("tool") {
+            Some(Value::String(name)) => {
+                let arguments = arguments.get("arguments").cloned().unwrap_or_default();
+                let arguments = if arguments.is_null() {
+                    Value::Object(Default::default())
+                } else {
+                    arguments
+                };
+                self.call_tab_tool(name, arguments, context).await
+            }
+            Some(_) => text_result(
+                "`tool` is the name of one of the tab's tools, as text; leave it out to list \
+                 them."
+                    .into(),
+                true,
+            ),
+            None => match self.plugin.current_tools().await {
+                Ok(listing) => text_result(listing, false),
+                Err(sentence) => text_result(sentence, true),
+            },
         }
     }
 }
@@ -116,6 +184,10 @@ impl ServerHandler for McpServer {
         // Look the session up, so that following the tab starts without a `tools/list` first.
         self.refresh_catalog_in_background();
         let sink = context.sink().clone();
+        if !self.follows_changes.swap(true, Ordering::AcqRel) {
+            // The list just lost `sealpost_call`.
+            let _ = sink.notify_tool_list_changed().await;
+        }
         loop {
             tokio::select! {
                 () = context.cancelled() => return Ok(()),
@@ -146,34 +218,14 @@ impl ServerHandler for McpServer {
             let report = crate::commands::status_report(&self.plugin).await;
             return Ok(text_result(report.for_model(), false).into());
         }
-        let arguments = Value::Object(request.arguments.unwrap_or_default());
-        let peer = context.peer.clone();
-        let token = context.meta.get_progress_token();
-        let progress = move |polls: u32| {
-            let peer = peer.clone();
-            let token = token.clone();
-            async move {
-                if let Some(token) = token {
-                    let param = ProgressNotificationParam::new(token, f64::from(polls))
-                        .with_message("Waiting for the Sealpost tab to answer");
-                    if let Err(error) = peer.notify_progress(param).await {
-                        tracing::debug!(%error, "progress not sent");
-                    }
-                }
-            }
-        };
-        let waiting = Waiting {
-            progress,
-            cancelled: context.ct.clone(),
-        };
-        let outcome = self.plugin.call(&request.name, arguments, waiting).await;
-        Ok(match outcome {
-            CallOutcome::Answered { text, is_error } => text_result(text, is_error),
-            CallOutcome::Failed(sentence) => text_result(sentence, true),
-            // rmcp drops the response of a cancelled request; this is never sent.
-            CallOutcome::Cancelled => text_result("The call was cancelled.".into(), true),
+        let arguments = request.arguments.unwrap_or_default();
+        if request.name == CALL_TOOL {
+            return Ok(self.generic_call(arguments, &context).await.into());
         }
-        .into())
+        let result = self
+            .call_tab_tool(&request.name, Value::Object(arguments), &context)
+            .await;
+        Ok(result.into())
     }
 }
 

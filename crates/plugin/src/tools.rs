@@ -26,18 +26,49 @@ use crate::fence::{clean_text, one_line};
 /// The plugin's own tool: pairing and session status, and how to fix what is missing.
 pub const STATUS_TOOL: &str = "sealpost_status";
 
-/// The plugin's own tools, always listed first.
-pub fn own_tools() -> Vec<Tool> {
+/// The plugin's own tool for clients that keep the list they read at start: it lists the
+/// tab's tools as they are now and calls one by name.
+pub const CALL_TOOL: &str = "sealpost_call";
+
+/// The plugin's own tools, always listed first; `sealpost_call` only when `with_call`.
+pub fn own_tools(with_call: bool) -> Vec<Tool> {
     let schema = json!({"type": "object", "properties": {}, "additionalProperties": false});
-    let mut tool = Tool::new(
+    let mut status = Tool::new(
         STATUS_TOOL,
         "Shows whether Sealpost is paired with a browser tab, whether that tab is open and \
          serving, and what the person needs to do if not. Call it when a Sealpost tool says \
          the tab is not available.",
         object(schema),
     );
-    tool.annotations = Some(ToolAnnotations::new().read_only(true).open_world(false));
-    vec![tool]
+    status.annotations = Some(ToolAnnotations::new().read_only(true).open_world(false));
+    let mut tools = vec![status];
+    if with_call {
+        tools.push(call_tool());
+    }
+    tools
+}
+
+fn call_tool() -> Tool {
+    let schema = json!({
+        "type": "object",
+        "properties": {
+            "tool": {"type": "string", "description": "The name of a tool the Sealpost tab offers now. Leave it out to list them."},
+            "arguments": {"type": "object", "description": "The tool's arguments, as its input schema asks."},
+        },
+        "additionalProperties": false,
+    });
+    let mut tool = Tool::new(
+        CALL_TOOL,
+        "Lists the tools the person's Sealpost browser tab offers now (call it with no \
+         arguments), or calls one of them by name with its arguments. The tab's tools change \
+         while you work (the person grants or withdraws them); use this for a tool that is not \
+         in your list. Every call is checked, confirmed and answered exactly as a direct call \
+         of that tool.",
+        object(schema),
+    );
+    // It may call any of the tab's tools, so it claims nothing a proposal tool could not.
+    tool.annotations = Some(ToolAnnotations::new().read_only(false).open_world(false));
+    tool
 }
 
 fn object(value: Value) -> Arc<JsonObject> {
@@ -137,9 +168,9 @@ fn clean_schema(value: &Value, key: Option<&str>) -> Value {
     }
 }
 
-/// Everything `tools/list` answers for a catalog.
-pub fn list(entries: &[CatalogEntry], origin_host: &str) -> Vec<Tool> {
-    let mut tools = own_tools();
+/// Everything `tools/list` answers for a catalog (`with_call`: see [`own_tools`]).
+pub fn list(entries: &[CatalogEntry], origin_host: &str, with_call: bool) -> Vec<Tool> {
+    let mut tools = own_tools(with_call);
     tools.extend(
         accepted(entries)
             .values()
@@ -175,7 +206,7 @@ mod tests {
             entry("twice", ToolKind::Read, false),
             entry("twice", ToolKind::Proposal, false),
         ];
-        let names: Vec<_> = list(&entries, "relay.example")
+        let names: Vec<_> = list(&entries, "relay.example", false)
             .into_iter()
             .map(|t| t.name.into_owned())
             .collect();
@@ -188,7 +219,7 @@ mod tests {
             .rev()
             .map(|i| entry(&format!("t{i:03}"), ToolKind::Read, false))
             .collect();
-        let tools = list(&entries, "h");
+        let tools = list(&entries, "h", false);
         assert_eq!(tools.len(), 1 + MAX_TOOLS);
         assert_eq!(tools[1].name, "t000");
         assert_eq!(tools[MAX_TOOLS].name, "t099");

@@ -10,7 +10,7 @@ use sealpost_testkit::{TestDb, id};
 use serde_json::{Value, json};
 
 use crate::stdio::modern_meta;
-use crate::{Mcp, config_dir, granted_executor, ten_minute_hello, write_pairing};
+use crate::{Mcp, config_dir, granted_executor, result_text, ten_minute_hello, write_pairing};
 
 const LIST_CHANGED: &str = "notifications/tools/list_changed";
 
@@ -156,14 +156,17 @@ async fn a_subscribed_modern_client_hears_of_a_grant_and_a_withdrawal_on_its_sub
         "only the tool list is followed"
     );
 
-    // Subscribing looked the session up: the tab's first list arrives on the subscription.
-    let first = unasked(&mut mcp, LIST_CHANGED).await;
-    assert_eq!(subscription(&first), listen, "{first}");
-    assert!(
-        listed(&mut mcp, &meta)
-            .await
-            .contains(&"list_sources".into())
-    );
+    // Subscribing took `sealpost_call` off the list (a client that follows changes has no use
+    // for it) and looked the session up: each change arrives on the subscription.
+    loop {
+        let changed = unasked(&mut mcp, LIST_CHANGED).await;
+        assert_eq!(subscription(&changed), listen, "{changed}");
+        let names = listed(&mut mcp, &meta).await;
+        assert!(!names.contains(&"sealpost_call".into()), "{names:?}");
+        if names.contains(&"list_sources".into()) {
+            break;
+        }
+    }
 
     tab.grant("search_workspace", true).await;
     let granted = unasked(&mut mcp, LIST_CHANGED).await;
@@ -191,4 +194,52 @@ async fn a_subscribed_modern_client_hears_of_a_grant_and_a_withdrawal_on_its_sub
         "{:?}",
         mcp.notifications
     );
+}
+
+#[tokio::test]
+async fn a_client_that_never_relists_reaches_tools_that_came_later_through_sealpost_call() {
+    let relay = LiveRelay::start(TestDb::sqlite()).await;
+    let pairing = relay.pair().await.unwrap();
+    let config = config_dir();
+    write_pairing(config.path(), &pairing.code(&relay.base));
+    let mut mcp = Mcp::spawn(config.path());
+    mcp.initialize("2025-11-25").await;
+    // Its one list, read before the tab had a session: the plugin's own tools alone.
+    assert_eq!(
+        listed(&mut mcp, &json!({})).await,
+        ["sealpost_status", "sealpost_call"]
+    );
+
+    let tab =
+        sealpost_e2e::tab::Tab::start(&relay, &pairing.secret, 600, crate::live::tab_executor)
+            .await
+            .unwrap();
+    // What the tab offers now, cleaned, attributed and fenced as anything from the tab.
+    let (text, is_error) = result_text(&mcp.call("sealpost_call", json!({})).await);
+    assert!(!is_error, "{text}");
+    assert!(text.contains("\"name\": \"search_workspace\""), "{text}");
+    assert!(
+        text.contains("[From the Sealpost browser tab served by"),
+        "{text}"
+    );
+    assert!(text.contains("⟦BEGIN ") && text.contains("⟦END "), "{text}");
+
+    // A call through it is the tool's own call: the same grants, the same fence.
+    let search = json!({"tool": "search_workspace", "arguments": {"query": "rotation"}});
+    let (text, is_error) = result_text(&mcp.call("sealpost_call", search).await);
+    assert!(!is_error, "{text}");
+    assert!(text.contains("Key rotation"), "{text}");
+    assert!(
+        !text.contains("Salary"),
+        "an ungranted source stays out: {text}"
+    );
+    assert!(text.contains("⟦BEGIN "), "{text}");
+
+    // Only the tab's tools: not the plugin's own, not one the tab does not offer.
+    for name in ["sealpost_status", "sealpost_call", "no_such_tool"] {
+        let (text, is_error) = result_text(&mcp.call("sealpost_call", json!({"tool": name})).await);
+        assert!(is_error, "{name}: {text}");
+        assert!(text.contains("does not offer"), "{name}: {text}");
+    }
+    drop(tab);
 }

@@ -339,7 +339,7 @@ impl ReplayingRelay {
             .load_catalog(pairing.secret().pair_id())
             .expect("a cached catalog");
         let mut names: Vec<String> = cached.tools.into_iter().map(|t| t.name).collect();
-        names.push("sealpost_status".into());
+        names.extend(["sealpost_status".into(), "sealpost_call".into()]);
         names.sort();
         names
     }

@@ -29,7 +29,7 @@ fn document(id: &str, source: &str, title: &str, body: &str) -> Document {
 }
 
 /// A tab with two sources, of which only `notes` is granted, and every built-in tool.
-fn tab_executor() -> Executor {
+pub(crate) fn tab_executor() -> Executor {
     let mut workspace = Workspace::default();
     workspace.add_source("notes").unwrap();
     workspace.add_source("private").unwrap();
