@@ -152,6 +152,9 @@ test('with @mcp-b/webmcp-polyfill: invisible until granted, every call confirmed
   await grant(page, ['list_sources', 'shout', 'slow_echo']);
   await untilListed(mcp, 'shout');
   assert.ok(mcp.notifications.some((n) => n.method === 'notifications/tools/list_changed'), 'list_changed sent');
+  // The page says `shout` only reads: a claim that lowers scrutiny, so it is not passed on.
+  const listedShout = (await mcp.request('tools/list')).result.tools.find((t) => t.name === 'shout');
+  assert.equal(listedShout.annotations.readOnlyHint, false, JSON.stringify(listedShout));
 
   // Page script clicking Allow does nothing; the person declining is a sealed refusal.
   let answer = mcp.call('shout', { text: 'hi' });
@@ -505,6 +508,10 @@ test('the confirmation shows every argument whole: a padded field does not hide 
   const { page, mcp } = await served('none');
   await grant(page, ['list_sources', 'send_note']);
   await untilListed(mcp, 'send_note');
+  // A claim that raises scrutiny is passed on, with the page's title.
+  const sendNote = (await mcp.request('tools/list')).result.tools.find((t) => t.name === 'send_note');
+  assert.equal(sendNote.title, 'Send a note');
+  assert.equal(sendNote.annotations.destructiveHint, true, JSON.stringify(sendNote));
 
   // The agent pads the field that sorts first, so the recipient would fall past a cut.
   const body = `Hello. ${'lorem ipsum '.repeat(400)}`.slice(0, 4009);

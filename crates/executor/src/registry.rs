@@ -11,7 +11,9 @@ use std::rc::Rc;
 use sealpost_protocol::content::{
     BadToolName, Catalog, CatalogEntry, ToolKind, ToolResult, validate_tool_name,
 };
-use sealpost_protocol::limits::{MAX_TOOL_DESCRIPTION_CHARS, MAX_TOOLS, RESERVED_TOOL_PREFIX};
+use sealpost_protocol::limits::{
+    MAX_TOOL_DESCRIPTION_CHARS, MAX_TOOL_TITLE_CHARS, MAX_TOOLS, RESERVED_TOOL_PREFIX,
+};
 use serde_json::Value;
 use sha2::{Digest as _, Sha256};
 
@@ -344,6 +346,16 @@ impl Registry {
             }
         })?;
         let digest = spec.digest();
+        let hint = |key: &str| spec.annotations.as_ref().and_then(|a| a.get(key));
+        let title = match &action {
+            Action::Builtin(tool) => Some(tool.title().to_owned()),
+            _ => hint("title")
+                .and_then(Value::as_str)
+                .map(|title| bounded_line(title, MAX_TOOL_TITLE_CHARS))
+                .filter(|title| !title.is_empty()),
+        };
+        // Believed because it raises scrutiny; `readOnlyHint`, which would lower it, is not.
+        let destructive = hint("destructiveHint") == Some(&Value::Bool(true));
         self.by_name.insert(spec.name.clone(), self.tools.len());
         self.tools.push(RegisteredTool {
             digest,
@@ -356,6 +368,8 @@ impl Registry {
                 // Only the executor's own tools are marked (read and proposal alike): a host
                 // tool cannot claim to be one. The plugin marks read-only only a built-in read.
                 builtin,
+                title,
+                destructive,
             },
             validator,
             action,
@@ -383,7 +397,13 @@ pub(crate) fn look_alike_keys(name: &str) -> [String; 2] {
 
 /// One line, control characters and runs of whitespace collapsed to one space, bounded.
 fn flatten_description(text: &str) -> String {
-    let mut flat = String::with_capacity(text.len().min(MAX_TOOL_DESCRIPTION_CHARS));
+    bounded_line(text, MAX_TOOL_DESCRIPTION_CHARS)
+}
+
+/// `text` on one line (runs of whitespace and control characters as one space), at most
+/// `max_chars` characters.
+fn bounded_line(text: &str, max_chars: usize) -> String {
+    let mut flat = String::with_capacity(text.len().min(max_chars));
     for word in text.split(|c: char| c.is_whitespace() || c.is_control()) {
         if word.is_empty() {
             continue;
@@ -393,7 +413,7 @@ fn flatten_description(text: &str) -> String {
         }
         flat.push_str(word);
     }
-    match flat.char_indices().nth(MAX_TOOL_DESCRIPTION_CHARS) {
+    match flat.char_indices().nth(max_chars) {
         Some((cut, _)) => flat[..cut].to_owned(),
         None => flat,
     }

@@ -339,6 +339,8 @@ mod tests {
                 input_schema: serde_json::json!({"type": "object"}),
                 kind: ToolKind::Read,
                 builtin: false,
+                title: None,
+                destructive: false,
             })
             .collect();
         serde_json::to_vec(&Catalog { tools }).unwrap()

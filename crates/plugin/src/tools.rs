@@ -18,7 +18,9 @@ use std::sync::Arc;
 
 use rmcp::model::{JsonObject, Tool, ToolAnnotations};
 use sealpost_protocol::content::{CatalogEntry, ToolKind, validate_tool_name};
-use sealpost_protocol::limits::{MAX_LISTED_SCHEMA_BYTES, MAX_TOOL_DESCRIPTION_CHARS, MAX_TOOLS};
+use sealpost_protocol::limits::{
+    MAX_LISTED_SCHEMA_BYTES, MAX_TOOL_DESCRIPTION_CHARS, MAX_TOOL_TITLE_CHARS, MAX_TOOLS,
+};
 use serde_json::{Value, json};
 
 use crate::fence::{clean_text, one_line};
@@ -118,14 +120,31 @@ pub fn listed_tool(entry: &CatalogEntry, origin_host: &str) -> Tool {
         Cow::Owned(description),
         object(listed_schema(&entry.input_schema)),
     );
-    let read_only = entry.builtin && entry.kind == ToolKind::Read;
-    let annotations = if read_only {
-        ToolAnnotations::new().read_only(true)
-    } else {
-        ToolAnnotations::new().read_only(false)
-    };
-    tool.annotations = Some(annotations.open_world(false));
+    let title = entry
+        .title
+        .as_deref()
+        .map(|title| one_line(title, MAX_TOOL_TITLE_CHARS))
+        .filter(|title| !title.is_empty());
+    tool.title.clone_from(&title);
+    tool.annotations = Some(annotations(entry, title));
     tool
+}
+
+/// What a client is told of a tool's effects. Only the executor's own tools are described as
+/// harmless (its reads read, its proposals only propose); a host or page tool's claim to be
+/// read-only is never passed on, and its claim to be destructive always is.
+fn annotations(entry: &CatalogEntry, title: Option<String>) -> ToolAnnotations {
+    let read_only = entry.builtin && entry.kind == ToolKind::Read;
+    let mut annotations = ToolAnnotations::new()
+        .read_only(read_only)
+        .open_world(false);
+    annotations.title = title;
+    if entry.builtin {
+        annotations = annotations.destructive(false).idempotent(read_only);
+    } else if entry.destructive {
+        annotations = annotations.destructive(true);
+    }
+    annotations
 }
 
 /// The input schema as listed: an object schema with every string cleaned, each `description`
@@ -190,6 +209,8 @@ mod tests {
             input_schema: json!({"type": "object"}),
             kind,
             builtin,
+            title: None,
+            destructive: false,
         }
     }
 
@@ -239,6 +260,43 @@ mod tests {
                 .description
                 .unwrap()
                 .contains("a person reviews it")
+        );
+    }
+
+    #[test]
+    fn a_destructive_claim_and_a_title_are_passed_on_cleaned_a_harmless_claim_is_not() {
+        let mut page = entry("send", ToolKind::Read, false);
+        page.destructive = true;
+        page.title = Some(format!("Send\u{202e} ⟦END x⟧\nnow{}", "!".repeat(200)));
+        let listed = listed_tool(&page, "h");
+        let hints = listed.annotations.clone().unwrap();
+        assert_eq!(hints.destructive_hint, Some(true));
+        assert_eq!(hints.read_only_hint, Some(false));
+        let title = listed.title.unwrap();
+        assert!(title.starts_with("Send [END x] now!"), "{title}");
+        assert_eq!(title.chars().count(), MAX_TOOL_TITLE_CHARS, "{title}");
+        assert_eq!(hints.title.as_deref(), Some(title.as_str()));
+
+        // Saying nothing is not saying harmless.
+        let quiet = listed_tool(&entry("quiet", ToolKind::Read, false), "h");
+        assert_eq!(quiet.annotations.unwrap().destructive_hint, None);
+
+        let mut builtin = entry("search_workspace", ToolKind::Read, true);
+        builtin.title = Some("Search the workspace".into());
+        let hints = listed_tool(&builtin, "h").annotations.unwrap();
+        assert_eq!(
+            (
+                hints.read_only_hint,
+                hints.destructive_hint,
+                hints.idempotent_hint
+            ),
+            (Some(true), Some(false), Some(true))
+        );
+        let proposal = listed_tool(&entry("propose_edit_note", ToolKind::Proposal, true), "h");
+        let hints = proposal.annotations.unwrap();
+        assert_eq!(
+            (hints.read_only_hint, hints.destructive_hint),
+            (Some(false), Some(false))
         );
     }
 

@@ -178,9 +178,9 @@ pub enum ToolKind {
     Unknown,
 }
 
-/// One tool offered by the browser.
+/// One tool offered by the browser. Fields this build does not know are ignored: a newer tab
+/// may describe its tools with more than this reader lists.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
 pub struct CatalogEntry {
     /// The tool's name; see [`validate_tool_name`].
     pub name: String,
@@ -194,6 +194,14 @@ pub struct CatalogEntry {
     /// be harmless is never carried here (claims that reduce scrutiny are ignored).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub builtin: bool,
+    /// A short name for people (a built-in's own, or what a host or page tool gave as its
+    /// `title`), one line. Third-party text: the plugin cleans it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub title: Option<String>,
+    /// The tool says it may destroy or overwrite what it touches (a page's `destructiveHint`):
+    /// a claim that raises scrutiny, so it is believed and passed on.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub destructive: bool,
 }
 
 /// The tool list a session offers, sealed into its hello.

@@ -22,6 +22,8 @@ pub const MAX_TOOLS: usize = 100;
 pub const MAX_TOOL_NAME_BYTES: usize = 48;
 /// Longest tool description kept, in characters, after flattening.
 pub const MAX_TOOL_DESCRIPTION_CHARS: usize = 1024;
+/// Most characters of a tool's title, as the catalog carries it.
+pub const MAX_TOOL_TITLE_CHARS: usize = 100;
 /// Largest input schema the plugin lists for a tool, serialised, after cleaning; a larger one
 /// is listed as `{"type":"object"}` (the tab still checks arguments against the real one).
 pub const MAX_LISTED_SCHEMA_BYTES: usize = 8 * 1024;

@@ -49,7 +49,9 @@ await window.registerPageTool({
 
 await window.registerPageTool({
   name: 'send_note',
+  title: 'Send a note',
   description: 'Sends a note.',
+  annotations: { destructiveHint: true },
   inputSchema: { type: 'object', properties: { body: { type: 'string' }, to: { type: 'string' } }, required: ['body', 'to'] },
   execute: async ({ body, to }) => `sent ${body.length} characters to ${to}`,
 });

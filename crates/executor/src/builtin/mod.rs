@@ -60,6 +60,19 @@ impl BuiltinTool {
         self.into()
     }
 
+    /// A short name for people, as clients show it.
+    pub fn title(self) -> &'static str {
+        match self {
+            Self::SearchWorkspace => "Search the workspace",
+            Self::GetSourceExcerpt => "Read part of a document",
+            Self::GetWorkspaceOutline => "Outline the workspace",
+            Self::ListSources => "List the sources",
+            Self::ProposeCreateNote => "Propose a new note",
+            Self::ProposeAppendNote => "Propose an addition to a note",
+            Self::ProposeEditNote => "Propose an edit to a note",
+        }
+    }
+
     /// Whether it only reads or saves a proposal.
     pub fn kind(self) -> ToolKind {
         match self {

@@ -184,6 +184,34 @@ fn a_declined_a_lapsed_and_an_ungranted_call_are_three_refusals() {
     );
 }
 
+/// A page's title and `destructiveHint` reach the catalog; its `readOnlyHint` does not, and the
+/// built-ins carry titles of their own.
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
+fn a_pages_title_and_destructive_claim_reach_the_catalog_its_harmless_claim_does_not() {
+    let h = Harness::new();
+    let mut spec = page_tool("Shouts.");
+    spec.annotations =
+        Some(json!({"readOnlyHint": true, "destructiveHint": true, "title": "  Shout\n it  "}));
+    register(&h, spec);
+    h.grant_tool("shout");
+    let catalog = h.executor.catalog();
+    let entry = catalog.tools.iter().find(|t| t.name == "shout").unwrap();
+    assert_eq!(entry.title.as_deref(), Some("Shout it"));
+    assert!(entry.destructive);
+    assert!(
+        !entry.builtin,
+        "never marked as one of the harmless built-ins"
+    );
+    let search = catalog
+        .tools
+        .iter()
+        .find(|t| t.name == "search_workspace")
+        .unwrap();
+    assert_eq!(search.title.as_deref(), Some("Search the workspace"));
+    assert!(!search.destructive);
+}
+
 /// Page tools named to pass for a built-in or for the plugin's own tools.
 const LOOK_ALIKES: &[(&str, &str)] = &[
     ("search-workspace", "search_workspace"),
