@@ -6,8 +6,10 @@ import assert from 'node:assert/strict';
 import { join } from 'node:path';
 import { readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import {
-  startRelay, launchBrowser, openPage, writeFolder, tempDir, pairPlugin, McpClient, screenshotPath,
+  startRelay, launchBrowser, openPage, writeFolder, tempDir, pairPlugin, McpClient, screenshotPath, PLUGIN_BIN,
 } from './harness.mjs';
 
 const require = createRequire(import.meta.url);
@@ -44,9 +46,20 @@ async function go(page, route, heading) {
 async function startSession(page) {
   await go(page, '#/access', 'AI access');
   await page.click('#start-session');
-  await page.waitForSelector('#pairing-code');
   await page.waitForSelector('#status-pill:text-is("Serving")');
-  return (await page.textContent('#pairing-code')).trim();
+  // A plugin already paired and following the tab looks the new session up at once, and the
+  // secret code then goes out of sight until asked for: ask for it again when it has.
+  for (;;) {
+    await page.waitForFunction(() => Boolean(document.getElementById('pairing-code') || document.getElementById('show-code')));
+    // Read in one step: the code may go out of sight between two.
+    const code = await page.evaluate(() => {
+      const shown = document.getElementById('pairing-code');
+      if (shown) return shown.textContent.trim();
+      document.getElementById('show-code')?.click();
+      return null;
+    });
+    if (code) return code;
+  }
 }
 
 // A new browser signed in on its own, AI access on with every tool granted (no source).
@@ -178,12 +191,26 @@ async function firstAnswers(page, { clipboard = true, folders = true } = {}) {
   assert.match(pairingHelp, /prints the same six digits/);
 
   // The real plugin pairs with the code and is driven over stdio.
-  const { mcp, output } = await paired(code);
+  const { config, mcp, output } = await paired(code);
   assert.ok(output.includes(shownFingerprint), `the plugin shows the tab's fingerprint: ${output}`);
   const found = await mcp.call('search_workspace', { query: 'rotation' });
   assert.equal(found.isError, false, found.text);
   assert.ok(found.text.includes('Key rotation'), found.text);
   assert.ok(!found.text.includes('Salary'), 'an ungranted source never answers');
+
+  // The official TypeScript SDK's client, as Claude Desktop, Cursor and VS Code run it: the
+  // tools carry titles, annotations and output schemas, and the search's structured answer
+  // passes its schema (the SDK checks it against the listed one, and throws if it does not).
+  const sdk = new Client({ name: 'sealpost-web-check', version: '1' });
+  await sdk.connect(new StdioClientTransport({ command: PLUGIN_BIN, args: ['mcp'], env: { PATH: process.env.PATH, SEALPOST_CONFIG_DIR: config }, stderr: 'inherit' }));
+  const { tools } = await sdk.listTools();
+  const search = tools.find((t) => t.name === 'search_workspace');
+  assert.equal(search.title, 'Search the workspace');
+  assert.deepEqual([search.annotations.readOnlyHint, search.annotations.destructiveHint], [true, false]);
+  assert.equal(search.outputSchema?.type, 'object', JSON.stringify(search));
+  const checked = await sdk.callTool({ name: 'search_workspace', arguments: { query: 'rotation' } });
+  assert.equal(checked.structuredContent?.results?.[0]?.title, 'Key rotation', JSON.stringify(checked));
+  await sdk.close();
   // Asked for by name, it answers as a missing one would; the person sees a refusal.
   const hidden = await mcp.call('get_workspace_outline', { source: 'private' });
   assert.equal(hidden.isError, true, hidden.text);

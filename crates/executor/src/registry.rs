@@ -347,6 +347,10 @@ impl Registry {
         })?;
         let digest = spec.digest();
         let hint = |key: &str| spec.annotations.as_ref().and_then(|a| a.get(key));
+        let output_schema = match &action {
+            Action::Builtin(tool) => tool.output_schema(),
+            _ => None,
+        };
         let title = match &action {
             Action::Builtin(tool) => Some(tool.title().to_owned()),
             _ => hint("title")
@@ -370,6 +374,7 @@ impl Registry {
                 builtin,
                 title,
                 destructive,
+                output_schema,
             },
             validator,
             action,

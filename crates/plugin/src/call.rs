@@ -26,8 +26,13 @@ use crate::session::TrustedSession;
 /// How a call ended, for the MCP layer.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum CallOutcome {
-    /// The tab's answer, fenced; `is_error` when the tool reported a failure of its own.
-    Answered { text: String, is_error: bool },
+    /// The tab's answer, fenced; `is_error` when the tool reported a failure of its own;
+    /// `structured`, a built-in read tool's structured answer, cleaned (its text is `text`).
+    Answered {
+        text: String,
+        is_error: bool,
+        structured: Option<Value>,
+    },
     /// The call failed; the sentence says what to do.
     Failed(String),
     /// The MCP client cancelled: nothing more is sent for this request.
@@ -384,7 +389,12 @@ impl Plugin {
                         .map_err(|_| Failure::ReplyDoesNotOpen)?;
                     let reply: Reply =
                         serde_json::from_slice(&opened).map_err(|_| Failure::ReplyDoesNotOpen)?;
-                    let rendered = self.render(name, reply, relay.host());
+                    // Only a built-in read tool's answer has a schema a client can check.
+                    let structured = session
+                        .tools
+                        .iter()
+                        .any(|t| t.name == name && t.builtin && t.output_schema.is_some());
+                    let rendered = self.render(name, reply, relay.host(), structured);
                     legs.open = opening.elapsed();
                     return Ok(rendered);
                 }
@@ -427,7 +437,7 @@ impl Plugin {
     }
 
     /// The tab's reply as the model sees it: text fenced under a fresh nonce.
-    fn render(&self, tool: &str, reply: Reply, host: &str) -> CallOutcome {
+    fn render(&self, tool: &str, reply: Reply, host: &str, structured: bool) -> CallOutcome {
         let nonce = fence::nonce();
         let source = format!("the tool {tool} in the Sealpost browser tab served by {host}");
         match reply {
@@ -443,9 +453,15 @@ impl Plugin {
                 {
                     text = serde_json::to_string_pretty(structured).unwrap_or_default();
                 }
+                let structured = result
+                    .structured
+                    .as_ref()
+                    .filter(|_| structured && !result.is_error)
+                    .map(fence::clean_json);
                 CallOutcome::Answered {
                     text: fence::fence(&text, &source, &nonce, self.options.max_result_chars),
                     is_error: result.is_error,
+                    structured,
                 }
             }
             Reply::Refusal(refusal) => {

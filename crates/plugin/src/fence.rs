@@ -135,6 +135,22 @@ pub fn clean_text(text: &str) -> String {
     neutralise_markers(&clean(text).text)
 }
 
+/// A JSON value from the tab with every key and string cleaned as [`clean_text`] cleans text
+/// (structured content has no fence of its own: what it says is quoted inside its strings).
+pub fn clean_json(value: &serde_json::Value) -> serde_json::Value {
+    use serde_json::Value;
+    match value {
+        Value::String(text) => Value::String(clean_text(text)),
+        Value::Array(items) => Value::Array(items.iter().map(clean_json).collect()),
+        Value::Object(map) => Value::Object(
+            map.iter()
+                .map(|(key, value)| (clean_text(key), clean_json(value)))
+                .collect(),
+        ),
+        other => other.clone(),
+    }
+}
+
 /// One line of at most `max_chars` characters: cleaned, whitespace runs collapsed, cut with an
 /// ellipsis when longer. For tool descriptions and names of things.
 pub fn one_line(text: &str, max_chars: usize) -> String {

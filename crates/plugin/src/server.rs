@@ -109,7 +109,15 @@ impl McpServer {
             cancelled: context.ct.clone(),
         };
         match self.plugin.call(name, arguments, waiting).await {
-            CallOutcome::Answered { text, is_error } => text_result(text, is_error),
+            CallOutcome::Answered {
+                text,
+                is_error,
+                structured,
+            } => {
+                let mut result = text_result(text, is_error);
+                result.structured_content = structured;
+                result
+            }
             CallOutcome::Failed(sentence) => text_result(sentence, true),
             // rmcp drops the response of a cancelled request; this is never sent.
             CallOutcome::Cancelled => text_result("The call was cancelled.".into(), true),

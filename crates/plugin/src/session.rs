@@ -341,6 +341,7 @@ mod tests {
                 builtin: false,
                 title: None,
                 destructive: false,
+                output_schema: None,
             })
             .collect();
         serde_json::to_vec(&Catalog { tools }).unwrap()

@@ -127,6 +127,12 @@ pub fn listed_tool(entry: &CatalogEntry, origin_host: &str) -> Tool {
         .filter(|title| !title.is_empty());
     tool.title.clone_from(&title);
     tool.annotations = Some(annotations(entry, title));
+    // Only a built-in's answer is promised a shape: a client checks the answer against it.
+    if entry.builtin
+        && let Some(schema) = &entry.output_schema
+    {
+        tool.output_schema = Some(object(listed_schema(schema)));
+    }
     tool
 }
 
@@ -211,6 +217,7 @@ mod tests {
             builtin,
             title: None,
             destructive: false,
+            output_schema: None,
         }
     }
 

@@ -202,6 +202,10 @@ pub struct CatalogEntry {
     /// a claim that raises scrutiny, so it is believed and passed on.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub destructive: bool,
+    /// The JSON Schema of a built-in read tool's structured answer; the plugin lists it and
+    /// passes that answer on as structured content. Never set for a host or page tool.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_schema: Option<Value>,
 }
 
 /// The tool list a session offers, sealed into its hello.

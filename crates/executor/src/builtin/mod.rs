@@ -73,6 +73,17 @@ impl BuiltinTool {
         }
     }
 
+    /// The JSON Schema of a read tool's structured answer (a proposal's answer has none).
+    pub fn output_schema(self) -> Option<Value> {
+        match self {
+            Self::SearchWorkspace => Some(schema_of::<read::SearchAnswer<'_>>()),
+            Self::GetSourceExcerpt => Some(schema_of::<read::Excerpt<'_>>()),
+            Self::GetWorkspaceOutline => Some(schema_of::<read::Outline<'_>>()),
+            Self::ListSources => Some(schema_of::<read::Sources<'_>>()),
+            Self::ProposeCreateNote | Self::ProposeAppendNote | Self::ProposeEditNote => None,
+        }
+    }
+
     /// Whether it only reads or saves a proposal.
     pub fn kind(self) -> ToolKind {
         match self {
@@ -133,13 +144,7 @@ impl BuiltinTool {
 /// - `$schema`, `title` (the Rust type's name) and the root `description` (it becomes the tool's
 ///   description) are taken out.
 fn derived<T: JsonSchema>() -> (String, Value) {
-    let generator = SchemaSettings::draft2020_12()
-        .with(|settings| {
-            settings.meta_schema = None;
-            settings.inline_subschemas = true;
-        })
-        .into_generator();
-    let mut schema = generator.into_root_schema_for::<T>().to_value();
+    let mut schema = generated::<T>();
     let root = schema
         .as_object_mut()
         .expect("an argument type is an object");
@@ -150,6 +155,27 @@ fn derived<T: JsonSchema>() -> (String, Value) {
     };
     strip_null_and_format(&mut schema);
     (description, schema)
+}
+
+/// `T`'s schema, self-contained (no `$defs`, no meta-schema), without its own title.
+fn generated<T: JsonSchema>() -> Value {
+    let generator = SchemaSettings::draft2020_12()
+        .with(|settings| {
+            settings.meta_schema = None;
+            settings.inline_subschemas = true;
+        })
+        .into_generator();
+    generator.into_root_schema_for::<T>().to_value()
+}
+
+/// The schema of an answer type, as a client validates the structured answer against it.
+fn schema_of<T: JsonSchema>() -> Value {
+    let mut schema = generated::<T>();
+    if let Some(root) = schema.as_object_mut() {
+        root.remove("title");
+    }
+    strip_null_and_format(&mut schema);
+    schema
 }
 
 fn strip_null_and_format(schema: &mut Value) {
@@ -234,12 +260,12 @@ fn error_answer(message: String) -> BuiltinAnswer {
     })
 }
 
-/// A structured answer, also rendered as JSON text for clients that ignore structured output.
+/// A structured answer, sealed once: the plugin renders it as text for the model, so it does
+/// not cross the relay twice.
 fn structured_answer(value: &impl Serialize) -> BuiltinAnswer {
     let structured = serde_json::to_value(value).expect("answers serialise");
-    let text = structured.to_string();
     BuiltinAnswer::Answer(ToolResult {
         structured: Some(structured),
-        ..ToolResult::text(text)
+        ..ToolResult::default()
     })
 }

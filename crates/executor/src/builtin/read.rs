@@ -32,7 +32,8 @@ pub(super) struct SearchArgs {
     limit: Option<u64>,
 }
 
-#[derive(Debug, Serialize)]
+/// One document a search found.
+#[derive(Debug, Serialize, JsonSchema)]
 struct SearchResult<'a> {
     doc_id: &'a str,
     source: &'a str,
@@ -41,8 +42,9 @@ struct SearchResult<'a> {
     snippet: Snippet,
 }
 
-#[derive(Debug, Serialize)]
-struct SearchAnswer<'a> {
+/// What a search found, best match first.
+#[derive(Debug, Serialize, JsonSchema)]
+pub(super) struct SearchAnswer<'a> {
     query: &'a str,
     results: Vec<SearchResult<'a>>,
 }
@@ -92,8 +94,9 @@ pub(super) struct ExcerptArgs {
     max_chars: Option<u64>,
 }
 
-#[derive(Debug, Serialize)]
-struct Excerpt<'a> {
+/// Part of one document's body.
+#[derive(Debug, Serialize, JsonSchema)]
+pub(super) struct Excerpt<'a> {
     doc_id: &'a str,
     source: &'a str,
     title: &'a str,
@@ -142,12 +145,34 @@ pub(super) struct OutlineArgs {
     source: Option<String>,
 }
 
-#[derive(Debug, Serialize)]
+/// One document of an outline.
+#[derive(Debug, Serialize, JsonSchema)]
 struct OutlineEntry<'a> {
     doc_id: &'a str,
     title: &'a str,
     chars: usize,
+    /// When it last changed, in Unix milliseconds.
+    #[schemars(with = "u64")]
     updated_at_ms: UnixMillis,
+}
+
+/// One source of an outline, with its documents.
+#[derive(Debug, Serialize, JsonSchema)]
+struct OutlineSource<'a> {
+    name: &'a str,
+    documents: Vec<OutlineEntry<'a>>,
+}
+
+/// The readable sources and their documents; at most a bounded number of documents are listed.
+#[derive(Debug, Serialize, JsonSchema)]
+pub(super) struct Outline<'a> {
+    sources: Vec<OutlineSource<'a>>,
+    /// Documents listed.
+    listed: usize,
+    /// Documents in the sources asked about.
+    total: usize,
+    /// Whether some were left out.
+    truncated: bool,
 }
 
 pub(super) fn outline(view: &View<'_>, args: OutlineArgs) -> Result<BuiltinAnswer, String> {
@@ -181,16 +206,16 @@ pub(super) fn outline(view: &View<'_>, args: OutlineArgs) -> Result<BuiltinAnswe
             updated_at_ms: doc.updated_at_ms,
         });
     }
-    let sources: Vec<_> = sources
+    let sources = sources
         .into_iter()
-        .map(|(name, documents)| serde_json::json!({"name": name, "documents": documents}))
+        .map(|(name, documents)| OutlineSource { name, documents })
         .collect();
-    Ok(structured_answer(&serde_json::json!({
-        "sources": sources,
-        "listed": listed,
-        "total": total,
-        "truncated": listed < total,
-    })))
+    Ok(structured_answer(&Outline {
+        sources,
+        listed,
+        total,
+        truncated: listed < total,
+    }))
 }
 
 /// List the sources this session may read, with their document counts.
@@ -210,11 +235,23 @@ pub(super) fn list_sources(view: &View<'_>, _: NoArgs) -> Result<BuiltinAnswer, 
             *count += 1;
         }
     }
-    let sources: Vec<_> = counts
+    let sources = counts
         .into_iter()
-        .map(|(name, documents)| serde_json::json!({"name": name, "documents": documents}))
+        .map(|(name, documents)| SourceCount { name, documents })
         .collect();
-    Ok(structured_answer(
-        &serde_json::json!({ "sources": sources }),
-    ))
+    Ok(structured_answer(&Sources { sources }))
+}
+
+/// One readable source.
+#[derive(Debug, Serialize, JsonSchema)]
+struct SourceCount<'a> {
+    name: &'a str,
+    /// How many documents it holds.
+    documents: usize,
+}
+
+/// The sources this session may read.
+#[derive(Debug, Serialize, JsonSchema)]
+pub(super) struct Sources<'a> {
+    sources: Vec<SourceCount<'a>>,
 }

@@ -19,7 +19,7 @@ const LEADING_CONTEXT_CHARS: usize = 40;
 const MAX_MATCHES_CONSIDERED: usize = 2000;
 
 /// A passage of a body with its highlighted words.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct Snippet {
     /// About [`SNIPPET_CHARS`] characters of the body around the matches.
     pub text: String,

@@ -276,17 +276,44 @@ fn a_grant_of_no_sources_shows_an_empty_workspace() {
 
 #[cfg_attr(not(target_arch = "wasm32"), test)]
 #[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
-fn results_are_text_as_well_as_structured() {
+fn a_read_answer_crosses_once_as_structured_output_of_the_listed_schema() {
     let h = Harness::new();
-    let reply = h.call("list_sources", empty());
-    let sealpost_protocol::content::Reply::Result(result) = reply else {
-        panic!()
-    };
-    let sealpost_protocol::content::ContentBlock::Text { text } = &result.content[0];
-    assert_eq!(
-        serde_json::from_str::<serde_json::Value>(text).unwrap(),
-        result.structured.unwrap()
-    );
+    let catalog = h.executor.catalog();
+    for (tool, arguments) in [
+        ("list_sources", empty()),
+        ("search_workspace", json!({"query": "rotation"})),
+        ("get_workspace_outline", empty()),
+        ("get_source_excerpt", json!({"doc_id": "n1"})),
+    ] {
+        let sealpost_protocol::content::Reply::Result(result) = h.call(tool, arguments) else {
+            panic!("{tool} answers")
+        };
+        // Sealed once: the plugin renders the text from it.
+        assert!(result.content.is_empty(), "{tool}: {:?}", result.content);
+        let structured = result.structured.expect("a structured answer");
+        let entry = catalog.tools.iter().find(|t| t.name == tool).unwrap();
+        let schema = entry.output_schema.as_ref().expect("an output schema");
+        // Its top level as the schema says (a client validates the whole: the web app's tests
+        // call the tools through the official TypeScript SDK, which does).
+        assert_eq!(schema["type"], "object", "{tool}: {schema}");
+        for key in schema["required"].as_array().expect("required properties") {
+            let key = key.as_str().unwrap();
+            assert!(
+                structured.get(key).is_some(),
+                "{tool}: {key} in {structured}"
+            );
+            assert!(
+                schema["properties"].get(key).is_some(),
+                "{tool}: {key} described"
+            );
+        }
+    }
+    let propose = catalog
+        .tools
+        .iter()
+        .find(|t| t.name == "propose_edit_note")
+        .unwrap();
+    assert_eq!(propose.output_schema, None);
 }
 
 #[cfg_attr(not(target_arch = "wasm32"), test)]

@@ -132,9 +132,20 @@ async fn search_finds_only_granted_documents_and_keeps_hostile_text_fenced(db: T
     // Key rotation outranks the lunch menu.
     assert!(body.find("Key rotation") < body.find("Lunch"), "{body}");
 
+    // The structured answer is passed on too, its strings cleaned as the fenced text is.
+    let structured = &response["result"]["structuredContent"];
+    assert_eq!(structured["query"], "rotation", "{response}");
+    assert!(
+        structured["results"]
+            .as_array()
+            .is_some_and(|r| !r.is_empty())
+    );
+
     // A document that tries to close the fence stays inside it.
     let response = mcp.call("search_workspace", json!({"query": "keys"})).await;
     let (text, _) = result_text(&response);
+    let hostile = response["result"]["structuredContent"].to_string();
+    assert!(!hostile.contains(['⟦', '⟧', '\u{202e}']), "{hostile}");
     let (body, nonce2) = fenced_body(&text);
     assert_ne!(nonce, nonce2, "a fresh nonce per call");
     assert!(!body.contains('⟦') && !body.contains('⟧'), "{body}");
@@ -150,10 +161,10 @@ async fn search_finds_only_granted_documents_and_keeps_hostile_text_fenced(db: T
     let tools = mcp.request("tools/list", json!({})).await;
     let tools = tools["result"]["tools"].as_array().unwrap().clone();
     let find = |name: &str| tools.iter().find(|t| t["name"] == name).cloned().unwrap();
-    assert_eq!(
-        find("search_workspace")["annotations"]["readOnlyHint"],
-        true
-    );
+    let search = find("search_workspace");
+    assert_eq!(search["annotations"]["readOnlyHint"], true);
+    assert_eq!(search["title"], "Search the workspace");
+    assert_eq!(search["outputSchema"]["type"], "object", "{search}");
     let proposal = find("propose_create_note");
     assert_eq!(proposal["annotations"]["readOnlyHint"], false);
     assert!(
