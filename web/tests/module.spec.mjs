@@ -214,10 +214,16 @@ test('one tab serves a pairing; another sees it and takes over, and the first st
   const { restored } = await openTab(second, 'b', 'shared', ownerToken);
   assert.equal(restored.pairing?.pairingCode, started.pairingCode, 'the pairing is remembered across tabs');
   assert.equal(await tabCall(second, 'b', 'serve'), 'served_elsewhere');
+  // Without a session of its own, a tab serves nothing and takes nothing away.
+  assert.equal(await tabCall(second, 'b', 'serve', { takeOver: true }), 'session_ended');
+  assert.equal(await served(first, 'a', 500), 'still serving', 'the serving tab goes on');
 
+  await tabCall(second, 'b', 'startSession', 3600);
   await serve(second, 'b', { takeOver: true });
-  assert.equal(await served(first, 'a', AT_ONCE_MS), 'taken_over');
-  await waitEvent(first, 'a', 'elsewhere');
+  // Its new session ended the first tab's at the relay, and it took the lock: the first stops
+  // for whichever it hears of first, and the second serves.
+  assert.match(await served(first, 'a', AT_ONCE_MS), /^(taken_over|session_ended)$/);
+  await waitEvent(second, 'b', 'serving');
 });
 
 test('a damaged or foreign IndexedDB record is reported and skipped, and nothing else is lost', async () => {

@@ -158,6 +158,9 @@ const methods = {
   // Serves until a stop; with takeOver, steals the lock from another tab of this origin.
   async serve({ takeOver } = {}) {
     if (serving) return 'already_serving';
+    // Taking over without a session of its own would only stop the tab that serves: this tab
+    // stops as it would have (`session_ended`) and takes nothing.
+    if (takeOver && !core.session()) return await core.serve();
     const pairId = core.pairing()?.pairId ?? 'none';
     const options = takeOver ? { steal: true } : { ifAvailable: true };
     serving = navigator.locks.request(`sealpost-serve-${pairId}`, options, async (lock) => {
