@@ -178,7 +178,7 @@ export declare class Sealpost {
    *  `onWarning` hears every `warning` and `tool_refused` event from the start, those raised
    *  while `open()` runs included.
    *  Rejects with a {@link SealpostError} (`passphrase_required`, `wrong_passphrase`) when a passphrase protects the workspace. */
-  static open(options: { ownerToken: string; relayOrigin?: string; workspace?: string; workerUrl?: string | URL; passphrase?: string; webmcp?: boolean; confirmWithinMs?: number; onWarning?: (event: WarningEvent) => void }): Promise<Sealpost>;
+  static open(options: { ownerToken: string; relayOrigin?: string | null; workspace?: string; workerUrl?: string | URL; passphrase?: string; webmcp?: boolean; confirmWithinMs?: number; onWarning?: (event: WarningEvent) => void }): Promise<Sealpost>;
   restored: Restored;
   /** Every `warning` and `tool_refused` event this tab raised, oldest first (the last 100),
    *  those raised while `open()` ran included, before any listener could be added. */

@@ -60,7 +60,9 @@ export class Sealpost {
   // with `error.code === 'passphrase_required'`, with a wrong one `'wrong_passphrase'`.
   // `onWarning` hears every `warning` and `tool_refused` event, those raised during `open()`
   // included (they are also kept in `tab.warnings`).
-  static async open({ ownerToken, relayOrigin = location.origin, workspace = 'default', workerUrl, passphrase, webmcp = true, confirmWithinMs, onWarning } = {}) {
+  static async open({ ownerToken, relayOrigin: given, workspace = 'default', workerUrl, passphrase, webmcp = true, confirmWithinMs, onWarning } = {}) {
+    // `null` too (a sign-in link without `relay=`) means this page's own relay.
+    const relayOrigin = given ?? location.origin;
     // Written out in full so that bundlers (Vite) see the Worker and bundle it with the wasm.
     const worker = workerUrl
       ? new Worker(workerUrl, { type: 'module' })
