@@ -122,13 +122,20 @@ async fn one_call(relay: &LiveRelay) -> (Reply, CallId) {
     (serde_json::from_slice(&opened).unwrap(), call_id)
 }
 
+/// What the reply says: its text, and its structured answer (a built-in read's whole answer).
 fn reply_text(reply: &Reply) -> String {
     match reply {
-        Reply::Result(result) => result
-            .content
-            .iter()
-            .map(|ContentBlock::Text { text }| text.as_str())
-            .collect(),
+        Reply::Result(result) => {
+            let mut text: String = result
+                .content
+                .iter()
+                .map(|ContentBlock::Text { text }| text.as_str())
+                .collect();
+            if let Some(structured) = &result.structured {
+                text.push_str(&structured.to_string());
+            }
+            text
+        }
         Reply::Refusal(refusal) => panic!("refused: {refusal:?}"),
     }
 }
