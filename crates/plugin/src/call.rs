@@ -41,7 +41,8 @@ pub enum CallOutcome {
 
 /// Hooks the MCP layer gives a call: progress while waiting, and cancellation.
 pub struct Waiting<P> {
-    /// Sends one progress notification (called every few seconds while waiting).
+    /// Sends one progress notification (called every few seconds while waiting), given how
+    /// many rounds the call has waited and the state the relay last reported.
     pub progress: P,
     /// Cancelled when the client cancels the request.
     pub cancelled: CancellationToken,
@@ -85,7 +86,7 @@ impl Plugin {
     /// Runs one call of the tab's tool `name`.
     pub async fn call<P, F>(&self, name: &str, arguments: Value, waiting: Waiting<P>) -> CallOutcome
     where
-        P: FnMut(u32) -> F,
+        P: FnMut(u32, CallState) -> F,
         F: Future<Output = ()>,
     {
         let started = Instant::now();
@@ -211,7 +212,7 @@ impl Plugin {
         legs: &mut Legs,
     ) -> Result<CallOutcome, Failure>
     where
-        P: FnMut(u32) -> F,
+        P: FnMut(u32, CallState) -> F,
         F: Future<Output = ()>,
     {
         let started = Instant::now();
@@ -412,7 +413,7 @@ impl Plugin {
                         cancel(CancelReason::ClientCancelled).await;
                         return Ok(CallOutcome::Cancelled);
                     }
-                    (waiting.progress)(polls).await;
+                    (waiting.progress)(polls, status.state).await;
                     if status.state == CallState::Pending {
                         // Still unclaimed: is the tab still there? A look-up refused for a
                         // passing reason leaves the question for the next round.

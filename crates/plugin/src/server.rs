@@ -16,6 +16,7 @@ use rmcp::model::{
 };
 use rmcp::service::{Peer, RequestContext, SubscriptionContext};
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler, ServiceExt as _};
+use sealpost_protocol::api::CallState;
 use serde_json::Value;
 
 use crate::Plugin;
@@ -91,13 +92,13 @@ impl McpServer {
     ) -> CallToolResult {
         let peer = context.peer.clone();
         let token = context.meta.get_progress_token();
-        let progress = move |polls: u32| {
+        let progress = move |polls: u32, state: CallState| {
             let peer = peer.clone();
             let token = token.clone();
             async move {
                 if let Some(token) = token {
                     let param = ProgressNotificationParam::new(token, f64::from(polls))
-                        .with_message("Waiting for the Sealpost tab to answer");
+                        .with_message(progress_message(state));
                     if let Err(error) = peer.notify_progress(param).await {
                         tracing::debug!(%error, "progress not sent");
                     }
@@ -234,6 +235,21 @@ impl ServerHandler for McpServer {
             .call_tab_tool(&request.name, Value::Object(arguments), &context)
             .await;
         Ok(result.into())
+    }
+}
+
+/// What a waiting call's progress says, by the state the relay last reported: where the call
+/// is, so the client can tell its user where to look.
+fn progress_message(state: CallState) -> &'static str {
+    match state {
+        CallState::Pending => {
+            "Sealed and posted; waiting for the Sealpost tab to take it (is the tab open?)"
+        }
+        CallState::Claimed => {
+            "The Sealpost tab has the call and is running it; a tool of a web page waits there \
+             for the person to confirm it"
+        }
+        _ => "Waiting for the Sealpost tab to answer",
     }
 }
 

@@ -340,14 +340,18 @@ async fn progress_arrives_while_waiting_and_cancellation_reaches_the_relay() {
         "_meta": {"progressToken": "p-1"}}}),
     )
     .await;
-    // The first progress notification, sent while the call waits.
+    // Progress while the call waits, saying where it is: the tab holds it.
     let progress = loop {
         let message = mcp.recv().await;
         assert!(
             message.get("id").is_none(),
             "only notifications yet: {message}"
         );
-        if message["method"] == "notifications/progress" {
+        if message["method"] == "notifications/progress"
+            && message["params"]["message"]
+                .as_str()
+                .is_some_and(|m| m.starts_with("The Sealpost tab has the call"))
+        {
             break message;
         }
     };
