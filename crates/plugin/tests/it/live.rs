@@ -180,7 +180,16 @@ async fn search_finds_only_granted_documents_and_keeps_hostile_text_fenced(db: T
         "list_changed was sent when the catalog arrived: {:?}",
         mcp.notifications
     );
-    assert!(tab.log.replied.load(std::sync::atomic::Ordering::SeqCst) >= 2);
+    // The tab counts a reply once the relay has taken it, which may be just after the plugin
+    // read it (the relay hands a reply to the waiting read first).
+    let counted = async {
+        while tab.log.replied.load(std::sync::atomic::Ordering::SeqCst) < 2 {
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+    };
+    tokio::time::timeout(crate::PATIENCE, counted)
+        .await
+        .expect("the tab counted both replies");
     drop(tab);
     setup.relay.stop().await;
 }
